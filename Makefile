@@ -1,0 +1,46 @@
+# dsh: build, test, run and measure. See README.md.
+GO        ?= go
+BIN       := bin
+PLUGINS   := $(notdir $(patsubst %/main.go,%,$(wildcard plugins/*/main.go)))
+PROTOS    := $(shell find . -name '*.proto' -not -path './bin/*')
+COMPOSITION ?= compositions/default.yaml
+
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+TOOLS := $(CURDIR)/.tools
+
+.PHONY: all build test run bench proto lint clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/dsh ./host/cmd/dsh
+	@for p in $(PLUGINS); do echo "$(GO) build -o $(BIN)/dsh-$$p ./plugins/$$p"; $(GO) build -o $(BIN)/dsh-$$p ./plugins/$$p || exit 1; done
+
+test:
+	$(GO) test -race ./...
+
+run: build
+	$(BIN)/dsh serve $(COMPOSITION)
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime 200x ./registry/ ./host/...
+	$(GO) run ./bench -bin $(BIN)
+
+$(TOOLS)/protoc-gen-go:
+	GOBIN=$(TOOLS) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+
+$(TOOLS)/protoc-gen-go-grpc:
+	GOBIN=$(TOOLS) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+
+# Regenerates the committed Go code of every .proto next to it.
+proto: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc
+	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install protobuf-compiler"; exit 1; }
+	PATH=$(TOOLS):$$PATH protoc -I . --go_out=paths=source_relative:. --go-grpc_out=paths=source_relative:. $(PROTOS)
+
+lint:
+	@test -z "$$(gofmt -l . | grep -v '^.tools/')" || { gofmt -l . ; exit 1; }
+	$(GO) vet ./...
+
+clean:
+	rm -rf $(BIN) $(TOOLS)

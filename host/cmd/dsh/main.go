@@ -1,0 +1,349 @@
+// Command dsh is the dsh host: it loads a YAML composition of plugins and
+// serves what they provide. Human-readable output (status, logs) goes to
+// stderr; stdout is kept for protocols and for the data a command was asked
+// for (config, plugins, version).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"go.yaml.in/yaml/v3"
+	"golang.org/x/sys/unix"
+
+	"github.com/dshrun/dsh/host"
+	"github.com/dshrun/dsh/host/composition"
+	"github.com/dshrun/dsh/host/pluginproc"
+	"github.com/dshrun/dsh/sdk/pluginv1"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1 // the host failed while running
+	exitBadUse  = 2 // bad arguments, bad composition, a plugin that would not load
+)
+
+var version = "dev"
+
+const usage = `dsh: a host for the tools AI coding agents use to run commands
+
+Usage:
+  dsh serve COMPOSITION       load the composition and serve it until SIGINT/SIGTERM
+  dsh validate COMPOSITION    check the composition and every plugin's description
+  dsh config COMPOSITION      print the resolved composition, secrets masked
+  dsh plugins                 describe every dsh-* binary on the plugin path
+  dsh version                 print the version
+
+Flags (before or after the command):
+  --plugin-path DIRS   more directories to search for dsh-<name> binaries (':'-separated)
+  --log-level LEVEL    trace, debug, info, warn, error (default info)
+  --log-json           log JSON lines instead of text
+The plugin path is the folder of the dsh binary, then $DSH_PLUGIN_PATH, then --plugin-path.
+`
+
+type globals struct {
+	pluginPath string
+	logLevel   string
+	logJSON    bool
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	var g globals
+	fs := flag.NewFlagSet("dsh", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	fs.StringVar(&g.pluginPath, "plugin-path", "", "")
+	fs.StringVar(&g.logLevel, "log-level", "info", "")
+	fs.BoolVar(&g.logJSON, "log-json", false, "")
+	// Flags may come before or after the command and its argument.
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return exitOK
+			}
+			return exitBadUse
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(positional) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitBadUse
+	}
+	if hclog.LevelFromString(g.logLevel) == hclog.NoLevel {
+		fmt.Fprintf(stderr, "dsh: unknown log level %q (trace, debug, info, warn, error)\n", g.logLevel)
+		return exitBadUse
+	}
+	logger := hclog.New(&hclog.LoggerOptions{
+		Name:       "dsh",
+		Level:      hclog.LevelFromString(g.logLevel),
+		Output:     stderr,
+		JSONFormat: g.logJSON,
+		Color:      hclog.AutoColor,
+	})
+	cmd, rest := positional[0], positional[1:]
+	needOne := func() (string, bool) {
+		if len(rest) != 1 {
+			fmt.Fprintf(stderr, "dsh %s: want exactly one COMPOSITION argument, got %d\n", cmd, len(rest))
+			return "", false
+		}
+		return rest[0], true
+	}
+	switch cmd {
+	case "serve", "validate", "config":
+		file, ok := needOne()
+		if !ok {
+			return exitBadUse
+		}
+		comp, err := composition.Load(file, os.LookupEnv)
+		if err != nil {
+			fmt.Fprintf(stderr, "dsh %s: %v\n", cmd, err)
+			return exitBadUse
+		}
+		opts := host.Options{PluginPath: pluginPath(g.pluginPath), Logger: logger}
+		switch cmd {
+		case "serve":
+			return serve(comp, opts, stderr)
+		case "validate":
+			return validate(comp, opts, stderr)
+		default:
+			out, err := yaml.Marshal(comp.Masked())
+			if err != nil {
+				fmt.Fprintf(stderr, "dsh config: %v\n", err)
+				return exitFailure
+			}
+			_, _ = stdout.Write(out)
+			return exitOK
+		}
+	case "plugins":
+		if len(rest) != 0 {
+			fmt.Fprintf(stderr, "dsh plugins: takes no argument\n")
+			return exitBadUse
+		}
+		return plugins(pluginPath(g.pluginPath), logger, stdout, stderr)
+	case "version":
+		fmt.Fprintf(stdout, "dsh %s (plugin protocol %d)\n", buildVersion(), 1)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "dsh: unknown command %q\n\n%s", cmd, usage)
+		return exitBadUse
+	}
+}
+
+func buildVersion() string {
+	if version != "dev" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				return "dev-" + s.Value[:12]
+			}
+		}
+	}
+	return version
+}
+
+// pluginPath is the folder of the dsh binary, then $DSH_PLUGIN_PATH, then
+// --plugin-path.
+func pluginPath(flagValue string) []string {
+	var dirs []string
+	if exe, err := os.Executable(); err == nil {
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = real
+		}
+		dirs = append(dirs, filepath.Dir(exe))
+	}
+	for _, v := range []string{os.Getenv("DSH_PLUGIN_PATH"), flagValue} {
+		for _, d := range filepath.SplitList(v) {
+			if d != "" {
+				dirs = append(dirs, d)
+			}
+		}
+	}
+	return dirs
+}
+
+// detachStdin moves the host's stdin out of reach of plugins: they inherit
+// fd 0, and stdin belongs to the host's protocol. The returned file reads
+// what stdin was.
+func detachStdin() (*os.File, error) {
+	fd, err := unix.Dup(0)
+	if err != nil {
+		return nil, err
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, err
+	}
+	defer null.Close()
+	if err := unix.Dup2(int(null.Fd()), 0); err != nil {
+		return nil, err
+	}
+	unix.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), "stdin"), nil
+}
+
+func serve(comp *composition.Composition, opts host.Options, stderr io.Writer) int {
+	if _, err := detachStdin(); err != nil {
+		fmt.Fprintf(stderr, "dsh serve: %v\n", err)
+		return exitFailure
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	started := time.Now()
+	h, err := host.Start(ctx, comp, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "dsh serve: %v\n", err)
+		return exitBadUse
+	}
+	fmt.Fprintf(stderr, "dsh serve: %s ready in %s\n", comp.File, time.Since(started).Round(time.Millisecond))
+	printStatus(stderr, h.Status())
+	<-ctx.Done()
+	stop()
+	fmt.Fprintln(stderr, "dsh serve: stopping")
+	cctx, cancel := context.WithTimeout(context.Background(), teardownBound(comp))
+	defer cancel()
+	if err := h.Close(cctx); err != nil {
+		fmt.Fprintf(stderr, "dsh serve: teardown: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// teardownBound bounds the whole teardown: every plugin stop in series.
+func teardownBound(comp *composition.Composition) time.Duration {
+	per := comp.Host.StopTimeout
+	if per <= 0 {
+		per = 5 * time.Second
+	}
+	return per*time.Duration(len(comp.Plugins)+1) + time.Second
+}
+
+func printStatus(w io.Writer, st []host.EntryStatus) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  ID\tPLUGIN\tSTATE\tPID\tPROVIDES\tTOOLS")
+	for _, s := range st {
+		pid := "-"
+		if s.Pid > 0 {
+			pid = fmt.Sprint(s.Pid)
+		}
+		state := s.State
+		if s.Reason != "" {
+			state += " (" + s.Reason + ")"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Name, state, pid, dash(s.Provides), dash(s.Tools))
+	}
+	_ = tw.Flush()
+}
+
+func dash(v []string) string {
+	if len(v) == 0 {
+		return "-"
+	}
+	return strings.Join(v, ",")
+}
+
+func validate(comp *composition.Composition, opts host.Options, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ds, err := host.Validate(ctx, comp, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "dsh validate: %v\n", err)
+		return exitBadUse
+	}
+	fmt.Fprintf(stderr, "dsh validate: %s is valid (%d plugins)\n", comp.File, len(ds))
+	for _, d := range ds {
+		if d.Disabled {
+			fmt.Fprintf(stderr, "  %s: disabled\n", d.ID)
+			continue
+		}
+		fmt.Fprintf(stderr, "  %s: %s %s (%s)%s\n", d.ID, d.Description.Name, d.Description.Version, d.Binary, describeKeys(d.Description))
+	}
+	return exitOK
+}
+
+func describeKeys(d *pluginv1.Description) string {
+	var parts []string
+	for _, p := range d.Provides {
+		parts = append(parts, "provides "+p.Key)
+	}
+	for _, in := range d.Inject {
+		s := "injects " + in.Key
+		if in.Optional {
+			s += "?"
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(parts, ", ")
+}
+
+// plugins starts every dsh-* binary on the plugin path (first one of each
+// name wins, as in a composition) and prints its description as JSON lines.
+func plugins(dirs []string, logger hclog.Logger, stdout, stderr io.Writer) int {
+	seen := map[string]bool{}
+	var bins []string
+	for _, d := range dirs {
+		matches, _ := filepath.Glob(filepath.Join(d, "dsh-*"))
+		sort.Strings(matches)
+		for _, m := range matches {
+			fi, err := os.Stat(m)
+			if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 || seen[filepath.Base(m)] {
+				continue
+			}
+			seen[filepath.Base(m)] = true
+			bins = append(bins, m)
+		}
+	}
+	code := exitOK
+	enc := json.NewEncoder(stdout)
+	for _, bin := range bins {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		p, err := pluginproc.Start(ctx, pluginproc.Config{
+			ID:     strings.TrimPrefix(filepath.Base(bin), "dsh-"),
+			Binary: bin,
+			Env:    []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")},
+			Logger: logger.Named(filepath.Base(bin)),
+		})
+		if err != nil {
+			fmt.Fprintf(stderr, "dsh plugins: %v\n", err)
+			code = exitFailure
+			cancel()
+			continue
+		}
+		d := p.Description()
+		_ = p.Stop(ctx)
+		cancel()
+		_ = enc.Encode(map[string]any{"binary": bin, "description": d})
+	}
+	if len(bins) == 0 {
+		fmt.Fprintf(stderr, "dsh plugins: no dsh-* binary in %s\n", strings.Join(dirs, ":"))
+	}
+	return code
+}

@@ -1,0 +1,343 @@
+// Package host is the dsh process: it loads a composition, starts each
+// plugin as its own process, mirrors what they provide in the registry,
+// connects consumers to providers through itself (with the capability
+// check), and tears everything down in dependency order.
+//
+// A Host owns every plugin process it started and the runtime directory that
+// holds their sockets. It does not read composition files (package
+// composition does) and does not speak to agents (the front ends do).
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+
+	"github.com/dshrun/dsh/host/composition"
+	"github.com/dshrun/dsh/host/pluginproc"
+	"github.com/dshrun/dsh/registry"
+	"github.com/dshrun/dsh/sdk/pluginv1"
+)
+
+// Options configures a Host. The zero value works: plugins are looked up in
+// no directory (entries must use path), logs are discarded.
+type Options struct {
+	// PluginPath lists the directories searched for dsh-<name> binaries, in
+	// order.
+	PluginPath []string
+	Logger     hclog.Logger
+	// RuntimeBase is the directory under which each host makes its runtime
+	// directory; "" means $XDG_RUNTIME_DIR/dsh or <tmp>/dsh-<uid>.
+	RuntimeBase string
+	// LookupEnv reads the host's environment; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// Observe, if set, sees every registry transition in order.
+	Observe func(registry.Event)
+}
+
+// Host is a loaded composition.
+type Host struct {
+	opts    Options
+	log     hclog.Logger
+	comp    *composition.Composition
+	rt      *runtimeDir
+	reg     *registry.Registry
+	entries []*entry          // in composition order
+	byID    map[string]*entry // enabled entries
+	// serviceKeys maps a gRPC service name to the key it implements, for
+	// callers that do not name the key.
+	serviceKeys map[string]string
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// endpoint is the registry's value for a key provided by a plugin process.
+type endpoint struct {
+	id       string // provider's entry id
+	conn     *grpc.ClientConn
+	lc       pluginv1.LifecycleClient
+	services map[string]bool
+	facts    map[string]string
+}
+
+func (e *endpoint) serviceList() []string {
+	out := make([]string, 0, len(e.services))
+	for s := range e.services {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Start validates the composition (starting every enabled plugin to read
+// its description), then applies the plugins in dependency order, in
+// parallel where the graph allows. On any failure everything started is
+// stopped and the error is a *LoadError listing every problem.
+func Start(ctx context.Context, comp *composition.Composition, opts Options) (*Host, error) {
+	h, err := newHost(comp, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.describeAll(ctx); err != nil {
+		h.abort()
+		return nil, err
+	}
+	h.reg = registry.New(registry.Options{Observe: h.observe})
+	for _, en := range h.entries {
+		if en.e.Disabled {
+			continue
+		}
+		s, err := h.reg.Add(registry.Spec{
+			ID:     en.e.ID,
+			Label:  en.label(),
+			Inject: en.deps(),
+			Apply:  h.applyEntry(en),
+		})
+		if err != nil {
+			h.abort()
+			return nil, err
+		}
+		en.scope = s
+	}
+	if err := h.reg.Settled(ctx); err != nil {
+		h.abort()
+		return nil, fmt.Errorf("%s: waiting for plugins to apply: %w", comp.File, err)
+	}
+	var errs []error
+	for _, en := range h.entries {
+		if en.scope == nil {
+			continue
+		}
+		switch en.scope.State() {
+		case registry.Failed:
+			errs = append(errs, en.errorf("%s", en.scope.Reason()))
+		case registry.Pending:
+			errs = append(errs, en.errorf("still pending: %s", en.scope.Reason()))
+		}
+	}
+	if len(errs) > 0 {
+		h.abort()
+		return nil, &LoadError{File: comp.File, Errs: errs}
+	}
+	return h, nil
+}
+
+// Validate starts every enabled plugin only to read its description, checks
+// the whole composition against them and stops them again.
+func Validate(ctx context.Context, comp *composition.Composition, opts Options) ([]Described, error) {
+	h, err := newHost(comp, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer h.abort()
+	if err := h.describeAll(ctx); err != nil {
+		return nil, err
+	}
+	var out []Described
+	for _, en := range h.entries {
+		if en.e.Disabled {
+			out = append(out, Described{ID: en.e.ID, Disabled: true})
+			continue
+		}
+		out = append(out, Described{ID: en.e.ID, Binary: en.binary, Description: en.desc})
+	}
+	return out, nil
+}
+
+// Described is one entry as validate saw it.
+type Described struct {
+	ID          string
+	Binary      string
+	Disabled    bool
+	Description *pluginv1.Description
+}
+
+func newHost(comp *composition.Composition, opts Options) (*Host, error) {
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.LookupEnv == nil {
+		opts.LookupEnv = os.LookupEnv
+	}
+	rt, err := newRuntimeDir(opts.RuntimeBase)
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{
+		opts:        opts,
+		log:         opts.Logger,
+		comp:        comp,
+		rt:          rt,
+		byID:        map[string]*entry{},
+		serviceKeys: map[string]string{},
+	}
+	for _, e := range comp.Plugins {
+		en := &entry{h: h, e: e}
+		h.entries = append(h.entries, en)
+		if !e.Disabled {
+			h.byID[e.ID] = en
+		}
+	}
+	return h, nil
+}
+
+func (h *Host) observe(ev registry.Event) {
+	h.log.Debug("plugin state", "id", ev.Scope, "from", ev.From.String(), "to", ev.To.String(), "reason", ev.Reason)
+	if h.opts.Observe != nil {
+		h.opts.Observe(ev)
+	}
+}
+
+// endpoint returns the current provider of key.
+func (h *Host) endpoint(key string) (*endpoint, bool) {
+	if h.reg == nil {
+		return nil, false
+	}
+	v, _, ok := h.reg.Lookup(key)
+	if !ok {
+		return nil, false
+	}
+	ep, ok := v.(*endpoint)
+	return ep, ok
+}
+
+func (h *Host) keyOfService(service string) string { return h.serviceKeys[service] }
+
+// Conn returns a connection on which the host itself calls the current
+// provider of key.
+func (h *Host) Conn(key string) grpc.ClientConnInterface { return hostConn{h: h, key: key} }
+
+// Registry exposes the registry, read-only use intended (status, watches).
+func (h *Host) Registry() *registry.Registry { return h.reg }
+
+// Composition is the composition this host runs.
+func (h *Host) Composition() *composition.Composition { return h.comp }
+
+// Close tears the composition down: dependents before their providers,
+// one at a time, each plugin stop bounded by the composition's stop timeout;
+// then the runtime directory is removed. It is idempotent.
+func (h *Host) Close(ctx context.Context) error {
+	h.closeOnce.Do(func() {
+		var errs []error
+		if h.reg != nil {
+			errs = append(errs, h.reg.Close(ctx))
+		}
+		h.stopSpares(ctx)
+		errs = append(errs, h.rt.remove())
+		h.closeErr = errors.Join(errs...)
+	})
+	return h.closeErr
+}
+
+// abort stops everything after a failed start.
+func (h *Host) abort() {
+	ctx, cancel := context.WithTimeout(context.Background(), h.stopTimeout()+5*time.Second)
+	defer cancel()
+	_ = h.Close(ctx)
+}
+
+func (h *Host) stopTimeout() time.Duration {
+	if d := h.comp.Host.StopTimeout; d > 0 {
+		return d
+	}
+	return 5 * time.Second
+}
+
+func (h *Host) startTimeout() time.Duration {
+	if d := h.comp.Host.StartTimeout; d > 0 {
+		return d
+	}
+	return 10 * time.Second
+}
+
+// stopSpares stops processes started for validation that never got applied.
+func (h *Host) stopSpares(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, en := range h.entries {
+		if p := en.takeSpare(); p != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sctx, cancel := context.WithTimeout(ctx, h.stopTimeout())
+				defer cancel()
+				_ = p.Stop(sctx)
+			}()
+		}
+	}
+	wg.Wait()
+}
+
+// Status describes every entry of the composition.
+func (h *Host) Status() []EntryStatus {
+	var out []EntryStatus
+	for _, en := range h.entries {
+		st := EntryStatus{ID: en.e.ID, Name: en.e.Name, Binary: en.binary, Disabled: en.e.Disabled, State: "disabled"}
+		if en.desc != nil {
+			st.Name = en.desc.Name
+			for _, p := range en.desc.Provides {
+				st.Provides = append(st.Provides, p.Key)
+			}
+			st.Tools = en.desc.Tools
+		}
+		if en.scope != nil {
+			st.State = en.scope.State().String()
+			st.Reason = en.scope.Reason()
+		}
+		if ld := en.current(); ld != nil {
+			st.Pid = ld.proc.Pid()
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// EntryStatus is one line of `dsh status`.
+type EntryStatus struct {
+	ID, Name, Binary string
+	Disabled         bool
+	State, Reason    string
+	Pid              int
+	Provides, Tools  []string
+}
+
+// LoadError lists every problem found while loading a composition.
+type LoadError struct {
+	File string
+	Errs []error
+}
+
+func (e *LoadError) Error() string {
+	if len(e.Errs) == 1 {
+		return e.Errs[0].Error()
+	}
+	msg := fmt.Sprintf("%s: %d problems:", e.File, len(e.Errs))
+	for _, err := range e.Errs {
+		msg += "\n  " + err.Error()
+	}
+	return msg
+}
+
+func (e *LoadError) Unwrap() []error { return e.Errs }
+
+// EntryError is a problem with one entry, at its place in the composition.
+type EntryError struct {
+	Pos composition.Pos
+	ID  string
+	Err error
+}
+
+func (e *EntryError) Error() string {
+	return fmt.Sprintf("%s: plugin %q: %v", e.Pos, e.ID, e.Err)
+}
+
+func (e *EntryError) Unwrap() error { return e.Err }
+
+var _ = pluginproc.Config{}

@@ -1,0 +1,256 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/dshrun/dsh/sdk"
+	"github.com/dshrun/dsh/sdk/pluginv1"
+)
+
+// The hub is how plugins reach each other: each plugin gets its own gRPC
+// server on its go-plugin broker, serving dsh.plugin.v1.Host and forwarding
+// every other method to the current provider of the key the method belongs
+// to. The caller's identity is fixed by which server the call arrived on, so
+// the capability check cannot be talked around.
+
+// caller is the plugin on the other end of one host server.
+type caller interface {
+	callerID() string
+	callerLabel() string
+	declares(key string) bool
+	// touch records that the caller used key, so the provider is told to
+	// release the caller's registrations when the caller goes away.
+	touch(key string)
+}
+
+// newHostServer returns the gRPC server one plugin talks to.
+func (h *Host) newHostServer(c caller, opts ...grpc.ServerOption) *grpc.Server {
+	opts = append(opts,
+		grpc.ForceServerCodec(proxyCodec{}),
+		grpc.UnknownServiceHandler(h.forward(c)),
+	)
+	s := grpc.NewServer(opts...)
+	pluginv1.RegisterHostServer(s, &hostService{h: h, c: c})
+	return s
+}
+
+type hostService struct {
+	pluginv1.UnimplementedHostServer
+	h *Host
+	c caller
+}
+
+func (s *hostService) Lookup(_ context.Context, req *pluginv1.LookupRequest) (*pluginv1.LookupResponse, error) {
+	if err := s.h.authorize(s.c, req.Key); err != nil {
+		return nil, err
+	}
+	ep, ok := s.h.endpoint(req.Key)
+	if !ok {
+		return &pluginv1.LookupResponse{}, nil
+	}
+	return &pluginv1.LookupResponse{
+		Provided:     true,
+		Provider:     ep.id,
+		Facts:        ep.facts,
+		GrpcServices: ep.serviceList(),
+	}, nil
+}
+
+// authorize is the capability check: a plugin may reach only the keys it
+// declared in its description's inject list.
+func (h *Host) authorize(c caller, key string) error {
+	if key == "" {
+		return status.Error(codes.InvalidArgument, "no service key given")
+	}
+	if !c.declares(key) {
+		return status.Errorf(codes.PermissionDenied,
+			"plugin %s did not declare inject %q: add it to its description's Inject list", c.callerLabel(), key)
+	}
+	return nil
+}
+
+// forward returns the handler of every method the host does not serve
+// itself: it finds the key, checks the capability and relays the call,
+// streams included, to the provider without decoding the messages.
+func (h *Host) forward(c caller) grpc.StreamHandler {
+	return func(_ any, ss grpc.ServerStream) error {
+		method, ok := grpc.MethodFromServerStream(ss)
+		if !ok {
+			return status.Error(codes.Internal, "no method in stream")
+		}
+		service := serviceOf(method)
+		md, _ := metadata.FromIncomingContext(ss.Context())
+		key := first(md.Get(sdk.MetaKey))
+		if key == "" {
+			key = h.keyOfService(service)
+			if key == "" {
+				return status.Errorf(codes.Unimplemented, "no plugin in this composition serves %s", service)
+			}
+		}
+		if err := h.authorize(c, key); err != nil {
+			return err
+		}
+		ep, ok := h.endpoint(key)
+		if !ok {
+			return status.Errorf(codes.Unavailable, "no provider of %q is active", key)
+		}
+		if !ep.services[service] {
+			return status.Errorf(codes.Unimplemented, "%q is provided by %q, which does not serve %s", key, ep.id, service)
+		}
+		c.touch(key)
+		out := metadata.MD{}
+		for k, v := range md {
+			if strings.HasPrefix(k, ":") || strings.HasPrefix(k, "grpc-") || k == "content-type" || k == "user-agent" || k == sdk.MetaCaller {
+				continue
+			}
+			out[k] = v
+		}
+		out.Set(sdk.MetaCaller, c.callerID())
+		return relay(metadata.NewOutgoingContext(ss.Context(), out), ss, ep, method)
+	}
+}
+
+// relay pumps frames between the caller's stream and the provider's.
+func relay(ctx context.Context, ss grpc.ServerStream, ep *endpoint, method string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cs, err := ep.conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method, grpc.ForceCodec(proxyCodec{}))
+	if err != nil {
+		return gone(ep, err)
+	}
+	upErr := make(chan error, 1)
+	go func() {
+		for {
+			f := &frame{}
+			if err := ss.RecvMsg(f); err != nil {
+				if errors.Is(err, io.EOF) {
+					upErr <- cs.CloseSend()
+					return
+				}
+				upErr <- err
+				cancel()
+				return
+			}
+			if err := cs.SendMsg(f); err != nil {
+				upErr <- nil // the provider's answer (below) says why
+				return
+			}
+		}
+	}()
+	if hdr, err := cs.Header(); err == nil && len(hdr) > 0 {
+		_ = ss.SendHeader(hdr)
+	}
+	for {
+		f := &frame{}
+		if err := cs.RecvMsg(f); err != nil {
+			ss.SetTrailer(cs.Trailer())
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return gone(ep, err)
+		}
+		if err := ss.SendMsg(f); err != nil {
+			return err
+		}
+	}
+}
+
+// gone names the provider when its process cannot be reached.
+func gone(ep *endpoint, err error) error {
+	if s, ok := status.FromError(err); ok && s.Code() == codes.Unavailable {
+		return status.Errorf(codes.Unavailable, "provider %q is unreachable: %s", ep.id, s.Message())
+	}
+	return err
+}
+
+func serviceOf(method string) string {
+	method = strings.TrimPrefix(method, "/")
+	if i := strings.LastIndexByte(method, '/'); i >= 0 {
+		return method[:i]
+	}
+	return method
+}
+
+func first(v []string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
+}
+
+// frame is an undecoded message.
+type frame struct{ payload []byte }
+
+// proxyCodec passes frames through untouched and encodes everything else as
+// protobuf, so forwarded calls cost no decoding while the host's own services
+// on the same server work as usual.
+type proxyCodec struct{}
+
+func (proxyCodec) Marshal(v any) ([]byte, error) {
+	if f, ok := v.(*frame); ok {
+		return f.payload, nil
+	}
+	m, ok := v.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("proxy codec: cannot marshal %T", v)
+	}
+	return proto.Marshal(m)
+}
+
+func (proxyCodec) Unmarshal(data []byte, v any) error {
+	if f, ok := v.(*frame); ok {
+		f.payload = append([]byte(nil), data...) // gRPC reuses data
+		return nil
+	}
+	m, ok := v.(proto.Message)
+	if !ok {
+		return fmt.Errorf("proxy codec: cannot unmarshal into %T", v)
+	}
+	return proto.Unmarshal(data, m)
+}
+
+func (proxyCodec) Name() string { return "proto" }
+
+// hostConn lets the host itself (front ends, tests, benchmarks) call the
+// current provider of a key.
+type hostConn struct {
+	h   *Host
+	key string
+}
+
+func (c hostConn) target(ctx context.Context) (context.Context, *endpoint, error) {
+	ep, ok := c.h.endpoint(c.key)
+	if !ok {
+		return nil, nil, status.Errorf(codes.Unavailable, "no provider of %q is active", c.key)
+	}
+	return metadata.AppendToOutgoingContext(ctx, sdk.MetaCaller, "host"), ep, nil
+}
+
+func (c hostConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	ctx, ep, err := c.target(ctx)
+	if err != nil {
+		return err
+	}
+	if err := ep.conn.Invoke(ctx, method, args, reply, opts...); err != nil {
+		return gone(ep, err)
+	}
+	return nil
+}
+
+func (c hostConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	ctx, ep, err := c.target(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ep.conn.NewStream(ctx, desc, method, opts...)
+}

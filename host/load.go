@@ -1,0 +1,133 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc"
+
+	"github.com/dshrun/dsh/host/pluginproc"
+	"github.com/dshrun/dsh/registry"
+	"github.com/dshrun/dsh/sdk/pluginv1"
+)
+
+// load is one loaded life of an entry: its process, its host server and the
+// keys it has called. A reload makes a new load.
+type load struct {
+	en    *entry
+	scope *registry.Scope
+	proc  *pluginproc.Process
+
+	mu      sync.Mutex
+	touched map[string]bool
+}
+
+var _ caller = (*load)(nil)
+
+func (ld *load) callerID() string    { return ld.en.e.ID }
+func (ld *load) callerLabel() string { return ld.en.label() }
+
+func (ld *load) declares(key string) bool {
+	for _, in := range ld.en.desc.Inject {
+		if in.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+func (ld *load) touch(key string) {
+	ld.mu.Lock()
+	seen := ld.touched[key]
+	ld.touched[key] = true
+	ld.mu.Unlock()
+	if seen {
+		return
+	}
+	h, id := ld.en.h, ld.en.e.ID
+	// An effect of the caller's scope: when the caller goes away, the
+	// provider drops what the caller registered with it. A scope that is
+	// already unloading admits no effect; its calls still go through.
+	_, _ = ld.scope.Effect("caller of "+key, func(ctx context.Context) error {
+		ep, ok := h.endpoint(key)
+		if !ok {
+			return nil
+		}
+		if _, err := ep.lc.Release(ctx, &pluginv1.ReleaseRequest{Caller: id}); err != nil {
+			return fmt.Errorf("release %q at %q: %w", id, ep.id, err)
+		}
+		return nil
+	})
+}
+
+// applyEntry is the registry's Apply for an entry: take (or start) the
+// process, serve the host to it, send Apply, then provide its keys.
+func (h *Host) applyEntry(en *entry) func(context.Context, *registry.Scope) error {
+	return func(ctx context.Context, s *registry.Scope) error {
+		proc := en.takeSpare()
+		if proc == nil {
+			var err error
+			if proc, err = en.start(ctx); err != nil {
+				return err
+			}
+		}
+		// First effect, so it is disposed last: the process outlives every
+		// registration it made.
+		if _, err := s.Effect("process "+en.binary, func(ctx context.Context) error {
+			en.setCurrent(nil)
+			sctx, cancel := context.WithTimeout(ctx, h.stopTimeout())
+			defer cancel()
+			return proc.Stop(sctx)
+		}); err != nil {
+			_ = proc.Stop(context.WithoutCancel(ctx))
+			return err
+		}
+		ld := &load{en: en, scope: s, proc: proc, touched: map[string]bool{}}
+		en.setCurrent(ld)
+		dir, err := h.rt.pluginDir(en.e.ID)
+		if err != nil {
+			return err
+		}
+		brokerID := proc.Broker().NextId()
+		go proc.Broker().AcceptAndServe(brokerID, func(opts []grpc.ServerOption) *grpc.Server {
+			return h.newHostServer(ld, opts...)
+		})
+		resp, err := proc.Apply(ctx, &pluginv1.ApplyRequest{
+			Id:           en.e.ID,
+			ConfigJson:   en.config,
+			HostBrokerId: brokerID,
+			RuntimeDir:   dir,
+		})
+		if err != nil {
+			return err
+		}
+		for _, p := range en.desc.Provides {
+			ep := &endpoint{
+				id:       en.e.ID,
+				conn:     proc.Conn(),
+				lc:       proc.Lifecycle(),
+				services: map[string]bool{},
+			}
+			for _, svc := range p.GrpcServices {
+				ep.services[svc] = true
+			}
+			if f := resp.Facts[p.Key]; f != nil {
+				ep.facts = f.Values
+			}
+			if _, err := s.Provide(p.Key, ep); err != nil {
+				return err
+			}
+		}
+		go h.watchExit(ld)
+		return nil
+	}
+}
+
+// watchExit reports a plugin process that ends while it is loaded.
+func (h *Host) watchExit(ld *load) {
+	<-ld.proc.Exited()
+	if ld.en.current() == ld {
+		h.log.Error("plugin process exited while loaded", "id", ld.en.e.ID, "binary", ld.en.binary, "pid", ld.proc.Pid())
+	}
+}

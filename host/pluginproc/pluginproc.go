@@ -1,0 +1,331 @@
+// Package pluginproc starts and stops one dsh plugin process. It owns the
+// host side of the go-plugin handshake (gRPC only, AutoMTLS, the sha256 pin
+// through SecureConfig, a bounded start), the Lifecycle client, exit
+// detection, and a stop that always ends: Dispose under a deadline, then
+// go-plugin's Kill under a deadline of our own (it can hang), then SIGKILL of
+// the plugin's process group.
+//
+// It knows nothing of compositions, the registry or other plugins.
+package pluginproc
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+
+	"github.com/dshrun/dsh/sdk"
+	"github.com/dshrun/dsh/sdk/pluginv1"
+)
+
+// Config says which binary to start and how.
+type Config struct {
+	ID     string // composition entry id, used in logs and errors
+	Binary string // absolute path of the executable
+	// SHA256, when set (lowercase hex), must match the binary's checksum;
+	// go-plugin checks it right before the exec.
+	SHA256 string
+	// StartTimeout bounds the handshake; 0 means 10s.
+	StartTimeout time.Duration
+	// Env is the plugin's whole environment; the host's is never inherited.
+	Env []string
+	// SocketDir is where the plugin creates its sockets (a per-host
+	// directory the host sweeps).
+	SocketDir string
+	Logger    hclog.Logger
+}
+
+// Process is one running plugin. Methods are safe for concurrent use.
+type Process struct {
+	cfg       Config
+	client    *plugin.Client
+	conn      *grpc.ClientConn
+	broker    *plugin.GRPCBroker
+	lifecycle pluginv1.LifecycleClient
+	desc      *pluginv1.Description
+	pid       int
+	exited    chan struct{}
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Error is a failure to start or talk to a plugin; it names the entry and
+// the binary.
+type Error struct {
+	ID     string
+	Binary string
+	Op     string
+	Err    error
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("plugin %q (%s): %s: %v", e.ID, e.Binary, e.Op, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrChecksum is wrapped when the binary does not match its sha256 pin.
+var ErrChecksum = errors.New("checksum mismatch")
+
+// Start launches the plugin, completes the handshake and reads its
+// description. On any failure nothing is left running.
+func Start(ctx context.Context, cfg Config) (*Process, error) {
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	fail := func(op string, err error) (*Process, error) {
+		return nil, &Error{ID: cfg.ID, Binary: cfg.Binary, Op: op, Err: err}
+	}
+	var secure *plugin.SecureConfig
+	if cfg.SHA256 != "" {
+		sum, err := hex.DecodeString(cfg.SHA256)
+		if err != nil || len(sum) != sha256.Size {
+			return fail("start", fmt.Errorf("sha256 pin %q is not 64 hex digits", cfg.SHA256))
+		}
+		secure = &plugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
+	}
+	cmd := exec.Command(cfg.Binary)
+	cmd.Env = append([]string(nil), cfg.Env...)
+	if cfg.SocketDir != "" {
+		cmd.Env = append(cmd.Env, plugin.EnvUnixSocketDir+"="+cfg.SocketDir)
+	}
+	// Its own process group keeps a terminal's Ctrl-C away from plugins (the
+	// host tears them down in order); the parent-death signal kills it if
+	// the host dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig: sdk.Handshake,
+		VersionedPlugins: map[int]plugin.PluginSet{
+			sdk.ProtocolVersion: {sdk.PluginName: &hostPlugin{}},
+		},
+		Cmd:              cmd,
+		SecureConfig:     secure,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		StartTimeout:     cfg.StartTimeout,
+		SkipHostEnv:      true,
+		Logger:           cfg.Logger,
+	})
+	p := &Process{cfg: cfg, client: client, exited: make(chan struct{})}
+
+	type result struct {
+		raw any
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		rpc, err := client.Client()
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		raw, err := rpc.Dispense(sdk.PluginName)
+		ch <- result{raw, err}
+	}()
+	var r result
+	select {
+	case r = <-ch:
+	case <-ctx.Done():
+		client.Kill()
+		<-ch
+		return fail("start", ctx.Err())
+	}
+	if r.err != nil {
+		p.killHard()
+		return fail("start", explainStartError(r.err))
+	}
+	c := r.raw.(*hostSide)
+	p.conn, p.broker = c.conn, c.broker
+	p.lifecycle = pluginv1.NewLifecycleClient(c.conn)
+	if rc := client.ReattachConfig(); rc != nil {
+		p.pid = rc.Pid
+	}
+	go p.watchExit()
+
+	dctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+	defer cancel()
+	desc, err := p.lifecycle.Describe(dctx, &pluginv1.DescribeRequest{})
+	if err != nil {
+		p.killHard()
+		return fail("describe", err)
+	}
+	p.desc = desc
+	return p, nil
+}
+
+// explainStartError turns go-plugin's start errors into what a user can act on.
+func explainStartError(err error) error {
+	msg := err.Error()
+	switch {
+	case errors.Is(err, plugin.ErrChecksumsDoNotMatch):
+		return fmt.Errorf("%w: the binary does not match its sha256 pin", ErrChecksum)
+	case strings.Contains(msg, "ncompatible API version"):
+		return fmt.Errorf("plugin protocol version mismatch: this host speaks dsh plugin protocol %d (%s); rebuild the plugin against a current sdk", sdk.ProtocolVersion, msg)
+	case strings.Contains(msg, "Unrecognized remote plugin message"):
+		return fmt.Errorf("not a dsh plugin, or it wrote to stdout before its handshake: %w", err)
+	case strings.Contains(msg, "plugin exited before we could connect"):
+		return fmt.Errorf("not a dsh plugin (it exited before the handshake): %w", err)
+	case strings.Contains(msg, "timeout while waiting for plugin to start"):
+		return fmt.Errorf("no handshake within the start timeout: %w", err)
+	}
+	return err
+}
+
+// watchExit closes p.exited when the process ends, however it ends.
+func (p *Process) watchExit() {
+	defer close(p.exited)
+	if p.pid <= 0 {
+		return
+	}
+	fd, err := unix.PidfdOpen(p.pid, 0)
+	if err != nil {
+		for !p.client.Exited() {
+			time.Sleep(50 * time.Millisecond)
+		}
+		return
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+			return
+		}
+	}
+}
+
+// Description is what the plugin said of itself at start.
+func (p *Process) Description() *pluginv1.Description { return p.desc }
+
+// Pid is the plugin's process id.
+func (p *Process) Pid() int { return p.pid }
+
+// Conn is the gRPC connection to the plugin's own server (Lifecycle and the
+// services it provides).
+func (p *Process) Conn() *grpc.ClientConn { return p.conn }
+
+// Broker is the go-plugin broker shared with the plugin.
+func (p *Process) Broker() *plugin.GRPCBroker { return p.broker }
+
+// Lifecycle is the plugin's Lifecycle client.
+func (p *Process) Lifecycle() pluginv1.LifecycleClient { return p.lifecycle }
+
+// Exited is closed when the process has ended.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Apply sends the effective config and the broker id on which the host
+// serves it; it returns the capability facts the plugin reported.
+func (p *Process) Apply(ctx context.Context, req *pluginv1.ApplyRequest) (*pluginv1.ApplyResponse, error) {
+	resp, err := p.lifecycle.Apply(ctx, req)
+	if err != nil {
+		return nil, &Error{ID: p.cfg.ID, Binary: p.cfg.Binary, Op: "apply", Err: err}
+	}
+	return resp, nil
+}
+
+// Stop disposes the plugin and ends its process within ctx's deadline (or
+// 5s): Dispose, then go-plugin's Kill, then SIGKILL of its process group.
+// It is idempotent and always returns once the process is gone.
+func (p *Process) Stop(ctx context.Context) error {
+	p.stopOnce.Do(func() { p.stopErr = p.stop(ctx) })
+	return p.stopErr
+}
+
+func (p *Process) stop(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	var errs []error
+	select {
+	case <-p.exited:
+	default:
+		deadline, _ := ctx.Deadline()
+		// Dispose gets half the budget; the rest is for the process to exit.
+		dctx, cancel := context.WithTimeout(ctx, time.Until(deadline)/2)
+		if _, err := p.lifecycle.Dispose(dctx, &pluginv1.DisposeRequest{}); err != nil {
+			errs = append(errs, &Error{ID: p.cfg.ID, Binary: p.cfg.Binary, Op: "dispose", Err: err})
+		}
+		cancel()
+	}
+	killed := make(chan struct{})
+	go func() { p.client.Kill(); close(killed) }()
+	select {
+	case <-killed:
+	case <-ctx.Done():
+		p.killGroup()
+		select {
+		case <-killed:
+		case <-time.After(2 * time.Second):
+			// go-plugin can block on a grandchild holding its pipes; the
+			// process itself is gone, which is what matters.
+		}
+	}
+	p.killGroup() // children the plugin left behind in its group
+	<-p.waitExited(2 * time.Second)
+	return errors.Join(errs...)
+}
+
+func (p *Process) waitExited(d time.Duration) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		select {
+		case <-p.exited:
+		case <-time.After(d):
+		}
+	}()
+	return ch
+}
+
+func (p *Process) killGroup() {
+	if p.pid > 0 {
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	}
+}
+
+// killHard ends a process that failed during start.
+func (p *Process) killHard() {
+	if rc := p.client.ReattachConfig(); rc != nil && rc.Pid > 0 {
+		_ = syscall.Kill(-rc.Pid, syscall.SIGKILL)
+	}
+	done := make(chan struct{})
+	go func() { p.client.Kill(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+	}
+}
+
+// hostPlugin is the go-plugin glue of the host side.
+type hostPlugin struct {
+	plugin.NetRPCUnsupportedPlugin
+}
+
+type hostSide struct {
+	conn   *grpc.ClientConn
+	broker *plugin.GRPCBroker
+}
+
+func (hostPlugin) GRPCServer(*plugin.GRPCBroker, *grpc.Server) error {
+	return errors.New("the host does not serve plugins")
+}
+
+func (hostPlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
+	return &hostSide{conn: conn, broker: broker}, nil
+}

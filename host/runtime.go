@@ -1,0 +1,125 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// runtimeDir is the host's private directory: plugin sockets and each
+// plugin's runtime directory live under it. Directories of hosts that died
+// without cleaning up are swept when the next host starts.
+type runtimeDir struct {
+	base string // shared by every host of this user
+	dir  string // this host's: <base>/host-<pid>
+}
+
+// defaultRuntimeBase is $XDG_RUNTIME_DIR/dsh, else <tmp>/dsh-<uid>.
+func defaultRuntimeBase() string {
+	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
+		return filepath.Join(x, "dsh")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("dsh-%d", os.Getuid()))
+}
+
+func newRuntimeDir(base string) (*runtimeDir, error) {
+	if base == "" {
+		base = defaultRuntimeBase()
+	}
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		return nil, fmt.Errorf("runtime directory: %w", err)
+	}
+	// A shared /tmp lets others pre-create the directory: refuse one that is
+	// a symlink or not ours.
+	fi, err := os.Lstat(base)
+	if err != nil {
+		return nil, fmt.Errorf("runtime directory: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || (ok && int(st.Uid) != os.Getuid()) {
+		return nil, fmt.Errorf("runtime directory %s: not a directory owned by uid %d", base, os.Getuid())
+	}
+	if err := os.Chmod(base, 0o700); err != nil {
+		return nil, fmt.Errorf("runtime directory: %w", err)
+	}
+	sweepRuntime(base)
+	dir := filepath.Join(base, "host-"+strconv.Itoa(os.Getpid()))
+	_ = os.RemoveAll(dir) // a previous host with our pid is certainly dead
+	for _, d := range []string{dir, filepath.Join(dir, "sockets"), filepath.Join(dir, "plugins")} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return nil, fmt.Errorf("runtime directory: %w", err)
+		}
+	}
+	return &runtimeDir{base: base, dir: dir}, nil
+}
+
+// sweepRuntime removes the directories of hosts that are no longer alive.
+func sweepRuntime(base string) {
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "host-"))
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "host-") || err != nil || pid == os.Getpid() {
+			continue
+		}
+		if !processAlive(pid) {
+			_ = os.RemoveAll(filepath.Join(base, e.Name()))
+		}
+	}
+}
+
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+func (r *runtimeDir) sockets() string { return filepath.Join(r.dir, "sockets") }
+
+// pluginDir makes (if needed) and returns the private directory of one entry.
+func (r *runtimeDir) pluginDir(id string) (string, error) {
+	d := filepath.Join(r.dir, "plugins", id)
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		return "", err
+	}
+	return d, nil
+}
+
+func (r *runtimeDir) remove() error { return os.RemoveAll(r.dir) }
+
+// SensitiveEnv matches the names of variables that look like credentials.
+// They never reach a plugin.
+var SensitiveEnv = regexp.MustCompile(`(?i)KEY|PASSWORD|SECRET|TOKEN`)
+
+// pluginEnvNames are the only host variables a plugin sees: enough to find
+// programs, a home and a locale. Everything else (API keys above all) stays
+// in the host.
+var pluginEnvNames = []string{
+	"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES",
+	"TZ", "TMPDIR", "DSH_HOME",
+}
+
+// pluginEnv builds the minimal, scrubbed environment of one plugin.
+func pluginEnv(lookup func(string) (string, bool), id string) []string {
+	var env []string
+	for _, name := range pluginEnvNames {
+		if SensitiveEnv.MatchString(name) {
+			continue
+		}
+		if v, ok := lookup(name); ok {
+			env = append(env, name+"="+v)
+		} else if name == "PATH" {
+			env = append(env, "PATH=/usr/local/bin:/usr/bin:/bin")
+		}
+	}
+	return append(env,
+		"DSH_HOST_PID="+strconv.Itoa(os.Getpid()),
+		"DSH_PLUGIN_ID="+id,
+	)
+}

@@ -1,0 +1,57 @@
+package testplugins
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+)
+
+// Names lists the plugins this package holds, and the real plugins tests
+// build beside them.
+var (
+	Test = []string{"probe", "noop", "oldproto", "chatty"}
+	Real = []string{"shell-env"}
+)
+
+// Root is the module's root directory.
+func Root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Build compiles the test plugins and the named real plugins as
+// dir/dsh-<name>, plus the dsh command as dir/dsh, and returns dir.
+func Build(dir string) error {
+	root := Root()
+	type target struct{ out, pkg string }
+	targets := []target{{"dsh", "./host/cmd/dsh"}}
+	for _, n := range Real {
+		targets = append(targets, target{"dsh-" + n, "./plugins/" + n})
+	}
+	for _, n := range Test {
+		targets = append(targets, target{"dsh-" + n, "./internal/testplugins/" + n})
+	}
+	args := []string{"build", "-o", dir + string(os.PathSeparator)}
+	for _, t := range targets {
+		args = append(args, t.pkg)
+	}
+	// One go build for every main package: output names are the package
+	// folder names, renamed below.
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	for _, t := range targets {
+		from := filepath.Join(dir, filepath.Base(t.pkg))
+		if from == filepath.Join(dir, t.out) {
+			continue
+		}
+		if err := os.Rename(from, filepath.Join(dir, t.out)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+// Command dsh-shell-env is the plugin that provides ctx.shellEnv: the
+// registry of trusted DSH_* facts. DSH_HOME is built in (from DSH_HOME, else
+// ~/.dsh); the composition may add facts under config.facts; other plugins
+// register facts through the host and lose them when they go away.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"google.golang.org/grpc"
+
+	"github.com/dshrun/dsh/plugins/shellenv"
+	"github.com/dshrun/dsh/plugins/shellenv/shellenvv1"
+	"github.com/dshrun/dsh/sdk"
+)
+
+const schema = `{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "type": "object",
+  "additionalProperties": false,
+  "properties": {
+    "facts": {
+      "description": "Extra DSH_* facts every execution sees.",
+      "type": "object",
+      "propertyNames": {"pattern": "^DSH_[A-Z0-9_]+$"},
+      "additionalProperties": {"type": "string"}
+    }
+  }
+}`
+
+type config struct {
+	Facts map[string]string `json:"facts"`
+}
+
+type shellEnv struct {
+	reg *shellenv.Registry
+}
+
+func (p *shellEnv) Describe() sdk.Description {
+	return sdk.Description{
+		Name:         "shell-env",
+		Version:      "0.1.0",
+		Summary:      "ctx.shellEnv: trusted DSH_* facts for shell executions",
+		Provides:     []sdk.Provide{{Key: shellenv.Key, Services: []string{shellenv.ServiceName}}},
+		ConfigSchema: schema,
+	}
+}
+
+func (p *shellEnv) Register(s *grpc.Server) {
+	shellenvv1.RegisterShellEnvServer(s, &shellenv.Server{Registry: p.reg})
+}
+
+func (p *shellEnv) Apply(_ context.Context, host *sdk.Host, raw json.RawMessage) error {
+	var cfg config
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	for name, value := range cfg.Facts {
+		if err := p.reg.Register(shellenv.OwnerConfig, name, value); err != nil {
+			return err
+		}
+	}
+	host.Logger().Debug("shell-env ready", "facts", len(p.reg.List()))
+	return nil
+}
+
+func (p *shellEnv) Release(_ context.Context, caller string) error {
+	p.reg.Release(caller)
+	return nil
+}
+
+func main() {
+	sdk.Serve(&shellEnv{reg: shellenv.NewRegistry(shellenv.DefaultHome(os.LookupEnv))})
+}

@@ -1,0 +1,13 @@
+// Package sdk is what a dsh plugin imports. It owns the plugin side of the
+// wire contract: the go-plugin handshake (gRPC only, AutoMTLS, negotiated
+// protocol versions), the Lifecycle service, the connection back to the host
+// and the watch on the host process. A plugin's main is one call:
+//
+//	func main() { sdk.Serve(&myPlugin{}) }
+//
+// A plugin implements [Plugin] and opts into more by having the methods of
+// [Registrar] (serve gRPC services it provides), [Disposer], [Releaser] and
+// [HealthChecker]. The sdk never starts processes for the plugin and never
+// talks to other plugins directly: every call to another plugin's service goes
+// through the host, which checks that the key was declared in Inject.
+package sdk

@@ -1,0 +1,75 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/dshrun/dsh/sdk/pluginv1"
+)
+
+// Host is a plugin's handle on the dsh host, valid from Apply until the
+// plugin is disposed. It is safe for concurrent use.
+type Host struct {
+	id         string
+	runtimeDir string
+	conn       *grpc.ClientConn
+	client     pluginv1.HostClient
+	logger     hclog.Logger
+}
+
+// ID is the composition entry id of this plugin.
+func (h *Host) ID() string { return h.id }
+
+// Logger logs through the host: lines reach the host's log tagged with the
+// plugin, at the host's level.
+func (h *Host) Logger() hclog.Logger { return h.logger }
+
+// RuntimeDir is a private directory for this plugin inside the host's runtime
+// directory (mode 0700). It is removed when the host stops.
+func (h *Host) RuntimeDir() string { return h.runtimeDir }
+
+// Conn returns a connection to whichever plugin currently provides key. Use
+// it with the key's generated gRPC client:
+//
+//	env := shellenvv1.NewShellEnvClient(host.Conn("shellEnv"))
+//
+// Calls fail with codes.PermissionDenied when key is not in the plugin's
+// Inject list and codes.Unavailable when nobody provides it.
+func (h *Host) Conn(key string) grpc.ClientConnInterface {
+	return keyedConn{conn: h.conn, key: key}
+}
+
+// Service is what Lookup reports about a key.
+type Service struct {
+	Provided bool
+	Provider string            // entry id of the provider
+	Facts    map[string]string // capability facts, e.g. sandboxMode
+}
+
+// Lookup tells whether key is provided now, by whom, with which facts.
+func (h *Host) Lookup(ctx context.Context, key string) (Service, error) {
+	resp, err := h.client.Lookup(ctx, &pluginv1.LookupRequest{Key: key})
+	if err != nil {
+		return Service{}, fmt.Errorf("lookup %q: %w", key, err)
+	}
+	return Service{Provided: resp.Provided, Provider: resp.Provider, Facts: resp.Facts}, nil
+}
+
+// keyedConn tags every call with the service key it is meant for, so the
+// host routes it without guessing from the gRPC service name.
+type keyedConn struct {
+	conn *grpc.ClientConn
+	key  string
+}
+
+func (c keyedConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	return c.conn.Invoke(metadata.AppendToOutgoingContext(ctx, MetaKey, c.key), method, args, reply, opts...)
+}
+
+func (c keyedConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return c.conn.NewStream(metadata.AppendToOutgoingContext(ctx, MetaKey, c.key), desc, method, opts...)
+}

@@ -1,0 +1,103 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+
+	"google.golang.org/grpc"
+
+	"github.com/dshrun/dsh/sdk/pluginv1"
+)
+
+// Plugin is the one interface every dsh plugin implements.
+type Plugin interface {
+	// Describe returns what the plugin is, provides and needs. It must have
+	// no side effects: the host calls it to validate compositions and may stop
+	// the process right after.
+	Describe() Description
+	// Apply configures the plugin. config is the effective config object
+	// (the settings namespace overlaid with the entry's config), already
+	// validated against Description.ConfigSchema. host reaches the services
+	// the plugin injects. Apply runs once per process.
+	Apply(ctx context.Context, host *Host, config json.RawMessage) error
+}
+
+// Description is a plugin's answer to Describe.
+type Description struct {
+	Name    string // short name; the binary is dsh-<Name>
+	Version string
+	Summary string
+	// Provides lists the keys this plugin provides and the gRPC services that
+	// implement each; the plugin serves them through Registrar.
+	Provides []Provide
+	// Inject lists every key the plugin may call. The host refuses calls to
+	// any other key.
+	Inject []Inject
+	// ConfigSchema is a JSON Schema document for the config object; empty
+	// accepts anything.
+	ConfigSchema string
+	// SettingsNamespace names a composition settings section merged under
+	// the entry's config (for example "shell").
+	SettingsNamespace string
+	// Tools names the model-facing tools the plugin registers.
+	Tools []string
+}
+
+// Provide declares one provided key.
+type Provide struct {
+	Key      string
+	Services []string // fully-qualified gRPC service names
+}
+
+// Inject declares one key the plugin uses.
+type Inject struct {
+	Key      string
+	Optional bool
+}
+
+// Registrar is implemented by plugins that serve gRPC services (providers).
+// Register is called once, before the handshake, on the plugin's server.
+type Registrar interface {
+	Register(s *grpc.Server)
+}
+
+// Disposer is implemented by plugins with something to release when they
+// are unloaded. Dispose runs before the process is stopped, under a deadline.
+type Disposer interface {
+	Dispose(ctx context.Context) error
+}
+
+// Releaser is implemented by providers that keep state per caller. Release
+// runs when the caller plugin goes away; the provider drops what it owns.
+type Releaser interface {
+	Release(ctx context.Context, caller string) error
+}
+
+// HealthChecker is implemented by plugins that can tell whether they work.
+type HealthChecker interface {
+	Health(ctx context.Context) error
+}
+
+// FactsReporter is implemented by providers whose capability facts are
+// only known after Apply (for example a sandboxing executor's mode).
+type FactsReporter interface {
+	Facts() map[string]map[string]string
+}
+
+func (d Description) proto() *pluginv1.Description {
+	out := &pluginv1.Description{
+		Name:              d.Name,
+		Version:           d.Version,
+		Summary:           d.Summary,
+		ConfigSchema:      d.ConfigSchema,
+		SettingsNamespace: d.SettingsNamespace,
+		Tools:             d.Tools,
+	}
+	for _, p := range d.Provides {
+		out.Provides = append(out.Provides, &pluginv1.Provide{Key: p.Key, GrpcServices: p.Services})
+	}
+	for _, i := range d.Inject {
+		out.Inject = append(out.Inject, &pluginv1.Inject{Key: i.Key, Optional: i.Optional})
+	}
+	return out
+}
