@@ -1,0 +1,155 @@
+package subprocess
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cgroupRoot is this manager's cgroup v2 directory. Each command gets a
+// child cgroup, so the whole tree (setsid and double-forked children
+// included) can be found and killed with one write to cgroup.kill.
+type cgroupRoot struct {
+	dir string
+}
+
+// findCgroup2 returns the mount point of the cgroup v2 hierarchy.
+func findCgroup2() (string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// 20:41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+		fields := strings.Fields(sc.Text())
+		for i, fld := range fields {
+			if fld == "-" && i+1 < len(fields) && fields[i+1] == "cgroup2" && len(fields) > 4 {
+				return fields[4], nil
+			}
+		}
+	}
+	return "", errors.New("no cgroup2 hierarchy is mounted")
+}
+
+// newCgroupRoot makes <cgroup2>/dsh-<pid>-<nonce>. It fails where cgroups
+// are not writable (unprivileged, or delegated elsewhere).
+func newCgroupRoot(name string) (*cgroupRoot, error) {
+	mnt, err := findCgroup2()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(mnt, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cgroup %s: %w", dir, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err != nil {
+		_ = os.Remove(dir)
+		return nil, fmt.Errorf("cgroup %s: no cgroup.kill (kernel older than 5.14?)", dir)
+	}
+	return &cgroupRoot{dir: dir}, nil
+}
+
+// child makes the cgroup of one command and opens it for CLONE_INTO_CGROUP.
+func (r *cgroupRoot) child(id string) (*cgroup, error) {
+	dir := filepath.Join(r.dir, id)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		_ = os.Remove(dir)
+		return nil, err
+	}
+	return &cgroup{dir: dir, fd: fd}, nil
+}
+
+// close kills whatever is left under the root and removes it.
+func (r *cgroupRoot) close() {
+	ents, _ := os.ReadDir(r.dir)
+	for _, e := range ents {
+		if e.IsDir() {
+			c := &cgroup{dir: filepath.Join(r.dir, e.Name()), fd: -1}
+			c.kill()
+			c.remove()
+		}
+	}
+	_ = os.Remove(r.dir)
+}
+
+// cgroup holds the whole tree of one command.
+type cgroup struct {
+	dir string
+	fd  int
+}
+
+// kill sends SIGKILL to every process in the cgroup.
+func (c *cgroup) kill() {
+	_ = os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
+}
+
+// signal sends sig to every process in the cgroup.
+func (c *cgroup) signal(sig syscall.Signal) {
+	for _, pid := range c.pids() {
+		_ = syscall.Kill(pid, sig)
+	}
+}
+
+func (c *cgroup) pids() []int {
+	b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// empty reports whether no process is left in the cgroup.
+func (c *cgroup) empty() bool {
+	b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.events"))
+	if err != nil {
+		return true
+	}
+	return strings.Contains(string(b), "populated 0")
+}
+
+// killAndWait kills the tree and waits (bounded) until it is gone.
+func (c *cgroup) killAndWait(bound time.Duration) bool {
+	c.kill()
+	deadline := time.Now().Add(bound)
+	for !c.empty() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
+}
+
+// remove closes the fd and removes the (empty) cgroup.
+func (c *cgroup) remove() {
+	if c.fd >= 0 {
+		_ = unix.Close(c.fd)
+		c.fd = -1
+	}
+	for i := 0; i < 50; i++ {
+		if err := os.Remove(c.dir); err == nil || errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}

@@ -1,0 +1,335 @@
+package subprocess
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Status of a process.
+type Status string
+
+const (
+	Running   Status = "running"
+	Completed Status = "completed" // the main process exited by itself
+	Killed    Status = "killed"    // killed by a signal (ours or another's)
+)
+
+// Process is one command and its tree.
+type Process struct {
+	ID  string
+	Pid int
+
+	m    *Manager
+	spec Spec
+	cmd  *exec.Cmd
+	cg   *cgroup
+
+	stdout, stderr *stream
+	exited         chan struct{} // main process reaped
+	done           chan struct{} // tree gone, output drained
+	killReq        chan struct{}
+	killOnce       sync.Once
+
+	mu       sync.Mutex
+	status   Status
+	exitCode int
+	signal   string
+	timedOut bool
+	aborted  bool
+	started  time.Time
+	ended    time.Time
+}
+
+func newProcess(m *Manager, id string, spec Spec) *Process {
+	p := &Process{
+		ID:      id,
+		m:       m,
+		spec:    spec,
+		exited:  make(chan struct{}),
+		done:    make(chan struct{}),
+		killReq: make(chan struct{}),
+		status:  Running,
+	}
+	p.stdout = newStream(m, spec, id, "stdout")
+	p.stderr = newStream(m, spec, id, "stderr")
+	return p
+}
+
+func (p *Process) start(path string, env []string) error {
+	cmd := exec.Command(path, p.spec.Argv[1:]...)
+	cmd.Args = p.spec.Argv
+	cmd.Dir = p.spec.Dir
+	cmd.Env = env
+	// A new session: its own process group and no controlling terminal, so
+	// nothing can prompt on the user's tty. The parent-death signal ends
+	// the command if the host dies.
+	attr := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	if p.m.cg != nil {
+		cg, err := p.m.cg.child(p.ID)
+		if err != nil {
+			return err
+		}
+		p.cg = cg
+		attr.UseCgroupFD, attr.CgroupFD = true, cg.fd
+	}
+	cmd.SysProcAttr = attr
+
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		p.cleanupCgroup()
+		return err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		p.cleanupCgroup()
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	var stdinW *os.File
+	if p.spec.Stdin != nil {
+		r, w, err := os.Pipe()
+		if err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			p.cleanupCgroup()
+			return err
+		}
+		cmd.Stdin, stdinW = r, w
+		defer r.Close()
+	}
+	err = cmd.Start()
+	// The child has its copies; ours must go so EOF comes when it exits.
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		if stdinW != nil {
+			stdinW.Close()
+		}
+		p.cleanupCgroup()
+		return err
+	}
+	p.cmd = cmd
+	p.Pid = cmd.Process.Pid
+	p.started = time.Now()
+	if stdinW != nil {
+		go func() {
+			_, _ = stdinW.Write(p.spec.Stdin)
+			stdinW.Close()
+		}()
+	}
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go p.stdout.pump(outR, &readers)
+	go p.stderr.pump(errR, &readers)
+	go p.wait(&readers, outR, errR)
+	go p.watch()
+	return nil
+}
+
+// cleanupCgroup removes the command's cgroup; p.cg itself stays set (other
+// goroutines read it without a lock), and signalling a removed cgroup is a
+// harmless no-op.
+func (p *Process) cleanupCgroup() {
+	if p.cg != nil {
+		p.cg.remove()
+	}
+}
+
+// wait reaps the main process, then ends the rest of its tree and drains
+// the output.
+func (p *Process) wait(readers *sync.WaitGroup, outR, errR *os.File) {
+	err := p.cmd.Wait()
+	p.mu.Lock()
+	p.ended = time.Now()
+	p.exitCode, p.signal = 0, ""
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		p.status = Completed
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			p.status, p.exitCode, p.signal = Killed, -1, SignalName(ws.Signal())
+		} else {
+			p.status, p.exitCode = Completed, ee.ExitCode()
+		}
+	default:
+		p.status, p.exitCode = Killed, -1
+	}
+	p.mu.Unlock()
+	close(p.exited)
+
+	// What the main process left behind dies with it.
+	p.killTree()
+	drained := make(chan struct{})
+	go func() { readers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(2 * time.Second):
+		// A holder escaped the tree (no cgroup): stop reading.
+		outR.Close()
+		errR.Close()
+		<-drained
+	}
+	p.stdout.finish()
+	p.stderr.finish()
+	p.cleanupCgroup()
+	close(p.done)
+}
+
+// watch runs the fused deadline: the timeout, the caller's abort and an
+// explicit kill; whichever comes first is the cause.
+func (p *Process) watch() {
+	var timeout <-chan time.Time
+	if p.spec.Timeout > 0 {
+		t := time.NewTimer(p.spec.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var abort <-chan struct{}
+	if p.spec.Abort != nil {
+		abort = p.spec.Abort.Done()
+	}
+	select {
+	case <-p.exited:
+		return
+	case <-timeout:
+		p.mu.Lock()
+		p.timedOut = true
+		p.mu.Unlock()
+	case <-abort:
+		p.mu.Lock()
+		p.aborted = true
+		p.mu.Unlock()
+	case <-p.killReq:
+	}
+	p.terminate()
+}
+
+// terminate sends SIGTERM to the tree, then SIGKILL after the grace.
+func (p *Process) terminate() {
+	p.signalTree(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(p.spec.Grace):
+	}
+	p.killTree()
+}
+
+func (p *Process) signalTree(sig syscall.Signal) {
+	if p.cg != nil {
+		p.cg.signal(sig)
+		return
+	}
+	_ = syscall.Kill(-p.Pid, sig)
+}
+
+func (p *Process) killTree() {
+	if p.cg != nil {
+		p.cg.killAndWait(2 * time.Second)
+		return
+	}
+	_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
+}
+
+// kill asks for the tree to be terminated; hard skips the grace.
+func (p *Process) kill(hard bool) bool {
+	if p.finished() {
+		return false
+	}
+	p.killOnce.Do(func() {
+		if hard {
+			go p.killTree()
+		}
+		close(p.killReq)
+	})
+	return true
+}
+
+// Kill terminates the tree (SIGTERM, then SIGKILL after the grace). It
+// returns false once the process has finished.
+func (p *Process) Kill() bool { return p.kill(false) }
+
+func (p *Process) finished() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Done is closed when the process has ended, its tree is gone and its
+// output is collected.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Owner is who the process belongs to.
+func (p *Process) Owner() string { return p.spec.Owner }
+
+// Result is how a process ended and what it printed.
+type Result struct {
+	Status Status
+	// ExitCode is the exit status; -1 when killed by a signal.
+	ExitCode int
+	// Signal names the signal that killed the main process ("SIGKILL").
+	Signal string
+	// TimedOut and Aborted say which first cause ended the process; at
+	// most one is true.
+	TimedOut, Aborted bool
+	Duration          time.Duration
+	Stdout, Stderr    Collected
+}
+
+// Result returns the outcome; call it after Done. The collected output is
+// what no Read has consumed yet.
+func (p *Process) Result() Result {
+	p.mu.Lock()
+	r := Result{
+		Status:   p.status,
+		ExitCode: p.exitCode,
+		Signal:   p.signal,
+		TimedOut: p.timedOut,
+		Aborted:  p.aborted,
+		Duration: p.ended.Sub(p.started),
+	}
+	p.mu.Unlock()
+	r.Stdout = p.stdout.collect()
+	r.Stderr = p.stderr.collect()
+	return r
+}
+
+// Read is one consuming read of both streams.
+type Read struct {
+	Stdout, Stderr Collected
+	// Lossy is true when bytes produced since the previous read were
+	// dropped; the spill files hold them.
+	Lossy  bool
+	Status Status
+	// ExitCode and Signal are set once the process has finished.
+	ExitCode int
+	Signal   string
+}
+
+// Read returns the output produced since the previous Read (never twice).
+func (p *Process) Read() Read {
+	r := Read{Stdout: p.stdout.collect(), Stderr: p.stderr.collect()}
+	r.Lossy = r.Stdout.Truncated || r.Stderr.Truncated
+	select {
+	case <-p.done:
+		p.mu.Lock()
+		r.Status, r.ExitCode, r.Signal = p.status, p.exitCode, p.signal
+		p.mu.Unlock()
+	default:
+		r.Status = Running
+	}
+	return r
+}

@@ -1,0 +1,194 @@
+package subprocess
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/dshrun/dsh/sdk/retention"
+)
+
+// Collected is one stream's output handed to a reader.
+type Collected struct {
+	// Data is the retained output: the tail, when older bytes were dropped.
+	Data []byte
+	// Total counts every byte the stream produced, read or not.
+	Total int64
+	// Truncated is true when bytes before Data were dropped unread.
+	Truncated bool
+	// Dropped counts those bytes exactly.
+	Dropped int64
+	// SpillPath is the file holding the whole stream (up to its cap), set
+	// once the stream outgrew memory.
+	SpillPath string
+}
+
+// stream collects one of a process's outputs: unread bytes in a bounded
+// tail, everything (up to a cap) in a spill file created once the output no
+// longer fits in memory.
+type stream struct {
+	m        *Manager
+	owner    string
+	path     string
+	maxOut   int
+	maxSpill int64
+
+	mu      sync.Mutex
+	unread  *retention.TextRetainer
+	total   int64
+	pending []byte   // the first maxOut bytes, until a spill file exists
+	file    *os.File // the spill file, once created
+	spilled int64
+	lost    int64 // bytes the spill file could not hold
+	failed  error
+}
+
+func newStream(m *Manager, spec Spec, id, name string) *stream {
+	return &stream{
+		m:        m,
+		owner:    spec.Owner,
+		path:     filepath.Join(m.ownerDir(spec.Owner), id+"."+name),
+		maxOut:   spec.MaxOutputBytes,
+		maxSpill: spec.MaxSpillBytes,
+		unread:   retention.NewTextRetainer(retention.Tail, spec.MaxOutputBytes),
+	}
+}
+
+func (s *stream) pump(r *os.File, wg *sync.WaitGroup) {
+	defer wg.Done()
+	defer r.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			_, _ = s.Write(buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Write never fails: output that cannot be kept is counted as lost.
+func (s *stream) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.total += int64(len(p))
+	_, _ = s.unread.Write(p)
+	if s.file == nil && s.failed == nil {
+		if len(s.pending)+len(p) <= s.maxOut {
+			s.pending = append(s.pending, p...)
+			return len(p), nil
+		}
+		if err := s.openSpill(); err != nil {
+			s.failed = err
+			s.m.log.Warn("spill file", "path", s.path, "error", err)
+		}
+	}
+	if s.file != nil {
+		s.spill(p)
+	} else {
+		s.lost += int64(len(p))
+	}
+	return len(p), nil
+}
+
+func (s *stream) openSpill() error {
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(s.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	s.file = f
+	pending := s.pending
+	s.pending = nil
+	s.spill(pending)
+	return nil
+}
+
+// spill appends to the file within the per-stream cap and the disk budget.
+func (s *stream) spill(p []byte) {
+	room := s.maxSpill - s.spilled
+	if room < 0 {
+		room = 0
+	}
+	n := int64(len(p))
+	if n > room {
+		n = room
+	}
+	n = s.m.spill.take(s.owner, n)
+	if n > 0 {
+		w, err := s.file.Write(p[:n])
+		s.spilled += int64(w)
+		if err != nil {
+			n = int64(w)
+		}
+	}
+	s.lost += int64(len(p)) - n
+}
+
+// finish closes the spill file, saying at its end what it could not hold.
+func (s *stream) finish() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.file == nil {
+		return
+	}
+	if s.lost > 0 {
+		fmt.Fprintf(s.file, "\n[dsh: %d more bytes were dropped: this file holds the first %d of %d]\n", s.lost, s.spilled, s.total)
+	}
+	_ = s.file.Close()
+}
+
+// collect consumes the unread output.
+func (s *stream) collect() Collected {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	res := s.unread.Result()
+	s.unread = retention.NewTextRetainer(retention.Tail, s.maxOut)
+	c := Collected{
+		Data:      []byte(res.Head + res.Tail),
+		Total:     s.total,
+		Truncated: res.Omitted.Bytes > 0,
+		Dropped:   res.Omitted.Bytes,
+	}
+	if s.file != nil {
+		c.SpillPath = s.path
+	}
+	return c
+}
+
+// spillBudget is the disk cap shared by every spill file.
+type spillBudget struct {
+	mu    sync.Mutex
+	max   int64
+	used  int64
+	owner map[string]int64
+}
+
+func (b *spillBudget) take(owner string, n int64) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := b.max - b.used; n > room {
+		n = max(room, 0)
+	}
+	b.used += n
+	if b.owner == nil {
+		b.owner = map[string]int64{}
+	}
+	b.owner[owner] += n
+	return n
+}
+
+func (b *spillBudget) release(owner string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= b.owner[owner]
+	delete(b.owner, owner)
+}
+
+var _ io.Writer = (*stream)(nil)

@@ -1,0 +1,343 @@
+// Package subprocess is ctx.subprocess, the host's process primitive. It
+// owns every OS process a tool starts: the explicit environment (the
+// credential scrub, then the caller's layer), a new session and process
+// group without a controlling terminal, stdin closed unless given, a
+// parent-death signal, one cgroup per command so the whole tree dies
+// together (setsid and double-forked children included), the fused deadline
+// (timeout and caller abort, first cause wins), SIGTERM then SIGKILL after a
+// grace, and the collected output: a bounded in-memory tail per stream,
+// consuming reads that say when they lost bytes, and spill files that hold
+// the full output up to a cap.
+//
+// A process's tree lives as long as its main process: when the main process
+// exits, whatever it left behind is killed, so no command can hold its
+// caller hostage through an inherited pipe.
+//
+// It does not know shells, tools or agents: argv in, facts out.
+package subprocess
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+)
+
+// Defaults for zero Spec fields.
+const (
+	DefaultGrace          = 3 * time.Second
+	DefaultMaxOutputBytes = 64_000
+	DefaultMaxSpillBytes  = 64 << 20
+	// DefaultMaxSpillTotal caps the disk used by all spill files together.
+	DefaultMaxSpillTotal = 1 << 30
+)
+
+// SensitiveEnv matches variable names that look like credentials; they are
+// scrubbed from the ambient environment of every command.
+var SensitiveEnv = regexp.MustCompile(`(?i)KEY|PASSWORD|SECRET|TOKEN`)
+
+// EnvPrefix is the managed namespace: ambient DSH_* variables are scrubbed;
+// only an explicit layer (the trusted snapshot) may set them.
+const EnvPrefix = "DSH_"
+
+// Config configures a Manager.
+type Config struct {
+	// SpillDir holds spill files, one folder per owner; it is created 0700.
+	SpillDir string
+	// MaxSpillTotal caps all spill files together; 0 means 1 GiB.
+	MaxSpillTotal int64
+	// Environ is the ambient environment; nil means os.Environ.
+	Environ func() []string
+	Logger  hclog.Logger
+	// NoCgroup disables per-command cgroups (then a tree is found by its
+	// process group only, which misses setsid children).
+	NoCgroup bool
+}
+
+// Spec says what to run.
+type Spec struct {
+	Argv []string
+	// Dir is the working directory; it must exist.
+	Dir string
+	// Env is the explicit layer over the scrubbed ambient environment.
+	Env map[string]string
+	// Stdin, if non-nil, is written to the command's stdin, which is then
+	// closed. nil means stdin is the null device.
+	Stdin []byte
+	// Owner is who the process belongs to (an agent or a plugin id); its
+	// processes die and its spill files go when ReleaseOwner is called.
+	Owner string
+	// Timeout kills the tree after this long; 0 means no timeout.
+	Timeout time.Duration
+	// Abort, when done, kills the tree (unless a timeout came first).
+	Abort context.Context
+	// Grace is the time between SIGTERM and SIGKILL; 0 means 3s.
+	Grace time.Duration
+	// MaxOutputBytes bounds each stream's unread output in memory; 0 means
+	// 64000. Older unread bytes are dropped (the next read is lossy).
+	MaxOutputBytes int
+	// MaxSpillBytes caps each stream's spill file; 0 means 64 MiB.
+	MaxSpillBytes int64
+}
+
+// Error is an infrastructure failure: the command could not be started.
+type Error struct {
+	Op   string // "workdir", "lookup", "start", "closed"
+	Argv []string
+	Err  error
+}
+
+func (e *Error) Error() string {
+	name := ""
+	if len(e.Argv) > 0 {
+		name = e.Argv[0]
+	}
+	return fmt.Sprintf("subprocess %s %q: %v", e.Op, name, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Manager owns processes. Safe for concurrent use.
+type Manager struct {
+	cfg    Config
+	log    hclog.Logger
+	cg     *cgroupRoot
+	nextID atomic.Uint64
+	spill  spillBudget
+
+	mu     sync.Mutex
+	procs  map[string]*Process
+	closed bool
+}
+
+// New makes a Manager. Per-command cgroups are used where the cgroup v2
+// hierarchy is writable; elsewhere it falls back to process groups and says
+// so in the log.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.Environ == nil {
+		cfg.Environ = os.Environ
+	}
+	if cfg.MaxSpillTotal <= 0 {
+		cfg.MaxSpillTotal = DefaultMaxSpillTotal
+	}
+	if cfg.SpillDir == "" {
+		return nil, errors.New("subprocess: no spill directory")
+	}
+	if err := os.MkdirAll(cfg.SpillDir, 0o700); err != nil {
+		return nil, fmt.Errorf("subprocess: spill directory: %w", err)
+	}
+	m := &Manager{cfg: cfg, log: cfg.Logger, procs: map[string]*Process{}}
+	m.spill.max = cfg.MaxSpillTotal
+	if !cfg.NoCgroup {
+		cg, err := newCgroupRoot(fmt.Sprintf("dsh-%d-%d", os.Getpid(), time.Now().UnixNano()))
+		if err != nil {
+			m.log.Warn("no per-command cgroups; process trees are tracked by process group only, which misses setsid children", "error", err)
+		} else {
+			m.cg = cg
+		}
+	}
+	return m, nil
+}
+
+// Cgroups reports whether whole trees are tracked with cgroups.
+func (m *Manager) Cgroups() bool { return m.cg != nil }
+
+// Env builds a command's environment: the ambient one without credentials
+// and without DSH_*, then the explicit layer.
+func (m *Manager) Env(explicit map[string]string) []string {
+	vars := map[string]string{}
+	for _, kv := range m.cfg.Environ() {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || SensitiveEnv.MatchString(k) || strings.HasPrefix(k, EnvPrefix) {
+			continue
+		}
+		vars[k] = v
+	}
+	for k, v := range explicit {
+		vars[k] = v
+	}
+	out := make([]string, 0, len(vars))
+	for k, v := range vars {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Spawn starts a process. It fails only when the command cannot be started
+// (an unusable working directory, a missing program, a closed manager).
+func (m *Manager) Spawn(spec Spec) (*Process, error) {
+	if len(spec.Argv) == 0 {
+		return nil, &Error{Op: "start", Err: errors.New("empty argv")}
+	}
+	if spec.Grace <= 0 {
+		spec.Grace = DefaultGrace
+	}
+	if spec.MaxOutputBytes <= 0 {
+		spec.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if spec.MaxSpillBytes <= 0 {
+		spec.MaxSpillBytes = DefaultMaxSpillBytes
+	}
+	if fi, err := os.Stat(spec.Dir); err != nil || !fi.IsDir() {
+		if err == nil {
+			err = errors.New("not a directory")
+		}
+		return nil, &Error{Op: "workdir", Argv: spec.Argv, Err: fmt.Errorf("%s: %w", spec.Dir, err)}
+	}
+	env := m.Env(spec.Env)
+	path, err := lookPath(spec.Argv[0], env)
+	if err != nil {
+		return nil, &Error{Op: "lookup", Argv: spec.Argv, Err: err}
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, &Error{Op: "closed", Argv: spec.Argv, Err: errors.New("the host is shutting down")}
+	}
+	id := "p" + strconv.FormatUint(m.nextID.Add(1), 10)
+	m.mu.Unlock()
+
+	p := newProcess(m, id, spec)
+	if err := p.start(path, env); err != nil {
+		return nil, &Error{Op: "start", Argv: spec.Argv, Err: err}
+	}
+	m.mu.Lock()
+	m.procs[id] = p
+	m.mu.Unlock()
+	return p, nil
+}
+
+// Get returns a process by id; owner must match unless it is "".
+func (m *Manager) Get(owner, id string) (*Process, error) {
+	m.mu.Lock()
+	p, ok := m.procs[id]
+	m.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("no process %q", id)
+	}
+	if owner != "" && p.spec.Owner != owner {
+		return nil, fmt.Errorf("process %q belongs to another owner", id)
+	}
+	return p, nil
+}
+
+// Forget drops a finished process from the table (its spill files stay
+// until its owner is released).
+func (m *Manager) Forget(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p, ok := m.procs[id]; ok && p.finished() {
+		delete(m.procs, id)
+	}
+}
+
+// ReleaseOwner kills every process of owner, waits for them (bounded by
+// ctx) and removes the owner's spill files.
+func (m *Manager) ReleaseOwner(ctx context.Context, owner string) error {
+	m.mu.Lock()
+	var ps []*Process
+	for id, p := range m.procs {
+		if p.spec.Owner == owner {
+			ps = append(ps, p)
+			delete(m.procs, id)
+		}
+	}
+	m.mu.Unlock()
+	err := killAll(ctx, ps)
+	m.spill.release(owner)
+	return errors.Join(err, os.RemoveAll(m.ownerDir(owner)))
+}
+
+// Close kills every process, waits for them (bounded by ctx), and removes
+// all spill files and cgroups. Spawn fails afterwards.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	m.closed = true
+	ps := make([]*Process, 0, len(m.procs))
+	for _, p := range m.procs {
+		ps = append(ps, p)
+	}
+	m.procs = map[string]*Process{}
+	m.mu.Unlock()
+	err := killAll(ctx, ps)
+	if m.cg != nil {
+		m.cg.close()
+	}
+	return errors.Join(err, os.RemoveAll(m.cfg.SpillDir))
+}
+
+func killAll(ctx context.Context, ps []*Process) error {
+	for _, p := range ps {
+		p.kill(true)
+	}
+	var errs []error
+	for _, p := range ps {
+		select {
+		case <-p.Done():
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("process %s (pid %d) still running: %w", p.ID, p.Pid, ctx.Err()))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Manager) ownerDir(owner string) string {
+	return filepath.Join(m.cfg.SpillDir, safeName(owner))
+}
+
+var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]`)
+
+func safeName(s string) string {
+	if s == "" {
+		return "_"
+	}
+	return unsafeChars.ReplaceAllString(s, "_")
+}
+
+// lookPath finds a program on the PATH of the command's own environment.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return exec.LookPath(name)
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%q not found on PATH %q", name, path)
+}
+
+// SignalName is "SIGKILL" for syscall.SIGKILL.
+func SignalName(sig syscall.Signal) string {
+	if n := unix.SignalName(sig); n != "" {
+		return n
+	}
+	return "SIG" + strconv.Itoa(int(sig))
+}

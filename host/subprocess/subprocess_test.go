@@ -1,0 +1,342 @@
+package subprocess
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newManager(t *testing.T, environ ...string) *Manager {
+	t.Helper()
+	m, err := New(Config{
+		SpillDir: filepath.Join(t.TempDir(), "spill"),
+		Environ:  func() []string { return append([]string{"PATH=" + os.Getenv("PATH")}, environ...) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.Close(ctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return m
+}
+
+func bash(t *testing.T, m *Manager, script string, mod func(*Spec)) Result {
+	t.Helper()
+	spec := Spec{Argv: []string{"bash", "-c", script}, Dir: t.TempDir(), Owner: "test"}
+	if mod != nil {
+		mod(&spec)
+	}
+	p, err := m.Spawn(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%q did not finish", script)
+	}
+	return p.Result()
+}
+
+// alive lists processes whose command line contains marker.
+func alive(marker string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !bytes.Contains(b, []byte(marker)) {
+			continue
+		}
+		st, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if i := bytes.LastIndexByte(st, ')'); i > 0 && i+2 < len(st) && st[i+2] == 'Z' {
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out
+}
+
+func TestExitCodes(t *testing.T) {
+	m := newManager(t)
+	r := bash(t, m, "echo hi", nil)
+	if r.Status != Completed || r.ExitCode != 0 || string(r.Stdout.Data) != "hi\n" {
+		t.Fatalf("echo: %+v", r)
+	}
+	r = bash(t, m, "echo oops >&2; exit 3", nil)
+	if r.Status != Completed || r.ExitCode != 3 || string(r.Stderr.Data) != "oops\n" || r.TimedOut || r.Aborted {
+		t.Fatalf("exit 3: %+v", r)
+	}
+	r = bash(t, m, "kill -SEGV $$", nil)
+	if r.Status != Killed || r.Signal != "SIGSEGV" || r.ExitCode != -1 {
+		t.Fatalf("signal: %+v", r)
+	}
+}
+
+// A timeout kills the whole tree, setsid and double-forked children
+// included, and says so.
+func TestTimeoutKillsWholeTree(t *testing.T) {
+	m := newManager(t)
+	if !m.Cgroups() {
+		t.Log("no cgroups here: testing the process-group fallback")
+	}
+	marker := fmt.Sprintf("%d", 900000+os.Getpid()%99999)
+	script := fmt.Sprintf("sleep %s & setsid sleep %s & (setsid bash -c 'sleep %s' &) ; sleep %s", marker, marker, marker, marker)
+	start := time.Now()
+	r := bash(t, m, script, func(s *Spec) { s.Timeout = 300 * time.Millisecond; s.Grace = 200 * time.Millisecond })
+	if !r.TimedOut || r.Aborted || r.Status != Killed || r.Signal == "" {
+		t.Fatalf("result: %+v", r)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("took %v", d)
+	}
+	if left := alive(marker); len(left) > 0 && m.Cgroups() {
+		t.Fatalf("processes left behind: %v", left)
+	}
+}
+
+func TestAbort(t *testing.T) {
+	m := newManager(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	r := bash(t, m, "sleep 30", func(s *Spec) { s.Abort = ctx; s.Timeout = time.Minute; s.Grace = 100 * time.Millisecond })
+	if !r.Aborted || r.TimedOut || r.Status != Killed {
+		t.Fatalf("result: %+v", r)
+	}
+}
+
+// The first cause wins: an abort after the timeout fired is not an abort.
+func TestFirstCauseWins(t *testing.T) {
+	m := newManager(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := bash(t, m, "trap '' TERM; sleep 30", func(s *Spec) {
+		s.Abort = ctx
+		s.Timeout = 100 * time.Millisecond
+		s.Grace = 500 * time.Millisecond
+	})
+	cancel()
+	if !r.TimedOut || r.Aborted {
+		t.Fatalf("result: %+v", r)
+	}
+	if r.Signal != "SIGKILL" {
+		t.Fatalf("a TERM-ignoring command must be SIGKILLed after the grace: %+v", r)
+	}
+}
+
+// A background child holding stdout cannot keep the command from ending.
+func TestLeftoverChildDoesNotHold(t *testing.T) {
+	m := newManager(t)
+	marker := fmt.Sprintf("%d", 800000+os.Getpid()%99999)
+	start := time.Now()
+	r := bash(t, m, "sleep "+marker+" & echo done", nil)
+	if string(r.Stdout.Data) != "done\n" || r.ExitCode != 0 {
+		t.Fatalf("result: %+v", r)
+	}
+	if d := time.Since(start); d > 4*time.Second {
+		t.Fatalf("took %v", d)
+	}
+	if left := alive(marker); len(left) > 0 {
+		t.Fatalf("left: %v", left)
+	}
+}
+
+func TestEnvironmentScrub(t *testing.T) {
+	m := newManager(t, "MY_API_KEY=k", "db_password=p", "GH_TOKEN=t", "CLIENT_SECRET=s", "DSH_AMBIENT=a", "PLAIN=ok")
+	r := bash(t, m, "env", func(s *Spec) { s.Env = map[string]string{"DSH_HOME": "/h", "EXTRA": "e", "PLAIN": "over"} })
+	env := string(r.Stdout.Data)
+	for _, want := range []string{"DSH_HOME=/h", "EXTRA=e", "PLAIN=over"} {
+		if !strings.Contains(env, want+"\n") {
+			t.Errorf("missing %s in:\n%s", want, env)
+		}
+	}
+	for _, bad := range []string{"MY_API_KEY", "db_password", "GH_TOKEN", "CLIENT_SECRET", "DSH_AMBIENT"} {
+		if strings.Contains(env, bad+"=") {
+			t.Errorf("%s leaked into the environment", bad)
+		}
+	}
+}
+
+func TestStdinAndTerminal(t *testing.T) {
+	m := newManager(t)
+	r := bash(t, m, "cat; echo end", nil)
+	if string(r.Stdout.Data) != "end\n" {
+		t.Fatalf("stdin not closed: %+v", r)
+	}
+	r = bash(t, m, "cat", func(s *Spec) { s.Stdin = []byte("given\n") })
+	if string(r.Stdout.Data) != "given\n" {
+		t.Fatalf("stdin: %q", r.Stdout.Data)
+	}
+	// No controlling terminal: opening /dev/tty fails.
+	r = bash(t, m, "exec 3</dev/tty && echo has-tty || echo no-tty", nil)
+	if !strings.Contains(string(r.Stdout.Data), "no-tty") {
+		t.Fatalf("tty: %q", r.Stdout.Data)
+	}
+	// Its own session and process group.
+	r = bash(t, m, "ps -o sid=,pgid= -p $$", nil)
+	f := strings.Fields(string(r.Stdout.Data))
+	if len(f) != 2 || f[0] != f[1] || f[0] == strconv.Itoa(os.Getpid()) {
+		t.Fatalf("session/pgid: %q", r.Stdout.Data)
+	}
+}
+
+func TestOutputRetentionAndSpill(t *testing.T) {
+	m := newManager(t)
+	r := bash(t, m, "head -c 200000 /dev/zero | tr '\\0' a; printf END", func(s *Spec) { s.MaxOutputBytes = 1000 })
+	if len(r.Stdout.Data) != 1000 || !r.Stdout.Truncated || r.Stdout.Total != 200003 || r.Stdout.Dropped != 199003 {
+		t.Fatalf("collected: len=%d %+v", len(r.Stdout.Data), r.Stdout)
+	}
+	if !bytes.HasSuffix(r.Stdout.Data, []byte("aaEND")) {
+		t.Fatalf("want the tail, got ...%q", r.Stdout.Data[990:])
+	}
+	fi, err := os.Stat(r.Stdout.SpillPath)
+	if err != nil || fi.Size() != 200003 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("spill %s: %v %v", r.Stdout.SpillPath, fi, err)
+	}
+	// Small output: no spill file at all.
+	r = bash(t, m, "echo small", nil)
+	if r.Stdout.SpillPath != "" || r.Stdout.Truncated {
+		t.Fatalf("small output: %+v", r.Stdout)
+	}
+}
+
+func TestSpillCap(t *testing.T) {
+	m := newManager(t)
+	r := bash(t, m, "head -c 20000 /dev/zero | tr '\\0' b", func(s *Spec) { s.MaxOutputBytes = 100; s.MaxSpillBytes = 5000 })
+	b, err := os.ReadFile(r.Stdout.SpillPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(b, bytes.Repeat([]byte("b"), 5000)) || !strings.Contains(string(b[5000:]), "15000 more bytes were dropped") {
+		t.Fatalf("spill file: %q", b[4990:])
+	}
+}
+
+func TestBytesNotStrings(t *testing.T) {
+	m := newManager(t)
+	r := bash(t, m, `printf '\xff\xfeok'`, nil)
+	if !bytes.Equal(r.Stdout.Data, []byte{0xff, 0xfe, 'o', 'k'}) {
+		t.Fatalf("%q", r.Stdout.Data)
+	}
+}
+
+// Consecutive reads never repeat and, within the memory bound, lose nothing.
+func TestConsumingReads(t *testing.T) {
+	m := newManager(t)
+	p, err := m.Spawn(Spec{Argv: []string{"bash", "-c", "for i in $(seq 1 20); do echo line$i; sleep 0.02; done"}, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all strings.Builder
+	reads := 0
+	for {
+		r := p.Read()
+		if r.Lossy {
+			t.Fatalf("lossy read: %+v", r)
+		}
+		all.Write(r.Stdout.Data)
+		reads++
+		if r.Status != Running {
+			break
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+	<-p.Done()
+	all.Write(p.Read().Stdout.Data)
+	var want strings.Builder
+	for i := 1; i <= 20; i++ {
+		fmt.Fprintf(&want, "line%d\n", i)
+	}
+	if all.String() != want.String() || reads < 3 {
+		t.Fatalf("after %d reads: %q", reads, all.String())
+	}
+}
+
+func TestLossyRead(t *testing.T) {
+	m := newManager(t)
+	p, err := m.Spawn(Spec{Argv: []string{"bash", "-c", "seq 1 5000"}, Dir: t.TempDir(), MaxOutputBytes: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	r := p.Read()
+	if !r.Lossy || r.Stdout.SpillPath == "" || !strings.HasSuffix(string(r.Stdout.Data), "4999\n5000\n") {
+		t.Fatalf("read: %+v", r)
+	}
+	if r2 := p.Read(); r2.Lossy || len(r2.Stdout.Data) != 0 || r2.Status != Completed {
+		t.Fatalf("second read: %+v", r2)
+	}
+}
+
+func TestSpawnFailures(t *testing.T) {
+	m := newManager(t)
+	var se *Error
+	_, err := m.Spawn(Spec{Argv: []string{"bash", "-c", "true"}, Dir: "/nonexistent/dir"})
+	if !errors.As(err, &se) || se.Op != "workdir" {
+		t.Fatalf("missing workdir: %v", err)
+	}
+	_, err = m.Spawn(Spec{Argv: []string{"no-such-program-xyz"}, Dir: t.TempDir()})
+	if !errors.As(err, &se) || se.Op != "lookup" {
+		t.Fatalf("missing program: %v", err)
+	}
+}
+
+func TestKillAndOwners(t *testing.T) {
+	m := newManager(t)
+	p, err := m.Spawn(Spec{Argv: []string{"sleep", "30"}, Dir: t.TempDir(), Owner: "a", Grace: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Kill() {
+		t.Fatal("Kill of a running process returned false")
+	}
+	<-p.Done()
+	if p.Kill() {
+		t.Fatal("Kill of a finished process returned true")
+	}
+	if r := p.Result(); r.Status != Killed || r.Signal != "SIGTERM" || r.TimedOut || r.Aborted {
+		t.Fatalf("killed: %+v", r)
+	}
+	if _, err := m.Get("b", p.ID); err == nil {
+		t.Fatal("another owner got the process")
+	}
+	// Releasing an owner kills its processes and removes its spill files.
+	q, _ := m.Spawn(Spec{Argv: []string{"bash", "-c", "seq 1 100000; sleep 30"}, Dir: t.TempDir(), Owner: "b", MaxOutputBytes: 10})
+	time.Sleep(200 * time.Millisecond)
+	spill := q.Read().Stdout.SpillPath
+	if spill == "" {
+		t.Fatal("no spill file")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.ReleaseOwner(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-q.Done():
+	default:
+		t.Fatal("owner's process survived its release")
+	}
+	if _, err := os.Stat(spill); !os.IsNotExist(err) {
+		t.Fatalf("spill file survived: %v", err)
+	}
+}
