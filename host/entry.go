@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -74,7 +75,7 @@ func (en *entry) start(ctx context.Context) (*pluginproc.Process, error) {
 		Binary:       en.binary,
 		SHA256:       en.e.SHA256,
 		StartTimeout: h.startTimeout(),
-		Env:          pluginEnv(h.opts.LookupEnv, en.e.ID),
+		Env:          PluginEnv(h.opts.LookupEnv, en.e.ID),
 		SocketDir:    h.rt.sockets(),
 		Logger:       h.log.Named(en.e.ID),
 	})
@@ -141,8 +142,13 @@ func (h *Host) describeAll(ctx context.Context) error {
 
 func sortByLine(errs []error) {
 	line := func(err error) int {
-		if ee, ok := err.(*EntryError); ok {
+		var ee *EntryError
+		var ce *composition.Error
+		switch {
+		case errors.As(err, &ee):
 			return ee.Pos.Line
+		case errors.As(err, &ce):
+			return ce.Pos.Line
 		}
 		return 0
 	}
@@ -159,6 +165,10 @@ func (h *Host) checkGraph() []error {
 			continue
 		}
 		for _, p := range en.desc.Provides {
+			if isCore(p.Key) {
+				errs = append(errs, en.errorf("service %q is provided by the host itself; a plugin cannot provide it", p.Key))
+				continue
+			}
 			if first, ok := providers[p.Key]; ok {
 				errs = append(errs, en.errorf("service %q is already provided by plugin %q (%s); one provider per key",
 					p.Key, first.e.ID, first.e.Pos))
@@ -188,7 +198,7 @@ func (h *Host) checkGraph() []error {
 			continue
 		}
 		for _, in := range en.desc.Inject {
-			if in.Optional || providers[in.Key] != nil {
+			if in.Optional || providers[in.Key] != nil || isCore(in.Key) {
 				continue
 			}
 			if d := disabledProvider(in.Key); d != nil {
@@ -268,7 +278,7 @@ func (h *Host) checkConfigs() []error {
 		}
 		mergeInto(cfg, en.e.Config)
 		if err := composition.ValidateConfig(en.e, cfg, []byte(en.desc.ConfigSchema)); err != nil {
-			errs = append(errs, &EntryError{Pos: en.e.ConfigPos, ID: en.e.ID, Err: err})
+			errs = append(errs, err) // already names the file, line and entry
 			continue
 		}
 		b, err := json.Marshal(cfg)

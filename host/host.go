@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -21,7 +22,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/dshrun/dsh/host/composition"
-	"github.com/dshrun/dsh/host/pluginproc"
+	"github.com/dshrun/dsh/host/subprocess"
 	"github.com/dshrun/dsh/registry"
 	"github.com/dshrun/dsh/sdk/pluginv1"
 )
@@ -49,8 +50,9 @@ type Host struct {
 	comp    *composition.Composition
 	rt      *runtimeDir
 	reg     *registry.Registry
-	entries []*entry          // in composition order
-	byID    map[string]*entry // enabled entries
+	sub     *subprocess.Manager // ctx.subprocess
+	entries []*entry            // in composition order
+	byID    map[string]*entry   // enabled entries
 	// serviceKeys maps a gRPC service name to the key it implements, for
 	// callers that do not name the key.
 	serviceKeys map[string]string
@@ -91,6 +93,10 @@ func Start(ctx context.Context, comp *composition.Composition, opts Options) (*H
 		return nil, err
 	}
 	h.reg = registry.New(registry.Options{Observe: h.observe})
+	if err := h.addCore(); err != nil {
+		h.abort()
+		return nil, err
+	}
 	for _, en := range h.entries {
 		if en.e.Disabled {
 			continue
@@ -171,13 +177,27 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	sub, err := subprocess.New(subprocess.Config{
+		SpillDir: filepath.Join(rt.dir, "spill"),
+		Logger:   opts.Logger.Named("subprocess"),
+	})
+	if err != nil {
+		_ = rt.remove()
+		return nil, err
+	}
 	h := &Host{
 		opts:        opts,
 		log:         opts.Logger,
 		comp:        comp,
 		rt:          rt,
+		sub:         sub,
 		byID:        map[string]*entry{},
 		serviceKeys: map[string]string{},
+	}
+	for key, services := range coreServices {
+		for _, s := range services {
+			h.serviceKeys[s] = key
+		}
 	}
 	for _, e := range comp.Plugins {
 		en := &entry{h: h, e: e}
@@ -231,6 +251,7 @@ func (h *Host) Close(ctx context.Context) error {
 			errs = append(errs, h.reg.Close(ctx))
 		}
 		h.stopSpares(ctx)
+		errs = append(errs, h.sub.Close(ctx))
 		errs = append(errs, h.rt.remove())
 		h.closeErr = errors.Join(errs...)
 	})
@@ -339,5 +360,3 @@ func (e *EntryError) Error() string {
 }
 
 func (e *EntryError) Unwrap() error { return e.Err }
-
-var _ = pluginproc.Config{}

@@ -274,10 +274,22 @@ func TestBadCompositions(t *testing.T) {
 	if err := os.WriteFile(notPlugin, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	pidFile := filepath.Join(t.TempDir(), "silent.pid")
+	silent := filepath.Join(t.TempDir(), "dsh-silent")
+	if err := os.WriteFile(silent, []byte("#!/bin/sh\necho $$ > "+pidFile+"\nexec sleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name, yaml string
 		want       []string
 	}{
+		{"no handshake", `
+host:
+  startTimeout: 500ms
+plugins:
+  - id: silent
+    path: ` + silent + `
+`, []string{":5:", `plugin "silent"`, "no handshake within the start timeout"}},
 		{"duplicate provider", `
 plugins:
   - id: env
@@ -371,6 +383,13 @@ plugins:
 				}
 			}
 			assertNoPlugins(t)
+			if b, err := os.ReadFile(pidFile); err == nil {
+				var pid int
+				fmt.Sscan(string(b), &pid)
+				if pid > 0 && processAlive(pid) && !isZombie(pid) {
+					t.Fatalf("the silent plugin (pid %d) is still running", pid)
+				}
+			}
 			// validate agrees with serve.
 			if _, err := Validate(ctx, comp, testOptions(t, nil)); err == nil && tc.name != "apply fails" {
 				t.Errorf("Validate accepted it")
@@ -378,4 +397,13 @@ plugins:
 			assertNoPlugins(t)
 		})
 	}
+}
+
+func isZombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i > 0 && i+2 < len(b) && b[i+2] == 'Z'
 }

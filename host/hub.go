@@ -39,8 +39,10 @@ func (h *Host) newHostServer(c caller, opts ...grpc.ServerOption) *grpc.Server {
 		grpc.ForceServerCodec(proxyCodec{}),
 		grpc.UnknownServiceHandler(h.forward(c)),
 	)
+	opts = append(opts, h.coreInterceptors(c)...)
 	s := grpc.NewServer(opts...)
 	pluginv1.RegisterHostServer(s, &hostService{h: h, c: c})
+	h.registerCore(s, c)
 	return s
 }
 
@@ -53,6 +55,9 @@ type hostService struct {
 func (s *hostService) Lookup(_ context.Context, req *pluginv1.LookupRequest) (*pluginv1.LookupResponse, error) {
 	if err := s.h.authorize(s.c, req.Key); err != nil {
 		return nil, err
+	}
+	if isCore(req.Key) {
+		return &pluginv1.LookupResponse{Provided: true, Provider: CoreScope, GrpcServices: coreServices[req.Key]}, nil
 	}
 	ep, ok := s.h.endpoint(req.Key)
 	if !ok {

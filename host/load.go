@@ -38,6 +38,9 @@ func (ld *load) declares(key string) bool {
 }
 
 func (ld *load) touch(key string) {
+	if isCore(key) {
+		return // the host releases what a plugin owns in its own services
+	}
 	ld.mu.Lock()
 	seen := ld.touched[key]
 	ld.touched[key] = true
@@ -81,6 +84,13 @@ func (h *Host) applyEntry(en *entry) func(context.Context, *registry.Scope) erro
 			return proc.Stop(sctx)
 		}); err != nil {
 			_ = proc.Stop(context.WithoutCancel(ctx))
+			return err
+		}
+		// Processes the plugin owns (spawned without naming another owner)
+		// go with it; disposed before the plugin process itself stops.
+		if _, err := s.Effect("processes of "+en.e.ID, func(ctx context.Context) error {
+			return h.sub.ReleaseOwner(ctx, en.e.ID)
+		}); err != nil {
 			return err
 		}
 		ld := &load{en: en, scope: s, proc: proc, touched: map[string]bool{}}

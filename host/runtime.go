@@ -105,8 +105,9 @@ var pluginEnvNames = []string{
 	"TZ", "TMPDIR", "DSH_HOME",
 }
 
-// pluginEnv builds the minimal, scrubbed environment of one plugin.
-func pluginEnv(lookup func(string) (string, bool), id string) []string {
+// PluginEnv builds the minimal, scrubbed environment of the plugin with
+// entry id id.
+func PluginEnv(lookup func(string) (string, bool), id string) []string {
 	var env []string
 	for _, name := range pluginEnvNames {
 		if SensitiveEnv.MatchString(name) {

@@ -19,16 +19,10 @@ func watchHost(logger hclog.Logger, l *lifecycle) {
 		return
 	}
 	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+		// A pidfd becomes readable when the process exits.
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 		for {
-			n, err := unix.Poll(fds, -1)
-			if err == unix.EINTR {
-				continue
-			}
-			if err == nil && n > 0 {
-				break
-			}
-			if err != nil {
+			if _, err := unix.Poll(fds, -1); err != unix.EINTR {
 				break
 			}
 		}

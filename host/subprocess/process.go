@@ -290,7 +290,7 @@ type Result struct {
 }
 
 // Result returns the outcome; call it after Done. The collected output is
-// what no Read has consumed yet.
+// what no Read has consumed yet; Result itself consumes nothing.
 func (p *Process) Result() Result {
 	p.mu.Lock()
 	r := Result{
@@ -302,8 +302,8 @@ func (p *Process) Result() Result {
 		Duration: p.ended.Sub(p.started),
 	}
 	p.mu.Unlock()
-	r.Stdout = p.stdout.collect()
-	r.Stderr = p.stderr.collect()
+	r.Stdout = p.stdout.collect(false)
+	r.Stderr = p.stderr.collect(false)
 	return r
 }
 
@@ -321,15 +321,21 @@ type Read struct {
 
 // Read returns the output produced since the previous Read (never twice).
 func (p *Process) Read() Read {
-	r := Read{Stdout: p.stdout.collect(), Stderr: p.stderr.collect()}
-	r.Lossy = r.Stdout.Truncated || r.Stderr.Truncated
+	// Finished first, then the output: a read that reports the end has
+	// everything the process wrote.
+	finished := false
 	select {
 	case <-p.done:
+		finished = true
+	default:
+	}
+	r := Read{Stdout: p.stdout.collect(true), Stderr: p.stderr.collect(true)}
+	r.Lossy = r.Stdout.Truncated || r.Stderr.Truncated
+	r.Status = Running
+	if finished {
 		p.mu.Lock()
 		r.Status, r.ExitCode, r.Signal = p.status, p.exitCode, p.signal
 		p.mu.Unlock()
-	default:
-		r.Status = Running
 	}
 	return r
 }

@@ -144,12 +144,14 @@ func (s *stream) finish() {
 	_ = s.file.Close()
 }
 
-// collect consumes the unread output.
-func (s *stream) collect() Collected {
+// collect returns the unread output; consume starts a new unread window.
+func (s *stream) collect(consume bool) Collected {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	res := s.unread.Result()
-	s.unread = retention.NewTextRetainer(retention.Tail, s.maxOut)
+	if consume {
+		s.unread = retention.NewTextRetainer(retention.Tail, s.maxOut)
+	}
 	c := Collected{
 		Data:      []byte(res.Head + res.Tail),
 		Total:     s.total,

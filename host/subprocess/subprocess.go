@@ -18,6 +18,8 @@ package subprocess
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -211,7 +213,7 @@ func (m *Manager) Spawn(spec Spec) (*Process, error) {
 		m.mu.Unlock()
 		return nil, &Error{Op: "closed", Argv: spec.Argv, Err: errors.New("the host is shutting down")}
 	}
-	id := "p" + strconv.FormatUint(m.nextID.Add(1), 10)
+	id := m.newID()
 	m.mu.Unlock()
 
 	p := newProcess(m, id, spec)
@@ -222,6 +224,39 @@ func (m *Manager) Spawn(spec Spec) (*Process, error) {
 	m.procs[id] = p
 	m.mu.Unlock()
 	return p, nil
+}
+
+// newID makes a process id. Ids are handles: the random part keeps a
+// plugin from guessing another's.
+func (m *Manager) newID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "p" + strconv.FormatUint(m.nextID.Add(1), 10) + "-" + hex.EncodeToString(b[:])
+}
+
+// SpawnSettled is Spawn for callers that must get a handle whatever
+// happens: a spawn failure yields a process already settled as killed,
+// with the error on its stderr.
+func (m *Manager) SpawnSettled(spec Spec) *Process {
+	p, err := m.Spawn(spec)
+	if err == nil {
+		return p
+	}
+	if spec.MaxOutputBytes <= 0 {
+		spec.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	m.mu.Lock()
+	id := m.newID()
+	p = newProcess(m, id, spec)
+	p.status, p.exitCode = Killed, -1
+	_, _ = p.stderr.Write([]byte(err.Error() + "\n"))
+	close(p.exited)
+	close(p.done)
+	if !m.closed {
+		m.procs[id] = p
+	}
+	m.mu.Unlock()
+	return p
 }
 
 // Get returns a process by id; owner must match unless it is "".

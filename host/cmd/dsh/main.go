@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/sys/unix"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/dshrun/dsh/host"
 	"github.com/dshrun/dsh/host/composition"
@@ -328,7 +329,7 @@ func plugins(dirs []string, logger hclog.Logger, stdout, stderr io.Writer) int {
 		p, err := pluginproc.Start(ctx, pluginproc.Config{
 			ID:     strings.TrimPrefix(filepath.Base(bin), "dsh-"),
 			Binary: bin,
-			Env:    []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")},
+			Env:    host.PluginEnv(os.LookupEnv, strings.TrimPrefix(filepath.Base(bin), "dsh-")),
 			Logger: logger.Named(filepath.Base(bin)),
 		})
 		if err != nil {
@@ -340,7 +341,13 @@ func plugins(dirs []string, logger hclog.Logger, stdout, stderr io.Writer) int {
 		d := p.Description()
 		_ = p.Stop(ctx)
 		cancel()
-		_ = enc.Encode(map[string]any{"binary": bin, "description": d})
+		dj, err := protojson.Marshal(d)
+		if err != nil {
+			fmt.Fprintf(stderr, "dsh plugins: %s: %v\n", bin, err)
+			code = exitFailure
+			continue
+		}
+		_ = enc.Encode(map[string]any{"binary": bin, "description": json.RawMessage(dj)})
 	}
 	if len(bins) == 0 {
 		fmt.Fprintf(stderr, "dsh plugins: no dsh-* binary in %s\n", strings.Join(dirs, ":"))

@@ -1,0 +1,204 @@
+// Command bench is the harness behind `make bench`. It runs the real dsh and
+// plugin binaries, interleaves each measurement with its baseline in the
+// same run, and prints N, median and p99 for both and their ratio, whether
+// or not a target is met.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/dshrun/dsh/host"
+	"github.com/dshrun/dsh/host/composition"
+	"github.com/dshrun/dsh/internal/testplugins"
+	"github.com/dshrun/dsh/internal/testplugins/probev1"
+	"github.com/dshrun/dsh/sdk"
+)
+
+func main() {
+	plugins := flag.Int("plugins", 8, "trivial plugins per composition")
+	rounds := flag.Int("rounds", 15, "composition starts (each interleaved with a baseline)")
+	calls := flag.Int("calls", 2000, "round trips per call benchmark")
+	flag.Parse()
+
+	dir, err := os.MkdirTemp("", "dsh-bench-")
+	check(err)
+	defer os.RemoveAll(dir)
+	check(testplugins.Build(dir))
+
+	fmt.Printf("dsh benchmarks (%s, GOMAXPROCS from %d CPUs)\n\n", time.Now().Format(time.RFC3339), numCPU())
+	startToReady(dir, *plugins, *rounds)
+	roundTrips(dir, *calls)
+}
+
+// startToReady: `dsh serve` of N trivial plugins until it reports ready,
+// against N bare starts of the same binary (in parallel, each until its
+// handshake line).
+func startToReady(dir string, n, rounds int) {
+	var yaml strings.Builder
+	yaml.WriteString("plugins:\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&yaml, "  - id: noop%d\n    path: %s\n", i, filepath.Join(dir, "dsh-noop"))
+	}
+	comp := filepath.Join(dir, "noops.yaml")
+	check(os.WriteFile(comp, []byte(yaml.String()), 0o600))
+
+	var compT, bareT []time.Duration
+	for r := 0; r < rounds; r++ {
+		compT = append(compT, serveToReady(dir, comp))
+		bareT = append(bareT, bareStarts(filepath.Join(dir, "dsh-noop"), n))
+	}
+	fmt.Printf("composition start to ready, %d trivial plugins (dsh serve until 'ready')\n", n)
+	row("dsh serve", compT)
+	row(fmt.Sprintf("%d bare starts", n), bareT)
+	fmt.Printf("  ratio (median): %.2fx\n\n", float64(median(compT))/float64(median(bareT)))
+}
+
+func serveToReady(dir, comp string) time.Duration {
+	cmd := exec.Command(filepath.Join(dir, "dsh"), "serve", "--log-level", "error", comp)
+	stderr, err := cmd.StderrPipe()
+	check(err)
+	t := time.Now()
+	check(cmd.Start())
+	sc := bufio.NewScanner(stderr)
+	var took time.Duration
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), " ready in ") {
+			took = time.Since(t)
+			break
+		}
+	}
+	if took == 0 {
+		fail("dsh serve never became ready")
+	}
+	check(cmd.Process.Signal(syscall.SIGTERM))
+	go io.Copy(io.Discard, stderr)
+	check(cmd.Wait())
+	return took
+}
+
+// bareStarts starts n copies of a plugin binary with the handshake cookie
+// and waits for each handshake line: the floor under any host.
+func bareStarts(bin string, n int) time.Duration {
+	t := time.Now()
+	done := make(chan *exec.Cmd, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			cmd := exec.Command(bin)
+			cmd.Env = []string{
+				sdk.Handshake.MagicCookieKey + "=" + sdk.Handshake.MagicCookieValue,
+				"PLUGIN_PROTOCOL_VERSIONS=1", "PLUGIN_MIN_PORT=0", "PLUGIN_MAX_PORT=0",
+				"PATH=/usr/bin:/bin",
+			}
+			out, err := cmd.StdoutPipe()
+			check(err)
+			check(cmd.Start())
+			if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+				fail("bare start: no handshake line")
+			}
+			done <- cmd
+		}()
+	}
+	var cmds []*exec.Cmd
+	for i := 0; i < n; i++ {
+		cmds = append(cmds, <-done)
+	}
+	took := time.Since(t)
+	for _, c := range cmds {
+		_ = c.Process.Kill()
+		_ = c.Wait()
+	}
+	return took
+}
+
+// roundTrips: a host-to-plugin call (the host calls the probe plugin) and a
+// plugin-to-host-to-plugin call (the probe calls shell-env through the
+// host's hub), in one loaded composition.
+func roundTrips(dir string, n int) {
+	comp := filepath.Join(dir, "pair.yaml")
+	check(os.WriteFile(comp, []byte(fmt.Sprintf(`plugins:
+  - id: env
+    path: %s
+  - id: probe
+    path: %s
+`, filepath.Join(dir, "dsh-shell-env"), filepath.Join(dir, "dsh-probe"))), 0o600))
+	c, err := composition.Load(comp, os.LookupEnv)
+	check(err)
+	ctx := context.Background()
+	h, err := host.Start(ctx, c, host.Options{Logger: hclog.NewNullLogger()})
+	check(err)
+	defer h.Close(ctx)
+	probe := probev1.NewProbeClient(h.Conn("probe"))
+
+	var direct []time.Duration
+	var hub []time.Duration
+	// Interleave in batches so both see the same machine.
+	for done := 0; done < n; done += 100 {
+		for i := 0; i < 100; i++ {
+			t := time.Now()
+			_, err := probe.Echo(ctx, &probev1.EchoRequest{Data: []byte("ping")})
+			check(err)
+			direct = append(direct, time.Since(t))
+		}
+		resp, err := probe.Bench(ctx, &probev1.BenchRequest{N: 100})
+		check(err)
+		for _, ns := range resp.Nanos {
+			hub = append(hub, time.Duration(ns))
+		}
+	}
+	fmt.Println("call round trips (µs)")
+	row("host -> plugin", direct)
+	row("plugin -> host -> plugin", hub)
+	fmt.Printf("  ratio (median): %.2fx\n\n", float64(median(hub))/float64(median(direct)))
+}
+
+func row(name string, d []time.Duration) {
+	fmt.Printf("  %-26s N=%-5d median=%-10s p99=%s\n", name, len(d), fmtDur(median(d)), fmtDur(pct(d, 0.99)))
+}
+
+func fmtDur(d time.Duration) string {
+	if d < time.Millisecond {
+		return fmt.Sprintf("%.1fµs", float64(d)/1e3)
+	}
+	return fmt.Sprintf("%.2fms", float64(d)/1e6)
+}
+
+func median(d []time.Duration) time.Duration { return pct(d, 0.5) }
+
+func pct(d []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	if len(s) == 0 {
+		return 0
+	}
+	i := int(float64(len(s)-1) * p)
+	return s[i]
+}
+
+func numCPU() int {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	return strings.Count(string(b), "processor\t:")
+}
+
+func check(err error) {
+	if err != nil {
+		fail(err.Error())
+	}
+}
+
+func fail(msg string) {
+	fmt.Fprintln(os.Stderr, "bench:", msg)
+	os.Exit(1)
+}

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dshrun/dsh/internal/testplugins"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "dsh-cli-test-")
+	if err != nil {
+		panic(err)
+	}
+	if err := testplugins.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	if left := testplugins.Running(dir); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "processes left behind: %v\n", left)
+		code = 1
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func comp(t *testing.T, yaml string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "comp.yaml")
+	if err := os.WriteFile(f, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// dsh runs the built binary; plugins are found next to it.
+func dsh(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "dsh"), args...)
+	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir())
+	cmd.Env = append(cmd.Env, env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	code = cmd.ProcessState.ExitCode()
+	if err != nil && code < 0 {
+		t.Fatal(err)
+	}
+	return o.String(), e.String(), code
+}
+
+const good = `
+plugins:
+  - id: env
+    name: shell-env
+  - id: probe
+    name: '@deepseek-ai/dsh-probe'
+`
+
+func TestVersion(t *testing.T) {
+	out, _, code := dsh(t, nil, "version")
+	if code != 0 || !strings.HasPrefix(out, "dsh ") {
+		t.Fatalf("code %d, stdout %q", code, out)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	out, errOut, code := dsh(t, nil, "validate", comp(t, good))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if out != "" {
+		t.Errorf("validate wrote to stdout: %q", out)
+	}
+	for _, w := range []string{"is valid", "env: shell-env", "provides shellEnv", "probe: probe", "injects shellEnv"} {
+		if !strings.Contains(errOut, w) {
+			t.Errorf("stderr lacks %q:\n%s", w, errOut)
+		}
+	}
+	if left := testplugins.Running(binDir); len(left) > 0 {
+		t.Fatalf("validate left processes: %v", left)
+	}
+}
+
+func TestBadInputExitsTwo(t *testing.T) {
+	cases := map[string]struct{ yaml, want string }{
+		"malformed yaml": {"plugins:\n  - id: [x\n", "comp.yaml:2"},
+		"unknown key":    {"plugins:\n  - id: x\n    name: shell-env\n    confg: {}\n", "comp.yaml:4"},
+		"duplicate":      {"plugins:\n  - id: a\n    name: shell-env\n  - id: b\n    name: shell-env\n", "comp.yaml:4"},
+		"apply fails":    {good + "    config: {failApply: true}\n", "comp.yaml:5"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := comp(t, tc.yaml)
+			for _, cmd := range []string{"validate", "serve"} {
+				if name == "apply fails" && cmd == "validate" {
+					continue // validate does not apply
+				}
+				_, errOut, code := dsh(t, nil, cmd, f)
+				if code != 2 || !strings.Contains(errOut, tc.want) {
+					t.Errorf("%s: exit %d, stderr:\n%s\nwant exit 2 and %q", cmd, code, errOut, tc.want)
+				}
+			}
+			if left := testplugins.Running(binDir); len(left) > 0 {
+				t.Fatalf("left processes: %v", left)
+			}
+		})
+	}
+	if _, _, code := dsh(t, nil, "validate"); code != 2 {
+		t.Errorf("validate without a file: exit %d", code)
+	}
+	if _, _, code := dsh(t, nil, "frobnicate"); code != 2 {
+		t.Errorf("unknown command: exit %d", code)
+	}
+}
+
+func TestConfigMasksSecrets(t *testing.T) {
+	f := comp(t, `
+plugins:
+  - id: env
+    name: shell-env
+    config:
+      facts:
+        DSH_REGION: ${REGION}
+        DSH_CRED: ${SERVICE_TOKEN}
+      apiKey: literal-secret
+`)
+	out, errOut, code := dsh(t, []string{"REGION=eu-west", "SERVICE_TOKEN=hunter2"}, "config", f)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "eu-west") {
+		t.Errorf("interpolated value missing:\n%s", out)
+	}
+	for _, secret := range []string{"hunter2", "literal-secret"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("secret %q printed:\n%s", secret, out)
+		}
+	}
+}
+
+func TestPlugins(t *testing.T) {
+	// The test plugin directory holds broken plugins too: each is named on
+	// stderr and the exit status says something failed.
+	out, errOut, code := dsh(t, nil, "plugins")
+	if code != 1 || !strings.Contains(errOut, `plugin "chatty"`) || !strings.Contains(errOut, `plugin "oldproto"`) {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, `"shell-env"`) || !strings.Contains(out, "dsh.shellenv.v1.ShellEnv") {
+		t.Fatalf("stdout:\n%s", out)
+	}
+}
+
+// startServe runs dsh serve until it reports ready.
+func startServe(t *testing.T, file string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "dsh"), "serve", file)
+	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir())
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	pr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() {
+		t.Log(sc.Text())
+		if strings.Contains(sc.Text(), "ready in") {
+			go func() {
+				for sc.Scan() {
+				}
+			}()
+			return cmd, &out
+		}
+	}
+	cmd.Wait()
+	t.Fatalf("dsh serve never became ready (exit %d)", cmd.ProcessState.ExitCode())
+	return nil, nil
+}
+
+func TestServeStopsOnSIGTERM(t *testing.T) {
+	cmd, stdout := startServe(t, comp(t, good))
+	if n := len(testplugins.Running(binDir)); n < 3 {
+		t.Fatalf("want dsh and two plugins running, found %d processes", n)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("serve exited with %v", err)
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("serve wrote to stdout: %q", stdout.String())
+	}
+	if left := testplugins.Running(binDir); len(left) > 0 {
+		t.Fatalf("left processes: %v", left)
+	}
+}
+
+// A SIGKILLed host cannot tear down; its plugins must still go.
+func TestPluginsDieWithKilledHost(t *testing.T) {
+	cmd, _ := startServe(t, comp(t, good))
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		left := testplugins.Running(binDir)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("plugins alive 2s after the host was killed: %v", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,139 @@
+package composition
+
+import "go.yaml.in/yaml/v3"
+
+// masked replaces secret values in Masked.
+const masked = "********"
+
+// taint records, for a value tree, which strings were interpolated from a
+// variable whose name looks secret. A nil *taint means "nothing below".
+type taint struct {
+	secret bool
+	fields map[string]*taint
+	items  []*taint
+}
+
+func (t *taint) field(name string) *taint {
+	if t == nil {
+		return nil
+	}
+	return t.fields[name]
+}
+
+func (t *taint) item(i int) *taint {
+	if t == nil || i >= len(t.items) {
+		return nil
+	}
+	return t.items[i]
+}
+
+// taintOf builds the taint of n's value as the decoder sees it (aliases
+// followed, merges applied).
+func (p *parser) taintOf(n *yaml.Node) *taint {
+	memo := map[*yaml.Node]*taint{}
+	var of func(n *yaml.Node) *taint
+	of = func(n *yaml.Node) *taint {
+		n = resolve(n)
+		if n == nil {
+			return nil
+		}
+		if t, ok := memo[n]; ok {
+			return t
+		}
+		var t *taint
+		switch n.Kind {
+		case yaml.ScalarNode:
+			if secretVars(p.vars[n]) {
+				t = &taint{secret: true}
+			}
+		case yaml.MappingNode:
+			for _, kp := range pairs(n) {
+				if ft := of(kp.val); ft != nil {
+					if t == nil {
+						t = &taint{fields: map[string]*taint{}}
+					}
+					t.fields[kp.name] = ft
+				}
+			}
+		case yaml.SequenceNode:
+			items := make([]*taint, len(n.Content))
+			some := false
+			for i, c := range n.Content {
+				items[i] = of(c)
+				some = some || items[i] != nil
+			}
+			if some {
+				t = &taint{items: items}
+			}
+		}
+		memo[n] = t
+		return t
+	}
+	return of(n)
+}
+
+// Masked returns the composition as a plain map (host, settings, and plugins
+// with id, name or path, sha256, config and disabled), ready to print as YAML
+// or JSON. Every value under a key matching (?i)KEY|PASSWORD|SECRET|TOKEN,
+// and every string interpolated from an environment variable whose name
+// matches it, is replaced by "********". The composition is not modified.
+func (c *Composition) Masked() map[string]any {
+	settings := map[string]any{}
+	for ns, m := range c.Settings {
+		settings[ns] = maskValue(ns, m, c.settingsTaint.field(ns))
+	}
+	plugins := make([]any, 0, len(c.Plugins))
+	for _, e := range c.Plugins {
+		pm := map[string]any{
+			"id":       maskValue("", e.ID, e.taint.field("id")),
+			"disabled": e.Disabled,
+		}
+		if e.Name != "" {
+			pm["name"] = maskValue("", e.Name, e.taint.field("name"))
+		}
+		if e.Path != "" {
+			pm["path"] = maskValue("", e.Path, e.taint.field("path"))
+		}
+		if e.SHA256 != "" {
+			pm["sha256"] = maskValue("", e.SHA256, e.taint.field("sha256"))
+		}
+		if e.Config != nil {
+			pm["config"] = maskValue("", e.Config, e.taint.field("config"))
+		}
+		plugins = append(plugins, pm)
+	}
+	return map[string]any{
+		"host": map[string]any{
+			"startTimeout": c.Host.StartTimeout.String(),
+			"stopTimeout":  c.Host.StopTimeout.String(),
+		},
+		"settings": settings,
+		"plugins":  plugins,
+	}
+}
+
+// maskValue copies v, masking as Masked says; key is v's key ("" for none).
+func maskValue(key string, v any, t *taint) any {
+	if key != "" && secretRE.MatchString(key) {
+		return masked
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			out[k] = maskValue(k, x, t.field(k))
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = maskValue("", x, t.item(i))
+		}
+		return out
+	case string:
+		if t != nil && t.secret {
+			return masked
+		}
+	}
+	return v
+}

@@ -1,0 +1,119 @@
+package composition
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+const maskedYAML = `
+host:
+  stopTimeout: 2s
+settings:
+  llm:
+    apiKey: sk-literal
+    endpoint: ${ENDPOINT}
+    auth: &tok ${LLM_TOKEN}
+    model: gpt-${MODEL_SECRET_SUFFIX:-4}
+  tokens: {a: 1}
+plugins:
+  - id: a
+    name: a
+    config:
+      password: hunter2
+      nested:
+        secretThing: x
+        list: ["${DB_PASSWORD}", plain, "${HOME_DIR}"]
+      header: Bearer ${API_TOKEN}
+      escaped: $${API_TOKEN}
+      note: ${NOTE}
+      count: 3
+      maxTokens: 100
+      again: *tok
+  - id: b
+    path: ${TOOL_KEY_PATH}
+    disabled: true
+`
+
+func TestMasked(t *testing.T) {
+	vars := map[string]string{
+		"ENDPOINT":      "https://llm.example",
+		"LLM_TOKEN":     "tok-123",
+		"DB_PASSWORD":   "pw",
+		"HOME_DIR":      "/home/u",
+		"API_TOKEN":     "at-1",
+		"NOTE":          "hello",
+		"TOOL_KEY_PATH": "/secret/place/dsh-b",
+	}
+	c := mustParse(t, maskedYAML, vars)
+	got := c.Masked()
+	want := map[string]any{
+		"host": map[string]any{"startTimeout": "10s", "stopTimeout": "2s"},
+		"settings": map[string]any{
+			"llm": map[string]any{
+				"apiKey":   masked, // by key
+				"endpoint": "https://llm.example",
+				"auth":     masked, // from LLM_TOKEN
+				"model":    masked, // from MODEL_SECRET_SUFFIX, even by default
+			},
+			"tokens": masked,
+		},
+		"plugins": []any{
+			map[string]any{
+				"id": "a", "name": "a", "disabled": false,
+				"config": map[string]any{
+					"password": masked,
+					"nested": map[string]any{
+						"secretThing": masked,
+						"list":        []any{masked, "plain", "/home/u"},
+					},
+					"header":    masked,
+					"escaped":   "${API_TOKEN}",
+					"note":      "hello",
+					"count":     3,
+					"maxTokens": masked,
+					"again":     masked, // an alias of the LLM_TOKEN value
+				},
+			},
+			map[string]any{"id": "b", "path": masked, "disabled": true},
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Masked() =\n%#v\nwant\n%#v", got, want)
+	}
+
+	// The composition itself keeps its values.
+	if c.Settings["llm"]["auth"] != "tok-123" || c.Plugins[0].Config["password"] != "hunter2" || c.Plugins[1].Path != "/secret/place/dsh-b" {
+		t.Errorf("Masked changed the composition: %+v", c)
+	}
+
+	// It prints.
+	out, err := yaml.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"tok-123", "hunter2", "sk-literal", "pw", "at-1", "/secret/place"} {
+		if strings.Contains(string(out), secret) {
+			t.Errorf("printed output shows %q:\n%s", secret, out)
+		}
+	}
+}
+
+// Merged keys keep their masking.
+func TestMaskedThroughMerge(t *testing.T) {
+	c := mustParse(t, `
+settings:
+  base: &base {auth: "${SERVICE_SECRET}", url: "${URL}"}
+plugins:
+  - name: a
+    config:
+      <<: *base
+      extra: 1
+`, map[string]string{"SERVICE_SECRET": "s", "URL": "u"})
+	cfg := c.Masked()["plugins"].([]any)[0].(map[string]any)["config"]
+	if want := map[string]any{"auth": masked, "url": "u", "extra": 1}; !reflect.DeepEqual(cfg, want) {
+		t.Errorf("config = %#v, want %#v", cfg, want)
+	}
+}

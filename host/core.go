@@ -1,0 +1,85 @@
+package host
+
+import (
+	"context"
+	"strings"
+
+	"google.golang.org/grpc"
+
+	hsub "github.com/dshrun/dsh/host/subprocess"
+	"github.com/dshrun/dsh/plugins/subprocess"
+	"github.com/dshrun/dsh/plugins/subprocess/subprocessv1"
+	"github.com/dshrun/dsh/registry"
+)
+
+// The host's own services. They are provided by a scope of the registry
+// like any plugin's, so consumers wait for them the same way and are
+// disposed before them; calls reach them without a relay hop, since each
+// plugin's host server serves them directly.
+
+// CoreScope is the registry id of the host's own scope. It cannot clash
+// with an entry id, which may not contain parentheses.
+const CoreScope = "(host)"
+
+// coreServices lists each core key and the gRPC services behind it.
+var coreServices = map[string][]string{
+	subprocess.Key: {subprocess.ServiceName},
+}
+
+// coreValue is the registry value of a core key.
+type coreValue struct{ key string }
+
+func isCore(key string) bool {
+	_, ok := coreServices[key]
+	return ok
+}
+
+// addCore adds the host's scope, providing every core key.
+func (h *Host) addCore() error {
+	_, err := h.reg.Add(registry.Spec{
+		ID:    CoreScope,
+		Label: "the dsh host",
+		Apply: func(_ context.Context, s *registry.Scope) error {
+			for key := range coreServices {
+				if _, err := s.Provide(key, coreValue{key: key}); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	})
+	return err
+}
+
+// registerCore serves the core services on one plugin's host server.
+func (h *Host) registerCore(s *grpc.Server, c caller) {
+	subprocessv1.RegisterSubprocessServer(s, &hsub.Server{M: h.sub, Caller: c.callerID()})
+}
+
+// coreInterceptors apply the capability check to the core services (the
+// forwarded ones are checked in forward).
+func (h *Host) coreInterceptors(c caller) []grpc.ServerOption {
+	check := func(method string) error {
+		key := h.keyOfService(serviceOf(method))
+		if key == "" || !isCore(key) {
+			return nil
+		}
+		return h.authorize(c, key)
+	}
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+			if err := check(info.FullMethod); err != nil {
+				return nil, err
+			}
+			return handler(ctx, req)
+		}),
+		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+			if strings.HasPrefix(info.FullMethod, "/") {
+				if err := check(info.FullMethod); err != nil {
+					return err
+				}
+			}
+			return handler(srv, ss)
+		}),
+	}
+}

@@ -1,0 +1,286 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/dshrun/dsh/plugins/shell"
+)
+
+// These tests drive the real dsh-bash-local binary through the host: the
+// executor is its own process, and it spawns through the host's
+// ctx.subprocess.
+
+const bashYAML = `
+settings:
+  shell:
+    timeoutMs: 20000
+    graceMs: 200
+plugins:
+  - id: bash
+    name: bash-local
+    config:
+      maxOutputBytes: 1000
+`
+
+func startShell(t *testing.T) (*Host, *shell.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := Start(ctx, writeComp(t, bashYAML), testOptions(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := h.Close(ctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return h, shell.NewClient(h.Conn(shell.Key), "")
+}
+
+func run(t *testing.T, sh *shell.Client, req *shell.ExecRequest) *shell.RunResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	spec, err := sh.Resolve(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sh.Run(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func procsWith(marker string) []string {
+	ents, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && bytes.Contains(b, []byte(marker)) && !isZombieStr(e.Name()) {
+			out = append(out, e.Name()+":"+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return out
+}
+
+func isZombieStr(pid string) bool {
+	n, _ := strconv.Atoi(pid)
+	return isZombie(n)
+}
+
+func TestBashLocalResolve(t *testing.T) {
+	_, sh := startShell(t)
+	ctx := context.Background()
+	spec, err := sh.Resolve(ctx, &shell.ExecRequest{Command: "true", TimeoutMs: 999_999_999, Workdir: "sub"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd, _ := os.Getwd()
+	if spec.TimeoutMs != 600_000 || spec.GraceMs != 200 || spec.MaxOutputBytes != 1000 || spec.MaxSpillBytes != 64<<20 || spec.Workdir != wd+"/sub" {
+		t.Fatalf("spec: %+v", spec)
+	}
+	spec, _ = sh.Resolve(ctx, &shell.ExecRequest{Command: "true"})
+	if spec.TimeoutMs != 20000 || spec.Owner != "host" {
+		t.Fatalf("defaults: %+v", spec)
+	}
+	if _, err := sh.Resolve(ctx, &shell.ExecRequest{Command: "  "}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("empty command: %v", err)
+	}
+}
+
+func TestBashLocalRun(t *testing.T) {
+	_, sh := startShell(t)
+	r := run(t, sh, &shell.ExecRequest{Command: "echo out; echo err >&2; exit 3"})
+	if r.ExitCode == nil || *r.ExitCode != 3 || string(r.Stdout.Data) != "out\n" || string(r.Stderr.Data) != "err\n" || r.TimedOut || r.Aborted {
+		t.Fatalf("exit 3: %+v", r)
+	}
+	r = run(t, sh, &shell.ExecRequest{Command: "kill -KILL $$"})
+	if r.ExitCode != nil || r.Signal != "SIGKILL" {
+		t.Fatalf("signal: %+v", r)
+	}
+	// The model-friendly environment, under the caller's env, under the
+	// trusted snapshot.
+	r = run(t, sh, &shell.ExecRequest{
+		Command: `echo "$TERM $PAGER $NO_COLOR $GIT_PAGER $X $DSH_HOME"`,
+		Env:     map[string]string{"X": "caller", "PAGER": "less", "DSH_HOME": "forged"},
+		DshEnv:  map[string]string{"DSH_HOME": "/trusted"},
+	})
+	if got := string(r.Stdout.Data); got != "dumb less 1 cat caller /trusted\n" {
+		t.Fatalf("env: %q", got)
+	}
+	// Long output: the tail in memory, the whole in the spill file.
+	r = run(t, sh, &shell.ExecRequest{Command: "seq 1 100000"})
+	if !r.Stdout.Truncated || len(r.Stdout.Data) > 1000 || !strings.HasSuffix(string(r.Stdout.Data), "99999\n100000\n") {
+		t.Fatalf("truncation: %d bytes, %+v", len(r.Stdout.Data), r.Stdout.Truncated)
+	}
+	b, err := os.ReadFile(r.Stdout.SpillPath)
+	if err != nil || int64(len(b)) != r.Stdout.Total || !strings.HasPrefix(string(b), "1\n2\n3\n") {
+		t.Fatalf("spill: %d bytes of %d, %v", len(b), r.Stdout.Total, err)
+	}
+}
+
+// A timeout kills the whole tree, setsid and double-forked children too.
+func TestBashLocalTimeoutLeavesNothing(t *testing.T) {
+	_, sh := startShell(t)
+	marker := strconv.Itoa(700000 + os.Getpid()%99999)
+	r := run(t, sh, &shell.ExecRequest{
+		Command:   fmt.Sprintf("sleep %s & setsid sleep %s & (setsid sleep %s &); sleep %s", marker, marker, marker, marker),
+		TimeoutMs: 300,
+	})
+	if !r.TimedOut || r.Aborted || r.Signal == "" || r.TimeoutMs != 300 {
+		t.Fatalf("result: %+v", r)
+	}
+	if left := procsWith("sleep " + marker); len(left) > 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+}
+
+// Cancelling the call aborts the command; the result says so.
+func TestBashLocalAbort(t *testing.T) {
+	_, sh := startShell(t)
+	marker := strconv.Itoa(600000 + os.Getpid()%99999)
+	ctx, cancel := context.WithCancel(context.Background())
+	spec, err := sh.Resolve(ctx, &shell.ExecRequest{Command: "sleep " + marker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := sh.Run(ctx, spec); done <- err }()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(procsWith("sleep "+marker)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; status.Code(err) != codes.Canceled && err != context.Canceled && !strings.Contains(fmt.Sprint(err), "canceled") {
+		t.Fatalf("run: %v", err)
+	}
+	for time.Now().Before(deadline) && len(procsWith("sleep "+marker)) > 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if left := procsWith("sleep " + marker); len(left) > 0 {
+		t.Fatalf("aborted command still running: %v", left)
+	}
+	// A call already cancelled is refused without running anything.
+	if _, err := sh.Run(ctx, spec); err == nil {
+		t.Fatal("run with a cancelled context succeeded")
+	}
+}
+
+func TestBashLocalInfrastructureFailures(t *testing.T) {
+	_, sh := startShell(t)
+	ctx := context.Background()
+	spec, _ := sh.Resolve(ctx, &shell.ExecRequest{Command: "true", Workdir: "/nonexistent/place"})
+	if _, err := sh.Run(ctx, spec); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "/nonexistent/place") {
+		t.Fatalf("bad workdir: %v", err)
+	}
+	// start never fails for the command: the failure settles as killed.
+	p, err := sh.Start(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.Wait(ctx)
+	if err != nil || st.Status != shell.StatusKilled {
+		t.Fatalf("settled: %+v %v", st, err)
+	}
+	rd, _ := p.ReadOutput(ctx)
+	if !strings.Contains(string(rd.Stderr), "/nonexistent/place") {
+		t.Fatalf("stderr: %q", rd.Stderr)
+	}
+}
+
+func TestBashLocalBackground(t *testing.T) {
+	h, sh := startShell(t)
+	ctx := context.Background()
+	spec, _ := sh.Resolve(ctx, &shell.ExecRequest{Command: "for i in $(seq 1 15); do echo l$i; sleep 0.03; done; echo e >&2", TimeoutMs: 1})
+	start := time.Now()
+	p, err := sh.Start(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(start) > 2*time.Second {
+		t.Fatal("start did not return at once")
+	}
+	var out, errOut strings.Builder
+	reads := 0
+	for {
+		rd, err := p.ReadOutput(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rd.Lossy {
+			t.Fatalf("lossy: %+v", rd)
+		}
+		out.Write(rd.Stdout)
+		errOut.Write(rd.Stderr)
+		reads++
+		if rd.State.Status != shell.StatusRunning {
+			break
+		}
+		time.Sleep(40 * time.Millisecond)
+	}
+	var want strings.Builder
+	for i := 1; i <= 15; i++ {
+		fmt.Fprintf(&want, "l%d\n", i)
+	}
+	// The timeout does not apply in the background (1 ms would have killed it).
+	if out.String() != want.String() || errOut.String() != "e\n" || reads < 3 {
+		t.Fatalf("%d reads: %q %q", reads, out.String(), errOut.String())
+	}
+	if killed, _ := p.Kill(ctx); killed {
+		t.Fatal("kill of a finished process returned true")
+	}
+
+	// A background process survives its executor's reload and stays
+	// readable through the new one.
+	spec, _ = sh.Resolve(ctx, &shell.ExecRequest{Command: "echo before; sleep 1; echo after"})
+	p, err = sh.Start(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := h.Registry().Scope("bash")
+	oldPid := h.byID["bash"].current().proc.Pid()
+	s.Restart()
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := h.Registry().Settled(sctx); err != nil {
+		t.Fatal(err)
+	}
+	if newPid := h.byID["bash"].current().proc.Pid(); newPid == oldPid {
+		t.Fatal("executor was not restarted")
+	}
+	again := shell.NewClient(h.Conn(shell.Key), "").Attach(p.ID)
+	if _, err := again.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := again.ReadOutput(ctx)
+	if err != nil || string(rd.Stdout) != "before\nafter\n" || rd.State.Status != shell.StatusCompleted {
+		t.Fatalf("after reload: %q %+v %v", rd.GetStdout(), rd.GetState(), err)
+	}
+	// Kill works on a running one.
+	spec, _ = sh.Resolve(ctx, &shell.ExecRequest{Command: "sleep 30"})
+	p, _ = sh.Start(ctx, spec)
+	if killed, err := p.Kill(ctx); !killed || err != nil {
+		t.Fatalf("kill: %v %v", killed, err)
+	}
+	st, _ := p.Wait(ctx)
+	if st.Status != shell.StatusKilled || st.Signal != "SIGTERM" {
+		t.Fatalf("killed: %+v", st)
+	}
+}

@@ -1,0 +1,53 @@
+// Command dsh-bash-local is the default POSIX executor: it provides
+// ctx.shell by running each command as a fresh `bash -c` process through
+// ctx.subprocess.
+package main
+
+import (
+	"context"
+	"encoding/json"
+
+	"google.golang.org/grpc"
+
+	"github.com/dshrun/dsh/plugins/shell"
+	"github.com/dshrun/dsh/plugins/shell/local"
+	"github.com/dshrun/dsh/plugins/shell/shellv1"
+	"github.com/dshrun/dsh/plugins/subprocess"
+	"github.com/dshrun/dsh/plugins/subprocess/subprocessv1"
+	"github.com/dshrun/dsh/sdk"
+)
+
+type bashLocal struct {
+	exec *local.Executor
+}
+
+func (p *bashLocal) Describe() sdk.Description {
+	return sdk.Description{
+		Name:              "bash-local",
+		Version:           "0.1.0",
+		Summary:           "ctx.shell: fresh bash -c processes on this machine",
+		Provides:          []sdk.Provide{{Key: shell.Key, Services: []string{shell.ServiceName}}},
+		Inject:            []sdk.Inject{{Key: subprocess.Key}},
+		ConfigSchema:      local.ConfigSchema,
+		SettingsNamespace: shell.SettingsNamespace,
+	}
+}
+
+func (p *bashLocal) Register(s *grpc.Server) { shellv1.RegisterShellServer(s, p.exec) }
+
+func (p *bashLocal) Apply(_ context.Context, host *sdk.Host, raw json.RawMessage) error {
+	cfg, err := local.ParseConfig(raw)
+	if err != nil {
+		return err
+	}
+	p.exec.Cfg = cfg
+	p.exec.Sub = subprocessv1.NewSubprocessClient(host.Conn(subprocess.Key))
+	return nil
+}
+
+// BashArgv is the public bash -c argv. A sandboxing executor replaces it.
+func BashArgv(spec *shell.ExecSpec) []string { return []string{"bash", "-c", spec.Command} }
+
+func main() {
+	sdk.Serve(&bashLocal{exec: &local.Executor{Argv: BashArgv}})
+}

@@ -1,0 +1,292 @@
+// Package local holds the mechanics every local executor shares: defaults
+// and caps (Resolve), the model-friendly environment, the fused deadline and
+// cause classification (through ctx.subprocess), and background handles.
+// An executor supplies only its argv (bash -c, pwsh -Command, a sandbox
+// wrapper around either) through Executor.Argv.
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/dshrun/dsh/plugins/shell"
+	"github.com/dshrun/dsh/plugins/shell/shellv1"
+	"github.com/dshrun/dsh/plugins/subprocess/subprocessv1"
+	"github.com/dshrun/dsh/sdk"
+)
+
+// Config is an executor's configuration (the `shell` settings namespace,
+// overlaid with the entry's config). Zero fields mean the defaults.
+type Config struct {
+	// Cwd is the default working directory and the base of relative ones;
+	// "" means the host's working directory.
+	Cwd string `json:"cwd"`
+	// TimeoutMs is the default foreground timeout (120000).
+	TimeoutMs int64 `json:"timeoutMs"`
+	// MaxTimeoutMs caps a per-call timeout (600000).
+	MaxTimeoutMs int64 `json:"maxTimeoutMs"`
+	// MaxOutputBytes bounds each stream's output held in memory (64000).
+	MaxOutputBytes int64 `json:"maxOutputBytes"`
+	// MaxSpillBytes caps each stream's spill file (64 MiB).
+	MaxSpillBytes int64 `json:"maxSpillBytes"`
+	// GraceMs is the time between SIGTERM and SIGKILL (3000).
+	GraceMs int64 `json:"graceMs"`
+}
+
+// Defaults of Config.
+const (
+	DefaultTimeoutMs      = 120_000
+	DefaultMaxTimeoutMs   = 600_000
+	DefaultMaxOutputBytes = 64_000
+	DefaultMaxSpillBytes  = 64 << 20
+	DefaultGraceMs        = 3_000
+)
+
+// ConfigSchema is the JSON Schema of Config.
+const ConfigSchema = `{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "type": "object",
+  "additionalProperties": false,
+  "properties": {
+    "cwd":            {"type": "string", "description": "default working directory"},
+    "timeoutMs":      {"type": "integer", "minimum": 1, "description": "default foreground timeout (120000)"},
+    "maxTimeoutMs":   {"type": "integer", "minimum": 1, "description": "cap on a per-call timeout (600000)"},
+    "maxOutputBytes": {"type": "integer", "minimum": 1, "description": "output held in memory per stream (64000)"},
+    "maxSpillBytes":  {"type": "integer", "minimum": 0, "description": "spill file cap per stream (67108864)"},
+    "graceMs":        {"type": "integer", "minimum": 0, "description": "SIGTERM to SIGKILL grace (3000)"}
+  }
+}`
+
+// ParseConfig decodes and defaults a config object.
+func ParseConfig(raw json.RawMessage) (Config, error) {
+	var c Config
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
+	if c.Cwd == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return c, fmt.Errorf("config: no cwd given and the working directory is unknown: %w", err)
+		}
+		c.Cwd = wd
+	}
+	if !filepath.IsAbs(c.Cwd) {
+		abs, err := filepath.Abs(c.Cwd)
+		if err != nil {
+			return c, err
+		}
+		c.Cwd = abs
+	}
+	def := func(v *int64, d int64) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.TimeoutMs, DefaultTimeoutMs)
+	def(&c.MaxTimeoutMs, DefaultMaxTimeoutMs)
+	def(&c.MaxOutputBytes, DefaultMaxOutputBytes)
+	def(&c.MaxSpillBytes, DefaultMaxSpillBytes)
+	if c.GraceMs <= 0 {
+		c.GraceMs = DefaultGraceMs
+	}
+	if c.TimeoutMs > c.MaxTimeoutMs {
+		return c, fmt.Errorf("config: timeoutMs %d is above maxTimeoutMs %d", c.TimeoutMs, c.MaxTimeoutMs)
+	}
+	return c, nil
+}
+
+// EnvOverrides keeps common tools from paging, colouring or prompting. They
+// are the first layer: the caller's env and then the trusted DSH_* snapshot
+// override them.
+var EnvOverrides = map[string]string{
+	"NO_COLOR":                "1",
+	"TERM":                    "dumb",
+	"PAGER":                   "cat",
+	"GIT_PAGER":               "cat",
+	"MANPAGER":                "cat",
+	"SYSTEMD_PAGER":           "",
+	"LESS":                    "-FRX",
+	"GIT_TERMINAL_PROMPT":     "0",
+	"GCM_INTERACTIVE":         "never",
+	"GH_PROMPT_DISABLED":      "1",
+	"DEBIAN_FRONTEND":         "noninteractive",
+	"PIP_NO_INPUT":            "1",
+	"NPM_CONFIG_YES":          "true",
+	"HOMEBREW_NO_AUTO_UPDATE": "1",
+	"CLICOLOR":                "0",
+}
+
+// Executor serves dsh.shell.v1.Shell over ctx.subprocess.
+type Executor struct {
+	shellv1.UnimplementedShellServer
+	Cfg Config
+	Sub subprocessv1.SubprocessClient
+	// Argv turns a resolved spec into the command line, e.g.
+	// ["bash", "-c", spec.Command]. It is the one thing executors differ in.
+	Argv func(spec *shell.ExecSpec) []string
+}
+
+var _ shellv1.ShellServer = (*Executor)(nil)
+
+// Resolve applies every default and cap.
+func (e *Executor) Resolve(ctx context.Context, req *shell.ExecRequest) (*shell.ExecSpec, error) {
+	if strings.TrimSpace(req.Command) == "" {
+		return nil, status.Error(codes.InvalidArgument, "resolve: empty command")
+	}
+	wd := req.Workdir
+	switch {
+	case wd == "":
+		wd = e.Cfg.Cwd
+	case !filepath.IsAbs(wd):
+		wd = filepath.Join(e.Cfg.Cwd, wd)
+	}
+	timeout := req.TimeoutMs
+	if timeout <= 0 {
+		timeout = e.Cfg.TimeoutMs
+	}
+	timeout = min(timeout, e.Cfg.MaxTimeoutMs)
+	maxOut := req.MaxOutputBytes
+	if maxOut <= 0 || maxOut > e.Cfg.MaxOutputBytes {
+		maxOut = e.Cfg.MaxOutputBytes
+	}
+	owner := req.Owner
+	if owner == "" {
+		owner = sdk.Caller(ctx)
+	}
+	return &shell.ExecSpec{
+		Command:        req.Command,
+		Workdir:        filepath.Clean(wd),
+		TimeoutMs:      timeout,
+		MaxOutputBytes: maxOut,
+		MaxSpillBytes:  e.Cfg.MaxSpillBytes,
+		GraceMs:        e.Cfg.GraceMs,
+		Stdin:          req.Stdin,
+		HasStdin:       req.HasStdin,
+		Env:            req.Env,
+		DshEnv:         req.DshEnv,
+		Owner:          owner,
+		SandboxPolicy:  req.SandboxPolicy,
+	}, nil
+}
+
+// Env layers the overrides, then the caller's env, then the trusted DSH_*
+// snapshot, which nothing can displace.
+func Env(spec *shell.ExecSpec) map[string]string {
+	env := make(map[string]string, len(EnvOverrides)+len(spec.Env)+len(spec.DshEnv))
+	for k, v := range EnvOverrides {
+		env[k] = v
+	}
+	for k, v := range spec.Env {
+		env[k] = v
+	}
+	for k, v := range spec.DshEnv {
+		env[k] = v
+	}
+	return env
+}
+
+func (e *Executor) spawn(spec *shell.ExecSpec) *subprocessv1.SpawnRequest {
+	return &subprocessv1.SpawnRequest{
+		Argv:           e.Argv(spec),
+		Dir:            spec.Workdir,
+		Env:            Env(spec),
+		Stdin:          spec.Stdin,
+		HasStdin:       spec.HasStdin,
+		Owner:          spec.Owner,
+		TimeoutMs:      spec.TimeoutMs,
+		GraceMs:        spec.GraceMs,
+		MaxOutputBytes: spec.MaxOutputBytes,
+		MaxSpillBytes:  spec.MaxSpillBytes,
+	}
+}
+
+// Run runs in the foreground. The call's context is the caller's abort.
+func (e *Executor) Run(ctx context.Context, spec *shell.ExecSpec) (*shell.RunResult, error) {
+	if ctx.Err() != nil {
+		return nil, status.Error(codes.Canceled, "run: the call was already cancelled")
+	}
+	res, err := e.Sub.Run(ctx, e.spawn(spec))
+	if err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return nil, status.Error(codes.Canceled, "run: cancelled before the command started")
+		}
+		return nil, err // FailedPrecondition with the reason: an infrastructure failure
+	}
+	return &shell.RunResult{
+		ExitCode:   res.ExitCode,
+		Signal:     res.Signal,
+		TimedOut:   res.TimedOut,
+		Aborted:    res.Aborted,
+		TimeoutMs:  spec.TimeoutMs,
+		Stdout:     res.Stdout,
+		Stderr:     res.Stderr,
+		DurationMs: res.DurationMs,
+	}, nil
+}
+
+// Start runs in the background with no timeout; a spawn failure settles as
+// killed with the error on stderr.
+func (e *Executor) Start(ctx context.Context, spec *shell.ExecSpec) (*shellv1.StartResponse, error) {
+	req := e.spawn(spec)
+	req.TimeoutMs = 0
+	req.SettleFailure = true
+	resp, err := e.Sub.Start(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return &shellv1.StartResponse{Id: resp.Id, Pid: resp.Pid}, nil
+}
+
+func (e *Executor) ReadOutput(ctx context.Context, ref *shellv1.ProcessRef) (*shell.ProcessRead, error) {
+	r, err := e.Sub.Read(ctx, &subprocessv1.ProcessRef{Id: ref.Id})
+	if err != nil {
+		return nil, err
+	}
+	return &shell.ProcessRead{
+		Stdout:          r.Stdout.GetData(),
+		Stderr:          r.Stderr.GetData(),
+		Lossy:           r.Lossy,
+		StdoutSpillPath: r.Stdout.GetSpillPath(),
+		StderrSpillPath: r.Stderr.GetSpillPath(),
+		State:           stateOf(r.Status, r.ExitCode, r.Signal),
+	}, nil
+}
+
+func (e *Executor) Kill(ctx context.Context, ref *shellv1.ProcessRef) (*shellv1.KillResponse, error) {
+	r, err := e.Sub.Kill(ctx, &subprocessv1.ProcessRef{Id: ref.Id})
+	if err != nil {
+		return nil, err
+	}
+	return &shellv1.KillResponse{Killed: r.Killed}, nil
+}
+
+func (e *Executor) Wait(ctx context.Context, ref *shellv1.ProcessRef) (*shell.ProcessState, error) {
+	r, err := e.Sub.Wait(ctx, &subprocessv1.ProcessRef{Id: ref.Id})
+	if err != nil {
+		return nil, err
+	}
+	return stateOf(r.Status, r.ExitCode, r.Signal), nil
+}
+
+func stateOf(st subprocessv1.Status, code *int32, signal string) *shell.ProcessState {
+	s := &shell.ProcessState{ExitCode: code, Signal: signal}
+	switch st {
+	case subprocessv1.Status_STATUS_COMPLETED:
+		s.Status = shell.StatusCompleted
+	case subprocessv1.Status_STATUS_KILLED:
+		s.Status = shell.StatusKilled
+	default:
+		s.Status = shell.StatusRunning
+	}
+	return s
+}

@@ -1,0 +1,77 @@
+// Package shell is the service definition of ctx.shell, the shell executor
+// seam. It owns the contract every executor serves (the dsh.shell.v1.Shell
+// gRPC service: resolve, run, start, and the process operations), its
+// vocabulary, the sandboxMode capability fact, the shared settings
+// namespace, the exit-marker contract (ParseExitStatus), and the Go client
+// consumers use. It starts no process: executors do that through
+// ctx.subprocess, and the model-facing tools own all rendering.
+//
+// The rules of the seam:
+//   - Resolve applies every default and cap; Run and Start never re-default.
+//   - Run fails only for infrastructure failures (an unusable working
+//     directory, a missing shell, a call already cancelled). A non-zero
+//     exit, a timeout kill or an abort kill is a RunResult, with TimedOut
+//     and Aborted telling the first cause (never both).
+//   - Start returns a handle at once, with no timeout; waiting on it never
+//     fails for the process's own outcome (a spawn failure settles as
+//     killed, with the error on stderr); Kill returns false once finished.
+//   - ReadOutput consumes: consecutive reads never repeat output, and a
+//     read that lost bytes is Lossy and names the spill files.
+//   - Processes belong to ctx.subprocess, not to the executor: handles
+//     survive an executor reload.
+package shell
+
+import (
+	"github.com/dshrun/dsh/plugins/shell/shellv1"
+)
+
+// Key is the service key: ctx.shell.
+const Key = "shell"
+
+// ServiceName is the gRPC service every executor serves under Key.
+var ServiceName = shellv1.Shell_ServiceDesc.ServiceName
+
+// SettingsNamespace names the composition settings section every executor
+// reads, so one settings document serves bash-local on POSIX and pwsh-local
+// on Windows.
+const SettingsNamespace = "shell"
+
+// FactSandboxMode is the capability fact a sandboxing executor reports for
+// Key: its default sandbox mode. Absent means the executor does not
+// sandbox.
+const FactSandboxMode = "sandboxMode"
+
+// SandboxMode is one of the three sandbox modes.
+type SandboxMode string
+
+const (
+	ReadOnly         SandboxMode = "read-only"
+	WorkspaceWrite   SandboxMode = "workspace-write"
+	DangerFullAccess SandboxMode = "danger-full-access"
+)
+
+// The vocabulary is the wire's: these names are what the seam calls them.
+type (
+	// ExecRequest is what a caller asks for; every field is optional but
+	// the command.
+	ExecRequest = shellv1.ExecRequest
+	// ExecSpec is a fully resolved request.
+	ExecSpec = shellv1.ExecSpec
+	// RunResult is how a foreground command ended and what it printed.
+	RunResult = shellv1.RunResult
+	// ProcessRead is one consuming read of a background process.
+	ProcessRead = shellv1.ProcessRead
+	// ProcessState is a background process's status.
+	ProcessState = shellv1.ProcessState
+	// SandboxInfo holds the sandbox facts of a run.
+	SandboxInfo = shellv1.SandboxInfo
+	// SandboxPolicy is a per-call sandbox policy.
+	SandboxPolicy = shellv1.SandboxPolicy
+)
+
+// Process status values of ProcessState.Status.
+const (
+	StatusRunning   = "running"
+	StatusCompleted = "completed"
+	StatusKilled    = "killed"
+)
