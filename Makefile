@@ -24,8 +24,8 @@ run: build
 	$(BIN)/dsh serve $(COMPOSITION)
 
 bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 200x ./registry/ ./host/...
-	$(GO) run ./bench -bin $(BIN)
+	$(GO) test -run '^$$' -bench . -benchtime 200x ./registry/ ./sdk/retention/
+	$(GO) run ./bench
 
 $(TOOLS)/protoc-gen-go:
 	GOBIN=$(TOOLS) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)

@@ -24,6 +24,7 @@ import (
 	"github.com/dshrun/dsh/host/composition"
 	"github.com/dshrun/dsh/internal/testplugins"
 	"github.com/dshrun/dsh/internal/testplugins/probev1"
+	"github.com/dshrun/dsh/plugins/shell"
 	"github.com/dshrun/dsh/sdk"
 )
 
@@ -31,6 +32,7 @@ func main() {
 	plugins := flag.Int("plugins", 8, "trivial plugins per composition")
 	rounds := flag.Int("rounds", 15, "composition starts (each interleaved with a baseline)")
 	calls := flag.Int("calls", 2000, "round trips per call benchmark")
+	runs := flag.Int("runs", 300, "foreground runs of true, and as many direct spawns")
 	flag.Parse()
 
 	dir, err := os.MkdirTemp("", "dsh-bench-")
@@ -41,6 +43,42 @@ func main() {
 	fmt.Printf("dsh benchmarks (%s, GOMAXPROCS from %d CPUs)\n\n", time.Now().Format(time.RFC3339), numCPU())
 	startToReady(dir, *plugins, *rounds)
 	roundTrips(dir, *calls)
+	foregroundRun(dir, *runs)
+}
+
+// foregroundRun: `true` through the bash-local executor plugin (resolve,
+// then run: executor process, host hub, host spawn) against a direct
+// `bash -c true` from Go, interleaved one for one.
+func foregroundRun(dir string, n int) {
+	comp := filepath.Join(dir, "bash.yaml")
+	check(os.WriteFile(comp, []byte(fmt.Sprintf("plugins:\n  - id: bash\n    path: %s\n", filepath.Join(dir, "dsh-bash-local"))), 0o600))
+	c, err := composition.Load(comp, os.LookupEnv)
+	check(err)
+	ctx := context.Background()
+	h, err := host.Start(ctx, c, host.Options{Logger: hclog.NewNullLogger()})
+	check(err)
+	defer h.Close(ctx)
+	sh := shell.NewClient(h.Conn(shell.Key), "")
+	var viaPlugin, direct []time.Duration
+	for i := 0; i < n; i++ {
+		t := time.Now()
+		check(exec.Command("bash", "-c", "true").Run())
+		direct = append(direct, time.Since(t))
+
+		t = time.Now()
+		spec, err := sh.Resolve(ctx, &shell.ExecRequest{Command: "true"})
+		check(err)
+		res, err := sh.Run(ctx, spec)
+		check(err)
+		if res.ExitCode == nil || *res.ExitCode != 0 {
+			fail("true did not exit 0")
+		}
+		viaPlugin = append(viaPlugin, time.Since(t))
+	}
+	fmt.Println("foreground run of `true` (target: at most 1.15x)")
+	row("bash-local executor", viaPlugin)
+	row("direct bash -c true", direct)
+	fmt.Printf("  ratio (median): %.2fx\n\n", float64(median(viaPlugin))/float64(median(direct)))
 }
 
 // startToReady: `dsh serve` of N trivial plugins until it reports ready,
