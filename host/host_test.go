@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -40,6 +41,12 @@ func TestMain(m *testing.M) {
 	}
 	binDir = dir
 	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goroutines left behind: %v\n", err)
+			code = 1
+		}
+	}
 	if left := testplugins.Running(dir); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "plugin processes left behind: %v\n", left)
 		code = 1

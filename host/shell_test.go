@@ -73,8 +73,9 @@ func procsWith(marker string) []string {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && bytes.Contains(b, []byte(marker)) && !isZombieStr(e.Name()) {
-			out = append(out, e.Name()+":"+strings.ReplaceAll(string(b), "\x00", " "))
+		cmdline := strings.ReplaceAll(string(b), "\x00", " ")
+		if err == nil && strings.Contains(cmdline, marker) && !isZombieStr(e.Name()) {
+			out = append(out, e.Name()+": "+cmdline)
 		}
 	}
 	return out
@@ -282,5 +283,43 @@ func TestBashLocalBackground(t *testing.T) {
 	st, _ := p.Wait(ctx)
 	if st.Status != shell.StatusKilled || st.Signal != "SIGTERM" {
 		t.Fatalf("killed: %+v", st)
+	}
+}
+
+// A foreground command whose executor crashes dies with its whole tree,
+// and the caller gets a clear error instead of a hang.
+func TestBashLocalExecutorCrashKillsForeground(t *testing.T) {
+	h, sh := startShell(t)
+	marker := strconv.Itoa(500000 + os.Getpid()%99999)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	spec, _ := sh.Resolve(ctx, &shell.ExecRequest{Command: fmt.Sprintf("setsid sleep %s & sleep %s", marker, marker)})
+	done := make(chan error, 1)
+	go func() { _, err := sh.Run(ctx, spec); done <- err }()
+	for len(procsWith("sleep "+marker)) < 3 && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	pid := h.byID["bash"].current().proc.Pid()
+	if err := syscallKill(pid); err != nil {
+		t.Fatal(err)
+	}
+	err := <-done
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), `provider "bash"`) {
+		t.Fatalf("run after the executor crashed: %v", err)
+	}
+	for len(procsWith("sleep "+marker)) > 0 && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if left := procsWith("sleep " + marker); len(left) > 0 {
+		t.Fatalf("foreground tree outlived its executor: %v", left)
+	}
+}
+
+// Output crosses the plugin boundary as bytes.
+func TestBashLocalBytes(t *testing.T) {
+	_, sh := startShell(t)
+	r := run(t, sh, &shell.ExecRequest{Command: `printf 'a\xffb'`})
+	if !bytes.Equal(r.Stdout.Data, []byte{'a', 0xff, 'b'}) {
+		t.Fatalf("%q", r.Stdout.Data)
 	}
 }
