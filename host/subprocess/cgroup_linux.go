@@ -129,6 +129,9 @@ func (c *cgroup) empty() bool {
 
 // killAndWait kills the tree and waits (bounded) until it is gone.
 func (c *cgroup) killAndWait(bound time.Duration) bool {
+	if c.empty() {
+		return true // the usual case once the main process has exited
+	}
 	c.kill()
 	deadline := time.Now().Add(bound)
 	for !c.empty() {

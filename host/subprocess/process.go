@@ -182,8 +182,9 @@ func (p *Process) wait(readers *sync.WaitGroup, outR, errR *os.File) {
 	}
 	p.stdout.finish()
 	p.stderr.finish()
-	p.cleanupCgroup()
 	close(p.done)
+	// The tree is gone: removing its cgroup need not delay the caller.
+	p.cleanupCgroup()
 }
 
 // watch runs the fused deadline: the timeout, the caller's abort and an
