@@ -6,9 +6,14 @@ import (
 
 	"google.golang.org/grpc"
 
+	hjobs "github.com/dshrun/dsh/host/jobs"
 	hsub "github.com/dshrun/dsh/host/subprocess"
+	"github.com/dshrun/dsh/plugins/jobs"
+	"github.com/dshrun/dsh/plugins/jobs/jobsv1"
 	"github.com/dshrun/dsh/plugins/subprocess"
 	"github.com/dshrun/dsh/plugins/subprocess/subprocessv1"
+	"github.com/dshrun/dsh/plugins/tools"
+	"github.com/dshrun/dsh/plugins/tools/toolsv1"
 	"github.com/dshrun/dsh/registry"
 )
 
@@ -24,6 +29,8 @@ const CoreScope = "(host)"
 // coreServices lists each core key and the gRPC services behind it.
 var coreServices = map[string][]string{
 	subprocess.Key: {subprocess.ServiceName},
+	jobs.Key:       {jobs.ServiceName},
+	tools.Key:      {tools.ServiceName},
 }
 
 // coreValue is the registry value of a core key.
@@ -54,6 +61,8 @@ func (h *Host) addCore() error {
 // registerCore serves the core services on one plugin's host server.
 func (h *Host) registerCore(s *grpc.Server, c caller) {
 	subprocessv1.RegisterSubprocessServer(s, &hsub.Server{M: h.sub, Caller: c.callerID()})
+	jobsv1.RegisterJobsServer(s, &hjobs.Server{M: h.jobs})
+	toolsv1.RegisterToolsServer(s, &toolsServer{h: h, c: c})
 }
 
 // coreInterceptors apply the capability check to the core services (the

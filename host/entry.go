@@ -77,7 +77,7 @@ func (en *entry) start(ctx context.Context) (*pluginproc.Process, error) {
 		StartTimeout: h.startTimeout(),
 		Env:          PluginEnv(h.opts.LookupEnv, en.e.ID),
 		SocketDir:    h.rt.sockets(),
-		Logger:       h.log.Named(en.e.ID),
+		Logger:       h.opts.PluginLogger.Named(en.e.ID),
 	})
 }
 

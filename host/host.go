@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/dshrun/dsh/host/composition"
+	"github.com/dshrun/dsh/host/jobs"
 	"github.com/dshrun/dsh/host/subprocess"
 	"github.com/dshrun/dsh/registry"
 	"github.com/dshrun/dsh/sdk/pluginv1"
@@ -34,13 +35,23 @@ type Options struct {
 	// order.
 	PluginPath []string
 	Logger     hclog.Logger
+	// PluginLogger receives each plugin's log lines and go-plugin's own
+	// messages about it; nil means Logger.
+	PluginLogger hclog.Logger
 	// RuntimeBase is the directory under which each host makes its runtime
 	// directory; "" means $XDG_RUNTIME_DIR/dsh or <tmp>/dsh-<uid>.
 	RuntimeBase string
+	// SpillDir, if set, holds spill files instead of the runtime directory,
+	// and they are left in place when the host stops (dsh call prints
+	// their paths).
+	SpillDir string
 	// LookupEnv reads the host's environment; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
 	// Observe, if set, sees every registry transition in order.
 	Observe func(registry.Event)
+	// ToolsChanged, if set, is called after a tool is registered or
+	// withdrawn (front ends send tools/list_changed).
+	ToolsChanged func()
 }
 
 // Host is a loaded composition.
@@ -51,6 +62,8 @@ type Host struct {
 	rt      *runtimeDir
 	reg     *registry.Registry
 	sub     *subprocess.Manager // ctx.subprocess
+	jobs    *jobs.Manager       // ctx.jobs
+	tools   toolRegistry        // ctx.tools
 	entries []*entry            // in composition order
 	byID    map[string]*entry   // enabled entries
 	// serviceKeys maps a gRPC service name to the key it implements, for
@@ -173,13 +186,21 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 	if opts.LookupEnv == nil {
 		opts.LookupEnv = os.LookupEnv
 	}
+	if opts.PluginLogger == nil {
+		opts.PluginLogger = opts.Logger
+	}
 	rt, err := newRuntimeDir(opts.RuntimeBase)
 	if err != nil {
 		return nil, err
 	}
+	spill, keep := filepath.Join(rt.dir, "spill"), false
+	if opts.SpillDir != "" {
+		spill, keep = opts.SpillDir, true
+	}
 	sub, err := subprocess.New(subprocess.Config{
-		SpillDir: filepath.Join(rt.dir, "spill"),
-		Logger:   opts.Logger.Named("subprocess"),
+		SpillDir:  spill,
+		KeepSpill: keep,
+		Logger:    opts.Logger.Named("subprocess"),
 	})
 	if err != nil {
 		_ = rt.remove()
@@ -191,6 +212,8 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 		comp:        comp,
 		rt:          rt,
 		sub:         sub,
+		jobs:        jobs.New(jobs.Config{Sub: sub}),
+		tools:       toolRegistry{tools: map[string]*tool{}},
 		byID:        map[string]*entry{},
 		serviceKeys: map[string]string{},
 	}
@@ -251,6 +274,7 @@ func (h *Host) Close(ctx context.Context) error {
 			errs = append(errs, h.reg.Close(ctx))
 		}
 		h.stopSpares(ctx)
+		h.jobs.Close()
 		errs = append(errs, h.sub.Close(ctx))
 		errs = append(errs, h.rt.remove())
 		h.closeErr = errors.Join(errs...)

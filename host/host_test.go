@@ -214,6 +214,10 @@ type fakeCaller struct {
 func (f fakeCaller) callerID() string    { return f.id }
 func (f fakeCaller) callerLabel() string { return fmt.Sprintf("%q (test)", f.id) }
 func (f fakeCaller) touch(string)        {}
+func (f fakeCaller) addEffect(string, func(context.Context) error) error {
+	return nil
+}
+func (f fakeCaller) pluginConn() grpc.ClientConnInterface { return nil }
 func (f fakeCaller) declares(key string) bool {
 	for _, k := range f.keys {
 		if k == key {

@@ -31,6 +31,11 @@ type caller interface {
 	// touch records that the caller used key, so the provider is told to
 	// release the caller's registrations when the caller goes away.
 	touch(key string)
+	// addEffect adds an effect to the caller's scope (a registration made
+	// with the host).
+	addEffect(label string, dispose func(context.Context) error) error
+	// pluginConn reaches the caller's own gRPC server (nil if none).
+	pluginConn() grpc.ClientConnInterface
 }
 
 // newHostServer returns the gRPC server one plugin talks to.

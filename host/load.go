@@ -28,6 +28,13 @@ var _ caller = (*load)(nil)
 func (ld *load) callerID() string    { return ld.en.e.ID }
 func (ld *load) callerLabel() string { return ld.en.label() }
 
+func (ld *load) addEffect(label string, dispose func(context.Context) error) error {
+	_, err := ld.scope.Effect(label, dispose)
+	return err
+}
+
+func (ld *load) pluginConn() grpc.ClientConnInterface { return ld.proc.Conn() }
+
 func (ld *load) declares(key string) bool {
 	for _, in := range ld.en.desc.Inject {
 		if in.Key == key {

@@ -276,6 +276,19 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 // Owner is who the process belongs to.
 func (p *Process) Owner() string { return p.spec.Owner }
 
+// State reports the status, and once finished the exit code and signal,
+// without touching the output.
+func (p *Process) State() (Status, int, string) {
+	select {
+	case <-p.done:
+	default:
+		return Running, 0, ""
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.status, p.exitCode, p.signal
+}
+
 // Result is how a process ended and what it printed.
 type Result struct {
 	Status Status

@@ -64,6 +64,9 @@ type Config struct {
 	// Environ is the ambient environment; nil means os.Environ.
 	Environ func() []string
 	Logger  hclog.Logger
+	// KeepSpill leaves the spill files in place at Close (for one-shot
+	// callers that print their paths).
+	KeepSpill bool
 	// NoCgroup disables per-command cgroups (then a tree is found by its
 	// process group only, which misses setsid children).
 	NoCgroup bool
@@ -314,6 +317,9 @@ func (m *Manager) Close(ctx context.Context) error {
 	err := killAll(ctx, ps)
 	if m.cg != nil {
 		m.cg.close()
+	}
+	if m.cfg.KeepSpill {
+		return err
 	}
 	return errors.Join(err, os.RemoveAll(m.cfg.SpillDir))
 }

@@ -12,7 +12,7 @@ import (
 // build beside them.
 var (
 	Test = []string{"probe", "noop", "oldproto", "chatty"}
-	Real = []string{"shell-env", "bash-local"}
+	Real = []string{"shell-env", "bash-local", "tool-bash"}
 )
 
 // Root is the module's root directory.

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -47,6 +48,8 @@ Usage:
   dsh serve COMPOSITION       load the composition and serve it until SIGINT/SIGTERM
   dsh validate COMPOSITION    check the composition and every plugin's description
   dsh config COMPOSITION      print the resolved composition, secrets masked
+  dsh call COMPOSITION TOOL JSON
+                              load, call one tool as the agent "cli", print its text, tear down
   dsh plugins                 describe every dsh-* binary on the plugin path
   dsh version                 print the version
 
@@ -54,6 +57,7 @@ Flags (before or after the command):
   --plugin-path DIRS   more directories to search for dsh-<name> binaries (':'-separated)
   --log-level LEVEL    trace, debug, info, warn, error (default info)
   --log-json           log JSON lines instead of text
+  --json               (call) print the whole result as JSON
 The plugin path is the folder of the dsh binary, then $DSH_PLUGIN_PATH, then --plugin-path.
 `
 
@@ -61,6 +65,7 @@ type globals struct {
 	pluginPath string
 	logLevel   string
 	logJSON    bool
+	json       bool
 }
 
 func main() {
@@ -75,6 +80,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&g.pluginPath, "plugin-path", "", "")
 	fs.StringVar(&g.logLevel, "log-level", "info", "")
 	fs.BoolVar(&g.logJSON, "log-json", false, "")
+	fs.BoolVar(&g.json, "json", false, "")
 	// Flags may come before or after the command and its argument.
 	var positional []string
 	for {
@@ -98,13 +104,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "dsh: unknown log level %q (trace, debug, info, warn, error)\n", g.logLevel)
 		return exitBadUse
 	}
-	logger := hclog.New(&hclog.LoggerOptions{
+	logOpts := hclog.LoggerOptions{
 		Name:       "dsh",
 		Level:      hclog.LevelFromString(g.logLevel),
 		Output:     stderr,
 		JSONFormat: g.logJSON,
 		Color:      hclog.AutoColor,
-	})
+	}
+	logger := hclog.New(&logOpts)
+	// go-plugin reports every clean plugin exit at info; at teardown that is
+	// routine, so only failures are shown.
+	pluginOpts := logOpts
+	pluginOpts.Exclude = func(level hclog.Level, msg string, args ...any) bool {
+		return level <= hclog.Info && (msg == "plugin process exited" || msg == "plugin exited")
+	}
+	pluginLogger := hclog.New(&pluginOpts)
 	cmd, rest := positional[0], positional[1:]
 	needOne := func() (string, bool) {
 		if len(rest) != 1 {
@@ -114,6 +128,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return rest[0], true
 	}
 	switch cmd {
+	case "call":
+		if len(rest) != 3 {
+			fmt.Fprintf(stderr, "dsh call: want COMPOSITION TOOL JSON, got %d arguments\n", len(rest))
+			return exitBadUse
+		}
+		comp, err := composition.Load(rest[0], os.LookupEnv)
+		if err != nil {
+			fmt.Fprintf(stderr, "dsh call: %v\n", err)
+			return exitBadUse
+		}
+		opts := host.Options{PluginPath: pluginPath(g.pluginPath), Logger: logger, PluginLogger: pluginLogger}
+		// The text may name spill files: they must outlive this process.
+		opts.SpillDir = filepath.Join(os.TempDir(), fmt.Sprintf("dsh-call-%d", os.Getuid()), strconv.Itoa(os.Getpid()))
+		code := call(comp, opts, rest[1], rest[2], g.json, stdout, stderr)
+		_ = os.Remove(opts.SpillDir) // only when nothing spilled
+		return code
 	case "serve", "validate", "config":
 		file, ok := needOne()
 		if !ok {
@@ -124,7 +154,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "dsh %s: %v\n", cmd, err)
 			return exitBadUse
 		}
-		opts := host.Options{PluginPath: pluginPath(g.pluginPath), Logger: logger}
+		opts := host.Options{PluginPath: pluginPath(g.pluginPath), Logger: logger, PluginLogger: pluginLogger}
 		switch cmd {
 		case "serve":
 			return serve(comp, opts, stderr)
@@ -353,4 +383,58 @@ func plugins(dirs []string, logger hclog.Logger, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "dsh plugins: no dsh-* binary in %s\n", strings.Join(dirs, ":"))
 	}
 	return code
+}
+
+// call loads the composition, calls one tool as the agent "cli", prints the
+// model-facing text (or, with --json, the whole result) and tears down.
+// Exit 0 when the tool ran, whatever the command's own exit code; 1 when
+// the call itself failed; 2 for a bad composition or bad arguments.
+func call(comp *composition.Composition, opts host.Options, tool, args string, asJSON bool, stdout, stderr io.Writer) int {
+	if !json.Valid([]byte(args)) {
+		fmt.Fprintf(stderr, "dsh call: the arguments are not valid JSON: %s\n", args)
+		return exitBadUse
+	}
+	if _, err := detachStdin(); err != nil {
+		fmt.Fprintf(stderr, "dsh call: %v\n", err)
+		return exitFailure
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	h, err := host.Start(ctx, comp, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "dsh call: %v\n", err)
+		return exitBadUse
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), teardownBound(comp))
+		defer cancel()
+		if err := h.Close(cctx); err != nil {
+			fmt.Fprintf(stderr, "dsh call: teardown: %v\n", err)
+		}
+	}()
+	res, err := h.CallTool(ctx, "cli", tool, json.RawMessage(args))
+	var ae *host.ArgumentsError
+	switch {
+	case errors.As(err, &ae):
+		fmt.Fprintf(stderr, "dsh call: %v\n", err)
+		return exitBadUse
+	case err != nil:
+		fmt.Fprintf(stderr, "dsh call: %v\n", err)
+		return exitFailure
+	}
+	if asJSON {
+		structured := res.Structured
+		if len(structured) == 0 {
+			structured = json.RawMessage("null")
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(map[string]any{"text": res.Text, "structured": structured, "isError": res.IsError})
+		return exitOK
+	}
+	fmt.Fprint(stdout, res.Text)
+	if !strings.HasSuffix(res.Text, "\n") {
+		fmt.Fprintln(stdout)
+	}
+	return exitOK
 }

@@ -1,0 +1,262 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dshrun/dsh/plugins/shell"
+)
+
+// The bash tool through the real plugins: dsh-tool-bash consumes ctx.shell
+// (dsh-bash-local), ctx.shellEnv (dsh-shell-env), ctx.jobs and ctx.tools.
+
+const toolsYAML = `
+settings:
+  shell:
+    graceMs: 200
+    maxOutputBytes: 2000
+plugins:
+  - id: env
+    name: shell-env
+    config:
+      facts: {DSH_PROJECT: demo}
+  - id: bash
+    name: bash-local
+  - id: tools
+    name: tool-bash
+`
+
+func startTools(t *testing.T, yaml string) *Host {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := Start(ctx, writeComp(t, yaml), testOptions(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := h.Close(ctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return h
+}
+
+func callTool(t *testing.T, h *Host, owner, tool string, args any) *ToolResult {
+	t.Helper()
+	b, _ := json.Marshal(args)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := h.CallTool(ctx, owner, tool, b)
+	if err != nil {
+		t.Fatalf("%s %s: %v", tool, b, err)
+	}
+	return res
+}
+
+type bashArgs map[string]any
+
+func bashCall(cmd string, more ...any) bashArgs {
+	a := bashArgs{"command": cmd, "description": "test"}
+	for i := 0; i+1 < len(more); i += 2 {
+		a[more[i].(string)] = more[i+1]
+	}
+	return a
+}
+
+func TestToolBashMarkers(t *testing.T) {
+	h := startTools(t, toolsYAML)
+	names := []string{}
+	for _, ti := range h.Tools() {
+		names = append(names, ti.Name+"@"+ti.Plugin)
+	}
+	if strings.Join(names, ",") != "bash@tools,job_kill@tools,job_output@tools" {
+		t.Fatalf("tools: %v", names)
+	}
+	cases := []struct {
+		args     bashArgs
+		text     string
+		isError  bool
+		exitCode int
+		signal   string
+		timedOut bool
+	}{
+		{bashCall("echo hi"), "hi", false, 0, "", false},
+		{bashCall("echo out; echo err >&2; exit 3"), "out\n[stderr]\nerr\n[exit code: 3]", true, 3, "", false},
+		{bashCall("exit 3"), "\n[exit code: 3]", true, 3, "", false},
+		{bashCall("echo -n tick; sleep 5", "timeoutMs", 300), "tick\n[timed out after 300ms]\n[killed by signal: SIGTERM]", true, 0, "SIGTERM", true},
+		{bashCall("kill -KILL $$"), "\n[killed by signal: SIGKILL]", true, 0, "SIGKILL", false},
+		{bashCall(`echo "$DSH_PROJECT $DSH_HOME"`), "demo /srv/dsh-home", false, 0, "", false},
+	}
+	for _, tc := range cases {
+		res := callTool(t, h, "agent", "bash", tc.args)
+		if res.Text != tc.text || res.IsError != tc.isError {
+			t.Errorf("%v:\n got %q (isError %v)\nwant %q (isError %v)", tc.args["command"], res.Text, res.IsError, tc.text, tc.isError)
+		}
+		st := shell.ParseExitStatus(res.Text)
+		if st.ExitCode != tc.exitCode || st.Signal != tc.signal {
+			t.Errorf("%v: parsed %+v", tc.args["command"], st)
+		}
+		var facts struct {
+			ExitCode *int   `json:"exitCode"`
+			Signal   string `json:"signal"`
+			TimedOut bool   `json:"timedOut"`
+		}
+		if err := json.Unmarshal(res.Structured, &facts); err != nil {
+			t.Fatal(err)
+		}
+		if facts.TimedOut != tc.timedOut || facts.Signal != tc.signal || (tc.signal == "" && (facts.ExitCode == nil || *facts.ExitCode != tc.exitCode)) {
+			t.Errorf("%v: structured %s", tc.args["command"], res.Structured)
+		}
+	}
+}
+
+// Long output is cut to its tail; the spill file holds every byte.
+func TestToolBashTruncationSpill(t *testing.T) {
+	h := startTools(t, toolsYAML)
+	res := callTool(t, h, "agent", "bash", bashCall("seq 1 100000"))
+	lines := strings.Split(res.Text, "\n")
+	last := lines[len(lines)-1]
+	if !strings.HasPrefix(last, "[output truncated; full output: ") || lines[len(lines)-2] != "100000" || len(res.Text) > 2200 {
+		t.Fatalf("text ends %q", res.Text[max(0, len(res.Text)-200):])
+	}
+	spill := strings.TrimSuffix(strings.TrimPrefix(last, "[output truncated; full output: "), "]")
+	b, err := os.ReadFile(spill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	for i := 1; i <= 100000; i++ {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	if string(b) != want.String() {
+		t.Fatalf("spill file holds %d bytes, want %d", len(b), want.Len())
+	}
+	if !strings.Contains(spill, "/agent/") {
+		t.Errorf("spill file %s is not under its owner's folder", spill)
+	}
+}
+
+func TestToolBashBackgroundJobs(t *testing.T) {
+	h := startTools(t, toolsYAML)
+	res := callTool(t, h, "agent", "bash", bashCall("for i in $(seq 1 12); do echo n$i; sleep 0.05; done; echo bye >&2; exit 5", "run_in_background", true))
+	var job struct {
+		JobID string `json:"jobId"`
+	}
+	if err := json.Unmarshal(res.Structured, &job); err != nil || job.JobID == "" || !strings.Contains(res.Text, "[job "+job.JobID+" started") {
+		t.Fatalf("start: %q %s %v", res.Text, res.Structured, err)
+	}
+	// Several reads: nothing repeated, nothing lost, the end marked.
+	var all strings.Builder
+	reads := 0
+	for {
+		r := callTool(t, h, "agent", "job_output", map[string]string{"job_id": job.JobID})
+		reads++
+		st := shell.ParseExitStatus(r.Text)
+		body := st.Body
+		if strings.HasSuffix(body, "[job "+job.JobID+" is still running]") {
+			all.WriteString(strings.TrimSuffix(body, "[job "+job.JobID+" is still running]"))
+			time.Sleep(120 * time.Millisecond)
+			continue
+		}
+		if st.ExitCode != 5 || !strings.HasSuffix(body, "[job "+job.JobID+" finished]") || !r.IsError {
+			t.Fatalf("final read: %q", r.Text)
+		}
+		all.WriteString(strings.TrimSuffix(body, "[job "+job.JobID+" finished]"))
+		break
+	}
+	got := strings.ReplaceAll(all.String(), "[stderr]\nbye\n", "")
+	var want strings.Builder
+	for i := 1; i <= 12; i++ {
+		fmt.Fprintf(&want, "n%d\n", i)
+	}
+	if strings.ReplaceAll(got, "\n\n", "\n") != want.String() || reads < 3 || !strings.Contains(all.String(), "[stderr]\nbye") {
+		t.Fatalf("%d reads gave %q", reads, all.String())
+	}
+	// The final read forgot the job.
+	r := callTool(t, h, "agent", "job_output", map[string]string{"job_id": job.JobID})
+	if !r.IsError || !strings.Contains(r.Text, "no such job") {
+		t.Fatalf("read after the end: %q", r.Text)
+	}
+	// The completion notice reached the owner's next result (or an earlier one).
+	// Kill: a long job, killed, its tree gone, a notice for the owner.
+	res = callTool(t, h, "agent", "bash", bashCall("sleep 30", "run_in_background", true))
+	_ = json.Unmarshal(res.Structured, &job)
+	k := callTool(t, h, "agent", "job_kill", map[string]string{"job_id": job.JobID})
+	if !strings.Contains(k.Text, "killed") {
+		t.Fatalf("kill: %q", k.Text)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var notice string
+	for notice == "" && time.Now().Before(deadline) {
+		r := callTool(t, h, "agent", "bash", bashCall("true"))
+		if i := strings.Index(r.Text, "[job "+job.JobID+" finished: killed by signal SIGTERM"); i >= 0 {
+			notice = r.Text[i:]
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if notice == "" {
+		t.Fatal("no completion notice for the killed job")
+	}
+	if k2 := callTool(t, h, "agent", "job_kill", map[string]string{"job_id": job.JobID}); !strings.Contains(k2.Text, "already finished") {
+		t.Fatalf("second kill: %q", k2.Text)
+	}
+}
+
+// One owner cannot see, read or kill another's job.
+func TestToolBashOwnerIsolation(t *testing.T) {
+	h := startTools(t, toolsYAML)
+	res := callTool(t, h, "alice", "bash", bashCall("sleep 30", "run_in_background", true))
+	var job struct {
+		JobID string `json:"jobId"`
+	}
+	_ = json.Unmarshal(res.Structured, &job)
+	for _, tool := range []string{"job_output", "job_kill"} {
+		r := callTool(t, h, "mallory", tool, map[string]string{"job_id": job.JobID})
+		if !r.IsError || !strings.Contains(r.Text, "belongs to another owner") {
+			t.Fatalf("%s by another owner: %q", tool, r.Text)
+		}
+	}
+	if r := callTool(t, h, "alice", "job_output", map[string]string{"job_id": job.JobID}); r.IsError || !strings.Contains(r.Text, "still running") {
+		t.Fatalf("owner's read: %q", r.Text)
+	}
+}
+
+func TestToolArgumentsChecked(t *testing.T) {
+	h := startTools(t, toolsYAML)
+	var ae *ArgumentsError
+	_, err := h.CallTool(context.Background(), "a", "bash", json.RawMessage(`{"command": 3}`))
+	if !errors.As(err, &ae) || !strings.Contains(err.Error(), "/command") {
+		t.Fatalf("bad arguments: %v", err)
+	}
+	_, err = h.CallTool(context.Background(), "a", "nosuch", nil)
+	if !errors.As(err, &ae) || !strings.Contains(err.Error(), "tools: bash, job_kill, job_output") {
+		t.Fatalf("unknown tool: %v", err)
+	}
+}
+
+// A tool name is one plugin's: a second registration fails the second
+// plugin's apply, naming both.
+func TestToolRegisteredTwice(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := Start(ctx, writeComp(t, toolsYAML+"  - id: tools2\n    name: tool-bash\n"), testOptions(t, nil))
+	if err == nil {
+		t.Fatal("a second tool-bash loaded")
+	}
+	// The two load in parallel: either may be first.
+	for _, want := range []string{`tool "bash" is already registered by plugin "tools`, `plugin "tools2"`, `plugin "tools" (`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	assertNoPlugins(t)
+}

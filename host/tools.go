@@ -1,0 +1,203 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/dshrun/dsh/internal/schemacheck"
+	"github.com/dshrun/dsh/plugins/tools/toolsv1"
+)
+
+// ctx.tools: the model-facing tools plugins register. A registration is an
+// effect of the registering plugin's scope, so a plugin's tools vanish with
+// it; a name held by one plugin is refused to another with both named.
+
+type tool struct {
+	spec    *toolsv1.ToolSpec
+	plugin  string // entry id
+	label   string
+	schema  *schemacheck.Schema
+	handler toolsv1.ToolHandlerClient
+}
+
+type toolRegistry struct {
+	mu      sync.Mutex
+	tools   map[string]*tool
+	changed func()
+}
+
+var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+func (r *toolRegistry) add(t *tool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.tools[t.spec.Name]; ok {
+		return status.Errorf(codes.AlreadyExists, "tool %q is already registered by plugin %s; plugin %s cannot register it",
+			t.spec.Name, cur.label, t.label)
+	}
+	r.tools[t.spec.Name] = t
+	return nil
+}
+
+func (r *toolRegistry) remove(name, plugin string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.tools[name]; ok && cur.plugin == plugin {
+		delete(r.tools, name)
+		return true
+	}
+	return false
+}
+
+func (r *toolRegistry) get(name string) (*tool, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.tools[name]
+	return t, ok
+}
+
+// toolsServer serves dsh.tools.v1.Tools to one plugin.
+type toolsServer struct {
+	toolsv1.UnimplementedToolsServer
+	h *Host
+	c caller
+}
+
+func (s *toolsServer) Register(_ context.Context, spec *toolsv1.ToolSpec) (*toolsv1.RegisterResponse, error) {
+	if !toolName.MatchString(spec.Name) {
+		return nil, status.Errorf(codes.InvalidArgument, "tool name %q: use 1 to 64 letters, digits, '_' or '-'", spec.Name)
+	}
+	sch, err := schemacheck.Compile([]byte(spec.InputSchema))
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "tool %q: input %v", spec.Name, err)
+	}
+	conn := s.c.pluginConn()
+	if conn == nil {
+		return nil, status.Error(codes.FailedPrecondition, "this caller cannot serve tool calls")
+	}
+	t := &tool{
+		spec:    spec,
+		plugin:  s.c.callerID(),
+		label:   s.c.callerLabel(),
+		schema:  sch,
+		handler: toolsv1.NewToolHandlerClient(conn),
+	}
+	if err := s.h.tools.add(t); err != nil {
+		return nil, err
+	}
+	// The registration is an effect of the caller's scope.
+	if err := s.c.addEffect("tool "+spec.Name, func(context.Context) error {
+		if s.h.tools.remove(spec.Name, t.plugin) {
+			s.h.toolsChanged()
+		}
+		return nil
+	}); err != nil {
+		s.h.tools.remove(spec.Name, t.plugin)
+		return nil, status.Errorf(codes.FailedPrecondition, "tool %q: %v", spec.Name, err)
+	}
+	s.h.toolsChanged()
+	return &toolsv1.RegisterResponse{}, nil
+}
+
+func (s *toolsServer) Unregister(_ context.Context, req *toolsv1.UnregisterRequest) (*toolsv1.UnregisterResponse, error) {
+	if !s.h.tools.remove(req.Name, s.c.callerID()) {
+		return nil, status.Errorf(codes.NotFound, "tool %q is not registered by plugin %s", req.Name, s.c.callerLabel())
+	}
+	s.h.toolsChanged()
+	return &toolsv1.UnregisterResponse{}, nil
+}
+
+func (h *Host) toolsChanged() {
+	if h.opts.ToolsChanged != nil {
+		h.opts.ToolsChanged()
+	}
+}
+
+// ToolInfo describes a registered tool.
+type ToolInfo struct {
+	Name, Title, Description string
+	InputSchema              json.RawMessage
+	Plugin                   string // entry id of the plugin serving it
+}
+
+// Tools lists the registered tools, sorted by name.
+func (h *Host) Tools() []ToolInfo {
+	h.tools.mu.Lock()
+	defer h.tools.mu.Unlock()
+	out := make([]ToolInfo, 0, len(h.tools.tools))
+	for _, t := range h.tools.tools {
+		out = append(out, ToolInfo{
+			Name:        t.spec.Name,
+			Title:       t.spec.Title,
+			Description: t.spec.Description,
+			InputSchema: json.RawMessage(t.spec.InputSchema),
+			Plugin:      t.plugin,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// ToolResult is what a tool call returns.
+type ToolResult struct {
+	// Text is the model-facing text, after the owner's pending job
+	// completion notices (first, so the exit marker stays last).
+	Text string
+	// Structured holds the facts as a JSON object (may be empty).
+	Structured json.RawMessage
+	IsError    bool
+}
+
+// ArgumentsError means the arguments do not fit the tool's schema (or the
+// tool does not exist): the caller's mistake, not the tool's.
+type ArgumentsError struct {
+	Tool string
+	Msg  string
+}
+
+func (e *ArgumentsError) Error() string { return fmt.Sprintf("tool %q: %s", e.Tool, e.Msg) }
+
+// CallTool calls a tool for owner (the agent). It fails with an
+// *ArgumentsError for an unknown tool or arguments that do not fit its
+// schema, and with another error when the tool itself failed to answer.
+func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMessage) (*ToolResult, error) {
+	t, ok := h.tools.get(name)
+	if !ok {
+		var names []string
+		for _, ti := range h.Tools() {
+			names = append(names, ti.Name)
+		}
+		return nil, &ArgumentsError{Tool: name, Msg: "no such tool (tools: " + strings.Join(names, ", ") + ")"}
+	}
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	vs, err := t.schema.Validate(args)
+	if err != nil {
+		return nil, &ArgumentsError{Tool: name, Msg: "arguments: " + err.Error()}
+	}
+	if len(vs) > 0 {
+		var msgs []string
+		for _, v := range vs {
+			msgs = append(msgs, v.Where("arguments")+": "+v.Message)
+		}
+		return nil, &ArgumentsError{Tool: name, Msg: strings.Join(msgs, "; ")}
+	}
+	res, err := t.handler.Call(ctx, &toolsv1.CallRequest{Name: name, Arguments: args, Owner: owner})
+	if err != nil {
+		return nil, fmt.Errorf("tool %q (plugin %s): %w", name, t.label, err)
+	}
+	out := &ToolResult{Text: res.Text, Structured: res.Structured, IsError: res.IsError}
+	if notes := h.jobs.TakeNotices(owner); len(notes) > 0 {
+		out.Text = strings.Join(notes, "\n") + "\n\n" + out.Text
+	}
+	return out, nil
+}

@@ -1,0 +1,193 @@
+// Command dsh-tool-bash is the model-facing bash tool: it registers `bash`,
+// `job_output` and `job_kill` with ctx.tools, runs commands through
+// ctx.shell (whichever executor is composed), hands background processes to
+// ctx.jobs, and gives each execution one trusted DSH_* snapshot from
+// ctx.shellEnv. It owns every word the model reads about commands.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+
+	"github.com/dshrun/dsh/plugins/jobs"
+	"github.com/dshrun/dsh/plugins/jobs/jobsv1"
+	"github.com/dshrun/dsh/plugins/shell"
+	"github.com/dshrun/dsh/plugins/shellenv"
+	"github.com/dshrun/dsh/plugins/tools"
+	"github.com/dshrun/dsh/plugins/tools/toolsv1"
+	"github.com/dshrun/dsh/sdk"
+)
+
+type toolBash struct {
+	toolsv1.UnimplementedToolHandlerServer
+	log  hclog.Logger
+	sh   *shell.Client
+	env  *shellenv.Client
+	jobs jobsv1.JobsClient
+}
+
+func (p *toolBash) Describe() sdk.Description {
+	return sdk.Description{
+		Name:    "tool-bash",
+		Version: "0.1.0",
+		Summary: "the model-facing bash tool, with background jobs",
+		Inject: []sdk.Inject{
+			{Key: shell.Key}, {Key: shellenv.Key}, {Key: jobs.Key}, {Key: tools.Key},
+		},
+		ConfigSchema: `{"type":"object","additionalProperties":false,"properties":{}}`,
+		Tools:        []string{"bash", "job_output", "job_kill"},
+	}
+}
+
+func (p *toolBash) Register(s *grpc.Server) { toolsv1.RegisterToolHandlerServer(s, p) }
+
+func (p *toolBash) Apply(ctx context.Context, host *sdk.Host, _ json.RawMessage) error {
+	p.log = host.Logger()
+	svc, err := host.Lookup(ctx, shell.Key)
+	if err != nil {
+		return err
+	}
+	mode := shell.SandboxMode(svc.Facts[shell.FactSandboxMode])
+	p.sh = shell.NewClient(host.Conn(shell.Key), mode)
+	p.env = shellenv.NewClient(host.Conn(shellenv.Key))
+	p.jobs = jobsv1.NewJobsClient(host.Conn(jobs.Key))
+	// The executor's own defaults go into the description the model reads.
+	def, err := p.sh.Resolve(ctx, &shell.ExecRequest{Command: "true"})
+	if err != nil {
+		return fmt.Errorf("ask the executor for its defaults: %w", err)
+	}
+	max, err := p.sh.Resolve(ctx, &shell.ExecRequest{Command: "true", TimeoutMs: 1 << 40})
+	if err != nil {
+		return fmt.Errorf("ask the executor for its limits: %w", err)
+	}
+	return tools.Register(ctx, host.Conn(tools.Key), toolSpecs(mode, def.TimeoutMs, max.TimeoutMs)...)
+}
+
+// bashArgs are the bash tool's arguments (validated by the host against
+// the schema before they get here).
+type bashArgs struct {
+	Command            string `json:"command"`
+	Description        string `json:"description"`
+	TimeoutMs          int64  `json:"timeoutMs"`
+	Workdir            string `json:"workdir"`
+	RunInBackground    bool   `json:"run_in_background"`
+	SandboxPermissions string `json:"sandbox_permissions"`
+	Justification      string `json:"justification"`
+}
+
+type jobArgs struct {
+	JobID string `json:"job_id"`
+}
+
+func (p *toolBash) Call(ctx context.Context, req *toolsv1.CallRequest) (*toolsv1.CallResult, error) {
+	switch req.Name {
+	case "bash":
+		var a bashArgs
+		if err := json.Unmarshal(req.Arguments, &a); err != nil {
+			return errorResult("bad arguments: %v", err), nil
+		}
+		return p.bash(ctx, req.Owner, a), nil
+	case "job_output", "job_kill":
+		var a jobArgs
+		if err := json.Unmarshal(req.Arguments, &a); err != nil {
+			return errorResult("bad arguments: %v", err), nil
+		}
+		if req.Name == "job_output" {
+			return p.jobOutput(ctx, req.Owner, a.JobID), nil
+		}
+		return p.jobKill(ctx, req.Owner, a.JobID), nil
+	}
+	return errorResult("tool-bash has no tool %q", req.Name), nil
+}
+
+func errorResult(format string, args ...any) *toolsv1.CallResult {
+	return &toolsv1.CallResult{Text: "error: " + fmt.Sprintf(format, args...), IsError: true}
+}
+
+func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.CallResult {
+	if a.SandboxPermissions != "" && a.SandboxPermissions != string(p.sh.SandboxMode()) {
+		// Escalation goes through ctx.approval, which fails closed.
+		return errorResult("sandbox escalation to %q needs an approval provider (ctx.approval), and this composition has none; nothing was run", a.SandboxPermissions)
+	}
+	snap, err := p.env.Collect(ctx)
+	if err != nil {
+		return errorResult("collect the DSH_* environment: %v", err)
+	}
+	spec, err := p.sh.Resolve(ctx, &shell.ExecRequest{
+		Command:   a.Command,
+		Workdir:   a.Workdir,
+		TimeoutMs: a.TimeoutMs,
+		DshEnv:    snap.Env,
+		Owner:     owner,
+	})
+	if err != nil {
+		return errorResult("%v", err)
+	}
+	start := time.Now()
+	if a.RunInBackground {
+		proc, err := p.sh.Start(ctx, spec)
+		if err != nil {
+			return errorResult("%v", err)
+		}
+		job, err := p.jobs.Register(ctx, &jobsv1.RegisterRequest{ProcessId: proc.ID, Owner: owner, Command: a.Command, Description: a.Description})
+		if err != nil {
+			_, _ = proc.Kill(context.WithoutCancel(ctx))
+			return errorResult("%v", err)
+		}
+		p.log.Info("command started", "owner", owner, "command", a.Command, "workdir", spec.Workdir, "job", job.Id, "pid", job.Pid)
+		return &toolsv1.CallResult{Text: renderStarted(job), Structured: jobStructured(job, nil)}
+	}
+	res, err := p.sh.Run(ctx, spec)
+	if err != nil {
+		p.log.Info("command failed to run", "owner", owner, "command", a.Command, "workdir", spec.Workdir, "error", err)
+		return errorResult("%v", err)
+	}
+	exit := "0"
+	switch {
+	case res.Signal != "":
+		exit = res.Signal
+	case res.ExitCode != nil:
+		exit = fmt.Sprint(*res.ExitCode)
+	}
+	p.log.Info("command", "owner", owner, "command", a.Command, "workdir", spec.Workdir, "exit", exit,
+		"timed_out", res.TimedOut, "aborted", res.Aborted, "duration_ms", time.Since(start).Milliseconds())
+	return &toolsv1.CallResult{Text: renderRun(res), Structured: runStructured(res), IsError: runFailed(res)}
+}
+
+func (p *toolBash) jobOutput(ctx context.Context, owner, id string) *toolsv1.CallResult {
+	r, err := p.jobs.Read(ctx, &jobsv1.JobRef{Id: id, Owner: owner})
+	if err != nil {
+		return errorResult("%s", grpcMessage(err))
+	}
+	failed := r.Job.Status != shell.StatusRunning && (r.Job.ExitCode == nil || *r.Job.ExitCode != 0)
+	return &toolsv1.CallResult{Text: renderRead(r), Structured: jobStructured(r.Job, r), IsError: failed}
+}
+
+func (p *toolBash) jobKill(ctx context.Context, owner, id string) *toolsv1.CallResult {
+	r, err := p.jobs.Kill(ctx, &jobsv1.JobRef{Id: id, Owner: owner})
+	if err != nil {
+		return errorResult("%s", grpcMessage(err))
+	}
+	if !r.Killed {
+		return &toolsv1.CallResult{Text: "[job " + id + " had already finished; read its output with job_output]"}
+	}
+	p.log.Info("job killed", "owner", owner, "job", id)
+	return &toolsv1.CallResult{Text: "[job " + id + " killed; its final output is readable with job_output]"}
+}
+
+// grpcMessage drops the "rpc error: code = X desc =" wrapping.
+func grpcMessage(err error) string {
+	s := err.Error()
+	if i := strings.Index(s, "desc = "); i >= 0 {
+		return s[i+len("desc = "):]
+	}
+	return s
+}
+
+func main() { sdk.Serve(&toolBash{}) }

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/dshrun/dsh/plugins/shell"
+	"github.com/dshrun/dsh/plugins/tools/toolsv1"
+)
+
+// escalationTargets are the modes a call may ask for under a sandboxing
+// executor.
+var escalationTargets = []string{string(shell.WorkspaceWrite), string(shell.DangerFullAccess)}
+
+// toolSpecs are the three tools. The sandbox fields appear only when the
+// composed executor sandboxes (mode != "").
+func toolSpecs(mode shell.SandboxMode, defaultTimeoutMs, maxTimeoutMs int64) []*toolsv1.ToolSpec {
+	props := map[string]any{
+		"command":     map[string]any{"type": "string", "minLength": 1, "description": "The bash command to run."},
+		"description": map[string]any{"type": "string", "description": "What the command does, in five to ten words."},
+		"timeoutMs": map[string]any{"type": "integer", "minimum": 1,
+			"description": fmt.Sprintf("Timeout in milliseconds (default %d, at most %d).", defaultTimeoutMs, maxTimeoutMs)},
+		"workdir":           map[string]any{"type": "string", "description": "Working directory for this command (instead of cd)."},
+		"run_in_background": map[string]any{"type": "boolean", "description": "Start the command as a background job and return its id at once."},
+	}
+	desc := bashDescription(defaultTimeoutMs, maxTimeoutMs)
+	if mode != "" {
+		props["sandbox_permissions"] = map[string]any{"type": "string", "enum": escalationTargets,
+			"description": fmt.Sprintf("Run this one command with more access than the sandbox's %s mode; needs a justification and approval.", mode)}
+		props["justification"] = map[string]any{"type": "string", "description": "Why the command needs more access."}
+		desc += fmt.Sprintf("\n- Commands run in a %s sandbox. A denied file access is reported as `[sandbox: file access denied under %s mode]`; to run one command with more access, repeat it with `sandbox_permissions` and a `justification`.", mode, mode)
+	}
+	bash := map[string]any{
+		"type":                 "object",
+		"properties":           props,
+		"required":             []string{"command", "description"},
+		"additionalProperties": false,
+	}
+	job := map[string]any{
+		"type":                 "object",
+		"properties":           map[string]any{"job_id": map[string]any{"type": "string", "description": "The id `bash` returned, e.g. j1."}},
+		"required":             []string{"job_id"},
+		"additionalProperties": false,
+	}
+	return []*toolsv1.ToolSpec{
+		{Name: "bash", Title: "Run a bash command", Description: desc, InputSchema: mustJSON(bash)},
+		{Name: "job_output", Title: "Read a background job's new output", InputSchema: mustJSON(job),
+			Description: "Return what a background job printed since the last read (never the same output twice), and whether it is still running. The final read of a finished job ends with its exit marker and forgets the job."},
+		{Name: "job_kill", Title: "Stop a background job", InputSchema: mustJSON(job),
+			Description: "Stop a background job and every process it started (SIGTERM, then SIGKILL). Its remaining output stays readable with job_output."},
+	}
+}
+
+func bashDescription(defaultTimeoutMs, maxTimeoutMs int64) string {
+	return fmt.Sprintf(`Run a bash command and return its output.
+
+- Each call runs in a fresh shell: the working directory, variables and functions do not carry over to the next call. Pass `+"`workdir`"+` instead of using cd.
+- Commands have no terminal and stdin is closed, so anything that prompts fails instead of waiting. Pagers and colours are off.
+- A command is killed with every process it started after `+"`timeoutMs`"+` (default %d ms, at most %d ms).
+- The output is stdout, then stderr after a `+"`[stderr]`"+` line. Long output is cut to its end and `+"`[output truncated; full output: <file>]`"+` names a file that holds all of it: read that file (head, grep, sed -n) rather than running the command again.
+- How the command ended is the last line: nothing for exit code 0, `+"`[exit code: N]`"+` otherwise, or `+"`[timed out after <ms>ms]`"+` followed by `+"`[killed by signal: SIGTERM]`"+` (or another signal).
+- `+"`run_in_background: true`"+` starts the command as a job and returns its id at once, with no timeout. Read what it printed since the last read with job_output and stop it with job_kill; you are told when it finishes. Use it for servers, watchers and anything long.`, defaultTimeoutMs, maxTimeoutMs)
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
