@@ -260,3 +260,35 @@ func TestToolRegisteredTwice(t *testing.T) {
 	}
 	assertNoPlugins(t)
 }
+
+// A job outlives the plugin that registered it: reloading tool-bash (and
+// the executor) keeps it running and readable under its id.
+func TestJobsOutliveTheirPlugin(t *testing.T) {
+	h := startTools(t, toolsYAML)
+	res := callTool(t, h, "agent", "bash", bashCall("echo one; sleep 1; echo two", "run_in_background", true))
+	var job struct {
+		JobID string `json:"jobId"`
+	}
+	_ = json.Unmarshal(res.Structured, &job)
+	for _, id := range []string{"tools", "bash"} {
+		s, _ := h.Registry().Scope(id)
+		s.Restart()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := h.Registry().Settled(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var all strings.Builder
+	for ctx.Err() == nil {
+		r := callTool(t, h, "agent", "job_output", map[string]string{"job_id": job.JobID})
+		all.WriteString(r.Text + "\n")
+		if strings.Contains(r.Text, "finished]") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(all.String(), "one") || !strings.Contains(all.String(), "two") || !strings.Contains(all.String(), "[job "+job.JobID+" finished]") {
+		t.Fatalf("after the reload: %q", all.String())
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -229,5 +230,63 @@ func TestPluginsDieWithKilledHost(t *testing.T) {
 			t.Fatalf("plugins alive 2s after the host was killed: %v", left)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+const toolsComp = `
+plugins:
+  - id: env
+    name: shell-env
+  - id: bash
+    name: bash-local
+  - id: tools
+    name: tool-bash
+`
+
+func TestCall(t *testing.T) {
+	f := comp(t, toolsComp)
+	out, errOut, code := dsh(t, nil, "call", f, "bash", `{"command":"echo hi; exit 3","description":"d"}`)
+	if code != 0 || out != "hi\n[exit code: 3]\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %s", code, out, errOut)
+	}
+	// The audit trail: owner, command, working directory, exit, duration.
+	for _, w := range []string{"owner=cli", `command="echo hi; exit 3"`, "workdir=", "exit=3", "duration_ms="} {
+		if !strings.Contains(errOut, w) {
+			t.Errorf("audit line lacks %s:\n%s", w, errOut)
+		}
+	}
+	out, _, code = dsh(t, nil, "call", "--json", f, "bash", `{"command":"printf x","description":"d"}`)
+	var res struct {
+		Text       string `json:"text"`
+		IsError    bool   `json:"isError"`
+		Structured struct {
+			ExitCode *int `json:"exitCode"`
+		} `json:"structured"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || res.Text != "x" || res.IsError || res.Structured.ExitCode == nil || *res.Structured.ExitCode != 0 {
+		t.Fatalf("--json: exit %d %q %v", code, out, err)
+	}
+	// Bad arguments, an unknown tool, bad JSON: exit 2 with a message.
+	for _, args := range [][]string{
+		{"bash", `{"command":"x"}`},
+		{"nosuch", `{}`},
+		{"bash", `{not json`},
+	} {
+		_, errOut, code := dsh(t, nil, "call", f, args[0], args[1])
+		if code != 2 || !strings.Contains(errOut, "dsh call:") {
+			t.Errorf("%v: exit %d, stderr %s", args, code, errOut)
+		}
+	}
+	if left := testplugins.Running(binDir); len(left) > 0 {
+		t.Fatalf("left processes: %v", left)
+	}
+}
+
+// The default composition is what make run serves: it must load and run.
+func TestDefaultComposition(t *testing.T) {
+	f := filepath.Join(testplugins.Root(), "compositions", "default.yaml")
+	out, errOut, code := dsh(t, nil, "call", f, "bash", `{"command":"echo $DSH_COMPOSITION","description":"d"}`)
+	if code != 0 || out != "default\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %s", code, out, errOut)
 	}
 }
