@@ -261,6 +261,10 @@ func (h *Host) Conn(key string) grpc.ClientConnInterface { return hostConn{h: h,
 // Registry exposes the registry, read-only use intended (status, watches).
 func (h *Host) Registry() *registry.Registry { return h.reg }
 
+// RuntimeDir is this host's private directory (mode 0700), removed when it
+// stops.
+func (h *Host) RuntimeDir() string { return h.rt.dir }
+
 // Composition is the composition this host runs.
 func (h *Host) Composition() *composition.Composition { return h.comp }
 

@@ -201,3 +201,13 @@ func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMe
 	}
 	return out, nil
 }
+
+// SpillDir is the folder of owner's spill files.
+func (h *Host) SpillDir(owner string) string { return h.sub.OwnerDir(owner) }
+
+// ReleaseOwner ends everything an agent owns: its jobs are killed and
+// forgotten, its processes killed and its spill files removed.
+func (h *Host) ReleaseOwner(ctx context.Context, owner string) error {
+	h.jobs.ReleaseOwner(owner)
+	return h.sub.ReleaseOwner(ctx, owner)
+}

@@ -340,12 +340,17 @@ func killAll(ctx context.Context, ps []*Process) error {
 }
 
 func (m *Manager) ownerDir(owner string) string {
-	return filepath.Join(m.cfg.SpillDir, safeName(owner))
+	return filepath.Join(m.cfg.SpillDir, SafeName(owner))
 }
+
+// OwnerDir is the folder holding owner's spill files.
+func (m *Manager) OwnerDir(owner string) string { return m.ownerDir(owner) }
 
 var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]`)
 
-func safeName(s string) string {
+// SafeName is owner as a file name: anything but letters, digits, '.',
+// '_' and '-' becomes '_'.
+func SafeName(s string) string {
 	if s == "" {
 		return "_"
 	}

@@ -11,6 +11,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -18,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -29,6 +32,7 @@ import (
 
 	"github.com/dshrun/dsh/host"
 	"github.com/dshrun/dsh/host/composition"
+	"github.com/dshrun/dsh/host/mcpserver"
 	"github.com/dshrun/dsh/host/pluginproc"
 	"github.com/dshrun/dsh/sdk/pluginv1"
 )
@@ -45,7 +49,8 @@ var version = "dev"
 const usage = `dsh: a host for the tools AI coding agents use to run commands
 
 Usage:
-  dsh serve COMPOSITION       load the composition and serve it until SIGINT/SIGTERM
+  dsh serve COMPOSITION       load the composition and serve its tools over MCP (stdio, or
+                              streamable HTTP with --http) until end of input or SIGINT/SIGTERM
   dsh validate COMPOSITION    check the composition and every plugin's description
   dsh config COMPOSITION      print the resolved composition, secrets masked
   dsh call COMPOSITION TOOL JSON
@@ -58,6 +63,11 @@ Flags (before or after the command):
   --log-level LEVEL    trace, debug, info, warn, error (default info)
   --log-json           log JSON lines instead of text
   --json               (call) print the whole result as JSON
+  --http ADDR          (serve) MCP over streamable HTTP on ADDR (e.g. 127.0.0.1:8765) instead of stdio
+  --no-auth            (serve) no bearer token on HTTP; refused unless ADDR is loopback
+  --session-timeout D  (serve) close idle HTTP sessions after D (default 30m)
+  --progress-interval D (serve) progress notifications while a call runs, every D (default 5s)
+  --release-grace D    (serve) kill an ended HTTP session's jobs after D (default 10s)
 The plugin path is the folder of the dsh binary, then $DSH_PLUGIN_PATH, then --plugin-path.
 `
 
@@ -66,6 +76,11 @@ type globals struct {
 	logLevel   string
 	logJSON    bool
 	json       bool
+	httpAddr   string
+	noAuth     bool
+	sessionTTL time.Duration
+	progress   time.Duration
+	grace      time.Duration
 }
 
 func main() {
@@ -81,6 +96,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&g.logLevel, "log-level", "info", "")
 	fs.BoolVar(&g.logJSON, "log-json", false, "")
 	fs.BoolVar(&g.json, "json", false, "")
+	fs.StringVar(&g.httpAddr, "http", "", "")
+	fs.BoolVar(&g.noAuth, "no-auth", false, "")
+	fs.DurationVar(&g.sessionTTL, "session-timeout", 30*time.Minute, "")
+	fs.DurationVar(&g.progress, "progress-interval", 5*time.Second, "")
+	fs.DurationVar(&g.grace, "release-grace", 10*time.Second, "")
 	// Flags may come before or after the command and its argument.
 	var positional []string
 	for {
@@ -157,7 +177,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		opts := host.Options{PluginPath: pluginPath(g.pluginPath), Logger: logger, PluginLogger: pluginLogger}
 		switch cmd {
 		case "serve":
-			return serve(comp, opts, stderr)
+			return serve(comp, opts, g, stderr)
 		case "validate":
 			return validate(comp, opts, stderr)
 		default:
@@ -238,22 +258,67 @@ func detachStdin() (*os.File, error) {
 	return os.NewFile(uintptr(fd), "stdin"), nil
 }
 
-func serve(comp *composition.Composition, opts host.Options, stderr io.Writer) int {
-	if _, err := detachStdin(); err != nil {
+func serve(comp *composition.Composition, opts host.Options, g globals, stderr io.Writer) int {
+	if g.httpAddr != "" {
+		token := ""
+		if !g.noAuth {
+			token = mcpserver.NewToken()
+		}
+		if err := mcpserver.CheckBind(g.httpAddr, token); err != nil {
+			fmt.Fprintf(stderr, "dsh serve: %v\n", err)
+			return exitBadUse
+		}
+		g.noAuth = token == ""
+		return serveWith(comp, opts, g, stderr, func(ctx context.Context, h *host.Host, m *mcpserver.Server, _ *os.File) error {
+			return serveHTTP(ctx, h, m, g.httpAddr, token, g.sessionTTL, stderr)
+		})
+	}
+	return serveWith(comp, opts, g, stderr, func(ctx context.Context, h *host.Host, m *mcpserver.Server, stdin *os.File) error {
+		if isTerminal(os.Stderr) {
+			fmt.Fprintln(stderr, "dsh serve: speaking MCP on stdin/stdout; an MCP client starts dsh this way (see README), or use --http ADDR")
+		}
+		return m.RunStdio(ctx, stdin, os.Stdout)
+	})
+}
+
+// serveWith loads the composition, runs front until it returns (end of
+// input, a signal, a failure) and tears down.
+func serveWith(comp *composition.Composition, opts host.Options, g globals, stderr io.Writer, front func(context.Context, *host.Host, *mcpserver.Server, *os.File) error) int {
+	stdin, err := detachStdin()
+	if err != nil {
 		fmt.Fprintf(stderr, "dsh serve: %v\n", err)
 		return exitFailure
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var current atomic.Pointer[mcpserver.Server]
+	opts.ToolsChanged = func() {
+		if m := current.Load(); m != nil {
+			m.Sync()
+		}
+	}
 	started := time.Now()
 	h, err := host.Start(ctx, comp, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "dsh serve: %v\n", err)
 		return exitBadUse
 	}
+	m := mcpserver.New(mcpserver.Options{
+		Host:             h,
+		Logger:           opts.Logger.Named("mcp"),
+		Version:          buildVersion(),
+		ProgressInterval: g.progress,
+		ReleaseGrace:     g.grace,
+	})
+	current.Store(m)
+	m.Sync() // tools registered between Start and Store
 	fmt.Fprintf(stderr, "dsh serve: %s ready in %s\n", comp.File, time.Since(started).Round(time.Millisecond))
 	printStatus(stderr, h.Status())
-	<-ctx.Done()
+	code := exitOK
+	if err := front(ctx, h, m, stdin); err != nil && ctx.Err() == nil {
+		fmt.Fprintf(stderr, "dsh serve: %v\n", err)
+		code = exitFailure
+	}
 	stop()
 	fmt.Fprintln(stderr, "dsh serve: stopping")
 	cctx, cancel := context.WithTimeout(context.Background(), teardownBound(comp))
@@ -262,7 +327,44 @@ func serve(comp *composition.Composition, opts host.Options, stderr io.Writer) i
 		fmt.Fprintf(stderr, "dsh serve: teardown: %v\n", err)
 		return exitFailure
 	}
-	return exitOK
+	return code
+}
+
+func serveHTTP(ctx context.Context, h *host.Host, m *mcpserver.Server, addr, token string, ttl time.Duration, stderr io.Writer) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           m.HTTPHandler(mcpserver.HTTPOptions{Token: token, SessionTimeout: ttl}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	url := "http://" + ln.Addr().String() + "/"
+	if token != "" {
+		tokenFile := filepath.Join(h.RuntimeDir(), "http-token")
+		if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "dsh serve: MCP over streamable HTTP at %s\n  bearer token: %s\n  (also in %s, mode 0600)\n", url, token, tokenFile)
+	} else {
+		fmt.Fprintf(stderr, "dsh serve: MCP over streamable HTTP at %s (no token: loopback only)\n", url)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	return nil
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // teardownBound bounds the whole teardown: every plugin stop in series.

@@ -1,0 +1,365 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dshrun/dsh/internal/testplugins"
+)
+
+// MCP through the real binaries: a go-sdk client drives `dsh serve`.
+
+func text(t *testing.T, r *mcp.CallToolResult) string {
+	t.Helper()
+	if len(r.Content) == 0 {
+		t.Fatal("no content")
+	}
+	tc, ok := r.Content[0].(*mcp.TextContent)
+	if !ok {
+		t.Fatalf("first content is %T", r.Content[0])
+	}
+	return tc.Text
+}
+
+func callBash(t *testing.T, ctx context.Context, cs *mcp.ClientSession, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	if _, ok := args["description"]; !ok {
+		args["description"] = "test"
+	}
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func markerProcs(marker string) []string {
+	ents, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), marker) {
+			continue
+		}
+		st, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if i := strings.LastIndexByte(string(st), ')'); i > 0 && i+2 < len(st) && st[i+2] == 'Z' {
+			continue
+		}
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func waitGone(t *testing.T, marker string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for len(markerProcs(marker)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes with %s still alive after %v: %v", marker, d, markerProcs(marker))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestMCPStdio(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.Command(filepath.Join(binDir, "dsh"), "serve", "--progress-interval", "200ms", comp(t, toolsComp))
+	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir())
+	var progress []float64
+	var mu sync.Mutex
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			progress = append(progress, r.Params.Progress)
+			mu.Unlock()
+		},
+	})
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := cs.InitializeResult().ProtocolVersion; v != mcp.SupportedProtocolVersions()[0] {
+		t.Errorf("negotiated %s over stdio, want the newest %s", v, mcp.SupportedProtocolVersions()[0])
+	}
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+		if tl.Description == "" || tl.InputSchema == nil {
+			t.Errorf("tool %s lacks description or schema", tl.Name)
+		}
+	}
+	if strings.Join(names, ",") != "bash,job_kill,job_output" {
+		t.Fatalf("tools: %v", names)
+	}
+
+	r := callBash(t, ctx, cs, map[string]any{"command": "echo hi; exit 3"})
+	if text(t, r) != "hi\n[exit code: 3]" || !r.IsError {
+		t.Fatalf("exit 3: %q isError=%v", text(t, r), r.IsError)
+	}
+	var facts struct {
+		ExitCode int `json:"exitCode"`
+	}
+	b, _ := json.Marshal(r.StructuredContent)
+	if err := json.Unmarshal(b, &facts); err != nil || facts.ExitCode != 3 {
+		t.Fatalf("structured: %s", b)
+	}
+	if r := callBash(t, ctx, cs, map[string]any{"command": "echo ok"}); text(t, r) != "ok" || r.IsError {
+		t.Fatalf("exit 0: %q %v", text(t, r), r.IsError)
+	}
+
+	// Truncated output: a resource link the session can read, whole.
+	r = callBash(t, ctx, cs, map[string]any{"command": "seq 1 50000"})
+	var link *mcp.ResourceLink
+	for _, c := range r.Content {
+		if l, ok := c.(*mcp.ResourceLink); ok {
+			link = l
+		}
+	}
+	if link == nil {
+		t.Fatalf("no resource link in %d contents", len(r.Content))
+	}
+	rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: link.URI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rr.Contents[0].Text; !strings.HasPrefix(got, "1\n2\n") || !strings.HasSuffix(got, "49999\n50000\n") {
+		t.Fatalf("spill resource: %d bytes", len(got))
+	}
+
+	// Progress while a call runs, for a client that asked for it.
+	params := &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "sleep 1", "description": "wait"}}
+	params.SetProgressToken("p1")
+	if _, err := cs.CallTool(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	n := len(progress)
+	mu.Unlock()
+	if n < 2 {
+		t.Errorf("%d progress notifications during a 1s call at 200ms", n)
+	}
+
+	// Cancellation aborts the command and its tree.
+	marker := strconv.Itoa(300000 + os.Getpid()%99999)
+	cctx, ccancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "setsid sleep " + marker + " & sleep " + marker, "description": "d"}})
+		done <- err
+	}()
+	for len(markerProcs("sleep "+marker)) < 2 && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	ccancel()
+	<-done
+	waitGone(t, "sleep "+marker, 5*time.Second)
+
+	// A background job left running dies with the host at end of input.
+	marker2 := strconv.Itoa(200000 + os.Getpid()%99999)
+	r = callBash(t, ctx, cs, map[string]any{"command": "sleep " + marker2, "run_in_background": true})
+	if !strings.Contains(text(t, r), "started") {
+		t.Fatalf("background: %q", text(t, r))
+	}
+	if err := cs.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	waitGone(t, "sleep "+marker2, 10*time.Second)
+	if left := testplugins.Running(binDir); len(left) > 0 {
+		time.Sleep(2 * time.Second)
+		if left := testplugins.Running(binDir); len(left) > 0 {
+			t.Fatalf("left after end of input: %v", left)
+		}
+	}
+}
+
+// serveHTTP starts `dsh serve --http` and returns its URL and token.
+func serveHTTPForTest(t *testing.T, extra ...string) (string, string, *exec.Cmd) {
+	t.Helper()
+	args := append([]string{"serve", "--http", "127.0.0.1:0", "--release-grace", "300ms"}, extra...)
+	args = append(args, comp(t, toolsComp))
+	cmd := exec.Command(filepath.Join(binDir, "dsh"), args...)
+	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir())
+	pr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	sc := bufio.NewScanner(pr)
+	urlRe := regexp.MustCompile(`at (http://\S+/)`)
+	tokRe := regexp.MustCompile(`bearer token: (\S+)`)
+	var url, token string
+	for sc.Scan() {
+		line := sc.Text()
+		if m := urlRe.FindStringSubmatch(line); m != nil {
+			url = m[1]
+			if strings.Contains(line, "no token") {
+				break
+			}
+		}
+		if m := tokRe.FindStringSubmatch(line); m != nil {
+			token = m[1]
+			break
+		}
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	if url == "" {
+		t.Fatal("no URL printed")
+	}
+	return url, token, cmd
+}
+
+type bearer struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+func connectHTTP(t *testing.T, ctx context.Context, url, token string) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:   url,
+		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func TestMCPHTTP(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	url, token, _ := serveHTTPForTest(t)
+	if len(token) < 32 {
+		t.Fatalf("token %q", token)
+	}
+	// No token, a wrong token, a foreign Origin: refused.
+	for _, c := range []struct {
+		auth, origin string
+		want         int
+	}{{"", "", 401}, {"Bearer nope", "", 401}, {"Bearer " + token, "http://evil.example", 403}} {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		if c.origin != "" {
+			req.Header.Set("Origin", c.origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("auth %q origin %q: status %d, want %d", c.auth, c.origin, resp.StatusCode, c.want)
+		}
+	}
+
+	a := connectHTTP(t, ctx, url, token)
+	b := connectHTTP(t, ctx, url, token)
+	if a.ID() == "" || a.ID() == b.ID() {
+		t.Fatalf("sessions %q and %q", a.ID(), b.ID())
+	}
+	marker := strconv.Itoa(100000 + os.Getpid()%99999)
+	r := callBash(t, ctx, a, map[string]any{"command": "seq 1 40000; sleep " + marker, "run_in_background": true})
+	var job struct {
+		JobID string `json:"jobId"`
+	}
+	bs, _ := json.Marshal(r.StructuredContent)
+	_ = json.Unmarshal(bs, &job)
+	// Session b cannot see a's job.
+	rb, err := b.CallTool(ctx, &mcp.CallToolParams{Name: "job_output", Arguments: map[string]any{"job_id": job.JobID}})
+	if err != nil || !rb.IsError || !strings.Contains(text(t, rb), "another owner") {
+		t.Fatalf("b read a's job: %v %q", err, text(t, rb))
+	}
+	// a's spill file is a's alone.
+	var link string
+	for deadline := time.Now().Add(10 * time.Second); link == "" && time.Now().Before(deadline); {
+		ra, err := a.CallTool(ctx, &mcp.CallToolParams{Name: "job_output", Arguments: map[string]any{"job_id": job.JobID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range ra.Content {
+			if l, ok := c.(*mcp.ResourceLink); ok {
+				link = l.URI
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if link == "" {
+		t.Fatal("no spill link for a lossy read")
+	}
+	if _, err := a.ReadResource(ctx, &mcp.ReadResourceParams{URI: link}); err != nil {
+		t.Fatalf("owner's read: %v", err)
+	}
+	if _, err := b.ReadResource(ctx, &mcp.ReadResourceParams{URI: link}); err == nil {
+		t.Fatal("another session read the spill file")
+	}
+	// When a's session ends, its job dies after the grace.
+	if len(markerProcs("sleep "+marker)) == 0 {
+		t.Fatal("job not running")
+	}
+	_ = a.Close()
+	waitGone(t, "sleep "+marker, 10*time.Second)
+	_ = b.Close()
+}
+
+func TestMCPHTTPRefusesExposure(t *testing.T) {
+	_, errOut, code := dsh(t, nil, "serve", "--http", "0.0.0.0:0", "--no-auth", comp(t, toolsComp))
+	if code != 2 || !strings.Contains(errOut, "without a bearer token") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	// On loopback, --no-auth is the user's explicit choice.
+	url, token, _ := serveHTTPForTest(t, "--no-auth")
+	if token != "" {
+		t.Fatalf("token %q with --no-auth", token)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if r := callBash(t, ctx, cs, map[string]any{"command": "echo open"}); text(t, r) != "open" {
+		t.Fatal(fmt.Sprint(r))
+	}
+}

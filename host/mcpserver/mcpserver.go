@@ -1,0 +1,281 @@
+// Package mcpserver is the Model Context Protocol front end of dsh, on the
+// official go-sdk. It mirrors ctx.tools as MCP tools (tools/list_changed
+// when plugins come and go), makes each MCP session an owner for ctx.jobs
+// and spill files, sends progress while a call runs, turns the client's
+// cancellation into an abort, and serves spill files as resources to the
+// session that owns them. Transports: stdio, and streamable HTTP behind a
+// bearer token and an Origin check (http.go).
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dshrun/dsh/host"
+	"github.com/dshrun/dsh/host/subprocess"
+)
+
+// Options configures a Server.
+type Options struct {
+	Host    *host.Host
+	Logger  hclog.Logger
+	Version string
+	// ProgressInterval is how often a running call reports progress to a
+	// client that asked for it; 0 means 5s.
+	ProgressInterval time.Duration
+	// ReleaseGrace is how long an ended session's jobs survive it; 0 means
+	// 10s.
+	ReleaseGrace time.Duration
+}
+
+// Server serves one host's tools over MCP.
+type Server struct {
+	opts Options
+	h    *host.Host
+	log  hclog.Logger
+	srv  *mcp.Server
+
+	mu    sync.Mutex
+	tools map[string]string // name -> description+schema, to notice changes
+}
+
+// SpillScheme is the URI scheme of spill-file resources:
+// dsh-spill://<owner>/<file>.
+const SpillScheme = "dsh-spill"
+
+const instructions = `dsh runs shell commands for you. Use the bash tool for one-shot commands (each in a fresh shell); background jobs are read with job_output and stopped with job_kill. Long outputs are cut to their end and saved to spill files, which are also offered as resources.`
+
+// New makes a Server and mirrors the host's tools. Call Sync whenever the
+// host's tools change (host.Options.ToolsChanged).
+func New(opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.ProgressInterval <= 0 {
+		opts.ProgressInterval = 5 * time.Second
+	}
+	if opts.ReleaseGrace <= 0 {
+		opts.ReleaseGrace = 10 * time.Second
+	}
+	s := &Server{opts: opts, h: opts.Host, log: opts.Logger, tools: map[string]string{}}
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: "dsh", Title: "dsh", Version: opts.Version}, &mcp.ServerOptions{
+		Instructions:       instructions,
+		InitializedHandler: s.initialized,
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:     &mcp.ToolCapabilities{ListChanged: true},
+			Resources: &mcp.ResourceCapabilities{},
+		},
+	})
+	s.srv.AddResourceTemplate(&mcp.ResourceTemplate{
+		Name:        "spill",
+		Title:       "Full output of a command",
+		Description: "The whole output of a command whose result was truncated (only for the session that ran it).",
+		URITemplate: SpillScheme + "://{owner}/{file}",
+		MIMEType:    "text/plain",
+	}, s.readSpill)
+	s.Sync()
+	return s
+}
+
+// MCP returns the underlying go-sdk server.
+func (s *Server) MCP() *mcp.Server { return s.srv }
+
+// Sync mirrors the host's tools: new ones are added, changed ones
+// replaced, gone ones removed; the SDK tells sessions the list changed.
+func (s *Server) Sync() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[string]bool{}
+	for _, t := range s.h.Tools() {
+		seen[t.Name] = true
+		sig := t.Description + "\x00" + string(t.InputSchema) + "\x00" + t.Title
+		if s.tools[t.Name] == sig {
+			continue
+		}
+		s.tools[t.Name] = sig
+		s.srv.AddTool(&mcp.Tool{
+			Name:        t.Name,
+			Title:       t.Title,
+			Description: t.Description,
+			InputSchema: t.InputSchema,
+		}, s.handler(t.Name))
+	}
+	var gone []string
+	for name := range s.tools {
+		if !seen[name] {
+			gone = append(gone, name)
+			delete(s.tools, name)
+		}
+	}
+	if len(gone) > 0 {
+		s.srv.RemoveTools(gone...)
+	}
+}
+
+// Owner is the ctx.jobs owner of an MCP session.
+func Owner(ss *mcp.ServerSession) string {
+	if ss == nil || ss.ID() == "" {
+		return "mcp-stdio"
+	}
+	return "mcp-" + ss.ID()
+}
+
+// initialized watches the new session: when it ends, what it owns goes
+// after a grace (a client that reconnects at once gets a new session; its
+// old jobs are not handed over).
+func (s *Server) initialized(_ context.Context, req *mcp.InitializedRequest) {
+	ss := req.Session
+	owner := Owner(ss)
+	s.log.Debug("session started", "owner", owner)
+	go func() {
+		_ = ss.Wait()
+		time.Sleep(s.opts.ReleaseGrace)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.h.ReleaseOwner(ctx, owner); err != nil {
+			s.log.Warn("release of an ended session", "owner", owner, "error", err)
+		}
+		s.log.Debug("session ended; its jobs are gone", "owner", owner)
+	}()
+}
+
+func (s *Server) handler(name string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		owner := Owner(req.Session)
+		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+			stop := s.progress(ctx, req.Session, tok, name)
+			defer stop()
+		}
+		res, err := s.h.CallTool(ctx, owner, name, req.Params.Arguments)
+		if err != nil {
+			// Bad arguments and failed calls are tool errors the model can
+			// read, not protocol errors.
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "error: " + err.Error()}}, IsError: true}, nil
+		}
+		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}, IsError: res.IsError}
+		if len(res.Structured) > 0 && json.Valid(res.Structured) {
+			out.StructuredContent = res.Structured
+			out.Content = append(out.Content, s.spillLinks(owner, res.Structured)...)
+		}
+		return out, nil
+	}
+}
+
+// progress reports, every interval, how long the call has run, so clients
+// that time requests out can extend their wait.
+func (s *Server) progress(ctx context.Context, ss *mcp.ServerSession, tok any, name string) func() {
+	done := make(chan struct{})
+	start := time.Now()
+	go func() {
+		t := time.NewTicker(s.opts.ProgressInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				secs := time.Since(start).Seconds()
+				_ = ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+					ProgressToken: tok,
+					Progress:      secs,
+					Message:       fmt.Sprintf("%s running for %.0fs", name, secs),
+				})
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// spillLinks offers every spill file named in the structured result as a
+// resource link the session can read.
+func (s *Server) spillLinks(owner string, structured json.RawMessage) []mcp.Content {
+	var v any
+	if err := json.Unmarshal(structured, &v); err != nil {
+		return nil
+	}
+	dir := s.h.SpillDir(owner)
+	var links []mcp.Content
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if p, ok := e.(string); ok && strings.HasSuffix(k, "pillPath") && filepath.Dir(p) == dir {
+					link := &mcp.ResourceLink{
+						URI:      spillURI(owner, filepath.Base(p)),
+						Name:     filepath.Base(p),
+						Title:    "full output: " + filepath.Base(p),
+						MIMEType: "text/plain",
+					}
+					if fi, err := os.Stat(p); err == nil {
+						size := fi.Size()
+						link.Size = &size
+					}
+					links = append(links, link)
+					continue
+				}
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return links
+}
+
+func spillURI(owner, file string) string {
+	return SpillScheme + "://" + subprocess.SafeName(owner) + "/" + url.PathEscape(file)
+}
+
+// readSpill serves a spill file to the session that owns it; to any other
+// session it does not exist.
+func (s *Server) readSpill(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	u, err := url.Parse(uri)
+	if err != nil || u.Scheme != SpillScheme {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	owner := Owner(req.Session)
+	file := strings.TrimPrefix(u.Path, "/")
+	if u.Host != subprocess.SafeName(owner) || file == "" || strings.ContainsAny(file, "/\\") || file == "." || file == ".." {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	b, err := os.ReadFile(filepath.Join(s.h.SpillDir(owner), file))
+	if err != nil {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	c := &mcp.ResourceContents{URI: uri, MIMEType: "text/plain"}
+	if utf8.Valid(b) {
+		c.Text = string(b)
+	} else {
+		c.MIMEType, c.Blob = "application/octet-stream", b
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{c}}, nil
+}
+
+// RunStdio serves one session over in/out until in ends or ctx is done.
+func (s *Server) RunStdio(ctx context.Context, in *os.File, out *os.File) error {
+	return s.srv.Run(ctx, &mcp.IOTransport{Reader: in, Writer: nopCloser{out}})
+}
+
+// nopCloser keeps the SDK from closing the host's stdout.
+type nopCloser struct{ f *os.File }
+
+func (n nopCloser) Write(p []byte) (int, error) { return n.f.Write(p) }
+func (n nopCloser) Close() error                { return nil }
