@@ -33,6 +33,8 @@ func main() {
 	rounds := flag.Int("rounds", 15, "composition starts (each interleaved with a baseline)")
 	calls := flag.Int("calls", 2000, "round trips per call benchmark")
 	runs := flag.Int("runs", 300, "foreground runs of true, and as many direct spawns")
+	mcpRuns := flag.Int("mcp-calls", 200, "MCP tools/call of bash true per server")
+	peers := flag.Bool("peers", true, "also measure two MCP shell servers from the npm registry")
 	flag.Parse()
 
 	dir, err := os.MkdirTemp("", "dsh-bench-")
@@ -44,6 +46,7 @@ func main() {
 	startToReady(dir, *plugins, *rounds)
 	roundTrips(dir, *calls)
 	foregroundRun(dir, *runs)
+	mcpCalls(dir, *mcpRuns, *peers)
 }
 
 // foregroundRun: `true` through the bash-local executor plugin (resolve,

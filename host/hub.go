@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/dshrun/dsh/sdk"
 	"github.com/dshrun/dsh/sdk/pluginv1"
@@ -126,8 +128,49 @@ func (h *Host) forward(c caller) grpc.StreamHandler {
 			out[k] = v
 		}
 		out.Set(sdk.MetaCaller, c.callerID())
-		return relay(metadata.NewOutgoingContext(ss.Context(), out), ss, ep, method)
+		ctx := metadata.NewOutgoingContext(ss.Context(), out)
+		if isUnary(method) {
+			return relayUnary(ctx, ss, ep, method)
+		}
+		return relay(ctx, ss, ep, method)
 	}
+}
+
+// isUnary reports whether method is known (its protobuf contract is
+// compiled into the host) to be unary. Unknown methods, a third party's
+// seam for instance, are relayed as streams, which works for every kind.
+func isUnary(method string) bool {
+	service, name := serviceOf(method), method[strings.LastIndexByte(method, '/')+1:]
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
+	if err != nil {
+		return false
+	}
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if !ok {
+		return false
+	}
+	md := sd.Methods().ByName(protoreflect.Name(name))
+	return md != nil && !md.IsStreamingClient() && !md.IsStreamingServer()
+}
+
+// relayUnary forwards one request and its reply: a cheaper path than a
+// stream relay for the common case.
+func relayUnary(ctx context.Context, ss grpc.ServerStream, ep *endpoint, method string) error {
+	req := &frame{}
+	if err := ss.RecvMsg(req); err != nil {
+		return err
+	}
+	var reply frame
+	var header, trailer metadata.MD
+	err := ep.conn.Invoke(ctx, method, req, &reply, grpc.ForceCodec(proxyCodec{}), grpc.Header(&header), grpc.Trailer(&trailer))
+	if len(header) > 0 {
+		_ = ss.SetHeader(header)
+	}
+	ss.SetTrailer(trailer)
+	if err != nil {
+		return gone(ep, err)
+	}
+	return ss.SendMsg(&reply)
 }
 
 // relay pumps frames between the caller's stream and the provider's.

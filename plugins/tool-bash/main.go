@@ -115,20 +115,30 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 		// Escalation goes through ctx.approval, which fails closed.
 		return errorResult("sandbox escalation to %q needs an approval provider (ctx.approval), and this composition has none; nothing was run", a.SandboxPermissions)
 	}
-	snap, err := p.env.Collect(ctx)
-	if err != nil {
-		return errorResult("collect the DSH_* environment: %v", err)
-	}
+	// The snapshot and the resolve are independent (resolve carries the
+	// snapshot through verbatim), so they go in parallel: two hops instead
+	// of four on every call.
+	var snap shellenv.Snapshot
+	var envErr error
+	collected := make(chan struct{})
+	go func() {
+		defer close(collected)
+		snap, envErr = p.env.Collect(ctx)
+	}()
 	spec, err := p.sh.Resolve(ctx, &shell.ExecRequest{
 		Command:   a.Command,
 		Workdir:   a.Workdir,
 		TimeoutMs: a.TimeoutMs,
-		DshEnv:    snap.Env,
 		Owner:     owner,
 	})
+	<-collected
+	if envErr != nil {
+		return errorResult("collect the DSH_* environment: %v", envErr)
+	}
 	if err != nil {
 		return errorResult("%v", err)
 	}
+	spec.DshEnv = snap.Env
 	start := time.Now()
 	if a.RunInBackground {
 		proc, err := p.sh.Start(ctx, spec)

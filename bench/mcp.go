@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// mcpCalls: an MCP tools/call of `true` through dsh (Go SDK client, stdio,
+// dsh serve, tool-bash, bash-local, the host's spawn) against a direct
+// `bash -c true` from Go, interleaved; then the same call against two MCP
+// shell servers from the npm registry, so the README can say where dsh
+// stands. Also: the default-shaped composition's start to its first
+// answered tools/list.
+func mcpCalls(dir string, n int, peers bool) {
+	comp := filepath.Join(dir, "tools.yaml")
+	check(os.WriteFile(comp, []byte(fmt.Sprintf(`plugins:
+  - id: env
+    path: %s
+  - id: bash
+    path: %s
+  - id: tools
+    path: %s
+`, filepath.Join(dir, "dsh-shell-env"), filepath.Join(dir, "dsh-bash-local"), filepath.Join(dir, "dsh-tool-bash"))), 0o600))
+
+	// Start to first tools/list, 10 times.
+	var ready []time.Duration
+	for i := 0; i < 10; i++ {
+		t := time.Now()
+		cs := connect(exec.Command(filepath.Join(dir, "dsh"), "serve", "--log-level", "error", comp))
+		_, err := cs.ListTools(context.Background(), nil)
+		check(err)
+		ready = append(ready, time.Since(t))
+		_ = cs.Close()
+	}
+	fmt.Println("dsh serve (shell-env, bash-local, tool-bash): start to first answered tools/list (target: 300ms median)")
+	row("start to tools/list", ready)
+	fmt.Println()
+
+	cs := connect(exec.Command(filepath.Join(dir, "dsh"), "serve", "--log-level", "error", comp))
+	defer cs.Close()
+	call := func() {
+		r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "true", "description": "bench"}})
+		check(err)
+		if r.IsError {
+			fail("bash true failed")
+		}
+	}
+	for i := 0; i < 10; i++ {
+		call() // warm up
+	}
+	var viaMCP, direct []time.Duration
+	for i := 0; i < n; i++ {
+		t := time.Now()
+		check(exec.Command("bash", "-c", "true").Run())
+		direct = append(direct, time.Since(t))
+		t = time.Now()
+		call()
+		viaMCP = append(viaMCP, time.Since(t))
+	}
+	fmt.Println("MCP tools/call of bash `true` over stdio (target: at most 1.25x)")
+	row("dsh", viaMCP)
+	row("direct bash -c true", direct)
+	fmt.Printf("  ratio (median): %.2fx\n\n", float64(median(viaMCP))/float64(median(direct)))
+	if peers {
+		peerServers(dir, n, viaMCP, direct)
+	}
+}
+
+func connect(cmd *exec.Cmd) *mcp.ClientSession {
+	client := mcp.NewClient(&mcp.Implementation{Name: "dsh-bench", Version: "1"}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	check(err)
+	return cs
+}
+
+// peerServers installs the two npm servers into a scratch directory and
+// measures them like dsh. An install that fails is reported, not hidden.
+func peerServers(dir string, n int, dshT, direct []time.Duration) {
+	npm := filepath.Join(dir, "npm")
+	check(os.MkdirAll(npm, 0o755))
+	install := exec.Command("npm", "install", "--no-audit", "--no-fund", "--silent", "mcp-server-commands@0.5.0", "@wonderwhy-er/desktop-commander@0.2.52")
+	install.Dir = npm
+	install.Env = append(os.Environ(), "PUPPETEER_SKIP_DOWNLOAD=1")
+	if out, err := install.CombinedOutput(); err != nil {
+		fmt.Printf("MCP shell servers from npm: not measured, npm install failed: %v\n%s\n", err, out)
+		return
+	}
+	home := filepath.Join(dir, "dc-home")
+	check(os.MkdirAll(filepath.Join(home, ".claude-server-commander"), 0o755))
+	check(os.WriteFile(filepath.Join(home, ".claude-server-commander", "config.json"), []byte(`{"telemetryEnabled": false}`), 0o644))
+	type peer struct {
+		name string
+		cmd  *exec.Cmd
+		tool string
+		args map[string]any
+	}
+	mc := exec.Command("node", filepath.Join(npm, "node_modules", "mcp-server-commands", "build", "index.js"))
+	dc := exec.Command("node", filepath.Join(npm, "node_modules", "@wonderwhy-er", "desktop-commander", "dist", "index.js"), "--no-onboarding")
+	dc.Env = []string{"HOME=" + home, "PATH=/usr/local/bin:/usr/bin:/bin", "DESKTOP_COMMANDER_DISABLE_TELEMETRY=1", "SHELL=/bin/bash"}
+	peers := []peer{
+		{"mcp-server-commands 0.5.0", mc, "run_command", map[string]any{"command": "true"}},
+		{"desktop-commander 0.2.52", dc, "start_process", map[string]any{"command": "true", "timeout_ms": 10000}},
+	}
+	fmt.Println("MCP tools/call of `true` over stdio, other servers (same client, same run)")
+	row("dsh (above)", dshT)
+	for _, p := range peers {
+		client := mcp.NewClient(&mcp.Implementation{Name: "dsh-bench", Version: "1"}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: p.cmd}, nil)
+		cancel()
+		if err != nil {
+			fmt.Printf("  %-26s not measured: %v\n", p.name, err)
+			continue
+		}
+		var ts []time.Duration
+		m := n
+		if p.tool == "start_process" {
+			m = min(n, 60) // ~60ms a call
+		}
+		ok := true
+		for i := 0; i < m+5 && ok; i++ {
+			t := time.Now()
+			_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: p.tool, Arguments: p.args})
+			if err != nil {
+				fmt.Printf("  %-26s call failed: %v\n", p.name, err)
+				ok = false
+				break
+			}
+			if i >= 5 {
+				ts = append(ts, time.Since(t))
+			}
+		}
+		_ = cs.Close()
+		if len(ts) > 0 {
+			row(p.name, ts)
+		}
+	}
+	row("direct bash -c true", direct)
+	fmt.Println()
+}
