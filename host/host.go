@@ -49,6 +49,9 @@ type Options struct {
 	LookupEnv func(string) (string, bool)
 	// Observe, if set, sees every registry transition in order.
 	Observe func(registry.Event)
+	// WatchdogExe, if set, is the dsh binary: it is started as a watchdog
+	// that kills every command tree if the host is killed.
+	WatchdogExe string
 	// ToolsChanged, if set, is called after a tool is registered or
 	// withdrawn (front ends send tools/list_changed).
 	ToolsChanged func()
@@ -205,6 +208,9 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 	if err != nil {
 		_ = rt.remove()
 		return nil, err
+	}
+	if err := sub.StartWatchdog(opts.WatchdogExe); err != nil {
+		opts.Logger.Warn("no watchdog: command trees may outlive a killed host", "error", err)
 	}
 	h := &Host{
 		opts:        opts,

@@ -123,6 +123,9 @@ type Manager struct {
 	nextID atomic.Uint64
 	spill  spillBudget
 
+	watchdog     *os.File      // write end of the watchdog's pipe
+	watchdogDone chan struct{} // closed when the watchdog exited
+
 	mu     sync.Mutex
 	procs  map[string]*Process
 	closed bool
@@ -318,6 +321,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	if m.cg != nil {
 		m.cg.close()
 	}
+	m.stopWatchdog()
 	if m.cfg.KeepSpill {
 		return err
 	}

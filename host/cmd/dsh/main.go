@@ -34,6 +34,7 @@ import (
 	"github.com/dshrun/dsh/host/composition"
 	"github.com/dshrun/dsh/host/mcpserver"
 	"github.com/dshrun/dsh/host/pluginproc"
+	"github.com/dshrun/dsh/host/subprocess"
 	"github.com/dshrun/dsh/sdk/pluginv1"
 )
 
@@ -88,6 +89,13 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 2 && args[0] == subprocess.WatchdogArg {
+		if err := subprocess.RunWatchdog(args[1]); err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitFailure
+		}
+		return exitOK
+	}
 	var g globals
 	fs := flag.NewFlagSet("dsh", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -159,6 +167,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return exitBadUse
 		}
 		opts := host.Options{PluginPath: pluginPath(g.pluginPath), Logger: logger, PluginLogger: pluginLogger}
+		if exe, err := os.Executable(); err == nil {
+			opts.WatchdogExe = exe
+		}
 		// The text may name spill files: they must outlive this process.
 		opts.SpillDir = filepath.Join(os.TempDir(), fmt.Sprintf("dsh-call-%d", os.Getuid()), strconv.Itoa(os.Getpid()))
 		code := call(comp, opts, rest[1], rest[2], g.json, stdout, stderr)
@@ -175,6 +186,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return exitBadUse
 		}
 		opts := host.Options{PluginPath: pluginPath(g.pluginPath), Logger: logger, PluginLogger: pluginLogger}
+		if exe, err := os.Executable(); err == nil && cmd == "serve" {
+			opts.WatchdogExe = exe
+		}
 		switch cmd {
 		case "serve":
 			return serve(comp, opts, g, stderr)

@@ -363,3 +363,51 @@ func TestMCPHTTPRefusesExposure(t *testing.T) {
 		t.Fatal(fmt.Sprint(r))
 	}
 }
+
+// kill -9 of the host: two seconds later, nothing of the composition is
+// alive: plugins, commands, and their setsid and double-forked children.
+func TestKilledHostLeavesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.Command(filepath.Join(binDir, "dsh"), "serve", comp(t, toolsComp))
+	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir())
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	marker := strconv.Itoa(250000 + os.Getpid()%99999)
+	script := fmt.Sprintf("sleep %s & setsid sleep %s & (setsid bash -c 'sleep %s' &); sleep %s", marker, marker, marker, marker)
+	callBash(t, ctx, cs, map[string]any{"command": script, "run_in_background": true})
+	go func() {
+		_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "setsid sleep " + marker + " & sleep " + marker, "description": "fg"}})
+	}()
+	for len(markerProcs("sleep "+marker)) < 6 && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	deadline := killed.Add(2 * time.Second)
+	for {
+		left := append(markerProcs("sleep "+marker), intsToStrings(testplugins.Running(binDir))...)
+		if len(left) == 0 {
+			t.Logf("everything gone %v after the kill", time.Since(killed).Round(time.Millisecond))
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("alive 2s after the host was killed: %v", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func intsToStrings(v []int) []string {
+	var out []string
+	for _, i := range v {
+		out = append(out, strconv.Itoa(i))
+	}
+	return out
+}
