@@ -27,6 +27,8 @@ type entry struct {
 	mu    sync.Mutex
 	spare *pluginproc.Process // started for validation, used by the first load
 	load  *load               // the current process, while loaded
+	sup   supervision
+	gen   int // reloads so far: names the registry scope of each
 }
 
 func (en *entry) label() string {
@@ -66,6 +68,27 @@ func (en *entry) setCurrent(ld *load) {
 	en.mu.Lock()
 	defer en.mu.Unlock()
 	en.load = ld
+}
+
+func (en *entry) getScope() *registry.Scope {
+	en.mu.Lock()
+	defer en.mu.Unlock()
+	return en.scope
+}
+
+func (en *entry) setScope(s *registry.Scope) {
+	en.mu.Lock()
+	defer en.mu.Unlock()
+	en.scope = s
+}
+
+// clearCurrent forgets ld unless a newer load already replaced it.
+func (en *entry) clearCurrent(ld *load) {
+	en.mu.Lock()
+	defer en.mu.Unlock()
+	if en.load == ld {
+		en.load = nil
+	}
 }
 
 func (en *entry) start(ctx context.Context) (*pluginproc.Process, error) {

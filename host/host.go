@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -73,6 +74,7 @@ type Host struct {
 	// callers that do not name the key.
 	serviceKeys map[string]string
 
+	closing   atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -84,6 +86,7 @@ type endpoint struct {
 	lc       pluginv1.LifecycleClient
 	services map[string]bool
 	facts    map[string]string
+	load     *load // counts the calls in flight, for draining
 }
 
 func (e *endpoint) serviceList() []string {
@@ -278,6 +281,7 @@ func (h *Host) Composition() *composition.Composition { return h.comp }
 // one at a time, each plugin stop bounded by the composition's stop timeout;
 // then the runtime directory is removed. It is idempotent.
 func (h *Host) Close(ctx context.Context) error {
+	h.closing.Store(true)
 	h.closeOnce.Do(func() {
 		var errs []error
 		if h.reg != nil {
@@ -342,13 +346,18 @@ func (h *Host) Status() []EntryStatus {
 			}
 			st.Tools = en.desc.Tools
 		}
-		if en.scope != nil {
-			st.State = en.scope.State().String()
-			st.Reason = en.scope.Reason()
+		if s := en.getScope(); s != nil {
+			st.State = s.State().String()
+			st.Reason = s.Reason()
 		}
 		if ld := en.current(); ld != nil {
 			st.Pid = ld.proc.Pid()
+			st.Uptime = time.Since(ld.started)
+			st.Version = ld.desc.Version
 		}
+		en.mu.Lock()
+		st.Restarts = en.sup.restarts
+		en.mu.Unlock()
 		out = append(out, st)
 	}
 	return out
@@ -360,6 +369,9 @@ type EntryStatus struct {
 	Disabled         bool
 	State, Reason    string
 	Pid              int
+	Restarts         int
+	Uptime           time.Duration
+	Version          string
 	Provides, Tools  []string
 }
 

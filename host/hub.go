@@ -129,6 +129,10 @@ func (h *Host) forward(c caller) grpc.StreamHandler {
 		}
 		out.Set(sdk.MetaCaller, c.callerID())
 		ctx := metadata.NewOutgoingContext(ss.Context(), out)
+		if ep.load != nil {
+			ep.load.inflight.Add(1)
+			defer ep.load.inflight.Done()
+		}
 		if isUnary(method) {
 			return relayUnary(ctx, ss, ep, method)
 		}
@@ -293,6 +297,10 @@ func (c hostConn) Invoke(ctx context.Context, method string, args, reply any, op
 	ctx, ep, err := c.target(ctx)
 	if err != nil {
 		return err
+	}
+	if ep.load != nil {
+		ep.load.inflight.Add(1)
+		defer ep.load.inflight.Done()
 	}
 	if err := ep.conn.Invoke(ctx, method, args, reply, opts...); err != nil {
 		return gone(ep, err)

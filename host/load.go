@@ -4,8 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/dshrun/dsh/host/pluginproc"
 	"github.com/dshrun/dsh/registry"
@@ -15,9 +19,14 @@ import (
 // load is one loaded life of an entry: its process, its host server and the
 // keys it has called. A reload makes a new load.
 type load struct {
-	en    *entry
-	scope *registry.Scope
-	proc  *pluginproc.Process
+	en      *entry
+	desc    *pluginv1.Description // what this process described
+	scope   *registry.Scope
+	proc    *pluginproc.Process
+	started time.Time
+
+	stopping atomic.Bool // the host is stopping it: an exit is no crash
+	inflight sync.WaitGroup
 
 	mu      sync.Mutex
 	touched map[string]bool
@@ -36,7 +45,7 @@ func (ld *load) addEffect(label string, dispose func(context.Context) error) err
 func (ld *load) pluginConn() grpc.ClientConnInterface { return ld.proc.Conn() }
 
 func (ld *load) declares(key string) bool {
-	for _, in := range ld.en.desc.Inject {
+	for _, in := range ld.desc.Inject {
 		if in.Key == key {
 			return true
 		}
@@ -65,6 +74,9 @@ func (ld *load) touch(key string) {
 			return nil
 		}
 		if _, err := ep.lc.Release(ctx, &pluginv1.ReleaseRequest{Caller: id}); err != nil {
+			if status.Code(err) == codes.Unavailable {
+				return nil // the provider is gone, and what it held with it
+			}
 			return fmt.Errorf("release %q at %q: %w", id, ep.id, err)
 		}
 		return nil
@@ -74,7 +86,17 @@ func (ld *load) touch(key string) {
 // applyEntry is the registry's Apply for an entry: take (or start) the
 // process, serve the host to it, send Apply, then provide its keys.
 func (h *Host) applyEntry(en *entry) func(context.Context, *registry.Scope) error {
+	return h.applyEntryAs(en, en.desc, false, false)
+}
+
+// applyEntryAs is applyEntry; with replace, the keys are taken over from
+// their current provider once this scope is active (make-before-break),
+// keeping its dependents running when keep is set.
+func (h *Host) applyEntryAs(en *entry, desc *pluginv1.Description, replace, keep bool) func(context.Context, *registry.Scope) error {
 	return func(ctx context.Context, s *registry.Scope) error {
+		if err := en.waitBackoff(ctx); err != nil {
+			return err
+		}
 		proc := en.takeSpare()
 		if proc == nil {
 			var err error
@@ -84,8 +106,11 @@ func (h *Host) applyEntry(en *entry) func(context.Context, *registry.Scope) erro
 		}
 		// First effect, so it is disposed last: the process outlives every
 		// registration it made.
+		ld := &load{en: en, desc: desc, scope: s, proc: proc, touched: map[string]bool{}, started: time.Now()}
 		if _, err := s.Effect("process "+en.binary, func(ctx context.Context) error {
-			en.setCurrent(nil)
+			ld.stopping.Store(true)
+			en.clearCurrent(ld)
+			ld.drain(ctx, h.drainTimeout())
 			sctx, cancel := context.WithTimeout(ctx, h.stopTimeout())
 			defer cancel()
 			return proc.Stop(sctx)
@@ -100,7 +125,6 @@ func (h *Host) applyEntry(en *entry) func(context.Context, *registry.Scope) erro
 		}); err != nil {
 			return err
 		}
-		ld := &load{en: en, scope: s, proc: proc, touched: map[string]bool{}}
 		en.setCurrent(ld)
 		dir, err := h.rt.pluginDir(en.e.ID)
 		if err != nil {
@@ -117,14 +141,15 @@ func (h *Host) applyEntry(en *entry) func(context.Context, *registry.Scope) erro
 			RuntimeDir:   dir,
 		})
 		if err != nil {
-			return err
+			return h.crashedDuringApply(ld, ctx, err)
 		}
-		for _, p := range en.desc.Provides {
+		for _, p := range desc.Provides {
 			ep := &endpoint{
 				id:       en.e.ID,
 				conn:     proc.Conn(),
 				lc:       proc.Lifecycle(),
 				services: map[string]bool{},
+				load:     ld,
 			}
 			for _, svc := range p.GrpcServices {
 				ep.services[svc] = true
@@ -132,19 +157,17 @@ func (h *Host) applyEntry(en *entry) func(context.Context, *registry.Scope) erro
 			if f := resp.Facts[p.Key]; f != nil {
 				ep.facts = f.Values
 			}
-			if _, err := s.Provide(p.Key, ep); err != nil {
+			var err error
+			if replace {
+				_, err = s.Replace(p.Key, ep, keep)
+			} else {
+				_, err = s.Provide(p.Key, ep)
+			}
+			if err != nil {
 				return err
 			}
 		}
 		go h.watchExit(ld)
 		return nil
-	}
-}
-
-// watchExit reports a plugin process that ends while it is loaded.
-func (h *Host) watchExit(ld *load) {
-	<-ld.proc.Exited()
-	if ld.en.current() == ld {
-		h.log.Error("plugin process exited while loaded", "id", ld.en.e.ID, "binary", ld.en.binary, "pid", ld.proc.Pid())
 	}
 }

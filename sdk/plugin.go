@@ -47,6 +47,9 @@ type Description struct {
 type Provide struct {
 	Key      string
 	Services []string // fully-qualified gRPC service names
+	// CallerState says the provider keeps state per caller (registrations);
+	// consumers are then reloaded when it is replaced, to register again.
+	CallerState bool
 }
 
 // Inject declares one key the plugin uses.
@@ -94,7 +97,7 @@ func (d Description) proto() *pluginv1.Description {
 		Tools:             d.Tools,
 	}
 	for _, p := range d.Provides {
-		out.Provides = append(out.Provides, &pluginv1.Provide{Key: p.Key, GrpcServices: p.Services})
+		out.Provides = append(out.Provides, &pluginv1.Provide{Key: p.Key, GrpcServices: p.Services, CallerState: p.CallerState})
 	}
 	for _, i := range d.Inject {
 		out.Inject = append(out.Inject, &pluginv1.Inject{Key: i.Key, Optional: i.Optional})

@@ -44,7 +44,7 @@ func (p *shellEnv) Describe() sdk.Description {
 		Name:         "shell-env",
 		Version:      "0.1.0",
 		Summary:      "ctx.shellEnv: trusted DSH_* facts for shell executions",
-		Provides:     []sdk.Provide{{Key: shellenv.Key, Services: []string{shellenv.ServiceName}}},
+		Provides:     []sdk.Provide{{Key: shellenv.Key, Services: []string{shellenv.ServiceName}, CallerState: true}},
 		ConfigSchema: schema,
 	}
 }

@@ -173,7 +173,12 @@ type Provide struct {
 	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	// Fully-qualified gRPC services that implement the key, e.g.
 	// "dsh.shellenv.v1.ShellEnv". The host forwards calls to these.
-	GrpcServices  []string `protobuf:"bytes,2,rep,name=grpc_services,json=grpcServices,proto3" json:"grpc_services,omitempty"`
+	GrpcServices []string `protobuf:"bytes,2,rep,name=grpc_services,json=grpcServices,proto3" json:"grpc_services,omitempty"`
+	// The provider keeps state per caller (registrations such as shellEnv
+	// facts). A replacement starts empty, so when it is swapped in the
+	// consumers are reloaded to register again; a provider without caller
+	// state is swapped under running consumers.
+	CallerState   bool `protobuf:"varint,3,opt,name=caller_state,json=callerState,proto3" json:"caller_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -220,6 +225,13 @@ func (x *Provide) GetGrpcServices() []string {
 		return x.GrpcServices
 	}
 	return nil
+}
+
+func (x *Provide) GetCallerState() bool {
+	if x != nil {
+		return x.CallerState
+	}
+	return false
 }
 
 type Inject struct {
@@ -805,10 +817,11 @@ const file_sdk_pluginv1_plugin_proto_rawDesc = "" +
 	"\x06inject\x18\x05 \x03(\v2\x15.dsh.plugin.v1.InjectR\x06inject\x12#\n" +
 	"\rconfig_schema\x18\x06 \x01(\tR\fconfigSchema\x12-\n" +
 	"\x12settings_namespace\x18\a \x01(\tR\x11settingsNamespace\x12\x14\n" +
-	"\x05tools\x18\b \x03(\tR\x05tools\"@\n" +
+	"\x05tools\x18\b \x03(\tR\x05tools\"c\n" +
 	"\aProvide\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12#\n" +
-	"\rgrpc_services\x18\x02 \x03(\tR\fgrpcServices\"6\n" +
+	"\rgrpc_services\x18\x02 \x03(\tR\fgrpcServices\x12!\n" +
+	"\fcaller_state\x18\x03 \x01(\bR\vcallerState\"6\n" +
 	"\x06Inject\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
 	"\boptional\x18\x02 \x01(\bR\boptional\"\x86\x01\n" +

@@ -56,6 +56,8 @@ Usage:
   dsh config COMPOSITION      print the resolved composition, secrets masked
   dsh call COMPOSITION TOOL JSON
                               load, call one tool as the agent "cli", print its text, tear down
+  dsh status                  show every entry of the running host: state, pid, restarts, uptime, why pending
+  dsh reload ID               restart one entry of the running host (make-before-break for providers)
   dsh plugins                 describe every dsh-* binary on the plugin path
   dsh version                 print the version
 
@@ -63,7 +65,8 @@ Flags (before or after the command):
   --plugin-path DIRS   more directories to search for dsh-<name> binaries (':'-separated)
   --log-level LEVEL    trace, debug, info, warn, error (default info)
   --log-json           log JSON lines instead of text
-  --json               (call) print the whole result as JSON
+  --json               (call, status) print JSON
+  --socket PATH        (status, reload) the host's control socket, when several hosts run
   --http ADDR          (serve) MCP over streamable HTTP on ADDR (e.g. 127.0.0.1:8765) instead of stdio
   --no-auth            (serve) no bearer token on HTTP; refused unless ADDR is loopback
   --session-timeout D  (serve) close idle HTTP sessions after D (default 30m)
@@ -82,6 +85,7 @@ type globals struct {
 	sessionTTL time.Duration
 	progress   time.Duration
 	grace      time.Duration
+	socket     string
 }
 
 func main() {
@@ -109,6 +113,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&g.sessionTTL, "session-timeout", 30*time.Minute, "")
 	fs.DurationVar(&g.progress, "progress-interval", 5*time.Second, "")
 	fs.DurationVar(&g.grace, "release-grace", 10*time.Second, "")
+	fs.StringVar(&g.socket, "socket", "", "")
 	// Flags may come before or after the command and its argument.
 	var positional []string
 	for {
@@ -203,6 +208,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 			_, _ = stdout.Write(out)
 			return exitOK
 		}
+	case "status", "reload":
+		want := 0
+		if cmd == "reload" {
+			want = 1
+		}
+		if len(rest) != want {
+			fmt.Fprintf(stderr, "dsh %s: want %d argument(s), got %d\n", cmd, want, len(rest))
+			return exitBadUse
+		}
+		return controlCmd(cmd, rest, g, stdout, stderr)
 	case "plugins":
 		if len(rest) != 0 {
 			fmt.Fprintf(stderr, "dsh plugins: takes no argument\n")
@@ -328,12 +343,18 @@ func serveWith(comp *composition.Composition, opts host.Options, g globals, stde
 	m.Sync() // tools registered between Start and Store
 	fmt.Fprintf(stderr, "dsh serve: %s ready in %s\n", comp.File, time.Since(started).Round(time.Millisecond))
 	printStatus(stderr, h.Status())
+	if sock, err := h.ServeControl(ctx); err != nil {
+		fmt.Fprintf(stderr, "dsh serve: %v (dsh status and dsh reload will not reach this host)\n", err)
+	} else {
+		opts.Logger.Debug("control socket", "path", sock)
+	}
 	code := exitOK
 	if err := front(ctx, h, m, stdin); err != nil && ctx.Err() == nil {
 		fmt.Fprintf(stderr, "dsh serve: %v\n", err)
 		code = exitFailure
 	}
-	stop()
+	// The signal handler stays through the teardown, so a late SIGTERM
+	// cannot cut it short.
 	fmt.Fprintln(stderr, "dsh serve: stopping")
 	cctx, cancel := context.WithTimeout(context.Background(), teardownBound(comp))
 	defer cancel()
@@ -392,19 +413,62 @@ func teardownBound(comp *composition.Composition) time.Duration {
 
 func printStatus(w io.Writer, st []host.EntryStatus) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  ID\tPLUGIN\tSTATE\tPID\tPROVIDES\tTOOLS")
+	fmt.Fprintln(tw, "  ID\tPLUGIN\tSTATE\tPID\tRESTARTS\tUPTIME\tPROVIDES\tTOOLS")
 	for _, s := range st {
-		pid := "-"
+		pid, up := "-", "-"
 		if s.Pid > 0 {
 			pid = fmt.Sprint(s.Pid)
+			up = s.Uptime.Round(time.Second).String()
 		}
 		state := s.State
 		if s.Reason != "" {
 			state += " (" + s.Reason + ")"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Name, state, pid, dash(s.Provides), dash(s.Tools))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.ID, s.Name, state, pid, s.Restarts, up, dash(s.Provides), dash(s.Tools))
 	}
 	_ = tw.Flush()
+}
+
+// controlCmd runs dsh status / dsh reload against a running host.
+func controlCmd(cmd string, rest []string, g globals, stdout, stderr io.Writer) int {
+	sock := g.socket
+	if sock == "" {
+		socks := host.FindControlSockets("")
+		switch len(socks) {
+		case 0:
+			fmt.Fprintf(stderr, "dsh %s: no running dsh host found (is dsh serve running as this user?)\n", cmd)
+			return exitFailure
+		case 1:
+			sock = socks[0]
+		default:
+			fmt.Fprintf(stderr, "dsh %s: %d hosts are running; pick one with --socket:\n  %s\n", cmd, len(socks), strings.Join(socks, "\n  "))
+			return exitBadUse
+		}
+	}
+	req := host.ControlRequest{Op: cmd}
+	if cmd == "reload" {
+		req.ID = rest[0]
+	}
+	resp, err := host.Control(sock, req)
+	if err != nil {
+		fmt.Fprintf(stderr, "dsh %s: %v\n", cmd, err)
+		if resp == nil {
+			return exitFailure
+		}
+		return exitFailure
+	}
+	if g.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(resp)
+		return exitOK
+	}
+	if cmd == "reload" {
+		fmt.Fprintf(stdout, "reloaded %s\n", req.ID)
+	}
+	fmt.Fprintf(stdout, "%s (pid %d)\n", resp.Composition, resp.Pid)
+	printStatus(stdout, resp.Entries)
+	return exitOK
 }
 
 func dash(v []string) string {

@@ -171,6 +171,12 @@ func startServe(t *testing.T, file string) (*exec.Cmd, *bytes.Buffer) {
 	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir())
 	var out bytes.Buffer
 	cmd.Stdout = &out
+	// An open, silent stdin: the MCP session neither speaks nor ends.
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close() })
 	pr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

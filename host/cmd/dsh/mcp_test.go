@@ -411,3 +411,44 @@ func intsToStrings(v []int) []string {
 	}
 	return out
 }
+
+func TestStatusAndReload(t *testing.T) {
+	rt := t.TempDir()
+	cmd := exec.Command(filepath.Join(binDir, "dsh"), "serve", "--http", "127.0.0.1:0", comp(t, toolsComp))
+	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+rt)
+	pr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() && !strings.Contains(sc.Text(), "bearer token") {
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	env := []string{"XDG_RUNTIME_DIR=" + rt}
+	pidRe := regexp.MustCompile(`(?m)^\s+bash\s+bash-local\s+active\s+(\d+)\s+(\d+)`)
+	out, errOut, code := dsh(t, env, "status")
+	m := pidRe.FindStringSubmatch(out)
+	if code != 0 || m == nil || !strings.Contains(out, "tool-bash") {
+		t.Fatalf("status: exit %d\n%s\n%s", code, out, errOut)
+	}
+	out, errOut, code = dsh(t, env, "reload", "bash")
+	m2 := pidRe.FindStringSubmatch(out)
+	if code != 0 || !strings.HasPrefix(out, "reloaded bash") || m2 == nil || m2[1] == m[1] {
+		t.Fatalf("reload: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if _, errOut, code := dsh(t, env, "reload", "nosuch"); code != 1 || !strings.Contains(errOut, "no such entry") {
+		t.Fatalf("reload nosuch: exit %d %s", code, errOut)
+	}
+	// The socket is the user's alone.
+	socks, _ := filepath.Glob(filepath.Join(rt, "dsh", "host-*", "control.sock"))
+	if len(socks) != 1 {
+		t.Fatalf("sockets: %v", socks)
+	}
+	if fi, err := os.Stat(socks[0]); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket mode: %v %v", fi.Mode(), err)
+	}
+}

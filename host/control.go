@@ -1,0 +1,126 @@
+package host
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// The control socket lets `dsh status` and `dsh reload ID` reach a running
+// host. It lives in the host's runtime directory (mode 0700) and is itself
+// mode 0600: only the user running the host can use it. One JSON request
+// per connection, one JSON answer.
+
+// ControlSocket is the file name of the control socket in a host's runtime
+// directory.
+const ControlSocket = "control.sock"
+
+// ControlRequest is what a control client sends.
+type ControlRequest struct {
+	Op string `json:"op"` // "status" or "reload"
+	ID string `json:"id,omitempty"`
+}
+
+// ControlResponse is the answer.
+type ControlResponse struct {
+	Error       string        `json:"error,omitempty"`
+	Composition string        `json:"composition,omitempty"`
+	Pid         int           `json:"pid,omitempty"`
+	Entries     []EntryStatus `json:"entries,omitempty"`
+}
+
+// ServeControl listens on the control socket until ctx is done.
+func (h *Host) ServeControl(ctx context.Context) (string, error) {
+	path := filepath.Join(h.rt.dir, ControlSocket)
+	_ = os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return "", fmt.Errorf("control socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return "", fmt.Errorf("control socket: %w", err)
+	}
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go h.control(ctx, c)
+		}
+	}()
+	return path, nil
+}
+
+func (h *Host) control(ctx context.Context, c net.Conn) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Minute))
+	var req ControlRequest
+	if err := json.NewDecoder(bufio.NewReader(c)).Decode(&req); err != nil {
+		_ = json.NewEncoder(c).Encode(ControlResponse{Error: "bad request: " + err.Error()})
+		return
+	}
+	resp := ControlResponse{Composition: h.comp.File, Pid: os.Getpid()}
+	switch req.Op {
+	case "status":
+	case "reload":
+		rctx, cancel := context.WithTimeout(ctx, time.Minute)
+		err := h.Reload(rctx, req.ID)
+		cancel()
+		if err != nil {
+			resp.Error = err.Error()
+		}
+	default:
+		resp.Error = fmt.Sprintf("unknown op %q (status, reload)", req.Op)
+	}
+	resp.Entries = h.Status()
+	_ = json.NewEncoder(c).Encode(resp)
+}
+
+// Control sends one request to the host listening on socket.
+func Control(socket string, req ControlRequest) (*ControlResponse, error) {
+	c, err := net.DialTimeout("unix", socket, 2*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if err := json.NewEncoder(c).Encode(req); err != nil {
+		return nil, err
+	}
+	var resp ControlResponse
+	if err := json.NewDecoder(c).Decode(&resp); err != nil {
+		return nil, err
+	}
+	if resp.Error != "" {
+		return &resp, errors.New(resp.Error)
+	}
+	return &resp, nil
+}
+
+// FindControlSockets lists the control sockets of running hosts under
+// base ("" means the default runtime base).
+func FindControlSockets(base string) []string {
+	if base == "" {
+		base = defaultRuntimeBase()
+	}
+	matches, _ := filepath.Glob(filepath.Join(base, "host-*", ControlSocket))
+	var out []string
+	for _, m := range matches {
+		var pid int
+		if _, err := fmt.Sscanf(filepath.Base(filepath.Dir(m)), "host-%d", &pid); err == nil && processAlive(pid) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
