@@ -82,6 +82,12 @@ func (en *entry) setScope(s *registry.Scope) {
 	en.scope = s
 }
 
+func (en *entry) configJSON() []byte {
+	en.mu.Lock()
+	defer en.mu.Unlock()
+	return en.config
+}
+
 // clearCurrent forgets ld unless a newer load already replaced it.
 func (en *entry) clearCurrent(ld *load) {
 	en.mu.Lock()
@@ -286,6 +292,20 @@ func (h *Host) findCycles(providers map[string]*entry) []error {
 	return errs
 }
 
+// effectiveConfig is the settings namespace the plugin reads, overlaid with
+// the entry's config, checked against the plugin's schema.
+func effectiveConfig(comp *composition.Composition, e composition.Entry, desc *pluginv1.Description) ([]byte, error) {
+	cfg := map[string]any{}
+	if ns := desc.SettingsNamespace; ns != "" {
+		mergeInto(cfg, comp.Settings[ns])
+	}
+	mergeInto(cfg, e.Config)
+	if err := composition.ValidateConfig(e, cfg, []byte(desc.ConfigSchema)); err != nil {
+		return nil, err
+	}
+	return json.Marshal(cfg)
+}
+
 // checkConfigs builds each effective config (the settings namespace the
 // plugin reads, overlaid with the entry's config) and validates it against
 // the plugin's schema.
@@ -295,18 +315,9 @@ func (h *Host) checkConfigs() []error {
 		if en.e.Disabled {
 			continue
 		}
-		cfg := map[string]any{}
-		if ns := en.desc.SettingsNamespace; ns != "" {
-			mergeInto(cfg, h.comp.Settings[ns])
-		}
-		mergeInto(cfg, en.e.Config)
-		if err := composition.ValidateConfig(en.e, cfg, []byte(en.desc.ConfigSchema)); err != nil {
-			errs = append(errs, err) // already names the file, line and entry
-			continue
-		}
-		b, err := json.Marshal(cfg)
+		b, err := effectiveConfig(h.comp, en.e, en.desc)
 		if err != nil {
-			errs = append(errs, en.errorf("config: %v", err))
+			errs = append(errs, err) // already names the file, line and entry
 			continue
 		}
 		en.config = b

@@ -69,10 +69,14 @@ type Host struct {
 	jobs    *jobs.Manager       // ctx.jobs
 	tools   toolRegistry        // ctx.tools
 	entries []*entry            // in composition order
-	byID    map[string]*entry   // enabled entries
+	mu      sync.Mutex
+	byID    map[string]*entry // enabled entries; guarded by mu once started
 	// serviceKeys maps a gRPC service name to the key it implements, for
 	// callers that do not name the key.
 	serviceKeys map[string]string
+
+	compStamp fileStamp            // the composition file as loaded
+	binStamps map[string]fileStamp // each binary as started
 
 	closing   atomic.Bool
 	closeOnce sync.Once
@@ -107,9 +111,16 @@ func Start(ctx context.Context, comp *composition.Composition, opts Options) (*H
 	if err != nil {
 		return nil, err
 	}
+	h.compStamp = stamp(comp.File)
 	if err := h.describeAll(ctx); err != nil {
 		h.abort()
 		return nil, err
+	}
+	h.binStamps = map[string]fileStamp{}
+	for _, en := range h.entries {
+		if en.binary != "" {
+			h.binStamps[en.e.ID] = stamp(en.binary)
+		}
 	}
 	h.reg = registry.New(registry.Options{Observe: h.observe})
 	if err := h.addCore(); err != nil {

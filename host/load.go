@@ -136,7 +136,7 @@ func (h *Host) applyEntryAs(en *entry, desc *pluginv1.Description, replace, keep
 		})
 		resp, err := proc.Apply(ctx, &pluginv1.ApplyRequest{
 			Id:           en.e.ID,
-			ConfigJson:   en.config,
+			ConfigJson:   en.configJSON(),
 			HostBrokerId: brokerID,
 			RuntimeDir:   dir,
 		})

@@ -162,7 +162,9 @@ var ErrUnknownEntry = errors.New("no such entry")
 // otherwise they reload against the new one. Reload also takes an entry out
 // of a crash loop.
 func (h *Host) Reload(ctx context.Context, id string) error {
+	h.mu.Lock()
 	en, ok := h.byID[id]
+	h.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("reload %q: %w", id, ErrUnknownEntry)
 	}

@@ -343,6 +343,14 @@ func serveWith(comp *composition.Composition, opts host.Options, g globals, stde
 	m.Sync() // tools registered between Start and Store
 	fmt.Fprintf(stderr, "dsh serve: %s ready in %s\n", comp.File, time.Since(started).Round(time.Millisecond))
 	printStatus(stderr, h.Status())
+	go h.Watch(ctx, time.Second, os.LookupEnv, func(what string, err error) {
+		if err != nil {
+			opts.Logger.Error("hot reload: kept the running composition", "change", what, "error", err.Error())
+			return
+		}
+		opts.Logger.Info("hot reload: applied", "change", what)
+		printStatus(stderr, h.Status())
+	})
 	if sock, err := h.ServeControl(ctx); err != nil {
 		fmt.Fprintf(stderr, "dsh serve: %v (dsh status and dsh reload will not reach this host)\n", err)
 	} else {
