@@ -43,6 +43,7 @@ func (h *Host) Watch(ctx context.Context, interval time.Duration, lookup func(st
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var pending fileStamp // a change seen once, acted on when it holds still
 	for {
 		select {
 		case <-ctx.Done():
@@ -50,17 +51,18 @@ func (h *Host) Watch(ctx context.Context, interval time.Duration, lookup func(st
 		case <-t.C:
 		}
 		if st := stamp(h.comp.File); st != compStamp {
+			// Editors write in steps: wait for one quiet interval so a
+			// half-written file is never read.
+			if st != pending {
+				pending = st
+				continue
+			}
 			compStamp = st
 			next, err := composition.Load(h.comp.File, lookup)
 			if err == nil {
 				err = h.ApplyComposition(ctx, next)
 			}
 			report("composition "+h.comp.File, err)
-			for _, en := range h.entries {
-				if en.binary != "" {
-					bins[en.e.ID] = stamp(en.binary)
-				}
-			}
 			continue
 		}
 		for _, en := range h.entries {

@@ -46,12 +46,14 @@ func TestHotReload(t *testing.T) {
 		h.Watch(wctx, 20*time.Millisecond, os.LookupEnv, func(_ string, err error) { reports <- err })
 	}()
 	defer func() { stop(); wg.Wait() }()
+	step := 0
 	next := func() error {
+		step++
 		select {
 		case err := <-reports:
 			return err
 		case <-time.After(20 * time.Second):
-			t.Fatal("no reload reported")
+			t.Fatalf("step %d: no reload reported (loaded %+v, now %+v)", step, h.compStamp, stamp(file))
 			return nil
 		}
 	}
