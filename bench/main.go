@@ -35,6 +35,7 @@ func main() {
 	runs := flag.Int("runs", 300, "foreground runs of true, and as many direct spawns")
 	mcpRuns := flag.Int("mcp-calls", 200, "MCP tools/call of bash true per server")
 	peers := flag.Bool("peers", true, "also measure two MCP shell servers from the npm registry")
+	swaps := flag.Int("swaps", 3, "executor reloads under load")
 	flag.Parse()
 
 	dir, err := os.MkdirTemp("", "dsh-bench-")
@@ -47,6 +48,7 @@ func main() {
 	roundTrips(dir, *calls)
 	foregroundRun(dir, *runs)
 	mcpCalls(dir, *mcpRuns, *peers)
+	reloadUnderLoad(dir, *swaps)
 }
 
 // foregroundRun: `true` through the bash-local executor plugin (resolve,
