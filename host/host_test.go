@@ -397,7 +397,7 @@ plugins:
 			if b, err := os.ReadFile(pidFile); err == nil {
 				var pid int
 				fmt.Sscan(string(b), &pid)
-				if pid > 0 && processAlive(pid) && !isZombie(pid) {
+				if pid > 0 && testplugins.Alive(pid) {
 					t.Fatalf("the silent plugin (pid %d) is still running", pid)
 				}
 			}
@@ -410,11 +410,3 @@ plugins:
 	}
 }
 
-func isZombie(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	return i > 0 && i+2 < len(b) && b[i+2] == 'Z'
-}

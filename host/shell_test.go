@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/dshrun/dsh/internal/testplugins"
 	"github.com/dshrun/dsh/plugins/shell"
 )
 
@@ -63,27 +64,6 @@ func run(t *testing.T, sh *shell.Client, req *shell.ExecRequest) *shell.RunResul
 		t.Fatal(err)
 	}
 	return res
-}
-
-func procsWith(marker string) []string {
-	ents, _ := os.ReadDir("/proc")
-	var out []string
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		cmdline := strings.ReplaceAll(string(b), "\x00", " ")
-		if err == nil && strings.Contains(cmdline, marker) && !isZombieStr(e.Name()) {
-			out = append(out, e.Name()+": "+cmdline)
-		}
-	}
-	return out
-}
-
-func isZombieStr(pid string) bool {
-	n, _ := strconv.Atoi(pid)
-	return isZombie(n)
 }
 
 func TestBashLocalResolve(t *testing.T) {
@@ -148,7 +128,7 @@ func TestBashLocalTimeoutLeavesNothing(t *testing.T) {
 	if !r.TimedOut || r.Aborted || r.Signal == "" || r.TimeoutMs != 300 {
 		t.Fatalf("result: %+v", r)
 	}
-	if left := procsWith("sleep " + marker); len(left) > 0 {
+	if left := testplugins.Matching("sleep " + marker); len(left) > 0 {
 		t.Fatalf("left behind: %v", left)
 	}
 }
@@ -165,17 +145,17 @@ func TestBashLocalAbort(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { _, err := sh.Run(ctx, spec); done <- err }()
 	deadline := time.Now().Add(10 * time.Second)
-	for len(procsWith("sleep "+marker)) == 0 && time.Now().Before(deadline) {
+	for len(testplugins.Matching("sleep "+marker)) == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()
 	if err := <-done; status.Code(err) != codes.Canceled && err != context.Canceled && !strings.Contains(fmt.Sprint(err), "canceled") {
 		t.Fatalf("run: %v", err)
 	}
-	for time.Now().Before(deadline) && len(procsWith("sleep "+marker)) > 0 {
+	for time.Now().Before(deadline) && len(testplugins.Matching("sleep "+marker)) > 0 {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if left := procsWith("sleep " + marker); len(left) > 0 {
+	if left := testplugins.Matching("sleep " + marker); len(left) > 0 {
 		t.Fatalf("aborted command still running: %v", left)
 	}
 	// A call already cancelled is refused without running anything.
@@ -296,7 +276,7 @@ func TestBashLocalExecutorCrashKillsForeground(t *testing.T) {
 	spec, _ := sh.Resolve(ctx, &shell.ExecRequest{Command: fmt.Sprintf("setsid sleep %s & sleep %s", marker, marker)})
 	done := make(chan error, 1)
 	go func() { _, err := sh.Run(ctx, spec); done <- err }()
-	for len(procsWith("sleep "+marker)) < 3 && ctx.Err() == nil {
+	for len(testplugins.Matching("sleep "+marker)) < 3 && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
 	pid := h.byID["bash"].current().proc.Pid()
@@ -307,10 +287,10 @@ func TestBashLocalExecutorCrashKillsForeground(t *testing.T) {
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), `provider "bash"`) {
 		t.Fatalf("run after the executor crashed: %v", err)
 	}
-	for len(procsWith("sleep "+marker)) > 0 && ctx.Err() == nil {
+	for len(testplugins.Matching("sleep "+marker)) > 0 && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if left := procsWith("sleep " + marker); len(left) > 0 {
+	if left := testplugins.Matching("sleep " + marker); len(left) > 0 {
 		t.Fatalf("foreground tree outlived its executor: %v", left)
 	}
 }

@@ -39,3 +39,28 @@ func zombie(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z'
 }
+
+// Matching lists the live processes whose command line (arguments joined
+// by spaces) contains marker, as "pid: cmdline".
+func Matching(marker string) []string {
+	ents, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		cmdline := strings.ReplaceAll(string(b), "\x00", " ")
+		if err == nil && strings.Contains(cmdline, marker) && !zombie(pid) {
+			out = append(out, e.Name()+": "+cmdline)
+		}
+	}
+	return out
+}
+
+// Alive reports whether pid is a live process (not a zombie).
+func Alive(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return err == nil && !zombie(pid)
+}

@@ -48,32 +48,12 @@ func callBash(t *testing.T, ctx context.Context, cs *mcp.ClientSession, args map
 	return r
 }
 
-func markerProcs(marker string) []string {
-	ents, _ := os.ReadDir("/proc")
-	var out []string
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), marker) {
-			continue
-		}
-		st, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if i := strings.LastIndexByte(string(st), ')'); i > 0 && i+2 < len(st) && st[i+2] == 'Z' {
-			continue
-		}
-		out = append(out, e.Name())
-	}
-	return out
-}
-
 func waitGone(t *testing.T, marker string, d time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(d)
-	for len(markerProcs(marker)) > 0 {
+	for len(testplugins.Matching(marker)) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("processes with %s still alive after %v: %v", marker, d, markerProcs(marker))
+			t.Fatalf("processes with %s still alive after %v: %v", marker, d, testplugins.Matching(marker))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -170,7 +150,7 @@ func TestMCPStdio(t *testing.T) {
 		_, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "setsid sleep " + marker + " & sleep " + marker, "description": "d"}})
 		done <- err
 	}()
-	for len(markerProcs("sleep "+marker)) < 2 && ctx.Err() == nil {
+	for len(testplugins.Matching("sleep "+marker)) < 2 && ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
 	}
 	ccancel()
@@ -333,7 +313,7 @@ func TestMCPHTTP(t *testing.T) {
 		t.Fatal("another session read the spill file")
 	}
 	// When a's session ends, its job dies after the grace.
-	if len(markerProcs("sleep "+marker)) == 0 {
+	if len(testplugins.Matching("sleep "+marker)) == 0 {
 		t.Fatal("job not running")
 	}
 	_ = a.Close()
@@ -383,7 +363,7 @@ func TestKilledHostLeavesNothing(t *testing.T) {
 	go func() {
 		_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "setsid sleep " + marker + " & sleep " + marker, "description": "fg"}})
 	}()
-	for len(markerProcs("sleep "+marker)) < 6 && ctx.Err() == nil {
+	for len(testplugins.Matching("sleep "+marker)) < 6 && ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if err := cmd.Process.Kill(); err != nil {
@@ -392,7 +372,7 @@ func TestKilledHostLeavesNothing(t *testing.T) {
 	killed := time.Now()
 	deadline := killed.Add(2 * time.Second)
 	for {
-		left := append(markerProcs("sleep "+marker), intsToStrings(testplugins.Running(binDir))...)
+		left := append(testplugins.Matching("sleep "+marker), intsToStrings(testplugins.Running(binDir))...)
 		if len(left) == 0 {
 			t.Logf("everything gone %v after the kill", time.Since(killed).Round(time.Millisecond))
 			return
