@@ -331,7 +331,7 @@ func (h *Host) startTimeout() time.Duration {
 // stopSpares stops processes started for validation that never got applied.
 func (h *Host) stopSpares(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, en := range h.entries {
+	for _, en := range h.entryList() {
 		if p := en.takeSpare(); p != nil {
 			wg.Add(1)
 			go func() {
@@ -345,11 +345,21 @@ func (h *Host) stopSpares(ctx context.Context) {
 	wg.Wait()
 }
 
+// entryList is a copy of the entries (the watcher may add some).
+func (h *Host) entryList() []*entry {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]*entry(nil), h.entries...)
+}
+
 // Status describes every entry of the composition.
 func (h *Host) Status() []EntryStatus {
 	var out []EntryStatus
-	for _, en := range h.entries {
-		st := EntryStatus{ID: en.e.ID, Name: en.e.Name, Binary: en.binary, Disabled: en.e.Disabled, State: "disabled"}
+	for _, en := range h.entryList() {
+		en.mu.Lock()
+		e := en.e
+		en.mu.Unlock()
+		st := EntryStatus{ID: e.ID, Name: e.Name, Binary: en.binary, Disabled: e.Disabled, State: "disabled"}
 		if en.desc != nil {
 			st.Name = en.desc.Name
 			for _, p := range en.desc.Provides {

@@ -48,7 +48,10 @@ func TestMain(m *testing.M) {
 		}
 	}
 	if left := testplugins.Running(dir); len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "plugin processes left behind: %v\n", left)
+		for _, pid := range left {
+			exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+			fmt.Fprintf(os.Stderr, "plugin process left behind: pid %d %s\n", pid, exe)
+		}
 		code = 1
 	}
 	os.RemoveAll(dir)
@@ -70,6 +73,19 @@ func writeComp(t *testing.T, yaml string) *composition.Composition {
 }
 
 func testOptions(t *testing.T, observe func(registry.Event)) Options {
+	t.Cleanup(func() {
+		// Every host a test started is closed by now: nothing may be left.
+		deadline := time.Now().Add(3 * time.Second)
+		for len(testplugins.Running(binDir)) > 0 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if left := testplugins.Running(binDir); len(left) > 0 {
+			for _, pid := range left {
+				exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+				t.Errorf("plugin process left behind: pid %d %s", pid, exe)
+			}
+		}
+	})
 	return Options{
 		PluginPath:  []string{binDir},
 		RuntimeBase: t.TempDir(),

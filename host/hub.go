@@ -131,7 +131,7 @@ func (h *Host) forward(c caller) grpc.StreamHandler {
 		ctx := metadata.NewOutgoingContext(ss.Context(), out)
 		if ep.load != nil {
 			ep.load.inflight.Add(1)
-			defer ep.load.inflight.Done()
+			defer ep.load.inflight.Add(-1)
 		}
 		if isUnary(method) {
 			return relayUnary(ctx, ss, ep, method)
@@ -300,7 +300,7 @@ func (c hostConn) Invoke(ctx context.Context, method string, args, reply any, op
 	}
 	if ep.load != nil {
 		ep.load.inflight.Add(1)
-		defer ep.load.inflight.Done()
+		defer ep.load.inflight.Add(-1)
 	}
 	if err := ep.conn.Invoke(ctx, method, args, reply, opts...); err != nil {
 		return gone(ep, err)

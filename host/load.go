@@ -25,8 +25,8 @@ type load struct {
 	proc    *pluginproc.Process
 	started time.Time
 
-	stopping atomic.Bool // the host is stopping it: an exit is no crash
-	inflight sync.WaitGroup
+	stopping atomic.Bool  // the host is stopping it: an exit is no crash
+	inflight atomic.Int64 // calls relayed to this process, not yet answered
 
 	mu      sync.Mutex
 	touched map[string]bool

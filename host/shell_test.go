@@ -236,14 +236,14 @@ func TestBashLocalBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, _ := h.Registry().Scope("bash")
-	oldPid := h.byID["bash"].current().proc.Pid()
+	oldPid := h.find("bash").current().proc.Pid()
 	s.Restart()
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	if err := h.Registry().Settled(sctx); err != nil {
 		t.Fatal(err)
 	}
-	if newPid := h.byID["bash"].current().proc.Pid(); newPid == oldPid {
+	if newPid := h.find("bash").current().proc.Pid(); newPid == oldPid {
 		t.Fatal("executor was not restarted")
 	}
 	again := shell.NewClient(h.Conn(shell.Key), "").Attach(p.ID)
@@ -279,7 +279,7 @@ func TestBashLocalExecutorCrashKillsForeground(t *testing.T) {
 	for len(testplugins.Matching("sleep "+marker)) < 3 && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
-	pid := h.byID["bash"].current().proc.Pid()
+	pid := h.find("bash").current().proc.Pid()
 	if err := syscallKill(pid); err != nil {
 		t.Fatal(err)
 	}

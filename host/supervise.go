@@ -137,14 +137,9 @@ func (h *Host) crashedDuringApply(ld *load, ctx context.Context, applyErr error)
 
 // drain waits (bounded) for the calls in flight on this load to finish.
 func (ld *load) drain(ctx context.Context, bound time.Duration) {
-	done := make(chan struct{})
-	go func() { ld.inflight.Wait(); close(done) }()
-	t := time.NewTimer(bound)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-	case <-ctx.Done():
+	deadline := time.Now().Add(bound)
+	for ld.inflight.Load() > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -15,7 +15,11 @@ import (
 )
 
 func pidOf(h *Host, id string) int {
-	if ld := h.byID[id].current(); ld != nil {
+	en := h.find(id)
+	if en == nil {
+		return 0
+	}
+	if ld := en.current(); ld != nil {
 		return ld.proc.Pid()
 	}
 	return 0
@@ -28,7 +32,7 @@ func waitActive(t *testing.T, h *Host) {
 	for time.Now().Before(deadline) {
 		ok := true
 		for _, st := range h.Status() {
-			if st.State != "active" || st.Pid == 0 {
+			if !st.Disabled && (st.State != "active" || st.Pid == 0) {
 				ok = false
 			}
 		}
@@ -108,10 +112,10 @@ func TestCrashLoop(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for h.byID["env"].getScope().State() != registry.Failed && time.Now().Before(deadline) {
+	for h.find("env").getScope().State() != registry.Failed && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if s := h.byID["env"].getScope(); s.State() != registry.Failed || !strings.Contains(s.Reason(), "crash loop") {
+	if s := h.find("env").getScope(); s.State() != registry.Failed || !strings.Contains(s.Reason(), "crash loop") {
 		t.Fatalf("env: %s %q", s.State(), s.Reason())
 	}
 	// Not re-entered implicitly; an explicit reload brings it back.

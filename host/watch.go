@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dshrun/dsh/host/composition"
+	"github.com/dshrun/dsh/registry"
 )
 
 // Hot reload: the composition file and the plugin binaries are polled. A
@@ -62,10 +63,16 @@ func (h *Host) Watch(ctx context.Context, interval time.Duration, lookup func(st
 			if err == nil {
 				err = h.ApplyComposition(ctx, next)
 			}
+			// Entries added by the edit start watched from their current build.
+			for _, en := range h.entryList() {
+				if _, ok := bins[en.e.ID]; !ok && en.binary != "" {
+					bins[en.e.ID] = stamp(en.binary)
+				}
+			}
 			report("composition "+h.comp.File, err)
 			continue
 		}
-		for _, en := range h.entries {
+		for _, en := range h.entryList() {
 			if en.binary == "" || en.e.Disabled {
 				continue
 			}
@@ -87,6 +94,7 @@ func (h *Host) ApplyComposition(ctx context.Context, next *composition.Compositi
 	}
 	var reloads []change
 	var removes []*entry
+	var adds []*entry
 	var errs []error
 	seen := map[string]bool{}
 	for _, e := range next.Plugins {
@@ -94,12 +102,10 @@ func (h *Host) ApplyComposition(ctx context.Context, next *composition.Compositi
 		en := h.find(e.ID)
 		switch {
 		case en == nil && e.Disabled:
-		case en == nil:
-			errs = append(errs, &EntryError{Pos: e.Pos, ID: e.ID, Err: errors.New("a new entry needs a restart of dsh serve (adding entries to a running host is not supported yet)")})
+		case en == nil || (!e.Disabled && en.e.Disabled):
+			adds = append(adds, &entry{h: h, e: e})
 		case e.Disabled && !en.e.Disabled:
 			removes = append(removes, en)
-		case !e.Disabled && en.e.Disabled:
-			errs = append(errs, &EntryError{Pos: e.Pos, ID: e.ID, Err: errors.New("enabling an entry needs a restart of dsh serve")})
 		case e.Disabled:
 		default:
 			bin, err := next.Resolve(e, h.opts.PluginPath)
@@ -121,7 +127,7 @@ func (h *Host) ApplyComposition(ctx context.Context, next *composition.Compositi
 			}
 		}
 	}
-	for _, en := range h.entries {
+	for _, en := range h.entryList() {
 		if !seen[en.e.ID] && !en.e.Disabled {
 			removes = append(removes, en)
 		}
@@ -133,7 +139,7 @@ func (h *Host) ApplyComposition(ctx context.Context, next *composition.Compositi
 			gone[p.Key] = en
 		}
 	}
-	for _, en := range h.entries {
+	for _, en := range h.entryList() {
 		if en.e.Disabled || !seen[en.e.ID] || containsEntry(removes, en) {
 			continue
 		}
@@ -144,7 +150,15 @@ func (h *Host) ApplyComposition(ctx context.Context, next *composition.Compositi
 			}
 		}
 	}
+	if len(errs) == 0 && len(adds) > 0 {
+		errs = h.prepareAdds(ctx, next, adds, removes)
+	}
 	if len(errs) > 0 {
+		for _, en := range adds {
+			if p := en.takeSpare(); p != nil {
+				_ = p.Stop(context.WithoutCancel(ctx))
+			}
+		}
 		return &LoadError{File: next.File, Errs: errs}
 	}
 	for _, r := range reloads {
@@ -168,7 +182,85 @@ func (h *Host) ApplyComposition(ctx context.Context, next *composition.Compositi
 		delete(h.byID, en.e.ID)
 		h.mu.Unlock()
 	}
+	for _, en := range adds {
+		s, err := h.reg.Add(registry.Spec{ID: en.e.ID, Label: en.label(), Inject: en.deps(), Apply: h.applyEntry(en)})
+		if err != nil {
+			if p := en.takeSpare(); p != nil {
+				_ = p.Stop(context.WithoutCancel(ctx))
+			}
+			errs = append(errs, fmt.Errorf("add %q: %w", en.e.ID, err))
+			continue
+		}
+		en.setScope(s)
+		h.mu.Lock()
+		h.byID[en.e.ID] = en
+		replaced := false
+		for i, old := range h.entries {
+			if old.e.ID == en.e.ID {
+				h.entries[i], replaced = en, true
+			}
+		}
+		if !replaced {
+			h.entries = append(h.entries, en)
+		}
+		h.mu.Unlock()
+		if err := h.settle(ctx, s, en.e.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// prepareAdds starts and describes new entries and checks them against
+// what will be running: one provider per key, every required inject
+// provided, a config that fits the schema.
+func (h *Host) prepareAdds(ctx context.Context, next *composition.Composition, adds, removes []*entry) []error {
+	var errs []error
+	providers := map[string]string{}
+	for _, en := range h.entryList() {
+		if en.e.Disabled || en.desc == nil || containsEntry(removes, en) {
+			continue
+		}
+		for _, p := range en.desc.Provides {
+			providers[p.Key] = en.e.ID
+		}
+	}
+	for _, en := range adds {
+		bin, err := next.Resolve(en.e, h.opts.PluginPath)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		en.binary = bin
+		p, err := en.start(ctx)
+		if err != nil {
+			errs = append(errs, &EntryError{Pos: en.e.Pos, ID: en.e.ID, Err: err})
+			continue
+		}
+		en.spare, en.desc = p, p.Description()
+		for _, pr := range en.desc.Provides {
+			if other, ok := providers[pr.Key]; ok || isCore(pr.Key) {
+				errs = append(errs, en.errorf("service %q is already provided by %q", pr.Key, other))
+			}
+			providers[pr.Key] = en.e.ID
+		}
+		if cfg, err := effectiveConfig(next, en.e, en.desc); err != nil {
+			errs = append(errs, err)
+		} else {
+			en.config = cfg
+		}
+	}
+	for _, en := range adds {
+		if en.desc == nil {
+			continue
+		}
+		for _, in := range en.desc.Inject {
+			if _, ok := providers[in.Key]; !ok && !in.Optional && !isCore(in.Key) {
+				errs = append(errs, en.errorf("injects %q, which no plugin of the composition provides", in.Key))
+			}
+		}
+	}
+	return errs
 }
 
 func containsEntry(list []*entry, en *entry) bool {
@@ -181,7 +273,7 @@ func containsEntry(list []*entry, en *entry) bool {
 }
 
 func (h *Host) find(id string) *entry {
-	for _, en := range h.entries {
+	for _, en := range h.entryList() {
 		if en.e.ID == id {
 			return en
 		}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/dshrun/dsh/host/composition"
+	"github.com/dshrun/dsh/internal/testplugins"
+	"github.com/dshrun/dsh/internal/testplugins/probev1"
 )
 
 // Edits of a running composition: only changed entries restart; a bad edit
@@ -84,8 +86,25 @@ func TestHotReload(t *testing.T) {
 	if err := next(); err == nil || !strings.Contains(err.Error(), "cannot be removed") {
 		t.Fatalf("removing the executor: %v", err)
 	}
+	// A new entry is started and loaded; removing it again disposes it.
+	write(toolsYAML + "  - id: probe\n    name: probe\n    config: {fact: added}\n")
+	if err := next(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := probev1.NewProbeClient(h.Conn("probe")).Collect(ctx, &probev1.CollectRequest{})
+	if err != nil || resp.Env["DSH_PROBE"] != "added" {
+		t.Fatalf("added probe: %v %v", resp.GetEnv(), err)
+	}
+	probePid := pidOf(h, "probe")
+	write(toolsYAML)
+	if err := next(); err != nil {
+		t.Fatal(err)
+	}
+	if testplugins.Alive(probePid) {
+		t.Fatal("removed probe still running")
+	}
 	// A rebuilt binary reloads its entry.
-	bin := h.byID["env"].binary
+	bin := h.find("env").binary
 	future := time.Now().Add(time.Hour)
 	if err := os.Chtimes(bin, future, future); err != nil {
 		t.Fatal(err)

@@ -141,8 +141,11 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	select {
 	case r = <-ch:
 	case <-ctx.Done():
+		// Kill cannot stop a start that has not begun: wait for it to end
+		// either way, then make sure nothing it started survives.
 		client.Kill()
 		<-ch
+		p.killHard()
 		return fail("start", ctx.Err())
 	}
 	if r.err != nil {
