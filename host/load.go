@@ -54,9 +54,6 @@ func (ld *load) declares(key string) bool {
 }
 
 func (ld *load) touch(key string) {
-	if isCore(key) {
-		return // the host releases what a plugin owns in its own services
-	}
 	ld.mu.Lock()
 	seen := ld.touched[key]
 	ld.touched[key] = true

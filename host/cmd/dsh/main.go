@@ -460,9 +460,6 @@ func controlCmd(cmd string, rest []string, g globals, stdout, stderr io.Writer) 
 	resp, err := host.Control(sock, req)
 	if err != nil {
 		fmt.Fprintf(stderr, "dsh %s: %v\n", cmd, err)
-		if resp == nil {
-			return exitFailure
-		}
 		return exitFailure
 	}
 	if g.json {
