@@ -36,7 +36,12 @@ func main() {
 	mcpRuns := flag.Int("mcp-calls", 200, "MCP tools/call of bash true per server")
 	peers := flag.Bool("peers", true, "also measure two MCP shell servers from the npm registry")
 	swaps := flag.Int("swaps", 3, "executor reloads under load")
+	outRounds := flag.Int("output-rounds", 5, "1 GiB runs (each interleaved with a cat baseline)")
+	only := flag.String("only", "", "run only these sections (comma-separated: start,calls,run,output,mcp,reload)")
 	flag.Parse()
+	want := func(name string) bool {
+		return *only == "" || strings.Contains(","+*only+",", ","+name+",")
+	}
 
 	dir, err := os.MkdirTemp("", "dsh-bench-")
 	check(err)
@@ -44,11 +49,24 @@ func main() {
 	check(testplugins.Build(dir))
 
 	fmt.Printf("dsh benchmarks (%s, GOMAXPROCS from %d CPUs)\n\n", time.Now().Format(time.RFC3339), numCPU())
-	startToReady(dir, *plugins, *rounds)
-	roundTrips(dir, *calls)
-	foregroundRun(dir, *runs)
-	mcpCalls(dir, *mcpRuns, *peers)
-	reloadUnderLoad(dir, *swaps)
+	if want("start") {
+		startToReady(dir, *plugins, *rounds)
+	}
+	if want("calls") {
+		roundTrips(dir, *calls)
+	}
+	if want("run") {
+		foregroundRun(dir, *runs)
+	}
+	if want("output") {
+		bigOutput(dir, *outRounds)
+	}
+	if want("mcp") {
+		mcpCalls(dir, *mcpRuns, *peers)
+	}
+	if want("reload") {
+		reloadUnderLoad(dir, *swaps)
+	}
 }
 
 // foregroundRun: `true` through the bash-local executor plugin (resolve,

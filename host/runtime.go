@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/dshrun/dsh/host/subprocess"
 )
 
 // runtimeDir is the host's private directory: plugin sockets and each
@@ -93,10 +94,6 @@ func (r *runtimeDir) pluginDir(id string) (string, error) {
 
 func (r *runtimeDir) remove() error { return os.RemoveAll(r.dir) }
 
-// SensitiveEnv matches the names of variables that look like credentials.
-// They never reach a plugin.
-var SensitiveEnv = regexp.MustCompile(`(?i)KEY|PASSWORD|SECRET|TOKEN`)
-
 // pluginEnvNames are the only host variables a plugin sees: enough to find
 // programs, a home and a locale. Everything else (API keys above all) stays
 // in the host.
@@ -110,7 +107,7 @@ var pluginEnvNames = []string{
 func PluginEnv(lookup func(string) (string, bool), id string) []string {
 	var env []string
 	for _, name := range pluginEnvNames {
-		if SensitiveEnv.MatchString(name) {
+		if subprocess.Sensitive(name) {
 			continue
 		}
 		if v, ok := lookup(name); ok {

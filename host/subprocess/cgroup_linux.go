@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -17,9 +18,22 @@ import (
 // cgroupRoot is this manager's cgroup v2 directory. Each command gets a
 // child cgroup, so the whole tree (setsid and double-forked children
 // included) can be found and killed with one write to cgroup.kill.
+//
+// Child cgroups are reused: starting a process into a cgroup that has never
+// held one costs the kernel ~0.7 ms here (measured: 1.0 ms against 0.27 ms
+// for clone3 into a cgroup that held a process before), more than the rest
+// of a spawn. A cgroup goes back to the pool only once it is empty.
 type cgroupRoot struct {
 	dir string
+
+	mu   sync.Mutex
+	idle []*cgroup
+	made int
 }
+
+// maxIdleCgroups bounds the pool; more concurrent commands than this still
+// work, their cgroups are removed when they end.
+const maxIdleCgroups = 32
 
 // findCgroup2 returns the mount point of the cgroup v2 hierarchy.
 func findCgroup2() (string, error) {
@@ -59,9 +73,19 @@ func newCgroupRoot(name string) (*cgroupRoot, error) {
 	return &cgroupRoot{dir: dir}, nil
 }
 
-// child makes the cgroup of one command and opens it for CLONE_INTO_CGROUP.
-func (r *cgroupRoot) child(id string) (*cgroup, error) {
-	dir := filepath.Join(r.dir, id)
+// child returns an empty cgroup for one command, opened for
+// CLONE_INTO_CGROUP: an idle one from the pool, or a new one.
+func (r *cgroupRoot) child() (*cgroup, error) {
+	r.mu.Lock()
+	if n := len(r.idle); n > 0 {
+		c := r.idle[n-1]
+		r.idle = r.idle[:n-1]
+		r.mu.Unlock()
+		return c, nil
+	}
+	r.made++
+	dir := filepath.Join(r.dir, "c"+strconv.Itoa(r.made))
+	r.mu.Unlock()
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -73,8 +97,29 @@ func (r *cgroupRoot) child(id string) (*cgroup, error) {
 	return &cgroup{dir: dir, fd: fd}, nil
 }
 
+// release takes back a command's cgroup once its tree is gone; a cgroup
+// that still holds a process is removed instead (or left to close).
+func (r *cgroupRoot) release(c *cgroup) {
+	if c.empty() {
+		r.mu.Lock()
+		if len(r.idle) < maxIdleCgroups {
+			r.idle = append(r.idle, c)
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+	}
+	c.remove()
+}
+
 // close kills whatever is left under the root and removes it.
 func (r *cgroupRoot) close() {
+	r.mu.Lock()
+	for _, c := range r.idle {
+		_ = unix.Close(c.fd)
+	}
+	r.idle = nil
+	r.mu.Unlock()
 	ents, _ := os.ReadDir(r.dir)
 	for _, e := range ents {
 		if e.IsDir() {

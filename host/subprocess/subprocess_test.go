@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -338,5 +339,87 @@ func TestKillAndOwners(t *testing.T) {
 	}
 	if _, err := os.Stat(spill); !os.IsNotExist(err) {
 		t.Fatalf("spill file survived: %v", err)
+	}
+}
+
+func TestSensitive(t *testing.T) {
+	for name, want := range map[string]bool{
+		"MY_API_KEY": true, "db_password": true, "GH_TOKEN": true, "Client_Secret": true,
+		"KEYCHAIN": true, "apikey": true, "tokens": true, "PASSWORD": true,
+		"PATH": false, "HOME": false, "LANG": false, "KE": false, "TOKE": false, "SECRE": false,
+		"PASSWOR": false, "": false, "K\u212aY": false, // KELVIN SIGN folds to k in Unicode, not in ASCII names
+	} {
+		if got := Sensitive(name); got != want {
+			t.Errorf("Sensitive(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// A cgroup is reused once its command has ended; a late signal meant for
+// the old command must not reach the new one.
+func TestReusedCgroupIsolatesLateSignals(t *testing.T) {
+	m := newManager(t)
+	if !m.Cgroups() {
+		t.Skip("no writable cgroup v2 hierarchy here")
+	}
+	old, err := m.Spawn(Spec{Argv: []string{"true"}, Dir: t.TempDir(), Owner: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-old.Done()
+	// The cgroup goes back to the pool just after Done.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m.cg.mu.Lock()
+		idle := len(m.cg.idle)
+		m.cg.mu.Unlock()
+		if idle > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the finished command's cgroup never went back to the pool")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	marker := "reuse-" + strconv.Itoa(os.Getpid())
+	next, err := m.Spawn(Spec{Argv: []string{"bash", "-c", "exec -a " + marker + " sleep 30"}, Dir: t.TempDir(), Owner: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if made := m.cg.made; made != 1 {
+		t.Fatalf("%d cgroups made for two sequential commands, want 1 (reused)", made)
+	}
+	old.signalTree(syscall.SIGKILL)
+	old.killTree()
+	if old.Kill() {
+		t.Error("Kill of a finished process returned true")
+	}
+	time.Sleep(50 * time.Millisecond)
+	if st, _, _ := next.State(); st != Running || len(alive(marker)) == 0 {
+		t.Fatalf("the new command died of signals meant for the old one: %v", st)
+	}
+	next.Kill()
+	<-next.Done()
+	if r := next.Result(); r.Status != Killed {
+		t.Fatalf("after Kill: %+v", r.Status)
+	}
+}
+
+// A command pouring output gets its pipe grown and bigger reads; nothing
+// is lost or counted twice on the way.
+func TestPouringOutputExactCounts(t *testing.T) {
+	m := newManager(t)
+	const n = 48 << 20
+	r := bash(t, m, fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x; printf END", n), func(s *Spec) { s.MaxSpillBytes = 8 << 20 })
+	if r.Stdout.Total != n+3 || r.Stdout.Dropped != n+3-DefaultMaxOutputBytes || !bytes.HasSuffix(r.Stdout.Data, []byte("xxEND")) {
+		t.Fatalf("collected: total=%d dropped=%d tail=%q", r.Stdout.Total, r.Stdout.Dropped, r.Stdout.Data[len(r.Stdout.Data)-5:])
+	}
+	b, err := os.ReadFile(r.Stdout.SpillPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b[:8<<20], bytes.Repeat([]byte("x"), 8<<20)) ||
+		!strings.Contains(string(b[8<<20:]), fmt.Sprintf("%d more bytes were dropped", n+3-(8<<20))) {
+		t.Fatalf("spill file: %d bytes, ends %q", len(b), b[len(b)-120:])
 	}
 }
