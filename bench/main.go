@@ -69,9 +69,10 @@ func main() {
 	}
 }
 
-// foregroundRun: `true` through the bash-local executor plugin (resolve,
-// then run: executor process, host hub, host spawn) against a direct
-// `bash -c true` from Go, interleaved one for one.
+// foregroundRun: `true` through the bash-local executor plugin (Exec:
+// resolve and run in one call to the executor process, which spawns
+// through the host) against a direct `bash -c true` from Go, interleaved
+// one for one; also the two-call form (Resolve, then Run).
 func foregroundRun(dir string, n int) {
 	comp := filepath.Join(dir, "bash.yaml")
 	check(os.WriteFile(comp, []byte(fmt.Sprintf("plugins:\n  - id: bash\n    path: %s\n", filepath.Join(dir, "dsh-bash-local"))), 0o600))
@@ -82,26 +83,37 @@ func foregroundRun(dir string, n int) {
 	check(err)
 	defer h.Close(ctx)
 	sh := shell.NewClient(h.Conn(shell.Key), "")
-	var viaPlugin, direct []time.Duration
+	exited0 := func(res *shell.RunResult) {
+		if res.ExitCode == nil || *res.ExitCode != 0 {
+			fail("true did not exit 0")
+		}
+	}
+	var exec1, twoCalls, direct []time.Duration
 	for i := 0; i < n; i++ {
 		t := time.Now()
 		check(exec.Command("bash", "-c", "true").Run())
 		direct = append(direct, time.Since(t))
 
 		t = time.Now()
+		res, err := sh.Exec(ctx, &shell.ExecRequest{Command: "true"})
+		check(err)
+		exec1 = append(exec1, time.Since(t))
+		exited0(res)
+
+		t = time.Now()
 		spec, err := sh.Resolve(ctx, &shell.ExecRequest{Command: "true"})
 		check(err)
-		res, err := sh.Run(ctx, spec)
+		res, err = sh.Run(ctx, spec)
 		check(err)
-		if res.ExitCode == nil || *res.ExitCode != 0 {
-			fail("true did not exit 0")
-		}
-		viaPlugin = append(viaPlugin, time.Since(t))
+		twoCalls = append(twoCalls, time.Since(t))
+		exited0(res)
 	}
 	fmt.Println("foreground run of `true` (target: at most 1.15x)")
-	row("bash-local executor", viaPlugin)
+	row("bash-local Exec", exec1)
+	row("bash-local Resolve+Run", twoCalls)
 	row("direct bash -c true", direct)
-	fmt.Printf("  ratio (median): %.2fx\n\n", float64(median(viaPlugin))/float64(median(direct)))
+	fmt.Printf("  ratio (median): Exec %.2fx, Resolve+Run %.2fx\n\n",
+		float64(median(exec1))/float64(median(direct)), float64(median(twoCalls))/float64(median(direct)))
 }
 
 // startToReady: `dsh serve` of N trivial plugins until it reports ready,

@@ -129,32 +129,52 @@ func (h *Host) forward(c caller) grpc.StreamHandler {
 		}
 		out.Set(sdk.MetaCaller, c.callerID())
 		ctx := metadata.NewOutgoingContext(ss.Context(), out)
-		if ep.load != nil {
+		kind := methodKind(method)
+		// A reload drains in-flight calls before it stops the old
+		// provider. Known streams (watches) are long-lived by design: they
+		// are cut at the stop and their callers re-subscribe, so only the
+		// rest is counted.
+		if ep.load != nil && kind != streaming {
 			ep.load.inflight.Add(1)
 			defer ep.load.inflight.Add(-1)
 		}
-		if isUnary(method) {
+		if kind == unary {
 			return relayUnary(ctx, ss, ep, method)
 		}
 		return relay(ctx, ss, ep, method)
 	}
 }
 
-// isUnary reports whether method is known (its protobuf contract is
-// compiled into the host) to be unary. Unknown methods, a third party's
-// seam for instance, are relayed as streams, which works for every kind.
-func isUnary(method string) bool {
+type kind int
+
+const (
+	unknown   kind = iota // not compiled into the host: a third party's seam
+	unary                 // one request, one reply
+	streaming             // a stream either way
+)
+
+// methodKind says whether method is known (its protobuf contract is
+// compiled into the host) to be unary or streaming. Unknown methods are
+// relayed as streams, which works for every kind.
+func methodKind(method string) kind {
 	service, name := serviceOf(method), method[strings.LastIndexByte(method, '/')+1:]
 	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
 	if err != nil {
-		return false
+		return unknown
 	}
 	sd, ok := d.(protoreflect.ServiceDescriptor)
 	if !ok {
-		return false
+		return unknown
 	}
 	md := sd.Methods().ByName(protoreflect.Name(name))
-	return md != nil && !md.IsStreamingClient() && !md.IsStreamingServer()
+	switch {
+	case md == nil:
+		return unknown
+	case md.IsStreamingClient() || md.IsStreamingServer():
+		return streaming
+	default:
+		return unary
+	}
 }
 
 // relayUnary forwards one request and its reply: a cheaper path than a

@@ -3,6 +3,7 @@ package host
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -301,5 +302,30 @@ func TestBashLocalBytes(t *testing.T) {
 	r := run(t, sh, &shell.ExecRequest{Command: `printf 'a\xffb'`})
 	if !bytes.Equal(r.Stdout.Data, []byte{'a', 0xff, 'b'}) {
 		t.Fatalf("%q", r.Stdout.Data)
+	}
+}
+
+// Exec is Resolve then Run in one round trip to the executor: same
+// defaults, caps, results and errors.
+func TestBashLocalExec(t *testing.T) {
+	_, sh := startShell(t)
+	ctx := context.Background()
+	wd, _ := os.Getwd()
+	r, err := sh.Exec(ctx, &shell.ExecRequest{Command: "echo hi; exit 4", TimeoutMs: 999_999_999, Workdir: "."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ExitCode == nil || *r.ExitCode != 4 || string(r.Stdout.Data) != "hi\n" || r.TimeoutMs != 600_000 || r.Workdir != wd {
+		t.Fatalf("exec: %+v", r)
+	}
+	if _, err := sh.Exec(ctx, &shell.ExecRequest{Command: " "}); status.Code(errors.Unwrap(err)) != codes.InvalidArgument {
+		t.Fatalf("empty command: %v", err)
+	}
+	if _, err := sh.Exec(ctx, &shell.ExecRequest{Command: "true", Workdir: "/nonexistent/place"}); status.Code(errors.Unwrap(err)) != codes.FailedPrecondition {
+		t.Fatalf("bad workdir: %v", err)
+	}
+	r, err = sh.Exec(ctx, &shell.ExecRequest{Command: "sleep 5", TimeoutMs: 200})
+	if err != nil || !r.TimedOut {
+		t.Fatalf("timeout: %+v %v", r, err)
 	}
 }

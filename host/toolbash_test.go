@@ -300,3 +300,26 @@ func TestJobsOutliveTheirPlugin(t *testing.T) {
 		t.Fatalf("after the reload: %q", all.String())
 	}
 }
+
+// tool-bash follows ctx.shellEnv with a watch stream. The stream must not
+// hold a reload of shell-env for the drain timeout, and after the reload
+// commands see the new provider's facts.
+func TestToolBashFollowsShellEnvAcrossReload(t *testing.T) {
+	h := startTools(t, toolsYAML)
+	if res := callTool(t, h, "a", "bash", bashCall(`echo "$DSH_PROJECT"`)); !strings.HasPrefix(res.Text, "demo") {
+		t.Fatalf("before reload: %q", res.Text)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := h.Reload(ctx, "env"); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("reload of shell-env took %v: the watch stream was waited for like a call", took)
+	}
+	waitActive(t, h)
+	if res := callTool(t, h, "a", "bash", bashCall(`echo "$DSH_PROJECT $DSH_HOME"`)); !strings.HasPrefix(res.Text, "demo ") || res.IsError {
+		t.Fatalf("after reload: %q", res.Text)
+	}
+}

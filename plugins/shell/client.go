@@ -3,8 +3,12 @@ package shell
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/dshrun/dsh/plugins/shell/shellv1"
 )
@@ -14,7 +18,13 @@ import (
 type Client struct {
 	c    shellv1.ShellClient
 	mode SandboxMode
+	// noExec is set once the provider answered Exec with UNIMPLEMENTED;
+	// a provider replaced later gets one more try after execRetry.
+	noExec atomic.Int64 // unix nanoseconds of that answer, 0 if none
 }
+
+// execRetry is how long a provider without Exec is not asked again.
+const execRetry = time.Minute
 
 // NewClient wraps a connection to ctx.shell. mode is the provider's
 // sandboxMode fact ("" when it does not sandbox), from sdk.Host.Lookup.
@@ -40,6 +50,35 @@ func (c *Client) Run(ctx context.Context, spec *ExecSpec) (*RunResult, error) {
 	res, err := c.c.Run(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("shell run: %w", err)
+	}
+	return res, nil
+}
+
+// Exec resolves and runs a request in the foreground in one round trip
+// where the provider serves Exec, else with Resolve and Run. The result's
+// Workdir is the resolved working directory.
+func (c *Client) Exec(ctx context.Context, req *ExecRequest) (*RunResult, error) {
+	if at := c.noExec.Load(); at == 0 || time.Since(time.Unix(0, at)) > execRetry {
+		res, err := c.c.Exec(ctx, req)
+		if err == nil {
+			c.noExec.Store(0)
+			return res, nil
+		}
+		if status.Code(err) != codes.Unimplemented {
+			return nil, fmt.Errorf("shell exec: %w", err)
+		}
+		c.noExec.Store(time.Now().UnixNano())
+	}
+	spec, err := c.Resolve(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.Run(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	if res.Workdir == "" {
+		res.Workdir = spec.Workdir
 	}
 	return res, nil
 }

@@ -3,8 +3,12 @@ package shellenv
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/dshrun/dsh/plugins/shellenv/shellenvv1"
 )
@@ -54,4 +58,104 @@ func (c *Client) List(ctx context.Context) ([]Fact, error) {
 		out = append(out, Fact{Name: f.Name, Value: f.Value, Owner: f.Owner})
 	}
 	return out, nil
+}
+
+// Follower keeps the latest snapshot of ctx.shellEnv through Watch, so a
+// consumer that needs one on every command reads it without a round trip.
+// Where no watch is live (the provider is being replaced, or does not serve
+// Watch) Snapshot collects instead, so a caller always gets a current
+// snapshot or an error.
+type Follower struct {
+	c      *Client
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu     sync.Mutex
+	latest *Snapshot // nil while no watch is live
+}
+
+// Follow starts following the provider until Close.
+func (c *Client) Follow() *Follower {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &Follower{c: c, cancel: cancel, done: make(chan struct{})}
+	go f.run(ctx)
+	return f
+}
+
+// Retry pauses of the watch: short after a broken stream (a provider being
+// replaced is back within milliseconds), long for a provider that does not
+// serve Watch (it may be replaced by one that does).
+const (
+	watchRetryMin    = 20 * time.Millisecond
+	watchRetryMax    = 2 * time.Second
+	watchRetryUnimpl = 30 * time.Second
+)
+
+func (f *Follower) run(ctx context.Context) {
+	defer close(f.done)
+	pause := watchRetryMin
+	for ctx.Err() == nil {
+		got, err := f.watch(ctx)
+		f.set(nil)
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case status.Code(err) == codes.Unimplemented:
+			pause = watchRetryUnimpl
+		case got:
+			pause = watchRetryMin
+		default:
+			pause = min(2*pause, watchRetryMax)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// watch follows one stream until it breaks; got reports whether it
+// delivered anything.
+func (f *Follower) watch(ctx context.Context) (got bool, err error) {
+	stream, err := f.c.c.Watch(ctx, &shellenvv1.WatchRequest{})
+	if err != nil {
+		return false, err
+	}
+	for {
+		snap, err := stream.Recv()
+		if err != nil {
+			return got, err
+		}
+		got = true
+		f.set(&Snapshot{Env: snap.Env, Generation: snap.Generation})
+	}
+}
+
+func (f *Follower) set(s *Snapshot) {
+	f.mu.Lock()
+	f.latest = s
+	f.mu.Unlock()
+}
+
+// Snapshot returns the latest snapshot the watch delivered, or collects
+// one when no watch is live. The maps of a watched snapshot are shared:
+// callers must not change them.
+func (f *Follower) Snapshot(ctx context.Context) (Snapshot, error) {
+	f.mu.Lock()
+	s := f.latest
+	f.mu.Unlock()
+	if s != nil {
+		return *s, nil
+	}
+	return f.c.Collect(ctx)
+}
+
+// Close stops following and waits for the watch to end.
+func (f *Follower) Close() {
+	f.cancel()
+	<-f.done
 }

@@ -3,6 +3,7 @@ package shellenv
 import (
 	"context"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -36,6 +37,20 @@ func (s *Server) Unregister(ctx context.Context, req *shellenvv1.UnregisterReque
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	return &shellenvv1.UnregisterResponse{}, nil
+}
+
+func (s *Server) Watch(_ *shellenvv1.WatchRequest, stream grpc.ServerStreamingServer[shellenvv1.Snapshot]) error {
+	for {
+		snap, changed := s.Registry.Watch()
+		if err := stream.Send(&shellenvv1.Snapshot{Env: snap.Env, Generation: snap.Generation}); err != nil {
+			return err
+		}
+		select {
+		case <-changed:
+		case <-stream.Context().Done():
+			return nil
+		}
+	}
 }
 
 func (s *Server) List(context.Context, *shellenvv1.ListRequest) (*shellenvv1.ListResponse, error) {

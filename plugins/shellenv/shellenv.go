@@ -75,11 +75,14 @@ type Registry struct {
 	mu    sync.Mutex
 	facts map[string]Fact
 	gen   uint64
+	// changed is closed (and replaced) at every change: the broadcast that
+	// Watch waits on.
+	changed chan struct{}
 }
 
 // NewRegistry returns a registry holding the built-in DSH_HOME fact.
 func NewRegistry(home string) *Registry {
-	r := &Registry{facts: map[string]Fact{}}
+	r := &Registry{facts: map[string]Fact{}, changed: make(chan struct{})}
 	r.facts["DSH_HOME"] = Fact{Name: "DSH_HOME", Value: home, Owner: OwnerBuiltin}
 	r.gen = 1
 	return r
@@ -109,7 +112,7 @@ func (r *Registry) Register(owner, name, value string) error {
 		return &FactError{name, owner, fmt.Sprintf("already registered by %q", cur.Owner)}
 	}
 	r.facts[name] = Fact{Name: name, Value: value, Owner: owner}
-	r.gen++
+	r.bump()
 	return nil
 }
 
@@ -125,7 +128,7 @@ func (r *Registry) Unregister(owner, name string) error {
 		return &FactError{name, owner, fmt.Sprintf("owned by %q", cur.Owner)}
 	}
 	delete(r.facts, name)
-	r.gen++
+	r.bump()
 	return nil
 }
 
@@ -141,15 +144,33 @@ func (r *Registry) Release(owner string) int {
 		}
 	}
 	if n > 0 {
-		r.gen++
+		r.bump()
 	}
 	return n
+}
+
+// bump records a change; r.mu is held.
+func (r *Registry) bump() {
+	r.gen++
+	close(r.changed)
+	r.changed = make(chan struct{})
 }
 
 // Collect returns a snapshot; later changes do not affect it.
 func (r *Registry) Collect() Snapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.snapshot()
+}
+
+// Watch returns a snapshot and a channel that is closed at the next change.
+func (r *Registry) Watch() (Snapshot, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.snapshot(), r.changed
+}
+
+func (r *Registry) snapshot() Snapshot {
 	env := make(map[string]string, len(r.facts))
 	for name, f := range r.facts {
 		env[name] = f.Value

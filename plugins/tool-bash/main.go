@@ -28,7 +28,7 @@ type toolBash struct {
 	toolsv1.UnimplementedToolHandlerServer
 	log  hclog.Logger
 	sh   *shell.Client
-	env  *shellenv.Client
+	env  *shellenv.Follower
 	jobs jobsv1.JobsClient
 }
 
@@ -47,6 +47,13 @@ func (p *toolBash) Describe() sdk.Description {
 
 func (p *toolBash) Register(s *grpc.Server) { toolsv1.RegisterToolHandlerServer(s, p) }
 
+func (p *toolBash) Dispose(context.Context) error {
+	if p.env != nil {
+		p.env.Close()
+	}
+	return nil
+}
+
 func (p *toolBash) Apply(ctx context.Context, host *sdk.Host, _ json.RawMessage) error {
 	p.log = host.Logger()
 	svc, err := host.Lookup(ctx, shell.Key)
@@ -55,7 +62,9 @@ func (p *toolBash) Apply(ctx context.Context, host *sdk.Host, _ json.RawMessage)
 	}
 	mode := shell.SandboxMode(svc.Facts[shell.FactSandboxMode])
 	p.sh = shell.NewClient(host.Conn(shell.Key), mode)
-	p.env = shellenv.NewClient(host.Conn(shellenv.Key))
+	// Every command needs the DSH_* snapshot: following it keeps a round
+	// trip (two hops through the host) off each call.
+	p.env = shellenv.NewClient(host.Conn(shellenv.Key)).Follow()
 	p.jobs = jobsv1.NewJobsClient(host.Conn(jobs.Key))
 	// The executor's own defaults go into the description the model reads.
 	def, err := p.sh.Resolve(ctx, &shell.ExecRequest{Command: "true"})
@@ -115,32 +124,22 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 		// Escalation goes through ctx.approval, which fails closed.
 		return errorResult("sandbox escalation to %q needs an approval provider (ctx.approval), and this composition has none; nothing was run", a.SandboxPermissions)
 	}
-	// The snapshot and the resolve are independent (resolve carries the
-	// snapshot through verbatim), so they go in parallel: two hops instead
-	// of four on every call.
-	var snap shellenv.Snapshot
-	var envErr error
-	collected := make(chan struct{})
-	go func() {
-		defer close(collected)
-		snap, envErr = p.env.Collect(ctx)
-	}()
-	spec, err := p.sh.Resolve(ctx, &shell.ExecRequest{
+	snap, err := p.env.Snapshot(ctx)
+	if err != nil {
+		return errorResult("collect the DSH_* environment: %v", err)
+	}
+	req := &shell.ExecRequest{
 		Command:   a.Command,
 		Workdir:   a.Workdir,
 		TimeoutMs: a.TimeoutMs,
 		Owner:     owner,
-	})
-	<-collected
-	if envErr != nil {
-		return errorResult("collect the DSH_* environment: %v", envErr)
+		DshEnv:    snap.Env,
 	}
-	if err != nil {
-		return errorResult("%v", err)
-	}
-	spec.DshEnv = snap.Env
-	start := time.Now()
 	if a.RunInBackground {
+		spec, err := p.sh.Resolve(ctx, req)
+		if err != nil {
+			return errorResult("%v", err)
+		}
 		proc, err := p.sh.Start(ctx, spec)
 		if err != nil {
 			return errorResult("%v", err)
@@ -153,9 +152,10 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 		p.log.Info("command started", "owner", owner, "command", a.Command, "workdir", spec.Workdir, "job", job.Id, "pid", job.Pid)
 		return &toolsv1.CallResult{Text: renderStarted(job), Structured: jobStructured(job, nil)}
 	}
-	res, err := p.sh.Run(ctx, spec)
+	start := time.Now()
+	res, err := p.sh.Exec(ctx, req)
 	if err != nil {
-		p.log.Info("command failed to run", "owner", owner, "command", a.Command, "workdir", spec.Workdir, "error", err)
+		p.log.Info("command failed to run", "owner", owner, "command", a.Command, "workdir", a.Workdir, "error", err)
 		return errorResult("%v", err)
 	}
 	exit := "0"
@@ -165,7 +165,7 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 	case res.ExitCode != nil:
 		exit = fmt.Sprint(*res.ExitCode)
 	}
-	p.log.Info("command", "owner", owner, "command", a.Command, "workdir", spec.Workdir, "exit", exit,
+	p.log.Info("command", "owner", owner, "command", a.Command, "workdir", res.Workdir, "exit", exit,
 		"timed_out", res.TimedOut, "aborted", res.Aborted, "duration_ms", time.Since(start).Milliseconds())
 	return &toolsv1.CallResult{Text: renderRun(res), Structured: runStructured(res), IsError: runFailed(res)}
 }

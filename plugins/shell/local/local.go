@@ -231,7 +231,17 @@ func (e *Executor) Run(ctx context.Context, spec *shell.ExecSpec) (*shell.RunRes
 		Stdout:     res.Stdout,
 		Stderr:     res.Stderr,
 		DurationMs: res.DurationMs,
+		Workdir:    spec.Workdir,
 	}, nil
+}
+
+// Exec is Resolve then Run in one round trip.
+func (e *Executor) Exec(ctx context.Context, req *shell.ExecRequest) (*shell.RunResult, error) {
+	spec, err := e.Resolve(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return e.Run(ctx, spec)
 }
 
 // Start runs in the background with no timeout; a spawn failure settles as

@@ -414,16 +414,18 @@ func (x *SandboxInfo) GetDeniedPaths() []string {
 }
 
 type RunResult struct {
-	state         protoimpl.MessageState  `protogen:"open.v1"`
-	ExitCode      *int32                  `protobuf:"varint,1,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
-	Signal        string                  `protobuf:"bytes,2,opt,name=signal,proto3" json:"signal,omitempty"`
-	TimedOut      bool                    `protobuf:"varint,3,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
-	Aborted       bool                    `protobuf:"varint,4,opt,name=aborted,proto3" json:"aborted,omitempty"`
-	TimeoutMs     int64                   `protobuf:"varint,5,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	Stdout        *subprocessv1.Collected `protobuf:"bytes,6,opt,name=stdout,proto3" json:"stdout,omitempty"`
-	Stderr        *subprocessv1.Collected `protobuf:"bytes,7,opt,name=stderr,proto3" json:"stderr,omitempty"`
-	Sandbox       *SandboxInfo            `protobuf:"bytes,8,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
-	DurationMs    int64                   `protobuf:"varint,9,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	state      protoimpl.MessageState  `protogen:"open.v1"`
+	ExitCode   *int32                  `protobuf:"varint,1,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	Signal     string                  `protobuf:"bytes,2,opt,name=signal,proto3" json:"signal,omitempty"`
+	TimedOut   bool                    `protobuf:"varint,3,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	Aborted    bool                    `protobuf:"varint,4,opt,name=aborted,proto3" json:"aborted,omitempty"`
+	TimeoutMs  int64                   `protobuf:"varint,5,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	Stdout     *subprocessv1.Collected `protobuf:"bytes,6,opt,name=stdout,proto3" json:"stdout,omitempty"`
+	Stderr     *subprocessv1.Collected `protobuf:"bytes,7,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	Sandbox    *SandboxInfo            `protobuf:"bytes,8,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	DurationMs int64                   `protobuf:"varint,9,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	// The resolved working directory the command ran in.
+	Workdir       string `protobuf:"bytes,10,opt,name=workdir,proto3" json:"workdir,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -519,6 +521,13 @@ func (x *RunResult) GetDurationMs() int64 {
 		return x.DurationMs
 	}
 	return 0
+}
+
+func (x *RunResult) GetWorkdir() string {
+	if x != nil {
+		return x.Workdir
+	}
+	return ""
 }
 
 type StartResponse struct {
@@ -868,7 +877,7 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\x06denied\x18\x02 \x01(\bR\x06denied\x12 \n" +
 	"\venforcement\x18\x03 \x01(\tR\venforcement\x12#\n" +
 	"\rrunner_failed\x18\x04 \x01(\bR\frunnerFailed\x12!\n" +
-	"\fdenied_paths\x18\x05 \x03(\tR\vdeniedPaths\"\xeb\x02\n" +
+	"\fdenied_paths\x18\x05 \x03(\tR\vdeniedPaths\"\x85\x03\n" +
 	"\tRunResult\x12 \n" +
 	"\texit_code\x18\x01 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
 	"\x06signal\x18\x02 \x01(\tR\x06signal\x12\x1b\n" +
@@ -880,7 +889,9 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\x06stderr\x18\a \x01(\v2\x1c.dsh.subprocess.v1.CollectedR\x06stderr\x123\n" +
 	"\asandbox\x18\b \x01(\v2\x19.dsh.shell.v1.SandboxInfoR\asandbox\x12\x1f\n" +
 	"\vduration_ms\x18\t \x01(\x03R\n" +
-	"durationMsB\f\n" +
+	"durationMs\x12\x18\n" +
+	"\aworkdir\x18\n" +
+	" \x01(\tR\aworkdirB\f\n" +
 	"\n" +
 	"_exit_code\"f\n" +
 	"\rStartResponse\x12\x0e\n" +
@@ -904,11 +915,12 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\n" +
 	"_exit_code\"&\n" +
 	"\fKillResponse\x12\x16\n" +
-	"\x06killed\x18\x01 \x01(\bR\x06killed2\xfa\x02\n" +
+	"\x06killed\x18\x01 \x01(\bR\x06killed2\xb6\x03\n" +
 	"\x05Shell\x12<\n" +
 	"\aResolve\x12\x19.dsh.shell.v1.ExecRequest\x1a\x16.dsh.shell.v1.ExecSpec\x126\n" +
 	"\x03Run\x12\x16.dsh.shell.v1.ExecSpec\x1a\x17.dsh.shell.v1.RunResult\x12<\n" +
-	"\x05Start\x12\x16.dsh.shell.v1.ExecSpec\x1a\x1b.dsh.shell.v1.StartResponse\x12A\n" +
+	"\x05Start\x12\x16.dsh.shell.v1.ExecSpec\x1a\x1b.dsh.shell.v1.StartResponse\x12:\n" +
+	"\x04Exec\x12\x19.dsh.shell.v1.ExecRequest\x1a\x17.dsh.shell.v1.RunResult\x12A\n" +
 	"\n" +
 	"ReadOutput\x12\x18.dsh.shell.v1.ProcessRef\x1a\x19.dsh.shell.v1.ProcessRead\x12<\n" +
 	"\x04Kill\x12\x18.dsh.shell.v1.ProcessRef\x1a\x1a.dsh.shell.v1.KillResponse\x12<\n" +
@@ -959,17 +971,19 @@ var file_plugins_shell_shellv1_shell_proto_depIdxs = []int32{
 	1,  // 11: dsh.shell.v1.Shell.Resolve:input_type -> dsh.shell.v1.ExecRequest
 	2,  // 12: dsh.shell.v1.Shell.Run:input_type -> dsh.shell.v1.ExecSpec
 	2,  // 13: dsh.shell.v1.Shell.Start:input_type -> dsh.shell.v1.ExecSpec
-	6,  // 14: dsh.shell.v1.Shell.ReadOutput:input_type -> dsh.shell.v1.ProcessRef
-	6,  // 15: dsh.shell.v1.Shell.Kill:input_type -> dsh.shell.v1.ProcessRef
-	6,  // 16: dsh.shell.v1.Shell.Wait:input_type -> dsh.shell.v1.ProcessRef
-	2,  // 17: dsh.shell.v1.Shell.Resolve:output_type -> dsh.shell.v1.ExecSpec
-	4,  // 18: dsh.shell.v1.Shell.Run:output_type -> dsh.shell.v1.RunResult
-	5,  // 19: dsh.shell.v1.Shell.Start:output_type -> dsh.shell.v1.StartResponse
-	7,  // 20: dsh.shell.v1.Shell.ReadOutput:output_type -> dsh.shell.v1.ProcessRead
-	9,  // 21: dsh.shell.v1.Shell.Kill:output_type -> dsh.shell.v1.KillResponse
-	8,  // 22: dsh.shell.v1.Shell.Wait:output_type -> dsh.shell.v1.ProcessState
-	17, // [17:23] is the sub-list for method output_type
-	11, // [11:17] is the sub-list for method input_type
+	1,  // 14: dsh.shell.v1.Shell.Exec:input_type -> dsh.shell.v1.ExecRequest
+	6,  // 15: dsh.shell.v1.Shell.ReadOutput:input_type -> dsh.shell.v1.ProcessRef
+	6,  // 16: dsh.shell.v1.Shell.Kill:input_type -> dsh.shell.v1.ProcessRef
+	6,  // 17: dsh.shell.v1.Shell.Wait:input_type -> dsh.shell.v1.ProcessRef
+	2,  // 18: dsh.shell.v1.Shell.Resolve:output_type -> dsh.shell.v1.ExecSpec
+	4,  // 19: dsh.shell.v1.Shell.Run:output_type -> dsh.shell.v1.RunResult
+	5,  // 20: dsh.shell.v1.Shell.Start:output_type -> dsh.shell.v1.StartResponse
+	4,  // 21: dsh.shell.v1.Shell.Exec:output_type -> dsh.shell.v1.RunResult
+	7,  // 22: dsh.shell.v1.Shell.ReadOutput:output_type -> dsh.shell.v1.ProcessRead
+	9,  // 23: dsh.shell.v1.Shell.Kill:output_type -> dsh.shell.v1.KillResponse
+	8,  // 24: dsh.shell.v1.Shell.Wait:output_type -> dsh.shell.v1.ProcessState
+	18, // [18:25] is the sub-list for method output_type
+	11, // [11:18] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name

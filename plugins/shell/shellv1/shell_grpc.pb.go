@@ -25,6 +25,7 @@ const (
 	Shell_Resolve_FullMethodName    = "/dsh.shell.v1.Shell/Resolve"
 	Shell_Run_FullMethodName        = "/dsh.shell.v1.Shell/Run"
 	Shell_Start_FullMethodName      = "/dsh.shell.v1.Shell/Start"
+	Shell_Exec_FullMethodName       = "/dsh.shell.v1.Shell/Exec"
 	Shell_ReadOutput_FullMethodName = "/dsh.shell.v1.Shell/ReadOutput"
 	Shell_Kill_FullMethodName       = "/dsh.shell.v1.Shell/Kill"
 	Shell_Wait_FullMethodName       = "/dsh.shell.v1.Shell/Wait"
@@ -43,6 +44,10 @@ type ShellClient interface {
 	Run(ctx context.Context, in *ExecSpec, opts ...grpc.CallOption) (*RunResult, error)
 	// Start returns at once, with no timeout.
 	Start(ctx context.Context, in *ExecSpec, opts ...grpc.CallOption) (*StartResponse, error)
+	// Exec is Resolve then Run in one round trip, with the same rules and
+	// the same errors. Optional: a provider without it answers UNIMPLEMENTED
+	// and callers fall back to Resolve and Run.
+	Exec(ctx context.Context, in *ExecRequest, opts ...grpc.CallOption) (*RunResult, error)
 	ReadOutput(ctx context.Context, in *ProcessRef, opts ...grpc.CallOption) (*ProcessRead, error)
 	Kill(ctx context.Context, in *ProcessRef, opts ...grpc.CallOption) (*KillResponse, error)
 	// Wait blocks until the process has finished; it never fails for the
@@ -82,6 +87,16 @@ func (c *shellClient) Start(ctx context.Context, in *ExecSpec, opts ...grpc.Call
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(StartResponse)
 	err := c.cc.Invoke(ctx, Shell_Start_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shellClient) Exec(ctx context.Context, in *ExecRequest, opts ...grpc.CallOption) (*RunResult, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RunResult)
+	err := c.cc.Invoke(ctx, Shell_Exec_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +146,10 @@ type ShellServer interface {
 	Run(context.Context, *ExecSpec) (*RunResult, error)
 	// Start returns at once, with no timeout.
 	Start(context.Context, *ExecSpec) (*StartResponse, error)
+	// Exec is Resolve then Run in one round trip, with the same rules and
+	// the same errors. Optional: a provider without it answers UNIMPLEMENTED
+	// and callers fall back to Resolve and Run.
+	Exec(context.Context, *ExecRequest) (*RunResult, error)
 	ReadOutput(context.Context, *ProcessRef) (*ProcessRead, error)
 	Kill(context.Context, *ProcessRef) (*KillResponse, error)
 	// Wait blocks until the process has finished; it never fails for the
@@ -154,6 +173,9 @@ func (UnimplementedShellServer) Run(context.Context, *ExecSpec) (*RunResult, err
 }
 func (UnimplementedShellServer) Start(context.Context, *ExecSpec) (*StartResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Start not implemented")
+}
+func (UnimplementedShellServer) Exec(context.Context, *ExecRequest) (*RunResult, error) {
+	return nil, status.Error(codes.Unimplemented, "method Exec not implemented")
 }
 func (UnimplementedShellServer) ReadOutput(context.Context, *ProcessRef) (*ProcessRead, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReadOutput not implemented")
@@ -239,6 +261,24 @@ func _Shell_Start_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shell_Exec_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExecRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShellServer).Exec(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shell_Exec_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShellServer).Exec(ctx, req.(*ExecRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Shell_ReadOutput_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ProcessRef)
 	if err := dec(in); err != nil {
@@ -311,6 +351,10 @@ var Shell_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Start",
 			Handler:    _Shell_Start_Handler,
+		},
+		{
+			MethodName: "Exec",
+			Handler:    _Shell_Exec_Handler,
 		},
 		{
 			MethodName: "ReadOutput",

@@ -24,6 +24,42 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type WatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{0}
+}
+
 type CollectRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -32,7 +68,7 @@ type CollectRequest struct {
 
 func (x *CollectRequest) Reset() {
 	*x = CollectRequest{}
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[0]
+	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -44,7 +80,7 @@ func (x *CollectRequest) String() string {
 func (*CollectRequest) ProtoMessage() {}
 
 func (x *CollectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[0]
+	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -57,7 +93,7 @@ func (x *CollectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectRequest.ProtoReflect.Descriptor instead.
 func (*CollectRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{0}
+	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{1}
 }
 
 type Snapshot struct {
@@ -71,7 +107,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[1]
+	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -83,7 +119,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[1]
+	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -96,7 +132,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{1}
+	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Snapshot) GetEnv() map[string]string {
@@ -123,7 +159,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[2]
+	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -135,7 +171,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[2]
+	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -148,7 +184,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{2}
+	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RegisterRequest) GetName() string {
@@ -173,7 +209,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[3]
+	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -185,7 +221,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[3]
+	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -198,7 +234,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{3}
+	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{4}
 }
 
 type UnregisterRequest struct {
@@ -210,7 +246,7 @@ type UnregisterRequest struct {
 
 func (x *UnregisterRequest) Reset() {
 	*x = UnregisterRequest{}
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[4]
+	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -222,7 +258,7 @@ func (x *UnregisterRequest) String() string {
 func (*UnregisterRequest) ProtoMessage() {}
 
 func (x *UnregisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[4]
+	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -235,7 +271,7 @@ func (x *UnregisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{4}
+	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *UnregisterRequest) GetName() string {
@@ -253,7 +289,7 @@ type UnregisterResponse struct {
 
 func (x *UnregisterResponse) Reset() {
 	*x = UnregisterResponse{}
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[5]
+	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -265,7 +301,7 @@ func (x *UnregisterResponse) String() string {
 func (*UnregisterResponse) ProtoMessage() {}
 
 func (x *UnregisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[5]
+	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -278,7 +314,7 @@ func (x *UnregisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{5}
+	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{6}
 }
 
 type ListRequest struct {
@@ -289,7 +325,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[6]
+	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -301,7 +337,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[6]
+	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -314,7 +350,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{6}
+	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{7}
 }
 
 type ListResponse struct {
@@ -326,7 +362,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[7]
+	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -338,7 +374,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[7]
+	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -351,7 +387,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{7}
+	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListResponse) GetFacts() []*Fact {
@@ -373,7 +409,7 @@ type Fact struct {
 
 func (x *Fact) Reset() {
 	*x = Fact{}
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[8]
+	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -385,7 +421,7 @@ func (x *Fact) String() string {
 func (*Fact) ProtoMessage() {}
 
 func (x *Fact) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[8]
+	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -398,7 +434,7 @@ func (x *Fact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fact.ProtoReflect.Descriptor instead.
 func (*Fact) Descriptor() ([]byte, []int) {
-	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{8}
+	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Fact) GetName() string {
@@ -426,7 +462,8 @@ var File_plugins_shellenv_shellenvv1_shellenv_proto protoreflect.FileDescriptor
 
 const file_plugins_shellenv_shellenvv1_shellenv_proto_rawDesc = "" +
 	"\n" +
-	"*plugins/shellenv/shellenvv1/shellenv.proto\x12\x0fdsh.shellenv.v1\"\x10\n" +
+	"*plugins/shellenv/shellenvv1/shellenv.proto\x12\x0fdsh.shellenv.v1\"\x0e\n" +
+	"\fWatchRequest\"\x10\n" +
 	"\x0eCollectRequest\"\x98\x01\n" +
 	"\bSnapshot\x124\n" +
 	"\x03env\x18\x01 \x03(\v2\".dsh.shellenv.v1.Snapshot.EnvEntryR\x03env\x12\x1e\n" +
@@ -449,13 +486,14 @@ const file_plugins_shellenv_shellenvv1_shellenv_proto_rawDesc = "" +
 	"\x04Fact\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x14\n" +
-	"\x05owner\x18\x03 \x01(\tR\x05owner2\xbe\x02\n" +
+	"\x05owner\x18\x03 \x01(\tR\x05owner2\x83\x03\n" +
 	"\bShellEnv\x12E\n" +
 	"\aCollect\x12\x1f.dsh.shellenv.v1.CollectRequest\x1a\x19.dsh.shellenv.v1.Snapshot\x12O\n" +
 	"\bRegister\x12 .dsh.shellenv.v1.RegisterRequest\x1a!.dsh.shellenv.v1.RegisterResponse\x12U\n" +
 	"\n" +
 	"Unregister\x12\".dsh.shellenv.v1.UnregisterRequest\x1a#.dsh.shellenv.v1.UnregisterResponse\x12C\n" +
-	"\x04List\x12\x1c.dsh.shellenv.v1.ListRequest\x1a\x1d.dsh.shellenv.v1.ListResponseB>Z<github.com/dshrun/dsh/plugins/shellenv/shellenvv1;shellenvv1b\x06proto3"
+	"\x04List\x12\x1c.dsh.shellenv.v1.ListRequest\x1a\x1d.dsh.shellenv.v1.ListResponse\x12C\n" +
+	"\x05Watch\x12\x1d.dsh.shellenv.v1.WatchRequest\x1a\x19.dsh.shellenv.v1.Snapshot0\x01B>Z<github.com/dshrun/dsh/plugins/shellenv/shellenvv1;shellenvv1b\x06proto3"
 
 var (
 	file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescOnce sync.Once
@@ -469,35 +507,38 @@ func file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP() []byte {
 	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescData
 }
 
-var file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_plugins_shellenv_shellenvv1_shellenv_proto_goTypes = []any{
-	(*CollectRequest)(nil),     // 0: dsh.shellenv.v1.CollectRequest
-	(*Snapshot)(nil),           // 1: dsh.shellenv.v1.Snapshot
-	(*RegisterRequest)(nil),    // 2: dsh.shellenv.v1.RegisterRequest
-	(*RegisterResponse)(nil),   // 3: dsh.shellenv.v1.RegisterResponse
-	(*UnregisterRequest)(nil),  // 4: dsh.shellenv.v1.UnregisterRequest
-	(*UnregisterResponse)(nil), // 5: dsh.shellenv.v1.UnregisterResponse
-	(*ListRequest)(nil),        // 6: dsh.shellenv.v1.ListRequest
-	(*ListResponse)(nil),       // 7: dsh.shellenv.v1.ListResponse
-	(*Fact)(nil),               // 8: dsh.shellenv.v1.Fact
-	nil,                        // 9: dsh.shellenv.v1.Snapshot.EnvEntry
+	(*WatchRequest)(nil),       // 0: dsh.shellenv.v1.WatchRequest
+	(*CollectRequest)(nil),     // 1: dsh.shellenv.v1.CollectRequest
+	(*Snapshot)(nil),           // 2: dsh.shellenv.v1.Snapshot
+	(*RegisterRequest)(nil),    // 3: dsh.shellenv.v1.RegisterRequest
+	(*RegisterResponse)(nil),   // 4: dsh.shellenv.v1.RegisterResponse
+	(*UnregisterRequest)(nil),  // 5: dsh.shellenv.v1.UnregisterRequest
+	(*UnregisterResponse)(nil), // 6: dsh.shellenv.v1.UnregisterResponse
+	(*ListRequest)(nil),        // 7: dsh.shellenv.v1.ListRequest
+	(*ListResponse)(nil),       // 8: dsh.shellenv.v1.ListResponse
+	(*Fact)(nil),               // 9: dsh.shellenv.v1.Fact
+	nil,                        // 10: dsh.shellenv.v1.Snapshot.EnvEntry
 }
 var file_plugins_shellenv_shellenvv1_shellenv_proto_depIdxs = []int32{
-	9, // 0: dsh.shellenv.v1.Snapshot.env:type_name -> dsh.shellenv.v1.Snapshot.EnvEntry
-	8, // 1: dsh.shellenv.v1.ListResponse.facts:type_name -> dsh.shellenv.v1.Fact
-	0, // 2: dsh.shellenv.v1.ShellEnv.Collect:input_type -> dsh.shellenv.v1.CollectRequest
-	2, // 3: dsh.shellenv.v1.ShellEnv.Register:input_type -> dsh.shellenv.v1.RegisterRequest
-	4, // 4: dsh.shellenv.v1.ShellEnv.Unregister:input_type -> dsh.shellenv.v1.UnregisterRequest
-	6, // 5: dsh.shellenv.v1.ShellEnv.List:input_type -> dsh.shellenv.v1.ListRequest
-	1, // 6: dsh.shellenv.v1.ShellEnv.Collect:output_type -> dsh.shellenv.v1.Snapshot
-	3, // 7: dsh.shellenv.v1.ShellEnv.Register:output_type -> dsh.shellenv.v1.RegisterResponse
-	5, // 8: dsh.shellenv.v1.ShellEnv.Unregister:output_type -> dsh.shellenv.v1.UnregisterResponse
-	7, // 9: dsh.shellenv.v1.ShellEnv.List:output_type -> dsh.shellenv.v1.ListResponse
-	6, // [6:10] is the sub-list for method output_type
-	2, // [2:6] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	10, // 0: dsh.shellenv.v1.Snapshot.env:type_name -> dsh.shellenv.v1.Snapshot.EnvEntry
+	9,  // 1: dsh.shellenv.v1.ListResponse.facts:type_name -> dsh.shellenv.v1.Fact
+	1,  // 2: dsh.shellenv.v1.ShellEnv.Collect:input_type -> dsh.shellenv.v1.CollectRequest
+	3,  // 3: dsh.shellenv.v1.ShellEnv.Register:input_type -> dsh.shellenv.v1.RegisterRequest
+	5,  // 4: dsh.shellenv.v1.ShellEnv.Unregister:input_type -> dsh.shellenv.v1.UnregisterRequest
+	7,  // 5: dsh.shellenv.v1.ShellEnv.List:input_type -> dsh.shellenv.v1.ListRequest
+	0,  // 6: dsh.shellenv.v1.ShellEnv.Watch:input_type -> dsh.shellenv.v1.WatchRequest
+	2,  // 7: dsh.shellenv.v1.ShellEnv.Collect:output_type -> dsh.shellenv.v1.Snapshot
+	4,  // 8: dsh.shellenv.v1.ShellEnv.Register:output_type -> dsh.shellenv.v1.RegisterResponse
+	6,  // 9: dsh.shellenv.v1.ShellEnv.Unregister:output_type -> dsh.shellenv.v1.UnregisterResponse
+	8,  // 10: dsh.shellenv.v1.ShellEnv.List:output_type -> dsh.shellenv.v1.ListResponse
+	2,  // 11: dsh.shellenv.v1.ShellEnv.Watch:output_type -> dsh.shellenv.v1.Snapshot
+	7,  // [7:12] is the sub-list for method output_type
+	2,  // [2:7] is the sub-list for method input_type
+	2,  // [2:2] is the sub-list for extension type_name
+	2,  // [2:2] is the sub-list for extension extendee
+	0,  // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_plugins_shellenv_shellenvv1_shellenv_proto_init() }
@@ -511,7 +552,7 @@ func file_plugins_shellenv_shellenvv1_shellenv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_shellenv_shellenvv1_shellenv_proto_rawDesc), len(file_plugins_shellenv_shellenvv1_shellenv_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,7 @@ const (
 	ShellEnv_Register_FullMethodName   = "/dsh.shellenv.v1.ShellEnv/Register"
 	ShellEnv_Unregister_FullMethodName = "/dsh.shellenv.v1.ShellEnv/Unregister"
 	ShellEnv_List_FullMethodName       = "/dsh.shellenv.v1.ShellEnv/List"
+	ShellEnv_Watch_FullMethodName      = "/dsh.shellenv.v1.ShellEnv/Watch"
 )
 
 // ShellEnvClient is the client API for ShellEnv service.
@@ -40,6 +41,11 @@ type ShellEnvClient interface {
 	Unregister(ctx context.Context, in *UnregisterRequest, opts ...grpc.CallOption) (*UnregisterResponse, error)
 	// List enumerates the facts with their owners.
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
+	// Watch sends the current snapshot, then a new one after every change,
+	// until the call ends. A consumer that keeps the latest need not collect
+	// on every use; what it holds lags a change by one message's delivery.
+	// Optional: a provider without it answers UNIMPLEMENTED.
+	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Snapshot], error)
 }
 
 type shellEnvClient struct {
@@ -90,6 +96,25 @@ func (c *shellEnvClient) List(ctx context.Context, in *ListRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *shellEnvClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Snapshot], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ShellEnv_ServiceDesc.Streams[0], ShellEnv_Watch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRequest, Snapshot]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ShellEnv_WatchClient = grpc.ServerStreamingClient[Snapshot]
+
 // ShellEnvServer is the server API for ShellEnv service.
 // All implementations must embed UnimplementedShellEnvServer
 // for forward compatibility.
@@ -102,6 +127,11 @@ type ShellEnvServer interface {
 	Unregister(context.Context, *UnregisterRequest) (*UnregisterResponse, error)
 	// List enumerates the facts with their owners.
 	List(context.Context, *ListRequest) (*ListResponse, error)
+	// Watch sends the current snapshot, then a new one after every change,
+	// until the call ends. A consumer that keeps the latest need not collect
+	// on every use; what it holds lags a change by one message's delivery.
+	// Optional: a provider without it answers UNIMPLEMENTED.
+	Watch(*WatchRequest, grpc.ServerStreamingServer[Snapshot]) error
 	mustEmbedUnimplementedShellEnvServer()
 }
 
@@ -123,6 +153,9 @@ func (UnimplementedShellEnvServer) Unregister(context.Context, *UnregisterReques
 }
 func (UnimplementedShellEnvServer) List(context.Context, *ListRequest) (*ListResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedShellEnvServer) Watch(*WatchRequest, grpc.ServerStreamingServer[Snapshot]) error {
+	return status.Error(codes.Unimplemented, "method Watch not implemented")
 }
 func (UnimplementedShellEnvServer) mustEmbedUnimplementedShellEnvServer() {}
 func (UnimplementedShellEnvServer) testEmbeddedByValue()                  {}
@@ -217,6 +250,17 @@ func _ShellEnv_List_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ShellEnv_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ShellEnvServer).Watch(m, &grpc.GenericServerStream[WatchRequest, Snapshot]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ShellEnv_WatchServer = grpc.ServerStreamingServer[Snapshot]
+
 // ShellEnv_ServiceDesc is the grpc.ServiceDesc for ShellEnv service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -241,6 +285,12 @@ var ShellEnv_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _ShellEnv_List_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Watch",
+			Handler:       _ShellEnv_Watch_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "plugins/shellenv/shellenvv1/shellenv.proto",
 }

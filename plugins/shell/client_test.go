@@ -1,0 +1,65 @@
+package shell
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/dshrun/dsh/plugins/shell/shellv1"
+)
+
+// twoCalls is an executor that predates Exec: only Resolve and Run.
+type twoCalls struct {
+	shellv1.UnimplementedShellServer
+	resolves, runs atomic.Int32
+}
+
+func (e *twoCalls) Resolve(_ context.Context, req *ExecRequest) (*ExecSpec, error) {
+	e.resolves.Add(1)
+	return &ExecSpec{Command: req.Command, Workdir: "/resolved", TimeoutMs: 1234}, nil
+}
+
+func (e *twoCalls) Run(_ context.Context, spec *ExecSpec) (*RunResult, error) {
+	e.runs.Add(1)
+	code := int32(7)
+	return &RunResult{ExitCode: &code, TimeoutMs: spec.TimeoutMs}, nil
+}
+
+func TestExecFallsBackToResolveAndRun(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "shell.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	exe := &twoCalls{}
+	shellv1.RegisterShellServer(srv, exe)
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Stop()
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := NewClient(conn, "")
+	for i := 0; i < 3; i++ {
+		res, err := c.Exec(context.Background(), &ExecRequest{Command: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ExitCode == nil || *res.ExitCode != 7 || res.Workdir != "/resolved" || res.TimeoutMs != 1234 {
+			t.Fatalf("result: %+v", res)
+		}
+	}
+	if exe.resolves.Load() != 3 || exe.runs.Load() != 3 {
+		t.Fatalf("resolves %d, runs %d; want 3 each", exe.resolves.Load(), exe.runs.Load())
+	}
+	if c.noExec.Load() == 0 {
+		t.Error("the missing Exec was not remembered: every call pays a failed round trip")
+	}
+}
