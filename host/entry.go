@@ -50,6 +50,12 @@ func (en *entry) deps() []registry.Dep {
 	return out
 }
 
+func (en *entry) setDesc(d *pluginv1.Description) {
+	en.mu.Lock()
+	defer en.mu.Unlock()
+	en.desc = d
+}
+
 func (en *entry) takeSpare() *pluginproc.Process {
 	en.mu.Lock()
 	defer en.mu.Unlock()
@@ -98,11 +104,20 @@ func (en *entry) clearCurrent(ld *load) {
 }
 
 func (en *entry) start(ctx context.Context) (*pluginproc.Process, error) {
+	en.mu.Lock()
+	bin, sha := en.binary, en.e.SHA256
+	en.mu.Unlock()
+	return en.startBinary(ctx, bin, sha)
+}
+
+// startBinary starts a process of the entry from bin (checked against
+// sha256 when set): the entry's own binary, or the one it is moving to.
+func (en *entry) startBinary(ctx context.Context, bin, sha256 string) (*pluginproc.Process, error) {
 	h := en.h
 	return pluginproc.Start(ctx, pluginproc.Config{
 		ID:           en.e.ID,
-		Binary:       en.binary,
-		SHA256:       en.e.SHA256,
+		Binary:       bin,
+		SHA256:       sha256,
 		StartTimeout: h.startTimeout(),
 		Env:          PluginEnv(h.opts.LookupEnv, en.e.ID),
 		SocketDir:    h.rt.sockets(),

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/dshrun/dsh/host/composition"
 	"github.com/dshrun/dsh/registry"
 	"github.com/dshrun/dsh/sdk/pluginv1"
 )
@@ -163,24 +165,83 @@ func (h *Host) Reload(ctx context.Context, id string) error {
 	if !ok {
 		return fmt.Errorf("reload %q: %w", id, ErrUnknownEntry)
 	}
+	return h.reload(ctx, en, nil)
+}
+
+// retarget is what an edited composition changes of an entry's binary: its
+// name, path or sha256.
+type retarget struct {
+	comp   *composition.Composition
+	e      composition.Entry
+	binary string
+}
+
+// reload is Reload, onto another binary when to is set. That binary must
+// provide and inject the same keys and accept the entry's config; until
+// its process is active the entry keeps its old binary (and so does a
+// restart after a crash), and if it fails the old process keeps serving.
+func (h *Host) reload(ctx context.Context, en *entry, to *retarget) error {
+	id := en.e.ID
 	en.resetCrashes()
 	old := en.getScope()
 	if old == nil {
 		return fmt.Errorf("reload %q: not loaded", id)
 	}
-	if len(en.desc.Provides) == 0 || old.State() != registry.Active {
+	en.mu.Lock()
+	oldBin, oldE, oldConfig := en.binary, en.e, en.config
+	en.mu.Unlock()
+	bin, sha := oldBin, oldE.SHA256
+	if to != nil {
+		bin, sha = to.binary, to.e.SHA256
+	}
+	plain := len(en.desc.Provides) == 0 || old.State() != registry.Active
+	if plain && to == nil {
 		// Nothing to keep serving: a plain restart.
 		old.Restart()
 		return h.settle(ctx, old, id)
 	}
-	proc, err := en.start(ctx)
+	proc, err := en.startBinary(ctx, bin, sha)
 	if err != nil {
 		return fmt.Errorf("reload %q: %w", id, err)
 	}
 	desc := proc.Description()
 	if !sameKeys(en.desc, desc) {
 		_ = proc.Stop(ctx)
-		return fmt.Errorf("reload %q: the new binary provides or injects other keys; edit the composition instead", id)
+		return fmt.Errorf("reload %q: %s provides or injects other keys than %s (provides %s, injects %s; was %s, %s); give it a new id instead",
+			id, bin, oldBin, provideKeys(desc), injectKeys(desc), provideKeys(en.desc), injectKeys(en.desc))
+	}
+	if to != nil {
+		cfg, err := effectiveConfig(to.comp, to.e, desc)
+		if err != nil {
+			_ = proc.Stop(ctx)
+			return err
+		}
+		en.mu.Lock()
+		en.binary, en.e, en.config = to.binary, to.e, cfg
+		en.mu.Unlock()
+	}
+	restore := func() {
+		if to != nil {
+			en.mu.Lock()
+			en.binary, en.e, en.config = oldBin, oldE, oldConfig
+			en.mu.Unlock()
+		}
+	}
+	if plain {
+		// A consumer moving to another binary: restart it on the new
+		// process; if that fails, back onto the old binary.
+		en.mu.Lock()
+		en.spare = proc
+		en.mu.Unlock()
+		old.Restart()
+		if err := h.settle(ctx, old, id); err != nil {
+			restore()
+			old.Restart()
+			_ = h.settle(ctx, old, id)
+			return err
+		}
+		en.setDesc(desc)
+		return nil
 	}
 	keep := proto.Equal(en.desc, desc)
 	for _, p := range desc.Provides {
@@ -201,13 +262,16 @@ func (h *Host) Reload(ctx context.Context, id string) error {
 		if p := en.takeSpare(); p != nil {
 			_ = p.Stop(ctx)
 		}
+		restore()
 		return fmt.Errorf("reload %q: %w", id, err)
 	}
 	if err := h.settle(ctx, ns, id); err != nil {
 		_ = ns.Dispose(context.WithoutCancel(ctx))
+		restore()
 		return err
 	}
 	en.setScope(ns)
+	en.setDesc(desc)
 	h.log.Info("plugin reloaded", "id", id, "binary", en.binary, "consumers_kept", keep)
 	return old.Dispose(context.WithoutCancel(ctx))
 }
@@ -221,6 +285,22 @@ func (h *Host) settle(ctx context.Context, s *registry.Scope, id string) error {
 		return fmt.Errorf("reload %q: %s: %s", id, st, s.Reason())
 	}
 	return nil
+}
+
+func provideKeys(d *pluginv1.Description) string {
+	var keys []string
+	for _, p := range d.Provides {
+		keys = append(keys, p.Key)
+	}
+	return "[" + strings.Join(keys, " ") + "]"
+}
+
+func injectKeys(d *pluginv1.Description) string {
+	var keys []string
+	for _, in := range d.Inject {
+		keys = append(keys, in.Key)
+	}
+	return "[" + strings.Join(keys, " ") + "]"
 }
 
 func sameKeys(a, b *pluginv1.Description) bool {

@@ -17,7 +17,8 @@ import (
 // rebuilt binary reloads its entry. An edited composition is read and
 // checked whole first; a bad edit is reported and the running composition
 // is kept. Otherwise the entries are diffed by id: changed ones reload
-// (make-before-break), removed or newly disabled ones are disposed
+// (make-before-break; onto the new binary when name, path or sha256
+// changed), removed or newly disabled ones are disposed
 // (dependents first), new ones are added.
 
 type fileStamp struct {
@@ -38,9 +39,17 @@ func stamp(path string) fileStamp {
 func (h *Host) Watch(ctx context.Context, interval time.Duration, lookup func(string) (string, bool), report func(what string, err error)) {
 	// Stamps taken when the host loaded: an edit made since then counts.
 	compStamp := h.compStamp
-	bins := map[string]fileStamp{}
-	for id, st := range h.binStamps {
-		bins[id] = st
+	// Each entry's binary as last seen: a stamp that changes under the same
+	// path is a rebuild; a new path (an edited entry) is only recorded.
+	type seenBinary struct {
+		path string
+		st   fileStamp
+	}
+	bins := map[string]seenBinary{}
+	for _, en := range h.entryList() {
+		if st, ok := h.binStamps[en.e.ID]; ok {
+			bins[en.e.ID] = seenBinary{en.binary, st}
+		}
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -63,10 +72,11 @@ func (h *Host) Watch(ctx context.Context, interval time.Duration, lookup func(st
 			if err == nil {
 				err = h.ApplyComposition(ctx, next)
 			}
-			// Entries added by the edit start watched from their current build.
+			// Entries added or moved by the edit are watched from their
+			// current build.
 			for _, en := range h.entryList() {
-				if _, ok := bins[en.e.ID]; !ok && en.binary != "" {
-					bins[en.e.ID] = stamp(en.binary)
+				if b, ok := bins[en.e.ID]; (!ok || b.path != en.binary) && en.binary != "" {
+					bins[en.e.ID] = seenBinary{en.binary, stamp(en.binary)}
 				}
 			}
 			report("composition "+h.comp.File, err)
@@ -76,8 +86,13 @@ func (h *Host) Watch(ctx context.Context, interval time.Duration, lookup func(st
 			if en.binary == "" || en.e.Disabled {
 				continue
 			}
-			if st := stamp(en.binary); st != bins[en.e.ID] && st.size > 0 {
-				bins[en.e.ID] = st
+			b, ok := bins[en.e.ID]
+			if !ok || b.path != en.binary {
+				bins[en.e.ID] = seenBinary{en.binary, stamp(en.binary)}
+				continue
+			}
+			if st := stamp(en.binary); st != b.st && st.size > 0 {
+				bins[en.e.ID] = seenBinary{en.binary, st}
 				report("rebuilt "+en.binary, h.Reload(ctx, en.e.ID))
 			}
 		}
@@ -93,6 +108,7 @@ func (h *Host) ApplyComposition(ctx context.Context, next *composition.Compositi
 		config []byte
 	}
 	var reloads []change
+	var moves []retarget
 	var removes []*entry
 	var adds []*entry
 	var errs []error
@@ -114,7 +130,8 @@ func (h *Host) ApplyComposition(ctx context.Context, next *composition.Compositi
 				continue
 			}
 			if bin != en.binary || e.SHA256 != en.e.SHA256 {
-				errs = append(errs, &EntryError{Pos: e.Pos, ID: e.ID, Err: errors.New("a different binary needs a restart of dsh serve (a rebuilt one reloads by itself)")})
+				// Another binary: a reload onto it (checked there).
+				moves = append(moves, retarget{comp: next, e: e, binary: bin})
 				continue
 			}
 			cfg, err := effectiveConfig(next, e, en.desc)
@@ -160,6 +177,11 @@ func (h *Host) ApplyComposition(ctx context.Context, next *composition.Compositi
 			}
 		}
 		return &LoadError{File: next.File, Errs: errs}
+	}
+	for _, mv := range moves {
+		if err := h.reload(ctx, h.find(mv.e.ID), &mv); err != nil {
+			errs = append(errs, &EntryError{Pos: mv.e.Pos, ID: mv.e.ID, Err: err})
+		}
 	}
 	for _, r := range reloads {
 		r.en.mu.Lock()

@@ -2,6 +2,8 @@ package host
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,5 +120,135 @@ func TestHotReload(t *testing.T) {
 	}
 	if r := callTool(t, h, "agent", "bash", bashCall("echo $DSH_PROJECT")); r.Text != "demo" {
 		t.Fatalf("after the reload: %q", r.Text)
+	}
+}
+
+// An edit that points an entry at another binary (name, path or sha256)
+// reloads it onto that binary, make-before-break: background jobs and the
+// other entries carry on. A binary with other keys, or one that fails its
+// checksum, is refused and the running one keeps serving.
+func TestHotReloadMovesBinary(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "comp.yaml")
+	var h *Host
+	apply := func(yaml string) error {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		next, err := composition.Load(file, os.LookupEnv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return h.ApplyComposition(ctx, next)
+	}
+	if err := os.WriteFile(file, []byte(toolsYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	comp, err := composition.Load(file, os.LookupEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h, err = Start(ctx, comp, testOptions(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+
+	// A copy of the executor under another path: a "new version".
+	orig := h.find("bash").binary
+	b, err := os.ReadFile(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := filepath.Join(dir, "dsh-bash-local-v2")
+	if err := os.WriteFile(v2, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res := callTool(t, h, "agent", "bash", bashCall("echo one; sleep 1; echo two", "run_in_background", true))
+	var job struct {
+		JobID string `json:"jobId"`
+	}
+	_ = json.Unmarshal(res.Structured, &job)
+	envPid, bashPid, toolsPid := pidOf(h, "env"), pidOf(h, "bash"), pidOf(h, "tools")
+
+	moved := strings.Replace(toolsYAML, "    name: bash-local\n", "    path: "+v2+"\n", 1)
+	if err := apply(moved); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.find("bash").binary; got != v2 {
+		t.Fatalf("bash runs %s, want %s", got, v2)
+	}
+	newPid := pidOf(h, "bash")
+	if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", newPid)); exe != v2 {
+		t.Fatalf("bash process %d runs %q, want %s", newPid, exe, v2)
+	}
+	if newPid == bashPid || testplugins.Alive(bashPid) || pidOf(h, "env") != envPid || pidOf(h, "tools") != toolsPid {
+		t.Fatalf("pids: bash %d->%d (old alive %v), env %d->%d, tools %d->%d",
+			bashPid, newPid, testplugins.Alive(bashPid), envPid, pidOf(h, "env"), toolsPid, pidOf(h, "tools"))
+	}
+	if r := callTool(t, h, "agent", "bash", bashCall("echo via-v2")); r.Text != "via-v2" {
+		t.Fatalf("after the move: %q", r.Text)
+	}
+
+	// Another binary with other keys: refused, the executor keeps serving.
+	probe := filepath.Join(filepath.Dir(orig), "dsh-probe")
+	err = apply(strings.Replace(toolsYAML, "    name: bash-local\n", "    path: "+probe+"\n", 1))
+	if err == nil || !strings.Contains(err.Error(), "other keys") || !strings.Contains(err.Error(), `"bash"`) {
+		t.Fatalf("a binary with other keys: %v", err)
+	}
+	// A wrong checksum: refused before anything runs.
+	err = apply(strings.Replace(moved, "    path: "+v2+"\n", "    path: "+v2+"\n    sha256: "+strings.Repeat("ab", 32)+"\n", 1))
+	if err == nil || !strings.Contains(err.Error(), "sha256") {
+		t.Fatalf("a wrong checksum: %v", err)
+	}
+	if pidOf(h, "bash") != newPid || h.find("bash").binary != v2 {
+		t.Fatal("a refused move replaced the running executor")
+	}
+	if r := callTool(t, h, "agent", "bash", bashCall("echo still")); r.Text != "still" {
+		t.Fatalf("after refused moves: %q", r.Text)
+	}
+
+	// A consumer moves too: it restarts on the new binary and registers
+	// its tools again.
+	tb, err := os.ReadFile(h.find("tools").binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools2 := filepath.Join(dir, "dsh-tool-bash-v2")
+	if err := os.WriteFile(tools2, tb, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	toolsPid = pidOf(h, "tools")
+	if err := apply(strings.Replace(moved, "    name: tool-bash\n", "    path: "+tools2+"\n", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pidOf(h, "tools"))); exe != tools2 || testplugins.Alive(toolsPid) {
+		t.Fatalf("tools runs %q (old alive %v), want %s", exe, testplugins.Alive(toolsPid), tools2)
+	}
+	if r := callTool(t, h, "agent", "bash", bashCall("echo tools-v2")); r.Text != "tools-v2" {
+		t.Fatalf("after moving the tool plugin: %q", r.Text)
+	}
+
+	// The job started before the move finishes with all its output.
+	var all strings.Builder
+	for ctx.Err() == nil {
+		r := callTool(t, h, "agent", "job_output", map[string]string{"job_id": job.JobID})
+		all.WriteString(r.Text + "\n")
+		if strings.Contains(r.Text, "finished]") {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(all.String(), "one") || !strings.Contains(all.String(), "two") {
+		t.Fatalf("job across the move: %q", all.String())
+	}
+	h.Close(context.Background())
+	if testplugins.Alive(newPid) {
+		t.Error("the moved executor outlived the host")
 	}
 }
