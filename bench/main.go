@@ -28,6 +28,21 @@ import (
 	"github.com/dshrun/dsh/sdk"
 )
 
+// hop is the median host -> plugin round trip of this run (0 until
+// measured): the unit of the floors printed under the latency targets.
+var hop time.Duration
+
+// floor prints what a path of hops round trips costs at the least, on top
+// of the direct spawn, against the target.
+func floor(what string, hops int, extra, direct time.Duration, target float64) {
+	if hop == 0 {
+		return
+	}
+	f := direct + time.Duration(hops)*hop + extra
+	fmt.Printf("  floor of the design (%s): %s = %.2fx of the direct spawn (target %.2fx)\n",
+		what, fmtDur(f), float64(f)/float64(direct), target)
+}
+
 func main() {
 	plugins := flag.Int("plugins", 8, "trivial plugins per composition")
 	rounds := flag.Int("rounds", 15, "composition starts (each interleaved with a baseline)")
@@ -53,7 +68,7 @@ func main() {
 		startToReady(dir, *plugins, *rounds)
 	}
 	if want("calls") {
-		roundTrips(dir, *calls)
+		hop = roundTrips(dir, *calls)
 	}
 	if want("run") {
 		foregroundRun(dir, *runs)
@@ -112,8 +127,10 @@ func foregroundRun(dir string, n int) {
 	row("bash-local Exec", exec1)
 	row("bash-local Resolve+Run", twoCalls)
 	row("direct bash -c true", direct)
-	fmt.Printf("  ratio (median): Exec %.2fx, Resolve+Run %.2fx\n\n",
+	fmt.Printf("  ratio (median): Exec %.2fx, Resolve+Run %.2fx\n",
 		float64(median(exec1))/float64(median(direct)), float64(median(twoCalls))/float64(median(direct)))
+	floor("direct spawn + host->executor + executor->host, no other cost", 2, 0, median(direct), 1.15)
+	fmt.Println()
 }
 
 // startToReady: `dsh serve` of N trivial plugins until it reports ready,
@@ -199,7 +216,7 @@ func bareStarts(bin string, n int) time.Duration {
 // roundTrips: a host-to-plugin call (the host calls the probe plugin) and a
 // plugin-to-host-to-plugin call (the probe calls shell-env through the
 // host's hub), in one loaded composition.
-func roundTrips(dir string, n int) {
+func roundTrips(dir string, n int) time.Duration {
 	comp := filepath.Join(dir, "pair.yaml")
 	check(os.WriteFile(comp, []byte(fmt.Sprintf(`plugins:
   - id: env
@@ -235,6 +252,7 @@ func roundTrips(dir string, n int) {
 	row("host -> plugin", direct)
 	row("plugin -> host -> plugin", hub)
 	fmt.Printf("  ratio (median): %.2fx\n\n", float64(median(hub))/float64(median(direct)))
+	return median(direct)
 }
 
 func row(name string, d []time.Duration) {

@@ -63,10 +63,20 @@ func mcpCalls(dir string, n int, peers bool) {
 		call()
 		viaMCP = append(viaMCP, time.Since(t))
 	}
+	// The MCP leg alone: a ping's round trip over the same session.
+	var pings []time.Duration
+	for i := 0; i < n; i++ {
+		t := time.Now()
+		check(cs.Ping(context.Background(), nil))
+		pings = append(pings, time.Since(t))
+	}
 	fmt.Println("MCP tools/call of bash `true` over stdio (target: at most 1.25x)")
 	row("dsh", viaMCP)
 	row("direct bash -c true", direct)
-	fmt.Printf("  ratio (median): %.2fx\n\n", float64(median(viaMCP))/float64(median(direct)))
+	row("MCP ping (same session)", pings)
+	fmt.Printf("  ratio (median): %.2fx\n", float64(median(viaMCP))/float64(median(direct)))
+	floor("direct spawn + MCP ping + host->tool->host->executor->host", 4, median(pings), median(direct), 1.25)
+	fmt.Println()
 	if peers {
 		peerServers(dir, n, viaMCP, direct)
 	}
