@@ -18,6 +18,7 @@ import (
 // entry is one plugin of the composition and what the host knows of it.
 type entry struct {
 	h      *Host
+	id     string // e.ID, which never changes: readable without mu
 	e      composition.Entry
 	binary string
 	desc   *pluginv1.Description
@@ -32,10 +33,40 @@ type entry struct {
 }
 
 func (en *entry) label() string {
-	if en.binary != "" {
-		return fmt.Sprintf("%q (%s)", en.e.ID, en.binary)
+	if bin := en.bin(); bin != "" {
+		return fmt.Sprintf("%q (%s)", en.id, bin)
 	}
-	return fmt.Sprintf("%q", en.e.ID)
+	return fmt.Sprintf("%q", en.id)
+}
+
+// bin is the entry's binary; reloads onto another binary change it.
+func (en *entry) bin() string {
+	en.mu.Lock()
+	defer en.mu.Unlock()
+	return en.binary
+}
+
+// view is the entry's composition entry, binary and description at one
+// moment, for readers that run alongside reloads.
+func (en *entry) view() (composition.Entry, string, *pluginv1.Description) {
+	en.mu.Lock()
+	defer en.mu.Unlock()
+	return en.e, en.binary, en.desc
+}
+
+// procTarget is a binary, its pin and the config to apply, for an entry
+// moving to another binary.
+type procTarget struct {
+	binary, sha256 string
+	config         []byte
+}
+
+// configOr is the target's config, or the entry's own without a target.
+func (t *procTarget) configOr(en *entry) []byte {
+	if t == nil {
+		return en.configJSON()
+	}
+	return t.config
 }
 
 func (en *entry) errorf(format string, args ...any) error {

@@ -69,8 +69,11 @@ type Host struct {
 	jobs    *jobs.Manager       // ctx.jobs
 	tools   toolRegistry        // ctx.tools
 	entries []*entry            // in composition order
-	mu      sync.Mutex
-	byID    map[string]*entry // enabled entries; guarded by mu once started
+	// changeMu serializes changes of the running composition (reloads,
+	// applied edits), which read and then change entries.
+	changeMu sync.Mutex
+	mu       sync.Mutex
+	byID     map[string]*entry // enabled entries; guarded by mu once started
 	// serviceKeys maps a gRPC service name to the key it implements, for
 	// callers that do not name the key.
 	serviceKeys map[string]string
@@ -243,7 +246,7 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 		}
 	}
 	for _, e := range comp.Plugins {
-		en := &entry{h: h, e: e}
+		en := &entry{h: h, id: e.ID, e: e}
 		h.entries = append(h.entries, en)
 		if !e.Disabled {
 			h.byID[e.ID] = en
@@ -356,16 +359,14 @@ func (h *Host) entryList() []*entry {
 func (h *Host) Status() []EntryStatus {
 	var out []EntryStatus
 	for _, en := range h.entryList() {
-		en.mu.Lock()
-		e := en.e
-		en.mu.Unlock()
-		st := EntryStatus{ID: e.ID, Name: e.Name, Binary: en.binary, Disabled: e.Disabled, State: "disabled"}
-		if en.desc != nil {
-			st.Name = en.desc.Name
-			for _, p := range en.desc.Provides {
+		e, bin, desc := en.view()
+		st := EntryStatus{ID: e.ID, Name: e.Name, Binary: bin, Disabled: e.Disabled, State: "disabled"}
+		if desc != nil {
+			st.Name = desc.Name
+			for _, p := range desc.Provides {
 				st.Provides = append(st.Provides, p.Key)
 			}
-			st.Tools = en.desc.Tools
+			st.Tools = desc.Tools
 		}
 		if s := en.getScope(); s != nil {
 			st.State = s.State().String()

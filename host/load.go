@@ -34,7 +34,7 @@ type load struct {
 
 var _ caller = (*load)(nil)
 
-func (ld *load) callerID() string    { return ld.en.e.ID }
+func (ld *load) callerID() string    { return ld.en.id }
 func (ld *load) callerLabel() string { return ld.en.label() }
 
 func (ld *load) addEffect(label string, dispose func(context.Context) error) error {
@@ -83,13 +83,16 @@ func (ld *load) touch(key string) {
 // applyEntry is the registry's Apply for an entry: take (or start) the
 // process, serve the host to it, send Apply, then provide its keys.
 func (h *Host) applyEntry(en *entry) func(context.Context, *registry.Scope) error {
-	return h.applyEntryAs(en, en.desc, false, false)
+	return h.applyEntryAs(en, en.desc, false, false, nil)
 }
 
 // applyEntryAs is applyEntry; with replace, the keys are taken over from
 // their current provider once this scope is active (make-before-break),
 // keeping its dependents running when keep is set.
-func (h *Host) applyEntryAs(en *entry, desc *pluginv1.Description, replace, keep bool) func(context.Context, *registry.Scope) error {
+//
+// With to, the process is started from to's binary with to's config (an
+// entry moving to another binary); otherwise from the entry's own.
+func (h *Host) applyEntryAs(en *entry, desc *pluginv1.Description, replace, keep bool, to *procTarget) func(context.Context, *registry.Scope) error {
 	return func(ctx context.Context, s *registry.Scope) error {
 		if err := en.waitBackoff(ctx); err != nil {
 			return err
@@ -97,14 +100,19 @@ func (h *Host) applyEntryAs(en *entry, desc *pluginv1.Description, replace, keep
 		proc := en.takeSpare()
 		if proc == nil {
 			var err error
-			if proc, err = en.start(ctx); err != nil {
+			if to != nil {
+				proc, err = en.startBinary(ctx, to.binary, to.sha256)
+			} else {
+				proc, err = en.start(ctx)
+			}
+			if err != nil {
 				return err
 			}
 		}
 		// First effect, so it is disposed last: the process outlives every
 		// registration it made.
 		ld := &load{en: en, desc: desc, scope: s, proc: proc, touched: map[string]bool{}, started: time.Now()}
-		if _, err := s.Effect("process "+en.binary, func(ctx context.Context) error {
+		if _, err := s.Effect("process "+proc.Binary(), func(ctx context.Context) error {
 			ld.stopping.Store(true)
 			en.clearCurrent(ld)
 			ld.drain(ctx, h.drainTimeout())
@@ -133,7 +141,7 @@ func (h *Host) applyEntryAs(en *entry, desc *pluginv1.Description, replace, keep
 		})
 		resp, err := proc.Apply(ctx, &pluginv1.ApplyRequest{
 			Id:           en.e.ID,
-			ConfigJson:   en.configJSON(),
+			ConfigJson:   to.configOr(en),
 			HostBrokerId: brokerID,
 			RuntimeDir:   dir,
 		})

@@ -95,9 +95,9 @@ func (h *Host) watchExit(ld *load) {
 	en := ld.en
 	backoff, loop := en.recordCrash(time.Now())
 	if loop {
-		h.log.Error("plugin crashed again: crash loop, not restarting", "id", en.e.ID, "binary", en.binary, "pid", ld.proc.Pid())
+		h.log.Error("plugin crashed again: crash loop, not restarting", "id", en.id, "binary", ld.proc.Binary(), "pid", ld.proc.Pid())
 	} else {
-		h.log.Error("plugin crashed; restarting", "id", en.e.ID, "binary", en.binary, "pid", ld.proc.Pid(), "backoff", backoff)
+		h.log.Error("plugin crashed; restarting", "id", en.id, "binary", ld.proc.Binary(), "pid", ld.proc.Pid(), "backoff", backoff)
 	}
 	ld.scope.Restart()
 }
@@ -116,9 +116,9 @@ func (h *Host) crashedDuringApply(ld *load, ctx context.Context, applyErr error)
 	}
 	ld.stopping.Store(true) // watchExit must not count it twice
 	backoff, loop := ld.en.recordCrash(time.Now())
-	h.log.Error("plugin crashed while applying", "id", ld.en.e.ID, "binary", ld.en.binary, "backoff", backoff, "crash_loop", loop)
+	h.log.Error("plugin crashed while applying", "id", ld.en.id, "binary", ld.proc.Binary(), "backoff", backoff, "crash_loop", loop)
 	if loop {
-		return fmt.Errorf("crash loop: it crashed %d times within %v, the last time while applying; fix it, then run `dsh reload %s`", crashLimit, crashWindow, ld.en.e.ID)
+		return fmt.Errorf("crash loop: it crashed %d times within %v, the last time while applying; fix it, then run `dsh reload %s`", crashLimit, crashWindow, ld.en.id)
 	}
 	s := ld.scope
 	go func() {
@@ -159,6 +159,8 @@ var ErrUnknownEntry = errors.New("no such entry")
 // otherwise they reload against the new one. Reload also takes an entry out
 // of a crash loop.
 func (h *Host) Reload(ctx context.Context, id string) error {
+	h.changeMu.Lock()
+	defer h.changeMu.Unlock()
 	h.mu.Lock()
 	en, ok := h.byID[id]
 	h.mu.Unlock()
@@ -177,73 +179,92 @@ type retarget struct {
 }
 
 // reload is Reload, onto another binary when to is set. That binary must
-// provide and inject the same keys and accept the entry's config; until
-// its process is active the entry keeps its old binary (and so does a
-// restart after a crash), and if it fails the old process keeps serving.
+// provide and inject the same keys and accept the entry's config. A
+// provider moves make-before-break: the entry keeps its old binary (and a
+// crash of the old process restarts that one) until the new process is
+// active, and if it fails the old one keeps serving. h.changeMu is held.
 func (h *Host) reload(ctx context.Context, en *entry, to *retarget) error {
-	id := en.e.ID
+	id := en.id
 	en.resetCrashes()
 	old := en.getScope()
 	if old == nil {
 		return fmt.Errorf("reload %q: not loaded", id)
 	}
-	en.mu.Lock()
-	oldBin, oldE, oldConfig := en.binary, en.e, en.config
-	en.mu.Unlock()
-	bin, sha := oldBin, oldE.SHA256
-	if to != nil {
-		bin, sha = to.binary, to.e.SHA256
-	}
-	plain := len(en.desc.Provides) == 0 || old.State() != registry.Active
+	oldE, oldBin, oldDesc := en.view()
+	oldConfig := en.configJSON()
+	oldLoad := en.current()
+	plain := len(oldDesc.Provides) == 0 || old.State() != registry.Active
 	if plain && to == nil {
 		// Nothing to keep serving: a plain restart.
 		old.Restart()
 		return h.settle(ctx, old, id)
+	}
+	bin, sha := oldBin, oldE.SHA256
+	if to != nil {
+		bin, sha = to.binary, to.e.SHA256
 	}
 	proc, err := en.startBinary(ctx, bin, sha)
 	if err != nil {
 		return fmt.Errorf("reload %q: %w", id, err)
 	}
 	desc := proc.Description()
-	if !sameKeys(en.desc, desc) {
+	// A scope that is not active is restarted in place, with the services
+	// it described before: they must not change either.
+	if !sameKeys(oldDesc, desc) || (plain && !sameServices(oldDesc, desc)) {
 		_ = proc.Stop(ctx)
-		return fmt.Errorf("reload %q: %s provides or injects other keys than %s (provides %s, injects %s; was %s, %s); give it a new id instead",
-			id, bin, oldBin, provideKeys(desc), injectKeys(desc), provideKeys(en.desc), injectKeys(en.desc))
+		return fmt.Errorf("reload %q: %s provides or injects other keys or services than %s (provides %s, injects %s; was %s, %s); give it a new id instead",
+			id, bin, oldBin, provideKeys(desc), injectKeys(desc), provideKeys(oldDesc), injectKeys(oldDesc))
 	}
+	var target *procTarget
 	if to != nil {
 		cfg, err := effectiveConfig(to.comp, to.e, desc)
 		if err != nil {
 			_ = proc.Stop(ctx)
 			return err
 		}
-		en.mu.Lock()
-		en.binary, en.e, en.config = to.binary, to.e, cfg
-		en.mu.Unlock()
+		target = &procTarget{binary: to.binary, sha256: to.e.SHA256, config: cfg}
 	}
-	restore := func() {
-		if to != nil {
-			en.mu.Lock()
-			en.binary, en.e, en.config = oldBin, oldE, oldConfig
-			en.mu.Unlock()
+	moveEntry := func() {
+		en.mu.Lock()
+		defer en.mu.Unlock()
+		if target != nil {
+			en.binary, en.e, en.config = target.binary, to.e, target.config
+		}
+		en.desc = desc
+	}
+	dropSpare := func() {
+		if p := en.takeSpare(); p != nil {
+			_ = p.Stop(context.WithoutCancel(ctx))
 		}
 	}
 	if plain {
-		// A consumer moving to another binary: restart it on the new
-		// process; if that fails, back onto the old binary.
+		// A consumer (or a provider that is not serving): restart it in
+		// place on the new process. The scope's Apply starts the entry's
+		// own binary, so the entry moves first and moves back on failure.
+		if old.State() == registry.Pending {
+			// Waiting for its injects: it starts the new binary when
+			// they come.
+			_ = proc.Stop(ctx)
+			moveEntry()
+			return nil
+		}
 		en.mu.Lock()
 		en.spare = proc
 		en.mu.Unlock()
+		moveEntry()
 		old.Restart()
 		if err := h.settle(ctx, old, id); err != nil {
-			restore()
+			dropSpare()
+			en.mu.Lock()
+			en.binary, en.e, en.desc, en.config = oldBin, oldE, oldDesc, oldConfig
+			en.mu.Unlock()
 			old.Restart()
 			_ = h.settle(ctx, old, id)
 			return err
 		}
-		en.setDesc(desc)
 		return nil
 	}
-	keep := proto.Equal(en.desc, desc)
+	keep := proto.Equal(oldDesc, desc)
 	for _, p := range desc.Provides {
 		keep = keep && !p.CallerState
 	}
@@ -256,23 +277,27 @@ func (h *Host) reload(ctx context.Context, en *entry, to *retarget) error {
 		ID:     fmt.Sprintf("%s#%d", id, gen),
 		Label:  en.label(),
 		Inject: en.deps(),
-		Apply:  h.applyEntryAs(en, desc, true, keep),
+		Apply:  h.applyEntryAs(en, desc, true, keep, target),
 	})
 	if err != nil {
-		if p := en.takeSpare(); p != nil {
-			_ = p.Stop(ctx)
-		}
-		restore()
+		dropSpare()
 		return fmt.Errorf("reload %q: %w", id, err)
 	}
 	if err := h.settle(ctx, ns, id); err != nil {
 		_ = ns.Dispose(context.WithoutCancel(ctx))
-		restore()
+		dropSpare()
+		// The failed load replaced the entry's current one; the old
+		// process still serves, so it is current again.
+		en.mu.Lock()
+		if en.load == nil || en.load.scope == ns {
+			en.load = oldLoad
+		}
+		en.mu.Unlock()
 		return err
 	}
+	moveEntry()
 	en.setScope(ns)
-	en.setDesc(desc)
-	h.log.Info("plugin reloaded", "id", id, "binary", en.binary, "consumers_kept", keep)
+	h.log.Info("plugin reloaded", "id", id, "binary", bin, "consumers_kept", keep)
 	return old.Dispose(context.WithoutCancel(ctx))
 }
 
@@ -301,6 +326,20 @@ func injectKeys(d *pluginv1.Description) string {
 		keys = append(keys, in.Key)
 	}
 	return "[" + strings.Join(keys, " ") + "]"
+}
+
+// sameServices reports whether a and b serve the same gRPC services for
+// each key they provide (in order).
+func sameServices(a, b *pluginv1.Description) bool {
+	if len(a.Provides) != len(b.Provides) {
+		return false
+	}
+	for i := range a.Provides {
+		if strings.Join(a.Provides[i].GrpcServices, ",") != strings.Join(b.Provides[i].GrpcServices, ",") {
+			return false
+		}
+	}
+	return true
 }
 
 func sameKeys(a, b *pluginv1.Description) bool {

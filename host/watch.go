@@ -102,6 +102,8 @@ func (h *Host) Watch(ctx context.Context, interval time.Duration, lookup func(st
 // ApplyComposition moves the running host to next, entry by entry. Every
 // change is checked before any is made; an error leaves the host as it was.
 func (h *Host) ApplyComposition(ctx context.Context, next *composition.Composition) error {
+	h.changeMu.Lock()
+	defer h.changeMu.Unlock()
 	type change struct {
 		en     *entry
 		e      composition.Entry
@@ -119,7 +121,7 @@ func (h *Host) ApplyComposition(ctx context.Context, next *composition.Compositi
 		switch {
 		case en == nil && e.Disabled:
 		case en == nil || (!e.Disabled && en.e.Disabled):
-			adds = append(adds, &entry{h: h, e: e})
+			adds = append(adds, &entry{h: h, id: e.ID, e: e})
 		case e.Disabled && !en.e.Disabled:
 			removes = append(removes, en)
 		case e.Disabled:
@@ -187,7 +189,7 @@ func (h *Host) ApplyComposition(ctx context.Context, next *composition.Compositi
 		r.en.mu.Lock()
 		r.en.config, r.en.e = r.config, r.e
 		r.en.mu.Unlock()
-		if err := h.Reload(ctx, r.en.e.ID); err != nil {
+		if err := h.reload(ctx, r.en, nil); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -252,3 +252,61 @@ func TestHotReloadMovesBinary(t *testing.T) {
 		t.Error("the moved executor outlived the host")
 	}
 }
+
+// A provider whose new binary fails to apply keeps serving from its old
+// process (which is still the entry's current one), the entry keeps its old
+// binary, and nothing of the new one is left running.
+func TestHotReloadFailedMoveRestores(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "comp.yaml")
+	if err := os.WriteFile(file, []byte(pairYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	comp, err := composition.Load(file, os.LookupEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h, err := Start(ctx, comp, testOptions(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	orig := h.find("probe").binary
+	b, err := os.ReadFile(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := filepath.Join(dir, "dsh-probe-v2")
+	if err := os.WriteFile(v2, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bad := strings.Replace(pairYAML, "    name: probe\n    config:\n      fact: from-probe\n",
+		"    path: "+v2+"\n    config:\n      fact: from-v2\n      failApply: true\n", 1)
+	if err := os.WriteFile(file, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	next, err := composition.Load(file, os.LookupEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.ApplyComposition(ctx, next); err == nil {
+		t.Fatal("a move onto a binary that fails to apply succeeded")
+	}
+	waitActive(t, h)
+	en := h.find("probe")
+	if en.binary != orig {
+		t.Fatalf("after a failed move the entry runs %s, want %s", en.binary, orig)
+	}
+	if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pidOf(h, "probe"))); exe != orig {
+		t.Fatalf("probe process runs %q, want %s", exe, orig)
+	}
+	resp, err := probev1.NewProbeClient(h.Conn("probe")).Collect(ctx, &probev1.CollectRequest{})
+	if err != nil || resp.Env["DSH_PROBE"] != "from-probe" {
+		t.Fatalf("after the failed move: %v %v", resp.GetEnv(), err)
+	}
+	for _, pid := range testplugins.Matching(v2) {
+		t.Errorf("a process of the refused binary is left: %s", pid)
+	}
+}

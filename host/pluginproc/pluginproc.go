@@ -214,6 +214,9 @@ func (p *Process) watchExit() {
 // Description is what the plugin said of itself at start.
 func (p *Process) Description() *pluginv1.Description { return p.desc }
 
+// Binary is the executable the process runs.
+func (p *Process) Binary() string { return p.cfg.Binary }
+
 // Pid is the plugin's process id.
 func (p *Process) Pid() int { return p.pid }
 

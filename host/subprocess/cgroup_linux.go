@@ -26,9 +26,10 @@ import (
 type cgroupRoot struct {
 	dir string
 
-	mu   sync.Mutex
-	idle []*cgroup
-	made int
+	mu     sync.Mutex
+	idle   []*cgroup
+	made   int
+	closed bool
 }
 
 // maxIdleCgroups bounds the pool; more concurrent commands than this still
@@ -97,12 +98,14 @@ func (r *cgroupRoot) child() (*cgroup, error) {
 	return &cgroup{dir: dir, fd: fd}, nil
 }
 
-// release takes back a command's cgroup once its tree is gone; a cgroup
-// that still holds a process is removed instead (or left to close).
+// release takes back a command's cgroup once its tree is gone. Only a
+// cgroup as it was made is pooled: one still holding a process, or that
+// the command changed (froze it, set limits, made children, made it
+// threaded), is removed instead (or left to close when it cannot be).
 func (r *cgroupRoot) release(c *cgroup) {
-	if c.empty() {
+	if c.pristine() {
 		r.mu.Lock()
-		if len(r.idle) < maxIdleCgroups {
+		if !r.closed && len(r.idle) < maxIdleCgroups {
 			r.idle = append(r.idle, c)
 			r.mu.Unlock()
 			return
@@ -115,6 +118,7 @@ func (r *cgroupRoot) release(c *cgroup) {
 // close kills whatever is left under the root and removes it.
 func (r *cgroupRoot) close() {
 	r.mu.Lock()
+	r.closed = true
 	for _, c := range r.idle {
 		_ = unix.Close(c.fd)
 	}
@@ -163,13 +167,58 @@ func (c *cgroup) pids() []int {
 	return out
 }
 
-// empty reports whether no process is left in the cgroup.
-func (c *cgroup) empty() bool {
+// events reads cgroup.events.
+func (c *cgroup) events() (populated, frozen bool, err error) {
 	b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.events"))
 	if err != nil {
+		return false, false, err
+	}
+	ev := string(b)
+	return !strings.Contains(ev, "populated 0"), strings.Contains(ev, "frozen 1"), nil
+}
+
+// empty reports whether no process is left in the cgroup. A cgroup that is
+// gone is empty; one whose state cannot be read is not.
+func (c *cgroup) empty() bool {
+	populated, _, err := c.events()
+	if errors.Is(err, os.ErrNotExist) {
 		return true
 	}
-	return strings.Contains(string(b), "populated 0")
+	return err == nil && !populated
+}
+
+// pristine reports whether the cgroup is empty and as it was made, so the
+// next command may start in it.
+func (c *cgroup) pristine() bool {
+	populated, frozen, err := c.events()
+	if err != nil || populated || frozen {
+		return false
+	}
+	for file, want := range map[string]string{
+		"cgroup.type":            "domain",
+		"cgroup.max.descendants": "max",
+		"cgroup.max.depth":       "max",
+		"cgroup.subtree_control": "",
+		"cgroup.freeze":          "0",
+	} {
+		b, err := os.ReadFile(filepath.Join(c.dir, file))
+		if err != nil && !(errors.Is(err, os.ErrNotExist) && file == "cgroup.freeze") {
+			return false
+		}
+		if err == nil && strings.TrimSpace(string(b)) != want {
+			return false
+		}
+	}
+	ents, err := os.ReadDir(c.dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			return false
+		}
+	}
+	return true
 }
 
 // killAndWait kills the tree and waits (bounded) until it is gone.

@@ -83,14 +83,22 @@ func (s *stream) pump(r *os.File, wg *sync.WaitGroup) {
 			return
 		}
 		if n == len(buf) && len(buf) < bigPipe {
-			if !grown {
+			if !grown && s.m.bigPipes.Add(1) <= maxBigPipes {
 				growPipe(r)
 				grown = true
+				defer s.m.bigPipes.Add(-1)
+			} else if !grown {
+				s.m.bigPipes.Add(-1)
 			}
 			buf = make([]byte, 2*len(buf))
 		}
 	}
 }
+
+// maxBigPipes bounds how many pipes are grown at once: each takes 256 of the
+// user's pipe-user-pages-soft (16384 by default), past which every new pipe
+// of the user's is created small.
+const maxBigPipes = 16
 
 // growPipe raises a pipe's capacity to bigPipe. Only streams that pour
 // output get it: big pipes count against the user's pipe-user-pages-soft.

@@ -151,6 +151,8 @@ type Manager struct {
 	cg     *cgroupRoot
 	nextID atomic.Uint64
 	spill  spillBudget
+	// bigPipes counts the pipes grown for streams pouring output.
+	bigPipes atomic.Int32
 
 	watchdog     *os.File      // write end of the watchdog's pipe
 	watchdogDone chan struct{} // closed when the watchdog exited

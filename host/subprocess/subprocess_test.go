@@ -423,3 +423,32 @@ func TestPouringOutputExactCounts(t *testing.T) {
 		t.Fatalf("spill file: %d bytes, ends %q", len(b), b[len(b)-120:])
 	}
 }
+
+// A command may change its own cgroup (freeze it, say). Such a cgroup is
+// not reused: the next command must not start frozen.
+func TestChangedCgroupIsNotReused(t *testing.T) {
+	m := newManager(t)
+	if !m.Cgroups() {
+		t.Skip("no writable cgroup v2 hierarchy here")
+	}
+	mnt, err := findCgroup2()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bash(t, m, `echo 1 > "`+mnt+`$(grep '^0::' /proc/self/cgroup | cut -d: -f3)/cgroup.freeze"; sleep 100`,
+		func(s *Spec) { s.Timeout = 300 * time.Millisecond; s.Grace = 100 * time.Millisecond })
+	if !r.TimedOut || r.Status != Killed {
+		t.Fatalf("frozen command: %+v", r)
+	}
+	time.Sleep(50 * time.Millisecond) // the cgroup is released just after Done
+	done := make(chan Result, 1)
+	go func() { done <- bash(t, m, "echo hello", func(s *Spec) { s.Timeout = 5 * time.Second }) }()
+	select {
+	case r := <-done:
+		if string(r.Stdout.Data) != "hello\n" {
+			t.Fatalf("after a frozen cgroup: %+v", r)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the next command hangs: it was started in the frozen cgroup")
+	}
+}

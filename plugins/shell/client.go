@@ -73,6 +73,7 @@ func (c *Client) Exec(ctx context.Context, req *ExecRequest) (*RunResult, error)
 	if err != nil {
 		return nil, err
 	}
+	spec.DshEnv = req.DshEnv // the caller's trusted layer, whatever Resolve did with it
 	res, err := c.Run(ctx, spec)
 	if err != nil {
 		return nil, err

@@ -55,6 +55,16 @@ func (p *toolBash) Dispose(context.Context) error {
 }
 
 func (p *toolBash) Apply(ctx context.Context, host *sdk.Host, _ json.RawMessage) error {
+	err := p.apply(ctx, host)
+	if err != nil && p.env != nil {
+		// Dispose runs only after a successful Apply.
+		p.env.Close()
+		p.env = nil
+	}
+	return err
+}
+
+func (p *toolBash) apply(ctx context.Context, host *sdk.Host) error {
 	p.log = host.Logger()
 	svc, err := host.Lookup(ctx, shell.Key)
 	if err != nil {
@@ -140,6 +150,7 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 		if err != nil {
 			return errorResult("%v", err)
 		}
+		spec.DshEnv = snap.Env // the trusted layer is ours to give, whatever Resolve did
 		proc, err := p.sh.Start(ctx, spec)
 		if err != nil {
 			return errorResult("%v", err)
