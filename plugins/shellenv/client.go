@@ -95,6 +95,7 @@ func (f *Follower) run(ctx context.Context) {
 	defer close(f.done)
 	pause := watchRetryMin
 	for ctx.Err() == nil {
+		began := time.Now()
 		got, err := f.watch(ctx)
 		f.set(nil)
 		if ctx.Err() != nil {
@@ -103,7 +104,9 @@ func (f *Follower) run(ctx context.Context) {
 		switch {
 		case status.Code(err) == codes.Unimplemented:
 			pause = watchRetryUnimpl
-		case got:
+		case got && time.Since(began) > watchRetryMax:
+			// A watch that held for a while broke: the provider is
+			// probably being replaced and back at once.
 			pause = watchRetryMin
 		default:
 			pause = min(2*pause, watchRetryMax)
