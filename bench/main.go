@@ -51,7 +51,7 @@ func main() {
 	mcpRuns := flag.Int("mcp-calls", 200, "MCP tools/call of bash true per server")
 	peers := flag.Bool("peers", true, "also measure two MCP shell servers from the npm registry")
 	swaps := flag.Int("swaps", 3, "executor reloads under load")
-	outRounds := flag.Int("output-rounds", 5, "1 GiB runs (each interleaved with a cat baseline)")
+	outRounds := flag.Int("output-rounds", 9, "1 GiB runs (each interleaved with a cat baseline)")
 	only := flag.String("only", "", "run only these sections (comma-separated: start,calls,run,output,mcp,reload)")
 	flag.Parse()
 	want := func(name string) bool {
