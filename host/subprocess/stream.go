@@ -54,7 +54,8 @@ func newStream(m *Manager, spec Spec, id, name string) *stream {
 		path:     filepath.Join(m.ownerDir(spec.Owner), id+"."+name),
 		maxOut:   spec.MaxOutputBytes,
 		maxSpill: spec.MaxSpillBytes,
-		unread:   retention.NewTextRetainer(retention.Tail, spec.MaxOutputBytes),
+		// Collected output speaks of bytes, never lines: no line scan.
+		unread: retention.NewTextRetainer(retention.Tail, spec.MaxOutputBytes, retention.WithoutLineCount()),
 	}
 }
 
@@ -190,7 +191,7 @@ func (s *stream) collect(consume bool) Collected {
 	defer s.mu.Unlock()
 	res := s.unread.Result()
 	if consume {
-		s.unread = retention.NewTextRetainer(retention.Tail, s.maxOut)
+		s.unread = retention.NewTextRetainer(retention.Tail, s.maxOut, retention.WithoutLineCount())
 	}
 	c := Collected{
 		Data:      []byte(res.Head + res.Tail),

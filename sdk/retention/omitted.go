@@ -21,7 +21,8 @@ type Omitted struct {
 	// dropped. The dropped bytes always form one contiguous region (the
 	// end for Head, the beginning for Tail, the middle for HeadTail), so
 	// Lines is the number of '\n' in that region plus one if the region's
-	// last byte is not '\n'; it is 0 exactly when Bytes is 0.
+	// last byte is not '\n'; it is 0 exactly when Bytes is 0 (or when the
+	// retainer was made [WithoutLineCount], which never counts lines).
 	//
 	// For example, of "one\ntwo\nthree\n" a Head retainer keeping "one\ntw"
 	// drops "o\nthree\n": 2 lines ("two\n" in part, "three\n" whole).

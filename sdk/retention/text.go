@@ -24,14 +24,23 @@ type TextRetainer struct {
 	tailCap int // budget of the tail
 	ringCap int // tailCap + margin, or 0 when tailCap is 0
 
-	head  []byte // the first min(total, headCap) bytes
-	next  byte   // the byte right after the head, once total > headCap
-	ring  []byte // the last min(total-headCap, ringCap) bytes after the head
-	rpos  int    // once len(ring) == ringCap: index of the oldest byte; else 0
-	total int64  // bytes written
-	lines int64  // '\n' in the bytes written
-	last  byte   // the last byte written
+	head    []byte // the first min(total, headCap) bytes
+	next    byte   // the byte right after the head, once total > headCap
+	ring    []byte // the last min(total-headCap, ringCap) bytes after the head
+	rpos    int    // once len(ring) == ringCap: index of the oldest byte; else 0
+	total   int64  // bytes written
+	lines   int64  // '\n' in the bytes written
+	noLines bool   // WithoutLineCount: lines is not kept
+	last    byte   // the last byte written
 }
+
+// TextOption changes how a [TextRetainer] works.
+type TextOption func(*TextRetainer)
+
+// WithoutLineCount makes a retainer skip counting lines: its results
+// report Omitted.Lines as 0 (so notices speak of bytes only). It saves a
+// scan of every byte written, for streams whose readers never show lines.
+func WithoutLineCount() TextOption { return func(r *TextRetainer) { r.noLines = true } }
 
 // NewTextRetainer returns a retainer that keeps at most maxBytes bytes of
 // what is written to it: the first maxBytes for [Head], the last maxBytes
@@ -40,11 +49,14 @@ type TextRetainer struct {
 // split a UTF-8 code point moves to keep less, never more. maxBytes <= 0
 // keeps nothing: everything written is omitted. It panics if strategy is
 // not one of the three.
-func NewTextRetainer(strategy Strategy, maxBytes int) *TextRetainer {
+func NewTextRetainer(strategy Strategy, maxBytes int, opts ...TextOption) *TextRetainer {
 	if !strategy.valid() {
 		panic(fmt.Sprintf("retention: NewTextRetainer with invalid %v", strategy))
 	}
 	r := &TextRetainer{}
+	for _, o := range opts {
+		o(r)
+	}
 	if maxBytes <= 0 {
 		return r
 	}
@@ -70,7 +82,9 @@ func (r *TextRetainer) Write(p []byte) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	r.lines += int64(bytes.Count(p, []byte{'\n'}))
+	if !r.noLines {
+		r.lines += int64(bytes.Count(p, []byte{'\n'}))
+	}
 	r.last = p[n-1]
 	if len(r.head) < r.headCap {
 		k := min(r.headCap-len(r.head), len(p))
@@ -227,6 +241,9 @@ func (r *TextRetainer) Result() TextResult {
 		lastDropped = r.at(tStart - 1)
 	}
 	res.Omitted.Bytes = tStart - int64(hEnd)
+	if r.noLines {
+		return res
+	}
 	res.Omitted.Lines = r.lines -
 		int64(strings.Count(res.Head, "\n")) -
 		int64(strings.Count(res.Tail, "\n"))

@@ -335,3 +335,27 @@ func TestMemoryBounded(t *testing.T) {
 		})
 	}
 }
+
+func TestWithoutLineCount(t *testing.T) {
+	in := []byte(strings.Repeat("line one\nzwei €\n", 500) + "tail without newline")
+	for _, st := range []Strategy{Head, Tail, HeadTail} {
+		for _, max := range []int{0, 1, 7, 100, 5000, 100000} {
+			with, without := NewTextRetainer(st, max), NewTextRetainer(st, max, WithoutLineCount())
+			for i := 0; i < len(in); i += 97 {
+				end := min(i+97, len(in))
+				_, _ = with.Write(in[i:end])
+				_, _ = without.Write(in[i:end])
+			}
+			a, b := with.Result(), without.Result()
+			if a.Head != b.Head || a.Tail != b.Tail || a.Total != b.Total || a.Omitted.Bytes != b.Omitted.Bytes {
+				t.Fatalf("%v/%d: results differ beyond lines: %+v vs %+v", st, max, a.Omitted, b.Omitted)
+			}
+			if b.Omitted.Lines != 0 {
+				t.Fatalf("%v/%d: lines counted anyway: %d", st, max, b.Omitted.Lines)
+			}
+			if b.Omitted.Bytes > 0 && !strings.Contains(b.String(), "bytes omitted]") && !strings.Contains(b.String(), "byte omitted]") {
+				t.Fatalf("%v/%d: notice %q", st, max, b.String())
+			}
+		}
+	}
+}
