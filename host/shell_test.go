@@ -153,16 +153,28 @@ func TestBashLocalAbort(t *testing.T) {
 	if err := <-done; status.Code(err) != codes.Canceled && err != context.Canceled && !strings.Contains(fmt.Sprint(err), "canceled") {
 		t.Fatalf("run: %v", err)
 	}
-	for time.Now().Before(deadline) && len(testplugins.Matching("sleep "+marker)) > 0 {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if left := testplugins.Matching("sleep " + marker); len(left) > 0 {
+	if left := waitGone("sleep "+marker, deadline); len(left) > 0 {
 		t.Fatalf("aborted command still running: %v", left)
 	}
 	// A call already cancelled is refused without running anything.
 	if _, err := sh.Run(ctx, spec); err == nil {
 		t.Fatal("run with a cancelled context succeeded")
 	}
+}
+
+// waitGone waits until no process matches marker, and returns those left
+// at the deadline. Gone means absent several times in a row: a process in
+// the middle of exec (bash exec-ing sleep) briefly shows an empty command
+// line.
+func waitGone(marker string, deadline time.Time) []string {
+	for absent := 0; absent < 3 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if len(testplugins.Matching(marker)) == 0 {
+			absent++
+		} else {
+			absent = 0
+		}
+	}
+	return testplugins.Matching(marker)
 }
 
 func TestBashLocalInfrastructureFailures(t *testing.T) {
@@ -288,10 +300,8 @@ func TestBashLocalExecutorCrashKillsForeground(t *testing.T) {
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), `provider "bash"`) {
 		t.Fatalf("run after the executor crashed: %v", err)
 	}
-	for len(testplugins.Matching("sleep "+marker)) > 0 && ctx.Err() == nil {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if left := testplugins.Matching("sleep " + marker); len(left) > 0 {
+	dl, _ := ctx.Deadline()
+	if left := waitGone("sleep "+marker, dl); len(left) > 0 {
 		t.Fatalf("foreground tree outlived its executor: %v", left)
 	}
 }
