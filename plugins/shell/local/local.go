@@ -241,7 +241,13 @@ func (e *Executor) Exec(ctx context.Context, req *shell.ExecRequest) (*shell.Run
 	if err != nil {
 		return nil, err
 	}
-	return e.Run(ctx, spec)
+	res, err := e.Run(ctx, spec)
+	if status.Code(err) == codes.Unimplemented {
+		// From further down (ctx.subprocess): callers read UNIMPLEMENTED
+		// from Exec as "this executor has no Exec".
+		return nil, status.Errorf(codes.Internal, "exec: %s", status.Convert(err).Message())
+	}
+	return res, err
 }
 
 // Start runs in the background with no timeout; a spawn failure settles as
