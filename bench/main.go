@@ -133,6 +133,21 @@ func foregroundRun(dir string, n int) {
 	fmt.Println()
 }
 
+// toolsComposition writes the default composition's shape (shell-env,
+// bash-local, tool-bash) with the binaries built into dir, as dir/name.yaml.
+func toolsComposition(dir, name string) string {
+	comp := filepath.Join(dir, name+".yaml")
+	check(os.WriteFile(comp, []byte(fmt.Sprintf(`plugins:
+  - id: env
+    path: %s
+  - id: bash
+    path: %s
+  - id: tools
+    path: %s
+`, filepath.Join(dir, "dsh-shell-env"), filepath.Join(dir, "dsh-bash-local"), filepath.Join(dir, "dsh-tool-bash"))), 0o600))
+	return comp
+}
+
 // startToReady: `dsh serve` of N trivial plugins until it reports ready,
 // against N bare starts of the same binary (in parallel, each until its
 // handshake line).

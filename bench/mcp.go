@@ -18,15 +18,7 @@ import (
 // stands. Also: the default-shaped composition's start to its first
 // answered tools/list.
 func mcpCalls(dir string, n int, peers bool) {
-	comp := filepath.Join(dir, "tools.yaml")
-	check(os.WriteFile(comp, []byte(fmt.Sprintf(`plugins:
-  - id: env
-    path: %s
-  - id: bash
-    path: %s
-  - id: tools
-    path: %s
-`, filepath.Join(dir, "dsh-shell-env"), filepath.Join(dir, "dsh-bash-local"), filepath.Join(dir, "dsh-tool-bash"))), 0o600))
+	comp := toolsComposition(dir, "tools")
 
 	// Start to first tools/list, 10 times.
 	var ready []time.Duration

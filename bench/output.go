@@ -22,15 +22,7 @@ const gib = 1 << 30
 // dsh process's peak RSS rose above its RSS before the call (target at most
 // 16 MiB).
 func bigOutput(dir string, rounds int) {
-	comp := filepath.Join(dir, "output.yaml")
-	check(os.WriteFile(comp, []byte(fmt.Sprintf(`plugins:
-  - id: env
-    path: %s
-  - id: bash
-    path: %s
-  - id: tools
-    path: %s
-`, filepath.Join(dir, "dsh-shell-env"), filepath.Join(dir, "dsh-bash-local"), filepath.Join(dir, "dsh-tool-bash"))), 0o600))
+	comp := toolsComposition(dir, "output")
 	produce := "head -c " + strconv.Itoa(gib) + " /dev/zero"
 	var viaDsh, viaCat []time.Duration
 	var growth []int64

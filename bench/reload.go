@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -22,15 +21,7 @@ import (
 // against the median of the calls that did not, and checks that a
 // background job started before the first swap kept its id and output.
 func reloadUnderLoad(dir string, swaps int) {
-	comp := filepath.Join(dir, "reload.yaml")
-	check(os.WriteFile(comp, []byte(fmt.Sprintf(`plugins:
-  - id: env
-    path: %s
-  - id: bash
-    path: %s
-  - id: tools
-    path: %s
-`, filepath.Join(dir, "dsh-shell-env"), filepath.Join(dir, "dsh-bash-local"), filepath.Join(dir, "dsh-tool-bash"))), 0o600))
+	comp := toolsComposition(dir, "reload")
 	c, err := composition.Load(comp, os.LookupEnv)
 	check(err)
 	ctx := context.Background()

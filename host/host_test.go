@@ -72,6 +72,26 @@ func writeComp(t *testing.T, yaml string) *composition.Composition {
 	return c
 }
 
+// startHost starts comp with the test options and closes it when the test
+// ends.
+func startHost(t *testing.T, comp *composition.Composition) *Host {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := Start(ctx, comp, testOptions(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := h.Close(ctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return h
+}
+
 func testOptions(t *testing.T, observe func(registry.Event)) Options {
 	t.Cleanup(func() {
 		// Every host a test started is closed by now: nothing may be left.

@@ -36,19 +36,7 @@ plugins:
 
 func startShell(t *testing.T) (*Host, *shell.Client) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	h, err := Start(ctx, writeComp(t, bashYAML), testOptions(t, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := h.Close(ctx); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
+	h := startHost(t, writeComp(t, bashYAML))
 	return h, shell.NewClient(h.Conn(shell.Key), "")
 }
 

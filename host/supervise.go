@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -212,9 +212,11 @@ func (h *Host) reload(ctx context.Context, en *entry, to *retarget) error {
 	// it described before: they must not change either.
 	if !sameKeys(oldDesc, desc) || (plain && !sameServices(oldDesc, desc)) {
 		_ = proc.Stop(ctx)
-		return fmt.Errorf("reload %q: %s provides or injects other keys or services than %s (provides %s, injects %s; was %s, %s); give it a new id instead",
-			id, bin, oldBin, provideKeys(desc), injectKeys(desc), provideKeys(oldDesc), injectKeys(oldDesc))
+		return fmt.Errorf("reload %q: %s %s, other keys or services than %s (%s); give it a new id instead",
+			id, bin, keysOf(desc), oldBin, keysOf(oldDesc))
 	}
+	// What the entry becomes once the new process is active.
+	newE, newBin, newConfig := oldE, oldBin, oldConfig
 	var target *procTarget
 	if to != nil {
 		cfg, err := effectiveConfig(to.comp, to.e, desc)
@@ -222,15 +224,13 @@ func (h *Host) reload(ctx context.Context, en *entry, to *retarget) error {
 			_ = proc.Stop(ctx)
 			return err
 		}
+		newE, newBin, newConfig = to.e, to.binary, cfg
 		target = &procTarget{binary: to.binary, sha256: to.e.SHA256, config: cfg}
 	}
-	moveEntry := func() {
+	setEntry := func(e composition.Entry, bin string, config []byte, d *pluginv1.Description) {
 		en.mu.Lock()
 		defer en.mu.Unlock()
-		if target != nil {
-			en.binary, en.e, en.config = target.binary, to.e, target.config
-		}
-		en.desc = desc
+		en.e, en.binary, en.config, en.desc = e, bin, config, d
 	}
 	dropSpare := func() {
 		if p := en.takeSpare(); p != nil {
@@ -245,19 +245,17 @@ func (h *Host) reload(ctx context.Context, en *entry, to *retarget) error {
 			// Waiting for its injects: it starts the new binary when
 			// they come.
 			_ = proc.Stop(ctx)
-			moveEntry()
+			setEntry(newE, newBin, newConfig, desc)
 			return nil
 		}
 		en.mu.Lock()
 		en.spare = proc
 		en.mu.Unlock()
-		moveEntry()
+		setEntry(newE, newBin, newConfig, desc)
 		old.Restart()
 		if err := h.settle(ctx, old, id); err != nil {
 			dropSpare()
-			en.mu.Lock()
-			en.binary, en.e, en.desc, en.config = oldBin, oldE, oldDesc, oldConfig
-			en.mu.Unlock()
+			setEntry(oldE, oldBin, oldConfig, oldDesc)
 			old.Restart()
 			_ = h.settle(ctx, old, id)
 			return err
@@ -295,7 +293,7 @@ func (h *Host) reload(ctx context.Context, en *entry, to *retarget) error {
 		en.mu.Unlock()
 		return err
 	}
-	moveEntry()
+	setEntry(newE, newBin, newConfig, desc)
 	en.setScope(ns)
 	h.log.Info("plugin reloaded", "id", id, "binary", bin, "consumers_kept", keep)
 	return old.Dispose(context.WithoutCancel(ctx))
@@ -312,34 +310,24 @@ func (h *Host) settle(ctx context.Context, s *registry.Scope, id string) error {
 	return nil
 }
 
-func provideKeys(d *pluginv1.Description) string {
-	var keys []string
+// keysOf says what a description provides and injects, for errors.
+func keysOf(d *pluginv1.Description) string {
+	var provides, injects []string
 	for _, p := range d.Provides {
-		keys = append(keys, p.Key)
+		provides = append(provides, p.Key)
 	}
-	return "[" + strings.Join(keys, " ") + "]"
-}
-
-func injectKeys(d *pluginv1.Description) string {
-	var keys []string
 	for _, in := range d.Inject {
-		keys = append(keys, in.Key)
+		injects = append(injects, in.Key)
 	}
-	return "[" + strings.Join(keys, " ") + "]"
+	return fmt.Sprintf("provides %v, injects %v", provides, injects)
 }
 
 // sameServices reports whether a and b serve the same gRPC services for
 // each key they provide (in order).
 func sameServices(a, b *pluginv1.Description) bool {
-	if len(a.Provides) != len(b.Provides) {
-		return false
-	}
-	for i := range a.Provides {
-		if strings.Join(a.Provides[i].GrpcServices, ",") != strings.Join(b.Provides[i].GrpcServices, ",") {
-			return false
-		}
-	}
-	return true
+	return slices.EqualFunc(a.Provides, b.Provides, func(x, y *pluginv1.Provide) bool {
+		return slices.Equal(x.GrpcServices, y.GrpcServices)
+	})
 }
 
 func sameKeys(a, b *pluginv1.Description) bool {

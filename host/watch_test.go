@@ -123,6 +123,50 @@ func TestHotReload(t *testing.T) {
 	}
 }
 
+// startFile writes yaml to file and starts a host on it.
+func startFile(t *testing.T, file, yaml string) *Host {
+	t.Helper()
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	comp, err := composition.Load(file, os.LookupEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startHost(t, comp)
+}
+
+// applyFile writes yaml to file and applies it to the running host, as an
+// edit seen by the watcher would be.
+func applyFile(t *testing.T, h *Host, file, yaml string) error {
+	t.Helper()
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	next, err := composition.Load(file, os.LookupEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return h.ApplyComposition(ctx, next)
+}
+
+// copyBinary copies an entry's binary into dir under name: "a new version".
+func copyBinary(t *testing.T, h *Host, id, dir, name string) (orig, copied string) {
+	t.Helper()
+	orig = h.find(id).binary
+	b, err := os.ReadFile(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied = filepath.Join(dir, name)
+	if err := os.WriteFile(copied, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return orig, copied
+}
+
 // An edit that points an entry at another binary (name, path or sha256)
 // reloads it onto that binary, make-before-break: background jobs and the
 // other entries carry on. A binary with other keys, or one that fails its
@@ -130,45 +174,9 @@ func TestHotReload(t *testing.T) {
 func TestHotReloadMovesBinary(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "comp.yaml")
-	var h *Host
-	apply := func(yaml string) error {
-		t.Helper()
-		if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		next, err := composition.Load(file, os.LookupEnv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		return h.ApplyComposition(ctx, next)
-	}
-	if err := os.WriteFile(file, []byte(toolsYAML), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	comp, err := composition.Load(file, os.LookupEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	h, err = Start(ctx, comp, testOptions(t, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close(context.Background())
-
-	// A copy of the executor under another path: a "new version".
-	orig := h.find("bash").binary
-	b, err := os.ReadFile(orig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v2 := filepath.Join(dir, "dsh-bash-local-v2")
-	if err := os.WriteFile(v2, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	h := startFile(t, file, toolsYAML)
+	apply := func(yaml string) error { return applyFile(t, h, file, yaml) }
+	orig, v2 := copyBinary(t, h, "bash", dir, "dsh-bash-local-v2")
 	res := callTool(t, h, "agent", "bash", bashCall("echo one; sleep 1; echo two", "run_in_background", true))
 	var job struct {
 		JobID string `json:"jobId"`
@@ -197,7 +205,7 @@ func TestHotReloadMovesBinary(t *testing.T) {
 
 	// Another binary with other keys: refused, the executor keeps serving.
 	probe := filepath.Join(filepath.Dir(orig), "dsh-probe")
-	err = apply(strings.Replace(toolsYAML, "    name: bash-local\n", "    path: "+probe+"\n", 1))
+	err := apply(strings.Replace(toolsYAML, "    name: bash-local\n", "    path: "+probe+"\n", 1))
 	if err == nil || !strings.Contains(err.Error(), "other keys") || !strings.Contains(err.Error(), `"bash"`) {
 		t.Fatalf("a binary with other keys: %v", err)
 	}
@@ -215,14 +223,7 @@ func TestHotReloadMovesBinary(t *testing.T) {
 
 	// A consumer moves too: it restarts on the new binary and registers
 	// its tools again.
-	tb, err := os.ReadFile(h.find("tools").binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tools2 := filepath.Join(dir, "dsh-tool-bash-v2")
-	if err := os.WriteFile(tools2, tb, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	_, tools2 := copyBinary(t, h, "tools", dir, "dsh-tool-bash-v2")
 	toolsPid = pidOf(h, "tools")
 	if err := apply(strings.Replace(moved, "    name: tool-bash\n", "    path: "+tools2+"\n", 1)); err != nil {
 		t.Fatal(err)
@@ -235,17 +236,8 @@ func TestHotReloadMovesBinary(t *testing.T) {
 	}
 
 	// The job started before the move finishes with all its output.
-	var all strings.Builder
-	for ctx.Err() == nil {
-		r := callTool(t, h, "agent", "job_output", map[string]string{"job_id": job.JobID})
-		all.WriteString(r.Text + "\n")
-		if strings.Contains(r.Text, "finished]") {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !strings.Contains(all.String(), "one") || !strings.Contains(all.String(), "two") {
-		t.Fatalf("job across the move: %q", all.String())
+	if all := readJobToEnd(t, h, "agent", job.JobID); !strings.Contains(all, "one") || !strings.Contains(all, "two") {
+		t.Fatalf("job across the move: %q", all)
 	}
 	h.Close(context.Background())
 	if testplugins.Alive(newPid) {
@@ -259,39 +251,11 @@ func TestHotReloadMovesBinary(t *testing.T) {
 func TestHotReloadFailedMoveRestores(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "comp.yaml")
-	if err := os.WriteFile(file, []byte(pairYAML), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	comp, err := composition.Load(file, os.LookupEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	h, err := Start(ctx, comp, testOptions(t, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close(context.Background())
-	orig := h.find("probe").binary
-	b, err := os.ReadFile(orig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v2 := filepath.Join(dir, "dsh-probe-v2")
-	if err := os.WriteFile(v2, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	h := startFile(t, file, pairYAML)
+	orig, v2 := copyBinary(t, h, "probe", dir, "dsh-probe-v2")
 	bad := strings.Replace(pairYAML, "    name: probe\n    config:\n      fact: from-probe\n",
 		"    path: "+v2+"\n    config:\n      fact: from-v2\n      failApply: true\n", 1)
-	if err := os.WriteFile(file, []byte(bad), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	next, err := composition.Load(file, os.LookupEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.ApplyComposition(ctx, next); err == nil {
+	if err := applyFile(t, h, file, bad); err == nil {
 		t.Fatal("a move onto a binary that fails to apply succeeded")
 	}
 	waitActive(t, h)
@@ -302,7 +266,7 @@ func TestHotReloadFailedMoveRestores(t *testing.T) {
 	if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pidOf(h, "probe"))); exe != orig {
 		t.Fatalf("probe process runs %q, want %s", exe, orig)
 	}
-	resp, err := probev1.NewProbeClient(h.Conn("probe")).Collect(ctx, &probev1.CollectRequest{})
+	resp, err := probev1.NewProbeClient(h.Conn("probe")).Collect(context.Background(), &probev1.CollectRequest{})
 	if err != nil || resp.Env["DSH_PROBE"] != "from-probe" {
 		t.Fatalf("after the failed move: %v %v", resp.GetEnv(), err)
 	}
