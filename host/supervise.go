@@ -227,10 +227,15 @@ func (h *Host) reload(ctx context.Context, en *entry, to *retarget) error {
 		newE, newBin, newConfig = to.e, to.binary, cfg
 		target = &procTarget{binary: to.binary, sha256: to.e.SHA256, config: cfg}
 	}
+	// Only a move writes e, binary and config, so a plain reload does not
+	// race the readers that run in the changing goroutine without the lock.
 	setEntry := func(e composition.Entry, bin string, config []byte, d *pluginv1.Description) {
 		en.mu.Lock()
 		defer en.mu.Unlock()
-		en.e, en.binary, en.config, en.desc = e, bin, config, d
+		if to != nil {
+			en.e, en.binary, en.config = e, bin, config
+		}
+		en.desc = d
 	}
 	dropSpare := func() {
 		if p := en.takeSpare(); p != nil {

@@ -298,7 +298,7 @@ func containsEntry(list []*entry, en *entry) bool {
 
 func (h *Host) find(id string) *entry {
 	for _, en := range h.entryList() {
-		if en.e.ID == id {
+		if en.id == id {
 			return en
 		}
 	}

@@ -106,7 +106,7 @@ func TestHotReload(t *testing.T) {
 		t.Fatal("removed probe still running")
 	}
 	// A rebuilt binary reloads its entry.
-	bin := h.find("env").binary
+	bin := h.find("env").bin()
 	future := time.Now().Add(time.Hour)
 	if err := os.Chtimes(bin, future, future); err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func applyFile(t *testing.T, h *Host, file, yaml string) error {
 // copyBinary copies an entry's binary into dir under name: "a new version".
 func copyBinary(t *testing.T, h *Host, id, dir, name string) (orig, copied string) {
 	t.Helper()
-	orig = h.find(id).binary
+	orig = h.find(id).bin()
 	b, err := os.ReadFile(orig)
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +188,7 @@ func TestHotReloadMovesBinary(t *testing.T) {
 	if err := apply(moved); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.find("bash").binary; got != v2 {
+	if got := h.find("bash").bin(); got != v2 {
 		t.Fatalf("bash runs %s, want %s", got, v2)
 	}
 	newPid := pidOf(h, "bash")
@@ -214,7 +214,7 @@ func TestHotReloadMovesBinary(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "sha256") {
 		t.Fatalf("a wrong checksum: %v", err)
 	}
-	if pidOf(h, "bash") != newPid || h.find("bash").binary != v2 {
+	if pidOf(h, "bash") != newPid || h.find("bash").bin() != v2 {
 		t.Fatal("a refused move replaced the running executor")
 	}
 	if r := callTool(t, h, "agent", "bash", bashCall("echo still")); r.Text != "still" {
@@ -260,8 +260,8 @@ func TestHotReloadFailedMoveRestores(t *testing.T) {
 	}
 	waitActive(t, h)
 	en := h.find("probe")
-	if en.binary != orig {
-		t.Fatalf("after a failed move the entry runs %s, want %s", en.binary, orig)
+	if en.bin() != orig {
+		t.Fatalf("after a failed move the entry runs %s, want %s", en.bin(), orig)
 	}
 	if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pidOf(h, "probe"))); exe != orig {
 		t.Fatalf("probe process runs %q, want %s", exe, orig)
