@@ -100,9 +100,10 @@ func (r *cgroupRoot) child() (*cgroup, error) {
 }
 
 // release takes back a command's cgroup once its tree is gone. Only a
-// cgroup as it was made is pooled: one still holding a process, or that
-// the command changed (froze it, set limits, made children, made it
-// threaded), is removed instead (or left to close when it cannot be).
+// cgroup as it was made is pooled: one still holding a process, one that
+// was killed, or one the command changed (froze it, set limits, made
+// children, made it threaded), is removed instead (or left to close when
+// it cannot be).
 func (r *cgroupRoot) release(c *cgroup) {
 	if c.pristine() {
 		r.mu.Lock()
@@ -140,10 +141,15 @@ func (r *cgroupRoot) close() {
 type cgroup struct {
 	dir string
 	fd  int
+	// killed is set once cgroup.kill was written: on this kernel (6.18) a
+	// process later started into such a cgroup with CLONE_INTO_CGROUP is
+	// SIGKILLed at birth, so it is never pooled.
+	killed bool
 }
 
 // kill sends SIGKILL to every process in the cgroup.
 func (c *cgroup) kill() {
+	c.killed = true
 	_ = os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
 }
 
@@ -191,6 +197,9 @@ func (c *cgroup) empty() bool {
 // pristine reports whether the cgroup is empty and as it was made, so the
 // next command may start in it.
 func (c *cgroup) pristine() bool {
+	if c.killed {
+		return false
+	}
 	populated, frozen, err := c.events()
 	if err != nil || populated || frozen {
 		return false

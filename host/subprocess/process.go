@@ -171,8 +171,18 @@ func (p *Process) wait(readers *sync.WaitGroup, outR, errR *os.File) {
 	default:
 		p.status, p.exitCode = Killed, -1
 	}
+	sigkilled := p.signal == "SIGKILL"
 	p.mu.Unlock()
 	close(p.exited)
+	if sigkilled {
+		// Perhaps by a write to its own cgroup.kill: that cgroup is
+		// poisoned (see cgroup.killed), so it must not be pooled.
+		p.cgMu.Lock()
+		if p.cg != nil {
+			p.cg.killed = true
+		}
+		p.cgMu.Unlock()
+	}
 
 	// What the main process left behind dies with it.
 	p.killTree()

@@ -435,3 +435,77 @@ func TestChangedCgroupIsNotReused(t *testing.T) {
 		t.Fatal("the next command hangs: it was started in the frozen cgroup")
 	}
 }
+
+// A cgroup emptied with cgroup.kill stays poisonous on this kernel: a
+// process started into it is SIGKILLed at birth. Every way a tree is killed
+// (a leftover child, a timeout, a kill, an abort) must leave the next
+// commands unharmed.
+func TestKilledCgroupIsNotReused(t *testing.T) {
+	m := newManager(t)
+	if !m.Cgroups() {
+		t.Skip("no writable cgroup v2 hierarchy")
+	}
+	ends := map[string]func(*Spec){
+		"leftover child": nil,
+		"timeout":        func(s *Spec) { s.Timeout = 200 * time.Millisecond; s.Grace = 50 * time.Millisecond },
+	}
+	check := func(after string) {
+		t.Helper()
+		for i := 0; i < 50; i++ {
+			r := bash(t, m, "echo ok", nil)
+			if r.Status != Completed || r.ExitCode != 0 || string(r.Stdout.Data) != "ok\n" {
+				t.Fatalf("after %s, command %d: %+v", after, i, r)
+			}
+		}
+	}
+	for name, mod := range ends {
+		script := "sleep 30 & echo started"
+		if mod != nil {
+			script = "sleep 30"
+		}
+		r := bash(t, m, script, mod)
+		if name == "timeout" && !r.TimedOut {
+			t.Fatalf("%s: %+v", name, r)
+		}
+		check(name)
+	}
+	// An explicit kill and an abort.
+	for _, name := range []string{"kill", "abort"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		p, err := m.Spawn(Spec{Argv: []string{"bash", "-c", "sleep 30"}, Dir: t.TempDir(), Owner: "test", Abort: ctx, Grace: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if name == "kill" {
+			p.kill(true)
+		} else {
+			cancel()
+		}
+		<-p.Done()
+		cancel()
+		check(name)
+	}
+}
+
+// A command that writes its own cgroup.kill poisons its cgroup too.
+func TestSelfKilledCgroupIsNotReused(t *testing.T) {
+	m := newManager(t)
+	if !m.Cgroups() {
+		t.Skip("no writable cgroup v2 hierarchy")
+	}
+	mnt, err := findCgroup2()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bash(t, m, `echo 1 > "$MNT$(grep '^0::' /proc/self/cgroup | cut -d: -f3)/cgroup.kill"; sleep 5`,
+		func(s *Spec) { s.Env = map[string]string{"MNT": mnt} })
+	if r.Signal != "SIGKILL" {
+		t.Fatalf("the command did not kill its own cgroup: %+v", r)
+	}
+	for i := 0; i < 20; i++ {
+		if r := bash(t, m, "echo ok", nil); r.ExitCode != 0 || string(r.Stdout.Data) != "ok\n" {
+			t.Fatalf("command %d after a self-kill: %+v", i, r)
+		}
+	}
+}
