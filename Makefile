@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 TOOLS := $(CURDIR)/.tools
 
-.PHONY: all build test run bench proto lint clean
+.PHONY: all build test run bench reliability proto lint clean
 
 all: build
 
@@ -19,6 +19,13 @@ build:
 
 test:
 	$(GO) test -race ./...
+
+# The fault suite alone (make test runs it too), with one line per fault:
+# what was injected, what was seen, and whether the guarantee held.
+reliability:
+	@rm -f $(BIN)/reliability.txt; mkdir -p $(BIN)
+	@DSH_RELIABILITY_REPORT=$(CURDIR)/$(BIN)/reliability.txt $(GO) test -race -count=1 ./test/reliability/; rc=$$?; \
+	  echo; echo "fault suite:"; sort -k2 $(BIN)/reliability.txt 2>/dev/null | sed 's/^/  /'; exit $$rc
 
 run: build
 	$(BIN)/dsh serve $(COMPOSITION)
