@@ -43,4 +43,3 @@ func TestKilledTreeDoesNotPoisonTheHost(t *testing.T) {
 	s.commandsRun(t, ctx, 20)
 	f.Saw("20 later commands exit 0")
 }
-
