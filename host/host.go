@@ -81,19 +81,20 @@ type Host struct {
 	compStamp fileStamp            // the composition file as loaded
 	binStamps map[string]fileStamp // each binary as started
 
-	closing   atomic.Bool
+	closing atomic.Bool
+	// bg counts the restarts and swaps under way; Close waits for them.
+	bg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// endpoint is the registry's value for a key provided by a plugin process.
+// endpoint is the registry's value for a key provided by a plugin. Calls
+// find the provider's current process in its slot.
 type endpoint struct {
 	id       string // provider's entry id
-	conn     *grpc.ClientConn
-	lc       pluginv1.LifecycleClient
+	slot     *slot
 	services map[string]bool
 	facts    map[string]string
-	load     *load // counts the calls in flight, for draining
 }
 
 func (e *endpoint) serviceList() []string {
@@ -301,6 +302,7 @@ func (h *Host) Close(ctx context.Context) error {
 		if h.reg != nil {
 			errs = append(errs, h.reg.Close(ctx))
 		}
+		h.bg.Wait()
 		h.stopSpares(ctx)
 		h.jobs.Close()
 		errs = append(errs, h.sub.Close(ctx))
@@ -319,6 +321,47 @@ func (h *Host) abort() {
 
 func (h *Host) stopTimeout() time.Duration {
 	if d := h.comp.Host.StopTimeout; d > 0 {
+		return d
+	}
+	return 5 * time.Second
+}
+
+// callTimeout bounds every call the host forwards to a plugin: by default
+// the longest a shell command may run (the shell settings' maxTimeoutMs and
+// graceMs, or their defaults) plus 10s.
+func (h *Host) callTimeout() time.Duration {
+	if d := h.comp.Host.CallTimeout; d > 0 {
+		return d
+	}
+	ms := func(name string, def int64) time.Duration {
+		if v, ok := h.comp.Settings["shell"][name].(float64); ok && v > 0 {
+			return time.Duration(v) * time.Millisecond
+		}
+		if v, ok := h.comp.Settings["shell"][name].(int); ok && v > 0 {
+			return time.Duration(v) * time.Millisecond
+		}
+		return time.Duration(def) * time.Millisecond
+	}
+	return ms("maxTimeoutMs", 600_000) + ms("graceMs", 3_000) + 10*time.Second
+}
+
+func (h *Host) pingInterval() time.Duration {
+	if d := h.comp.Host.PingInterval; d > 0 {
+		return d
+	}
+	return time.Second
+}
+
+func (h *Host) pingTimeout() time.Duration {
+	if d := h.comp.Host.PingTimeout; d > 0 {
+		return d
+	}
+	return 2 * time.Second
+}
+
+// restartWait bounds how long a call waits for a restarting provider.
+func (h *Host) restartWait() time.Duration {
+	if d := h.comp.Host.RestartWait; d > 0 {
 		return d
 	}
 	return 5 * time.Second
@@ -371,6 +414,13 @@ func (h *Host) Status() []EntryStatus {
 		if s := en.getScope(); s != nil {
 			st.State = s.State().String()
 			st.Reason = s.Reason()
+		}
+		if ld := en.current(); ld != nil && st.State == registry.Active.String() {
+			// A crash restarts the process in place: the scope stays
+			// active while its slot says what the process is doing.
+			if state, why := ld.slot.status(); state != "" {
+				st.State, st.Reason = state, why
+			}
 		}
 		if ld := en.current(); ld != nil {
 			st.Pid = ld.proc.Pid()

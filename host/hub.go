@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -38,6 +39,8 @@ type caller interface {
 	addEffect(label string, dispose func(context.Context) error) error
 	// pluginConn reaches the caller's own gRPC server (nil if none).
 	pluginConn() grpc.ClientConnInterface
+	// self is the caller's process (nil for callers that are not one).
+	self() *load
 }
 
 // newHostServer returns the gRPC server one plugin talks to.
@@ -119,6 +122,20 @@ func (h *Host) forward(c caller) grpc.StreamHandler {
 		if !ep.services[service] {
 			return status.Errorf(codes.Unimplemented, "%q is provided by %q, which does not serve %s", key, ep.id, service)
 		}
+		kind := methodKind(method)
+		ctx := ss.Context()
+		if kind != streaming {
+			// Known streams (watches) live as long as their caller wants;
+			// every other call has a deadline, so a provider that hangs
+			// cannot hold its caller forever.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, h.callTimeout())
+			defer cancel()
+		}
+		ld, err := ep.slot.get(ctx, ep.id, h.restartWait())
+		if err != nil {
+			return status.Error(codes.Unavailable, err.Error())
+		}
 		c.touch(key)
 		out := metadata.MD{}
 		for k, v := range md {
@@ -128,20 +145,19 @@ func (h *Host) forward(c caller) grpc.StreamHandler {
 			out[k] = v
 		}
 		out.Set(sdk.MetaCaller, c.callerID())
-		ctx := metadata.NewOutgoingContext(ss.Context(), out)
-		kind := methodKind(method)
+		ctx = metadata.NewOutgoingContext(ctx, out)
 		// A reload drains in-flight calls before it stops the old
 		// provider. Known streams (watches) are long-lived by design: they
 		// are cut at the stop and their callers re-subscribe, so only the
 		// rest is counted.
-		if ep.load != nil && kind != streaming {
-			ep.load.inflight.Add(1)
-			defer ep.load.inflight.Add(-1)
+		if kind != streaming {
+			ld.inflight.Add(1)
+			defer ld.inflight.Add(-1)
 		}
 		if kind == unary {
-			return relayUnary(ctx, ss, ep, method)
+			return relayUnary(ctx, ss, ld, method)
 		}
-		return relay(ctx, ss, ep, method)
+		return relay(ctx, ss, ld, method)
 	}
 }
 
@@ -179,31 +195,31 @@ func methodKind(method string) kind {
 
 // relayUnary forwards one request and its reply: a cheaper path than a
 // stream relay for the common case.
-func relayUnary(ctx context.Context, ss grpc.ServerStream, ep *endpoint, method string) error {
+func relayUnary(ctx context.Context, ss grpc.ServerStream, ld *load, method string) error {
 	req := &frame{}
 	if err := ss.RecvMsg(req); err != nil {
 		return err
 	}
 	var reply frame
 	var header, trailer metadata.MD
-	err := ep.conn.Invoke(ctx, method, req, &reply, grpc.ForceCodec(proxyCodec{}), grpc.Header(&header), grpc.Trailer(&trailer))
+	err := ld.proc.Conn().Invoke(ctx, method, req, &reply, grpc.ForceCodec(proxyCodec{}), grpc.Header(&header), grpc.Trailer(&trailer))
 	if len(header) > 0 {
 		_ = ss.SetHeader(header)
 	}
 	ss.SetTrailer(trailer)
 	if err != nil {
-		return gone(ep, err)
+		return gone(ctx, ld, err)
 	}
 	return ss.SendMsg(&reply)
 }
 
 // relay pumps frames between the caller's stream and the provider's.
-func relay(ctx context.Context, ss grpc.ServerStream, ep *endpoint, method string) error {
+func relay(ctx context.Context, ss grpc.ServerStream, ld *load, method string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cs, err := ep.conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method, grpc.ForceCodec(proxyCodec{}))
+	cs, err := ld.proc.Conn().NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method, grpc.ForceCodec(proxyCodec{}))
 	if err != nil {
-		return gone(ep, err)
+		return gone(ctx, ld, err)
 	}
 	upErr := make(chan error, 1)
 	go func() {
@@ -234,7 +250,7 @@ func relay(ctx context.Context, ss grpc.ServerStream, ep *endpoint, method strin
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
-			return gone(ep, err)
+			return gone(ctx, ld, err)
 		}
 		if err := ss.SendMsg(f); err != nil {
 			return err
@@ -242,10 +258,39 @@ func relay(ctx context.Context, ss grpc.ServerStream, ep *endpoint, method strin
 	}
 }
 
-// gone names the provider when its process cannot be reached.
-func gone(ep *endpoint, err error) error {
-	if s, ok := status.FromError(err); ok && s.Code() == codes.Unavailable {
-		return status.Errorf(codes.Unavailable, "provider %q is unreachable: %s", ep.id, s.Message())
+// gone turns a failed call into what its caller can act on: a provider
+// that died or hung during the call is named, with what happened to it; a
+// call that ran out of time says so.
+func gone(ctx context.Context, ld *load, err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	switch st.Code() {
+	case codes.Unavailable, codes.Canceled:
+		if ctx.Err() != nil && st.Code() == codes.Canceled {
+			return err // the caller went away: nothing to explain
+		}
+		select {
+		case <-ld.proc.Exited():
+		case <-time.After(200 * time.Millisecond):
+			if st.Code() == codes.Unavailable {
+				return status.Errorf(codes.Unavailable, "plugin %q is unreachable: %s", ld.en.id, st.Message())
+			}
+			return err
+		}
+		why := "exited"
+		if ld.unresponsive.Load() {
+			why = "stopped answering its health checks and was killed"
+		}
+		if ld.stopping.Load() {
+			why = "was stopped"
+		}
+		return status.Errorf(codes.Unavailable, "plugin %q (%s) %s while the call was running; the call did not complete", ld.en.id, ld.proc.Binary(), why)
+	case codes.DeadlineExceeded:
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= 0 {
+			return status.Errorf(codes.DeadlineExceeded, "plugin %q did not answer within the call deadline", ld.en.id)
+		}
 	}
 	return err
 }
@@ -305,33 +350,35 @@ type hostConn struct {
 	key string
 }
 
-func (c hostConn) target(ctx context.Context) (context.Context, *endpoint, error) {
+func (c hostConn) target(ctx context.Context) (context.Context, *load, error) {
 	ep, ok := c.h.endpoint(c.key)
 	if !ok {
 		return nil, nil, status.Errorf(codes.Unavailable, "no provider of %q is active", c.key)
 	}
-	return metadata.AppendToOutgoingContext(ctx, sdk.MetaCaller, "host"), ep, nil
+	ld, err := ep.slot.get(ctx, ep.id, c.h.restartWait())
+	if err != nil {
+		return nil, nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return metadata.AppendToOutgoingContext(ctx, sdk.MetaCaller, "host"), ld, nil
 }
 
 func (c hostConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
-	ctx, ep, err := c.target(ctx)
+	ctx, ld, err := c.target(ctx)
 	if err != nil {
 		return err
 	}
-	if ep.load != nil {
-		ep.load.inflight.Add(1)
-		defer ep.load.inflight.Add(-1)
-	}
-	if err := ep.conn.Invoke(ctx, method, args, reply, opts...); err != nil {
-		return gone(ep, err)
+	ld.inflight.Add(1)
+	defer ld.inflight.Add(-1)
+	if err := ld.proc.Conn().Invoke(ctx, method, args, reply, opts...); err != nil {
+		return gone(ctx, ld, err)
 	}
 	return nil
 }
 
 func (c hostConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	ctx, ep, err := c.target(ctx)
+	ctx, ld, err := c.target(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return ep.conn.NewStream(ctx, desc, method, opts...)
+	return ld.proc.Conn().NewStream(ctx, desc, method, opts...)
 }

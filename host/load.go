@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,26 +15,29 @@ import (
 	"github.com/dshrun/dsh/sdk/pluginv1"
 )
 
-// load is one loaded life of an entry: its process, its host server and the
-// keys it has called. A reload makes a new load.
+// load is one process of an entry: its process, its host server and its
+// calls in flight. A scope's slot holds its current load; a crash or a swap
+// makes a new load in the same slot, a reload a new scope.
 type load struct {
 	en      *entry
 	desc    *pluginv1.Description // what this process described
 	scope   *registry.Scope
+	slot    *slot
 	proc    *pluginproc.Process
 	started time.Time
 
 	stopping atomic.Bool  // the host is stopping it: an exit is no crash
 	inflight atomic.Int64 // calls relayed to this process, not yet answered
-
-	mu      sync.Mutex
-	touched map[string]bool
+	// unresponsive is set when the pulse killed it for missing its health
+	// checks, so calls cut by that kill can say why.
+	unresponsive atomic.Bool
 }
 
 var _ caller = (*load)(nil)
 
 func (ld *load) callerID() string    { return ld.en.id }
 func (ld *load) callerLabel() string { return ld.en.label() }
+func (ld *load) self() *load         { return ld }
 
 func (ld *load) addEffect(label string, dispose func(context.Context) error) error {
 	_, err := ld.scope.Effect(label, dispose)
@@ -54,11 +56,7 @@ func (ld *load) declares(key string) bool {
 }
 
 func (ld *load) touch(key string) {
-	ld.mu.Lock()
-	seen := ld.touched[key]
-	ld.touched[key] = true
-	ld.mu.Unlock()
-	if seen {
+	if !ld.slot.touch(key) {
 		return
 	}
 	h, id := ld.en.h, ld.en.e.ID
@@ -70,7 +68,13 @@ func (ld *load) touch(key string) {
 		if !ok {
 			return nil
 		}
-		if _, err := ep.lc.Release(ctx, &pluginv1.ReleaseRequest{Caller: id}); err != nil {
+		target, err := ep.slot.get(ctx, ep.id, h.restartWait())
+		if err != nil {
+			return nil // the provider is gone, and what it held with it
+		}
+		rctx, cancel := context.WithTimeout(ctx, controlTimeout)
+		defer cancel()
+		if _, err := target.proc.Lifecycle().Release(rctx, &pluginv1.ReleaseRequest{Caller: id}); err != nil {
 			if status.Code(err) == codes.Unavailable {
 				return nil // the provider is gone, and what it held with it
 			}
@@ -79,6 +83,9 @@ func (ld *load) touch(key string) {
 		return nil
 	})
 }
+
+// controlTimeout bounds the host's own calls to a plugin (apply, release).
+const controlTimeout = 10 * time.Second
 
 // applyEntry is the registry's Apply for an entry: take (or start) the
 // process, serve the host to it, send Apply, then provide its keys.
@@ -109,16 +116,25 @@ func (h *Host) applyEntryAs(en *entry, desc *pluginv1.Description, replace, keep
 				return err
 			}
 		}
+		sl := newSlot()
+		var first *load // until the slot holds a process
 		// First effect, so it is disposed last: the process outlives every
-		// registration it made.
-		ld := &load{en: en, desc: desc, scope: s, proc: proc, touched: map[string]bool{}, started: time.Now()}
-		if _, err := s.Effect("process "+proc.Binary(), func(ctx context.Context) error {
+		// registration it made. It stops whichever process the slot holds
+		// by then, and ends a restart under way.
+		if _, err := s.Effect("process of "+en.e.ID, func(ctx context.Context) error {
+			ld := sl.close()
+			if ld == nil {
+				ld = first
+			}
+			if ld == nil {
+				return proc.Stop(ctx)
+			}
 			ld.stopping.Store(true)
 			en.clearCurrent(ld)
 			ld.drain(ctx, h.drainTimeout())
 			sctx, cancel := context.WithTimeout(ctx, h.stopTimeout())
 			defer cancel()
-			return proc.Stop(sctx)
+			return ld.proc.Stop(sctx)
 		}); err != nil {
 			_ = proc.Stop(context.WithoutCancel(ctx))
 			return err
@@ -128,34 +144,18 @@ func (h *Host) applyEntryAs(en *entry, desc *pluginv1.Description, replace, keep
 		if _, err := s.Effect("processes of "+en.e.ID, func(ctx context.Context) error {
 			return h.sub.ReleaseOwner(ctx, en.e.ID)
 		}); err != nil {
+			_ = proc.Stop(context.WithoutCancel(ctx))
 			return err
 		}
-		en.setCurrent(ld)
-		dir, err := h.rt.pluginDir(en.e.ID)
-		if err != nil {
-			return err
-		}
-		brokerID := proc.Broker().NextId()
-		go proc.Broker().AcceptAndServe(brokerID, func(opts []grpc.ServerOption) *grpc.Server {
-			return h.newHostServer(ld, opts...)
-		})
-		resp, err := proc.Apply(ctx, &pluginv1.ApplyRequest{
-			Id:           en.e.ID,
-			ConfigJson:   to.configOr(en),
-			HostBrokerId: brokerID,
-			RuntimeDir:   dir,
-		})
+		ld, resp, err := h.applyProcess(ctx, en, s, sl, desc, proc, to.configOr(en))
+		first = ld
 		if err != nil {
 			return h.crashedDuringApply(ld, ctx, err)
 		}
+		sl.set(ld)
+		en.setCurrent(ld)
 		for _, p := range desc.Provides {
-			ep := &endpoint{
-				id:       en.e.ID,
-				conn:     proc.Conn(),
-				lc:       proc.Lifecycle(),
-				services: map[string]bool{},
-				load:     ld,
-			}
+			ep := &endpoint{id: en.e.ID, slot: sl, services: map[string]bool{}}
 			for _, svc := range p.GrpcServices {
 				ep.services[svc] = true
 			}
@@ -172,7 +172,37 @@ func (h *Host) applyEntryAs(en *entry, desc *pluginv1.Description, replace, keep
 				return err
 			}
 		}
-		go h.watchExit(ld)
+		h.watch(ld)
 		return nil
 	}
+}
+
+// applyProcess makes proc a load of scope s in slot sl: the host server it
+// talks to, then Apply. On error the load is returned too (the process
+// may have crashed), not yet in the slot.
+func (h *Host) applyProcess(ctx context.Context, en *entry, s *registry.Scope, sl *slot, desc *pluginv1.Description, proc *pluginproc.Process, config []byte) (*load, *pluginv1.ApplyResponse, error) {
+	ld := &load{en: en, desc: desc, scope: s, slot: sl, proc: proc, started: time.Now()}
+	dir, err := h.rt.pluginDir(en.e.ID)
+	if err != nil {
+		return ld, nil, err
+	}
+	brokerID := proc.Broker().NextId()
+	go proc.Broker().AcceptAndServe(brokerID, func(opts []grpc.ServerOption) *grpc.Server {
+		return h.newHostServer(ld, opts...)
+	})
+	actx, cancel := context.WithTimeout(ctx, max(controlTimeout, h.startTimeout()))
+	defer cancel()
+	resp, err := proc.Apply(actx, &pluginv1.ApplyRequest{
+		Id:           en.e.ID,
+		ConfigJson:   config,
+		HostBrokerId: brokerID,
+		RuntimeDir:   dir,
+	})
+	return ld, resp, err
+}
+
+// watch supervises a load that is serving: its exit and its pulse.
+func (h *Host) watch(ld *load) {
+	go h.watchExit(ld)
+	go h.pulse(ld)
 }

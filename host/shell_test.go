@@ -285,7 +285,7 @@ func TestBashLocalExecutorCrashKillsForeground(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := <-done
-	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), `provider "bash"`) {
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), `plugin "bash"`) || !strings.Contains(err.Error(), "exited while the call was running") {
 		t.Fatalf("run after the executor crashed: %v", err)
 	}
 	dl, _ := ctx.Deadline()

@@ -86,7 +86,9 @@ func (en *entry) waitBackoff(ctx context.Context) error {
 	return nil
 }
 
-// watchExit turns an unexpected exit into a supervised restart.
+// watchExit turns an unexpected exit into a supervised restart. A crash is
+// not a withdrawal: the process is replaced in its slot (RESTARTING) while
+// its scope, services and tools stay; only a crash loop withdraws them.
 func (h *Host) watchExit(ld *load) {
 	<-ld.proc.Exited()
 	if ld.stopping.Load() || h.closing.Load() {
@@ -96,10 +98,125 @@ func (h *Host) watchExit(ld *load) {
 	backoff, loop := en.recordCrash(time.Now())
 	if loop {
 		h.log.Error("plugin crashed again: crash loop, not restarting", "id", en.id, "binary", ld.proc.Binary(), "pid", ld.proc.Pid())
-	} else {
-		h.log.Error("plugin crashed; restarting", "id", en.id, "binary", ld.proc.Binary(), "pid", ld.proc.Pid(), "backoff", backoff)
+		ld.slot.abandon(fmt.Sprintf("crash loop: %d crashes within %v", crashLimit, crashWindow))
+		ld.scope.Restart() // its Apply refuses the crash loop: FAILED
+		return
 	}
-	ld.scope.Restart()
+	h.log.Error("plugin crashed; restarting", "id", en.id, "binary", ld.proc.Binary(), "pid", ld.proc.Pid(), "backoff", backoff)
+	ld.slot.beginRestart()
+	h.bg.Add(1)
+	defer h.bg.Done()
+	// What go-plugin holds for the dead process (its broker, its
+	// connection) goes now; the scope lives on with a new process.
+	sctx, cancel := context.WithTimeout(context.Background(), h.stopTimeout())
+	_ = ld.proc.Stop(sctx)
+	cancel()
+	h.restartInPlace(ld)
+}
+
+// restartInPlace starts a new process for a crashed one's slot, after the
+// backoff, until one applies, the slot closes, or the crashes make a loop.
+func (h *Host) restartInPlace(old *load) {
+	en, sl := old.en, old.slot
+	for {
+		if err := en.waitBackoff(sl.ctx); err != nil {
+			if sl.ctx.Err() != nil {
+				return // the scope is unloading
+			}
+			h.log.Error("plugin not restarted", "id", en.id, "error", err)
+			sl.abandon(err.Error())
+			old.scope.Restart() // its Apply refuses the crash loop: FAILED
+			return
+		}
+		ld, err := h.startInSlot(old)
+		if err == nil {
+			h.log.Info("plugin restarted", "id", en.id, "pid", ld.proc.Pid())
+			h.afterRestart(ld)
+			return
+		}
+		if sl.ctx.Err() != nil || h.closing.Load() {
+			return
+		}
+		backoff, _ := en.recordCrash(time.Now())
+		h.log.Error("plugin restart failed", "id", en.id, "error", err, "backoff", backoff)
+	}
+}
+
+// startInSlot starts a new process of old's entry, applies it in old's
+// scope and makes it the slot's process. Tools it registers replace those of
+// the process before it.
+func (h *Host) startInSlot(old *load) (*load, error) {
+	en, sl := old.en, old.slot
+	ctx := sl.ctx
+	proc, err := en.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ld, _, err := h.applyProcess(ctx, en, old.scope, sl, old.desc, proc, en.configJSON())
+	if err == nil && !sl.set(ld) {
+		err = fmt.Errorf("plugin %q is stopping", en.id)
+	}
+	if err != nil {
+		ld.stopping.Store(true)
+		sctx, cancel := context.WithTimeout(context.Background(), h.stopTimeout())
+		defer cancel()
+		_ = proc.Stop(sctx)
+		return nil, err
+	}
+	en.setCurrent(ld)
+	h.watch(ld)
+	return ld, nil
+}
+
+// afterRestart honours caller_state: a restarted provider has lost what
+// its callers registered with it, so every live consumer that called it
+// moves to a new process (make-before-break), which registers again.
+func (h *Host) afterRestart(ld *load) {
+	var keys []string
+	for _, p := range ld.desc.Provides {
+		if p.CallerState {
+			keys = append(keys, p.Key)
+		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	for _, en := range h.entryList() {
+		cur := en.current()
+		if cur == nil || en == ld.en {
+			continue
+		}
+		for _, k := range keys {
+			if cur.slot.hasTouched(k) {
+				h.bg.Add(1)
+				go func() {
+					defer h.bg.Done()
+					h.swap(cur, "its provider of "+k+" restarted")
+				}()
+				break
+			}
+		}
+	}
+}
+
+// swap moves a serving load's slot to a new process make-before-break: the
+// new one applies (registering again what the scope registered), takes the
+// slot, then the old one's calls in flight finish (bounded) before it stops.
+// If the new one fails, the old one keeps serving.
+func (h *Host) swap(old *load, why string) {
+	en := old.en
+	ld, err := h.startInSlot(old)
+	if err != nil {
+		h.log.Error("plugin not moved to a new process", "id", en.id, "reason", why, "error", err)
+		return
+	}
+	h.log.Info("plugin moved to a new process", "id", en.id, "reason", why, "pid", ld.proc.Pid())
+	old.stopping.Store(true)
+	ctx := context.Background()
+	old.drain(ctx, h.drainTimeout())
+	sctx, cancel := context.WithTimeout(ctx, h.stopTimeout())
+	defer cancel()
+	_ = old.proc.Stop(sctx)
 }
 
 // crashedDuringApply treats a process that died while applying as a crash:
@@ -146,6 +263,46 @@ func (ld *load) drain(ctx context.Context, bound time.Duration) {
 }
 
 func (h *Host) drainTimeout() time.Duration { return 10 * time.Second }
+
+// The pulse: every pingInterval the host asks each serving process for its
+// health, each ask bounded by pingTimeout. A process that misses
+// pulseMisses in a row is unhealthy (dsh status says so) and is killed; its
+// exit is then a crash like any other (backoff, crash loop), and the calls
+// it held get an error that says it stopped answering.
+const pulseMisses = 3
+
+func (h *Host) pulse(ld *load) {
+	t := time.NewTicker(h.pingInterval())
+	defer t.Stop()
+	for {
+		select {
+		case <-ld.proc.Exited():
+			return
+		case <-t.C:
+		}
+		if ld.stopping.Load() || h.closing.Load() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), h.pingTimeout())
+		_, err := ld.proc.Lifecycle().Health(ctx, &pluginv1.HealthRequest{})
+		cancel()
+		if ld.stopping.Load() {
+			return
+		}
+		if err == nil {
+			ld.slot.answered()
+			continue
+		}
+		n := ld.slot.missed()
+		h.log.Warn("plugin missed a health check", "id", ld.en.id, "pid", ld.proc.Pid(), "in_a_row", n, "error", err)
+		if n >= pulseMisses {
+			h.log.Error("plugin stopped answering its health checks; killing it", "id", ld.en.id, "binary", ld.proc.Binary(), "pid", ld.proc.Pid())
+			ld.unresponsive.Store(true)
+			ld.proc.Kill()
+			return
+		}
+	}
+}
 
 // ErrUnknownEntry is returned for an id the composition does not have.
 var ErrUnknownEntry = errors.New("no such entry")

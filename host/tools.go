@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/dshrun/dsh/internal/schemacheck"
 	"github.com/dshrun/dsh/plugins/tools/toolsv1"
@@ -21,11 +22,13 @@ import (
 // it; a name held by one plugin is refused to another with both named.
 
 type tool struct {
-	spec    *toolsv1.ToolSpec
-	plugin  string // entry id
-	label   string
-	schema  *schemacheck.Schema
-	handler toolsv1.ToolHandlerClient
+	spec   *toolsv1.ToolSpec
+	plugin string // entry id
+	label  string
+	schema *schemacheck.Schema
+	// by is the process that registered it; calls go to whichever process
+	// holds its slot by then (a restarted one registers its tools again).
+	by *load
 }
 
 type toolRegistry struct {
@@ -36,21 +39,29 @@ type toolRegistry struct {
 
 var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-func (r *toolRegistry) add(t *tool) error {
+// add registers t. A later process of the same scope (a restart or a swap)
+// takes over the tool: renewed is true, and the scope's effect that removes
+// it is already there.
+func (r *toolRegistry) add(t *tool) (renewed bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if cur, ok := r.tools[t.spec.Name]; ok {
-		return status.Errorf(codes.AlreadyExists, "tool %q is already registered by plugin %s; plugin %s cannot register it",
+		if t.by != nil && cur.by != nil && cur.by.slot == t.by.slot {
+			r.tools[t.spec.Name] = t
+			return true, nil
+		}
+		return false, status.Errorf(codes.AlreadyExists, "tool %q is already registered by plugin %s; plugin %s cannot register it",
 			t.spec.Name, cur.label, t.label)
 	}
 	r.tools[t.spec.Name] = t
-	return nil
+	return false, nil
 }
 
-func (r *toolRegistry) remove(name, plugin string) bool {
+// remove drops the tool name if keep says it is the registration to drop.
+func (r *toolRegistry) remove(name string, keep func(*tool) bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if cur, ok := r.tools[name]; ok && cur.plugin == plugin {
+	if cur, ok := r.tools[name]; ok && keep(cur) {
 		delete(r.tools, name)
 		return true
 	}
@@ -79,28 +90,40 @@ func (s *toolsServer) Register(_ context.Context, spec *toolsv1.ToolSpec) (*tool
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "tool %q: input %v", spec.Name, err)
 	}
-	conn := s.c.pluginConn()
-	if conn == nil {
+	by := s.c.self()
+	if by == nil {
 		return nil, status.Error(codes.FailedPrecondition, "this caller cannot serve tool calls")
 	}
 	t := &tool{
-		spec:    spec,
-		plugin:  s.c.callerID(),
-		label:   s.c.callerLabel(),
-		schema:  sch,
-		handler: toolsv1.NewToolHandlerClient(conn),
+		spec:   spec,
+		plugin: s.c.callerID(),
+		label:  s.c.callerLabel(),
+		schema: sch,
+		by:     by,
 	}
-	if err := s.h.tools.add(t); err != nil {
+	prev, _ := s.h.tools.get(spec.Name)
+	renewed, err := s.h.tools.add(t)
+	if err != nil {
 		return nil, err
 	}
+	if renewed {
+		// A new process of the same scope: clients hear of it only if
+		// what they list changed.
+		if !proto.Equal(prev.spec, spec) {
+			s.h.toolsChanged()
+		}
+		return &toolsv1.RegisterResponse{}, nil
+	}
 	// The registration is an effect of the caller's scope.
+	slot := by.slot
+	sameScope := func(cur *tool) bool { return cur.by.slot == slot }
 	if err := s.c.addEffect("tool "+spec.Name, func(context.Context) error {
-		if s.h.tools.remove(spec.Name, t.plugin) {
+		if s.h.tools.remove(spec.Name, sameScope) {
 			s.h.toolsChanged()
 		}
 		return nil
 	}); err != nil {
-		s.h.tools.remove(spec.Name, t.plugin)
+		s.h.tools.remove(spec.Name, sameScope)
 		return nil, status.Errorf(codes.FailedPrecondition, "tool %q: %v", spec.Name, err)
 	}
 	s.h.toolsChanged()
@@ -108,7 +131,8 @@ func (s *toolsServer) Register(_ context.Context, spec *toolsv1.ToolSpec) (*tool
 }
 
 func (s *toolsServer) Unregister(_ context.Context, req *toolsv1.UnregisterRequest) (*toolsv1.UnregisterResponse, error) {
-	if !s.h.tools.remove(req.Name, s.c.callerID()) {
+	by := s.c.self()
+	if by == nil || !s.h.tools.remove(req.Name, func(cur *tool) bool { return cur.by.slot == by.slot }) {
 		return nil, status.Errorf(codes.NotFound, "tool %q is not registered by plugin %s", req.Name, s.c.callerLabel())
 	}
 	s.h.toolsChanged()
@@ -191,9 +215,20 @@ func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMe
 		}
 		return nil, &ArgumentsError{Tool: name, Msg: strings.Join(msgs, "; ")}
 	}
-	res, err := t.handler.Call(ctx, &toolsv1.CallRequest{Name: name, Arguments: args, Owner: owner})
+	ctx, cancel := context.WithTimeout(ctx, h.callTimeout())
+	defer cancel()
+	ld, err := t.by.slot.get(ctx, t.plugin, h.restartWait())
 	if err != nil {
-		return nil, fmt.Errorf("tool %q (plugin %s): %w", name, t.label, err)
+		return nil, fmt.Errorf("tool %q: %w", name, err)
+	}
+	// Counted like relayed calls, so a reload or swap of the tool's plugin
+	// lets the call finish before the old process stops.
+	ld.inflight.Add(1)
+	res, err := toolsv1.NewToolHandlerClient(ld.proc.Conn()).Call(ctx, &toolsv1.CallRequest{Name: name, Arguments: args, Owner: owner})
+	ld.inflight.Add(-1)
+	if err != nil {
+		err = gone(ctx, ld, err)
+		return nil, fmt.Errorf("tool %q: %s", name, status.Convert(err).Message())
 	}
 	out := &ToolResult{Text: res.Text, Structured: res.Structured, IsError: res.IsError}
 	if notes := h.jobs.TakeNotices(owner); len(notes) > 0 {

@@ -32,6 +32,16 @@ type Composition struct {
 type HostSettings struct {
 	StartTimeout time.Duration // bound on a plugin's handshake
 	StopTimeout  time.Duration // bound on each plugin stop
+	// CallTimeout bounds every call the host forwards to a plugin; 0 means
+	// the shell's maxTimeoutMs plus its grace plus 10s.
+	CallTimeout time.Duration
+	// PingInterval and PingTimeout pace the pulse: the host asks each
+	// plugin for its health every PingInterval, each ask bounded by
+	// PingTimeout; 0 means 1s and 2s.
+	PingInterval, PingTimeout time.Duration
+	// RestartWait bounds how long a call waits for a provider that is
+	// restarting after a crash; 0 means 5s.
+	RestartWait time.Duration
 }
 
 // Entry is one element of plugins.

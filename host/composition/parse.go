@@ -25,7 +25,7 @@ var (
 
 var (
 	topKeys   = []string{"host", "settings", "plugins"}
-	hostKeys  = []string{"startTimeout", "stopTimeout"}
+	hostKeys  = []string{"startTimeout", "stopTimeout", "callTimeout", "pingInterval", "pingTimeout", "restartWait"}
 	entryKeys = []string{"id", "name", "path", "sha256", "config", "disabled"}
 )
 
@@ -245,6 +245,14 @@ func (p *parser) host(c *Composition, kp pair, v any) {
 			dst = &c.Host.StartTimeout
 		case "stopTimeout":
 			dst = &c.Host.StopTimeout
+		case "callTimeout":
+			dst = &c.Host.CallTimeout
+		case "pingInterval":
+			dst = &c.Host.PingInterval
+		case "pingTimeout":
+			dst = &c.Host.PingTimeout
+		case "restartWait":
+			dst = &c.Host.RestartWait
 		default:
 			p.errorf(hp.key, "unknown host key %q (allowed: %s)", hp.name, strings.Join(hostKeys, ", "))
 			continue

@@ -213,7 +213,7 @@ func TestErrors(t *testing.T) {
 		{"unknown entry key", "plugins:\n  - id: probe\n    name: probe\n    confg: {}\n", nil, 4,
 			`plugin "probe": unknown key "confg" (allowed: id, name, path, sha256, config, disabled)`},
 		{"unknown host key", "host:\n  startTimeOut: 1s\nplugins: []\n", nil, 2,
-			`unknown host key "startTimeOut" (allowed: startTimeout, stopTimeout)`},
+			`unknown host key "startTimeOut" (allowed: startTimeout, stopTimeout, callTimeout, pingInterval, pingTimeout, restartWait)`},
 		{"host not a map", "host: [1]\nplugins: []\n", nil, 1,
 			`host must be a map, got a list`},
 		{"bad duration", "host:\n  startTimeout: 10\nplugins: []\n", nil, 2,
@@ -311,7 +311,7 @@ func TestAllErrorsTogether(t *testing.T) {
 	file := filepath.Join("testdata", "bad.yaml")
 	want := []string{
 		file + `:2: bad duration for startTimeout: got the string "soon", want a positive Go duration such as "10s" or "1m30s"`,
-		file + `:3: unknown host key "stopTimout" (allowed: startTimeout, stopTimeout)`,
+		file + `:3: unknown host key "stopTimout" (allowed: startTimeout, stopTimeout, callTimeout, pingInterval, pingTimeout, restartWait)`,
 		file + `:5: settings namespace "shell" must be a map, got the number 3`,
 		file + `:6: unknown key "plugin" (allowed: host, settings, plugins)`,
 		file + `:10: plugin "env": unknown key "confg" (allowed: id, name, path, sha256, config, disabled)`,

@@ -287,6 +287,10 @@ func (p *Process) stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Kill ends the process and its group at once (SIGKILL), without Dispose:
+// for a process that no longer answers. Its exit shows on Exited.
+func (p *Process) Kill() { p.killGroup() }
+
 func (p *Process) waitExited(d time.Duration) <-chan struct{} {
 	ch := make(chan struct{})
 	go func() {
