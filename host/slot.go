@@ -56,8 +56,13 @@ func (sl *slot) get(ctx context.Context, id string, wait time.Duration) (*load, 
 	sl.mu.Lock()
 	if sl.state == serving && sl.cur != nil {
 		ld := sl.cur
-		sl.mu.Unlock()
-		return ld, nil
+		if !ld.proc.Gone() || ld.stopping.Load() {
+			sl.mu.Unlock()
+			return ld, nil
+		}
+		// Dead, and its supervisor has not seen it yet: the call waits
+		// for the new process, as if the restart had begun.
+		sl.beginRestartLocked()
 	}
 	ready := sl.ready
 	sl.mu.Unlock()
@@ -111,7 +116,11 @@ func (sl *slot) set(ld *load) bool {
 func (sl *slot) beginRestart() {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
-	if sl.closed || sl.state == restarting {
+	sl.beginRestartLocked()
+}
+
+func (sl *slot) beginRestartLocked() {
+	if sl.closed || sl.state != serving {
 		return
 	}
 	sl.state = restarting

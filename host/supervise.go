@@ -213,7 +213,9 @@ func (h *Host) swap(old *load, why string) {
 	h.log.Info("plugin moved to a new process", "id", en.id, "reason", why, "pid", ld.proc.Pid())
 	old.stopping.Store(true)
 	ctx := context.Background()
-	old.drain(ctx, h.drainTimeout())
+	// Its calls are the scope's own calls, which may last as long as any
+	// call may: it stops once they are done.
+	old.drain(ctx, h.callTimeout())
 	sctx, cancel := context.WithTimeout(ctx, h.stopTimeout())
 	defer cancel()
 	_ = old.proc.Stop(sctx)

@@ -57,6 +57,9 @@ type Process struct {
 	pid       int
 	exited    chan struct{}
 
+	pidfdMu sync.Mutex
+	pidfd   int // -1 once the exit was seen (or where pidfds are missing)
+
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -121,7 +124,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		SkipHostEnv:      true,
 		Logger:           cfg.Logger,
 	})
-	p := &Process{cfg: cfg, client: client, exited: make(chan struct{})}
+	p := &Process{cfg: cfg, client: client, exited: make(chan struct{}), pidfd: -1}
 
 	type result struct {
 		raw any
@@ -202,13 +205,40 @@ func (p *Process) watchExit() {
 		}
 		return
 	}
-	defer unix.Close(fd)
+	p.pidfdMu.Lock()
+	p.pidfd = fd
+	p.pidfdMu.Unlock()
+	defer func() {
+		p.pidfdMu.Lock()
+		p.pidfd = -1
+		p.pidfdMu.Unlock()
+		unix.Close(fd)
+	}()
 	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	for {
 		if _, err := unix.Poll(fds, -1); err != unix.EINTR {
 			return
 		}
 	}
+}
+
+// Gone reports whether the process has exited, asking the kernel rather
+// than waiting for Exited to be closed: a call made after a crash must not
+// be sent to the dead process.
+func (p *Process) Gone() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+	}
+	p.pidfdMu.Lock()
+	defer p.pidfdMu.Unlock()
+	if p.pidfd < 0 {
+		return false // not watched yet, or no pidfds: Exited tells
+	}
+	fds := []unix.PollFd{{Fd: int32(p.pidfd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
 }
 
 // Description is what the plugin said of itself at start.

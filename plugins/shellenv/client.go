@@ -72,6 +72,7 @@ type Follower struct {
 
 	mu     sync.Mutex
 	latest *Snapshot // nil while no watch is live
+	last   *Snapshot // the last one delivered, live or not
 }
 
 // Follow starts following the provider until Close.
@@ -141,20 +142,35 @@ func (f *Follower) watch(ctx context.Context) (got bool, err error) {
 func (f *Follower) set(s *Snapshot) {
 	f.mu.Lock()
 	f.latest = s
+	if s != nil {
+		f.last = s
+	}
 	f.mu.Unlock()
 }
 
 // Snapshot returns the latest snapshot the watch delivered, or collects
-// one when no watch is live. The maps of a watched snapshot are shared:
+// one when no watch is live. When the provider cannot be reached (it
+// crashed and is restarting, or hangs) it returns the last snapshot it
+// had, with Stale set: a command is better run with the last trusted
+// facts than not at all. The maps of a watched snapshot are shared:
 // callers must not change them.
 func (f *Follower) Snapshot(ctx context.Context) (Snapshot, error) {
 	f.mu.Lock()
-	s := f.latest
+	s, last := f.latest, f.last
 	f.mu.Unlock()
 	if s != nil {
 		return *s, nil
 	}
-	return f.c.Collect(ctx)
+	snap, err := f.c.Collect(ctx)
+	if err != nil && last != nil && ctx.Err() == nil {
+		switch status.Code(err) {
+		case codes.Unavailable, codes.DeadlineExceeded:
+			stale := *last
+			stale.Stale = true
+			return stale, nil
+		}
+	}
+	return snap, err
 }
 
 // Close stops following and waits for the watch to end.

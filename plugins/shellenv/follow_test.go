@@ -74,15 +74,22 @@ func TestFollowerFollowsAndFallsBack(t *testing.T) {
 		t.Fatalf("followed snapshot: %v %v", s, err)
 	}
 
-	// The provider goes away: no stale snapshot is served; Snapshot
-	// collects (and fails, as nobody answers).
+	// The provider goes away: Snapshot collects, and when nobody answers
+	// it serves the last snapshot it had, marked stale (the host keeps a
+	// crashed provider's key bound while it restarts).
 	stop()
 	waitFor(t, "the watch to drop", func() bool { return f.live() == nil })
-	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	if _, err := f.Snapshot(cctx); err == nil {
-		t.Error("a snapshot was served with no provider")
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	if s, err := f.Snapshot(cctx); err != nil || !s.Stale || s.Env["DSH_X"] != "1" {
+		t.Errorf("with no provider: %+v %v, want the last snapshot, stale", s, err)
 	}
 	cancel()
+	// A caller that gave up gets its error, not a snapshot.
+	cctx, cancel = context.WithCancel(ctx)
+	cancel()
+	if _, err := f.Snapshot(cctx); err == nil {
+		t.Error("a snapshot was served to a cancelled caller")
+	}
 
 	// A new provider on the same address: followed again.
 	reg2 := NewRegistry("/h2")

@@ -44,6 +44,9 @@ type Env interface {
 type Snapshot struct {
 	Env        map[string]string
 	Generation uint64
+	// Stale is set on a snapshot a Follower kept because its provider
+	// could not be reached.
+	Stale bool
 }
 
 // Fact is one DSH_* variable and who owns it.

@@ -8,12 +8,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	"github.com/dshrun/dsh/plugins/jobs"
 	"github.com/dshrun/dsh/plugins/jobs/jobsv1"
@@ -136,7 +137,10 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 	}
 	snap, err := p.env.Snapshot(ctx)
 	if err != nil {
-		return errorResult("collect the DSH_* environment: %v", err)
+		return errorResult("collect the DSH_* environment: %s", grpcMessage(err))
+	}
+	if snap.Stale {
+		p.log.Warn("ctx.shellEnv is unreachable; the command gets the last DSH_* snapshot", "owner", owner, "generation", snap.Generation)
 	}
 	req := &shell.ExecRequest{
 		Command:   a.Command,
@@ -148,17 +152,17 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 	if a.RunInBackground {
 		spec, err := p.sh.Resolve(ctx, req)
 		if err != nil {
-			return errorResult("%v", err)
+			return errorResult("%s", grpcMessage(err))
 		}
 		spec.DshEnv = snap.Env // the trusted layer is ours to give, whatever Resolve did
 		proc, err := p.sh.Start(ctx, spec)
 		if err != nil {
-			return errorResult("%v", err)
+			return errorResult("%s", grpcMessage(err))
 		}
 		job, err := p.jobs.Register(ctx, &jobsv1.RegisterRequest{ProcessId: proc.ID, Owner: owner, Command: a.Command, Description: a.Description})
 		if err != nil {
 			_, _ = proc.Kill(context.WithoutCancel(ctx))
-			return errorResult("%v", err)
+			return errorResult("%s", grpcMessage(err))
 		}
 		p.log.Info("command started", "owner", owner, "command", a.Command, "workdir", spec.Workdir, "job", job.Id, "pid", job.Pid)
 		return &toolsv1.CallResult{Text: renderStarted(job), Structured: jobStructured(job, nil)}
@@ -167,7 +171,7 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 	res, err := p.sh.Exec(ctx, req)
 	if err != nil {
 		p.log.Info("command failed to run", "owner", owner, "command", a.Command, "workdir", a.Workdir, "error", err)
-		return errorResult("%v", err)
+		return errorResult("%s", grpcMessage(err))
 	}
 	exit := "0"
 	switch {
@@ -202,13 +206,15 @@ func (p *toolBash) jobKill(ctx context.Context, owner, id string) *toolsv1.CallR
 	return &toolsv1.CallResult{Text: "[job " + id + " killed; its final output is readable with job_output]"}
 }
 
-// grpcMessage drops the "rpc error: code = X desc =" wrapping.
+// grpcMessage is what the model reads of a failed call: the message the
+// other side gave, without the transport's wrapping ("rpc error: code = …
+// desc = …") or the client's operation prefix.
 func grpcMessage(err error) string {
-	s := err.Error()
-	if i := strings.Index(s, "desc = "); i >= 0 {
-		return s[i+len("desc = "):]
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) {
+		return se.GRPCStatus().Message()
 	}
-	return s
+	return err.Error()
 }
 
 func main() { sdk.Serve(&toolBash{}) }

@@ -1,0 +1,179 @@
+package host
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Faults of plugin processes, through the real binaries: a hung executor,
+// crashes of each plugin during a call and between calls.
+
+// A fast pulse, so a hung plugin is found in about a second even under
+// -race on two cores (three misses of 300ms each).
+const pulseYAML = `
+host:
+  pingInterval: 200ms
+  pingTimeout: 300ms
+settings:
+  shell:
+    graceMs: 200
+plugins:
+  - id: env
+    name: shell-env
+    config:
+      facts: {DSH_PROJECT: demo}
+  - id: bash
+    name: bash-local
+  - id: tools
+    name: tool-bash
+  - id: probe
+    name: probe
+    config:
+      fact: registered-by-probe
+`
+
+func stateOf(h *Host, id string) (string, string) {
+	for _, st := range h.Status() {
+		if st.ID == id {
+			return st.State, st.Reason
+		}
+	}
+	return "", ""
+}
+
+// A SIGSTOPped executor: the call in flight is answered (not held forever),
+// the pulse reports it unhealthy and kills it, it restarts, a background
+// job started before survives, and the next commands run.
+func TestStoppedExecutorIsKilledAndRestarted(t *testing.T) {
+	h := startTools(t, pulseYAML)
+	job := callTool(t, h, "agent", "bash", bashCall("sleep 3; echo job-survived", "run_in_background", true))
+	id := jobIDOf(t, job.Text)
+	pid := pidOf(h, "bash")
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	done := make(chan *ToolResult, 1)
+	go func() { done <- callTool(t, h, "agent", "bash", bashCall("echo never", "timeoutMs", 2000)) }()
+
+	sawUnhealthy := false
+	var res *ToolResult
+	for deadline := time.Now().Add(40 * time.Second); res == nil; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the call on a stopped executor got no answer; status %+v", h.Status())
+		}
+		if st, _ := stateOf(h, "bash"); st == "unhealthy" {
+			sawUnhealthy = true
+		}
+		select {
+		case res = <-done:
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if !sawUnhealthy {
+		t.Error("dsh status never said unhealthy")
+	}
+	if !res.IsError || !strings.Contains(res.Text, `plugin "bash"`) || !strings.Contains(res.Text, "stopped answering its health checks") || strings.Contains(res.Text, "rpc error") {
+		t.Fatalf("the call in flight: %q", res.Text)
+	}
+	waitActive(t, h)
+	if pidOf(h, "bash") == pid {
+		t.Fatal("the stopped executor was not replaced")
+	}
+	for i := 0; i < 5; i++ {
+		if r := callTool(t, h, "agent", "bash", bashCall("echo after")); r.Text != "after" || r.IsError {
+			t.Fatalf("command %d after the restart: %q", i, r.Text)
+		}
+	}
+	if out := readJobToEnd(t, h, "agent", id); !strings.Contains(out, "job-survived") {
+		t.Fatalf("the background job did not survive: %q", out)
+	}
+}
+
+// Right after a kill -9 of the executor or of the tool plugin, the next
+// call waits for the restart and runs: the tool is never withdrawn.
+func TestCallRightAfterACrashRuns(t *testing.T) {
+	h := startTools(t, pulseYAML)
+	for _, id := range []string{"bash", "tools", "bash", "tools"} {
+		pid := pidOf(h, id)
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		waitDead(t, pid)
+		for i := 0; i < 3; i++ {
+			if r := callTool(t, h, "agent", "bash", bashCall("echo alive")); r.Text != "alive" || r.IsError {
+				t.Fatalf("call %d right after kill -9 of %s: %q", i, id, r.Text)
+			}
+		}
+		if pidOf(h, id) == pid {
+			t.Fatalf("%s was not restarted", id)
+		}
+	}
+}
+
+// A crash of shell-env: the bash call in flight completes, later calls
+// run, and the fact another plugin registered with it is back.
+func TestShellEnvCrashDuringACall(t *testing.T) {
+	h := startTools(t, pulseYAML)
+	if r := callTool(t, h, "agent", "bash", bashCall("echo $DSH_PROBE")); r.Text != "registered-by-probe" {
+		t.Fatalf("before: %q", r.Text)
+	}
+	done := make(chan *ToolResult, 1)
+	go func() { done <- callTool(t, h, "agent", "bash", bashCall("sleep 1; echo finished $DSH_PROJECT")) }()
+	time.Sleep(300 * time.Millisecond)
+	pid := pidOf(h, "env")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.Text != "finished demo" || r.IsError {
+		t.Fatalf("the call in flight: %q", r.Text)
+	}
+	for i := 0; i < 3; i++ {
+		if r := callTool(t, h, "agent", "bash", bashCall("echo next $DSH_PROJECT")); r.Text != "next demo" || r.IsError {
+			t.Fatalf("call %d after the crash: %q", i, r.Text)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := callTool(t, h, "agent", "bash", bashCall("echo $DSH_PROBE"))
+		if r.Text == "registered-by-probe" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the probe's fact was not registered again after the restart: %q; status %+v", r.Text, h.Status())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func jobIDOf(t *testing.T, text string) string {
+	t.Helper()
+	for _, f := range strings.FieldsFunc(text, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') }) {
+		if len(f) > 1 && f[0] == 'j' && strings.Trim(f[1:], "0123456789") == "" {
+			return f
+		}
+	}
+	t.Fatalf("no job id in %q", text)
+	return ""
+}
+
+// waitDead waits until pid has exited and was reaped: a call made from
+// then on reaches no live process. (A call made while a killed process is
+// still being torn down, its main thread a zombie and its other threads
+// exiting, may still be sent to it and gets the "exited while the call was
+// running" error.)
+func waitDead(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d still there 10s after SIGKILL", pid)
+		}
+	}
+}
