@@ -3,10 +3,13 @@ package host
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dshrun/dsh/internal/testplugins"
 )
 
 // Faults of plugin processes, through the real binaries: a hung executor,
@@ -52,13 +55,23 @@ func TestStoppedExecutorIsKilledAndRestarted(t *testing.T) {
 	h := startTools(t, pulseYAML)
 	job := callTool(t, h, "agent", "bash", bashCall("sleep 3; echo job-survived", "run_in_background", true))
 	id := jobIDOf(t, job.Text)
+	// A foreground command runs when the executor stops: its tree must
+	// die with the executor, not run on.
+	marker := strconv.Itoa(600000 + os.Getpid()%99999)
+	done := make(chan *ToolResult, 1)
+	go func() {
+		done <- callTool(t, h, "agent", "bash", bashCall("setsid sleep "+marker+" & sleep "+marker, "timeoutMs", 60000))
+	}()
+	for deadline := time.Now().Add(20 * time.Second); len(testplugins.Matching("sleep "+marker)) < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the foreground command did not start")
+		}
+	}
 	pid := pidOf(h, "bash")
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	done := make(chan *ToolResult, 1)
-	go func() { done <- callTool(t, h, "agent", "bash", bashCall("echo never", "timeoutMs", 2000)) }()
 
 	sawUnhealthy := false
 	var res *ToolResult
@@ -79,6 +92,9 @@ func TestStoppedExecutorIsKilledAndRestarted(t *testing.T) {
 	}
 	if !res.IsError || !strings.Contains(res.Text, `plugin "bash"`) || !strings.Contains(res.Text, "stopped answering its health checks") || strings.Contains(res.Text, "rpc error") {
 		t.Fatalf("the call in flight: %q", res.Text)
+	}
+	if left := waitGone("sleep "+marker, time.Now().Add(10*time.Second)); len(left) > 0 {
+		t.Fatalf("the foreground tree outlived its hung executor: %v", left)
 	}
 	waitActive(t, h)
 	if pidOf(h, "bash") == pid {
@@ -175,5 +191,42 @@ func waitDead(t *testing.T, pid int) {
 		if time.Now().After(deadline) {
 			t.Fatalf("pid %d still there 10s after SIGKILL", pid)
 		}
+	}
+}
+
+// A provider that takes a call and never answers (a stopped process the
+// pulse is too slow to catch): the call ends at host.callTimeout with a
+// sentence that says so, and the host keeps serving.
+func TestCallDeadline(t *testing.T) {
+	h := startTools(t, `
+host:
+  callTimeout: 2s
+  pingInterval: 1h
+plugins:
+  - id: env
+    name: shell-env
+  - id: bash
+    name: bash-local
+  - id: tools
+    name: tool-bash
+`)
+	pid := pidOf(h, "bash")
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGCONT)
+	start := time.Now()
+	r := callTool(t, h, "agent", "bash", bashCall("echo never"))
+	if !r.IsError || !strings.Contains(r.Text, `plugin "bash" did not answer within the call deadline`) {
+		t.Fatalf("a call to a stopped executor: %q", r.Text)
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Fatalf("answered after %v, before the deadline: the check is not what ended it", took)
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if r := callTool(t, h, "agent", "bash", bashCall("echo back")); r.Text != "back" {
+		t.Fatalf("after SIGCONT: %q", r.Text)
 	}
 }

@@ -289,7 +289,7 @@ func gone(ctx context.Context, ld *load, err error) error {
 		return status.Errorf(codes.Unavailable, "plugin %q (%s) %s while the call was running; the call did not complete", ld.en.id, ld.proc.Binary(), why)
 	case codes.DeadlineExceeded:
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= 0 {
-			return status.Errorf(codes.DeadlineExceeded, "plugin %q did not answer within the call deadline", ld.en.id)
+			return status.Errorf(codes.DeadlineExceeded, "plugin %q did not answer within the call deadline (host.callTimeout %v)", ld.en.id, ld.en.h.callTimeout())
 		}
 	}
 	return err

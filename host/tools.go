@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -215,7 +216,9 @@ func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMe
 		}
 		return nil, &ArgumentsError{Tool: name, Msg: strings.Join(msgs, "; ")}
 	}
-	ctx, cancel := context.WithTimeout(ctx, h.callTimeout())
+	// A little longer than the calls the tool makes through the host, so
+	// theirs is the deadline that speaks.
+	ctx, cancel := context.WithTimeout(ctx, h.callTimeout()+5*time.Second)
 	defer cancel()
 	ld, err := t.by.slot.get(ctx, t.plugin, h.restartWait())
 	if err != nil {
