@@ -319,59 +319,41 @@ func (h *Host) abort() {
 	_ = h.Close(ctx)
 }
 
-func (h *Host) stopTimeout() time.Duration {
-	if d := h.comp.Host.StopTimeout; d > 0 {
+// orDefault is d, or def when the composition left d out.
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
 		return d
 	}
-	return 5 * time.Second
+	return def
 }
+
+func (h *Host) stopTimeout() time.Duration  { return orDefault(h.comp.Host.StopTimeout, 5*time.Second) }
+func (h *Host) startTimeout() time.Duration { return orDefault(h.comp.Host.StartTimeout, 10*time.Second) }
+func (h *Host) pingInterval() time.Duration { return orDefault(h.comp.Host.PingInterval, time.Second) }
+func (h *Host) pingTimeout() time.Duration  { return orDefault(h.comp.Host.PingTimeout, 2*time.Second) }
+
+// restartWait bounds how long a call waits for a restarting provider.
+func (h *Host) restartWait() time.Duration { return orDefault(h.comp.Host.RestartWait, 5*time.Second) }
 
 // callTimeout bounds every call the host forwards to a plugin: by default
 // the longest a shell command may run (the shell settings' maxTimeoutMs and
 // graceMs, or their defaults) plus 10s.
 func (h *Host) callTimeout() time.Duration {
-	if d := h.comp.Host.CallTimeout; d > 0 {
-		return d
-	}
-	ms := func(name string, def int64) time.Duration {
-		if v, ok := h.comp.Settings["shell"][name].(float64); ok && v > 0 {
-			return time.Duration(v) * time.Millisecond
+	ms := func(name string, def float64) time.Duration {
+		v := def
+		switch n := h.comp.Settings["shell"][name].(type) {
+		case int:
+			v = float64(n)
+		case int64:
+			v = float64(n)
+		case uint64:
+			v = float64(n)
+		case float64:
+			v = n
 		}
-		if v, ok := h.comp.Settings["shell"][name].(int); ok && v > 0 {
-			return time.Duration(v) * time.Millisecond
-		}
-		return time.Duration(def) * time.Millisecond
+		return time.Duration(max(v, 0) * float64(time.Millisecond))
 	}
-	return ms("maxTimeoutMs", 600_000) + ms("graceMs", 3_000) + 10*time.Second
-}
-
-func (h *Host) pingInterval() time.Duration {
-	if d := h.comp.Host.PingInterval; d > 0 {
-		return d
-	}
-	return time.Second
-}
-
-func (h *Host) pingTimeout() time.Duration {
-	if d := h.comp.Host.PingTimeout; d > 0 {
-		return d
-	}
-	return 2 * time.Second
-}
-
-// restartWait bounds how long a call waits for a restarting provider.
-func (h *Host) restartWait() time.Duration {
-	if d := h.comp.Host.RestartWait; d > 0 {
-		return d
-	}
-	return 5 * time.Second
-}
-
-func (h *Host) startTimeout() time.Duration {
-	if d := h.comp.Host.StartTimeout; d > 0 {
-		return d
-	}
-	return 10 * time.Second
+	return orDefault(h.comp.Host.CallTimeout, ms("maxTimeoutMs", 600_000)+ms("graceMs", 3_000)+10*time.Second)
 }
 
 // stopSpares stops processes started for validation that never got applied.
