@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -193,7 +194,7 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 		if err != nil {
 			// Bad arguments and failed calls are tool errors the model can
 			// read, not protocol errors.
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "error: " + err.Error()}}, IsError: true}, nil
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "error: " + modelText(err)}}, IsError: true}, nil
 		}
 		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}, IsError: res.IsError}
 		if len(res.Structured) > 0 && json.Valid(res.Structured) {
@@ -202,6 +203,15 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 		}
 		return out, nil
 	}
+}
+
+// rpcPrefix is how a gRPC status error begins; nested calls can stack them.
+var rpcPrefix = regexp.MustCompile(`rpc error: code = [A-Za-z]+ desc = `)
+
+// modelText is an error as the model reads it: what went wrong, without
+// the transport's words (status prefixes and codes).
+func modelText(err error) string {
+	return rpcPrefix.ReplaceAllString(err.Error(), "")
 }
 
 // progress reports, every interval, how long the call has run, so clients
