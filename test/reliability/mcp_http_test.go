@@ -271,3 +271,65 @@ func mustAtoi(s string) int {
 	n, _ := strconv.Atoi(strings.TrimSpace(s))
 	return n
 }
+
+// rawSession opens an MCP session over HTTP with raw requests and returns
+// its id.
+func (s *httpServe) rawSession(t *testing.T) string {
+	t.Helper()
+	req, _ := http.NewRequest("POST", s.url, strings.NewReader(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	id := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || id == "" {
+		t.Fatalf("initialize: %d, session %q", resp.StatusCode, id)
+	}
+	if code, body := s.post(t, s.token, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); code != http.StatusAccepted {
+		t.Fatalf("initialized: %d %s", code, body)
+	}
+	return id
+}
+
+// Over HTTP too, a call the client cancels gets no response, even on a
+// stream the client keeps open; its tree is killed; the session goes on.
+func TestMCPHTTPCancelledCallGetsNoLateResponse(t *testing.T) {
+	f := fault(t, "http: notifications/cancelled during a command, its stream kept open")
+	s := startHTTP(t, toolsComp)
+	sid := s.rawSession(t)
+	m := marker(620000)
+	body := make(chan string, 1)
+	go func() {
+		_, b := s.post(t, s.token, sid, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"bash","arguments":{"command":"setsid sleep `+m+` & sleep `+m+`","description":"cancelled"}}}`)
+		body <- b
+	}()
+	if !waitFor(30*time.Second, func() bool { return len(testplugins.Matching("sleep "+m)) >= 2 }) {
+		t.Fatal("the command never ran")
+	}
+	if code, b := s.post(t, s.token, sid, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"changed my mind"}}`); code != http.StatusAccepted {
+		t.Fatalf("cancel: %d %s", code, b)
+	}
+	waitGone(t, m, 30*time.Second)
+	f.Saw("command tree killed")
+	// The call's stream ends (dsh ends it, or it carries the response);
+	// it must end without a response.
+	select {
+	case b := <-body:
+		if strings.Contains(b, `"id":5`) {
+			t.Fatalf("a response after notifications/cancelled: %s", b)
+		}
+		f.Saw("the call's stream ended with no response")
+	case <-time.After(60 * time.Second):
+		t.Fatal("the cancelled call's stream never ended")
+	}
+	code, b := s.post(t, s.token, sid, `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo next","description":"next"}}}`)
+	if code != 200 || !strings.Contains(b, `"id":6`) || !strings.Contains(b, `next`) {
+		t.Fatalf("next call: %d %s", code, b)
+	}
+	f.Saw("the next call in the session answers")
+}
