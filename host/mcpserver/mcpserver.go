@@ -3,7 +3,8 @@
 // when plugins come and go), makes each MCP session an owner for ctx.jobs
 // and spill files, sends progress while a call runs, turns the client's
 // cancellation into an abort, and serves spill files as resources to the
-// session that owns them. Transports: stdio, and streamable HTTP behind a
+// session that owns them. Transports: stdio (stdio.go: dsh's own, which
+// answers a malformed line and keeps serving), and streamable HTTP behind a
 // bearer token and an Origin check (http.go).
 package mcpserver
 
@@ -133,14 +134,14 @@ func (s *Server) Sync() {
 	}
 }
 
-// Owner is the owner (for ctx.jobs, processes and spill files) of an MCP
+// owner is the owner (for ctx.jobs, processes and spill files) of an MCP
 // session: an opaque random id made on the session's first use, never the
 // Mcp-Session-Id. Spill folders and resource URIs carry the owner, and a
 // command can list them: were it the session id, a command could call the
 // host as that session. When the session ends, what it owns goes after a
 // grace (a client that reconnects at once gets a new session; its old jobs
 // are not handed over).
-func (s *Server) Owner(ss *mcp.ServerSession) string {
+func (s *Server) owner(ss *mcp.ServerSession) string {
 	s.omu.Lock()
 	defer s.omu.Unlock()
 	if o, ok := s.owners[ss]; ok {
@@ -180,12 +181,12 @@ func newOwner() string {
 // soon as the client is ready, so even a session that calls nothing is
 // released.
 func (s *Server) initialized(_ context.Context, req *mcp.InitializedRequest) {
-	s.Owner(req.Session)
+	s.owner(req.Session)
 }
 
 func (s *Server) handler(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		owner := s.Owner(req.Session)
+		owner := s.owner(req.Session)
 		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 			stop := s.progress(ctx, req.Session, tok, name)
 			defer stop()
@@ -293,7 +294,7 @@ func (s *Server) readSpill(_ context.Context, req *mcp.ReadResourceRequest) (*mc
 	if err != nil || u.Scheme != SpillScheme {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
-	owner := s.Owner(req.Session)
+	owner := s.owner(req.Session)
 	file := strings.TrimPrefix(u.Path, "/")
 	if u.Host != subprocess.SafeName(owner) || file == "" || strings.ContainsAny(file, "/\\") || file == "." || file == ".." {
 		return nil, mcp.ResourceNotFoundError(uri)
