@@ -45,9 +45,9 @@ var _ mcp.Transport = (*StdioTransport)(nil)
 
 // Connect starts reading. It is called once, by the go-sdk.
 func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
-	max := t.MaxFrame
-	if max <= 0 {
-		max = MaxFrame
+	limit := t.MaxFrame
+	if limit <= 0 {
+		limit = MaxFrame
 	}
 	log := t.Logger
 	if log == nil {
@@ -56,7 +56,7 @@ func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
 	c := &stdioConn{
 		w:         t.Writer,
 		log:       log,
-		max:       max,
+		max:       limit,
 		frames:    make(chan frame),
 		closed:    make(chan struct{}),
 		inflight:  map[jsonrpc.ID]bool{},
@@ -64,7 +64,7 @@ func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
 	}
 	// Reads happen in their own goroutine so that Close can end a Read that
 	// waits on a stream which cannot be interrupted (a blocking stdin).
-	go c.readLoop(&frameReader{br: bufio.NewReaderSize(t.Reader, 64<<10), max: max})
+	go c.readLoop(&frameReader{br: bufio.NewReaderSize(t.Reader, 64<<10), max: limit})
 	return c, nil
 }
 
