@@ -1,17 +1,23 @@
 package mcpserver
 
 import (
+	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -62,6 +68,7 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
 		SessionTimeout: opts.SessionTimeout,
 	})
+	calls := &callStreams{byCall: map[callKey]*callStream{}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := checkOrigin(r); err != nil {
 			http.Error(w, err.Error(), http.StatusForbidden)
@@ -75,8 +82,108 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 				return
 			}
 		}
+		if r.Method == http.MethodPost {
+			calls.serve(h, w, r)
+			return
+		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// callStreams ends the stream of a call the client cancels. The go-sdk
+// answers a cancelled call once its handler returns and delivers that
+// answer on the call's stream if it is still open; the protocol says a
+// cancelled request gets no response. So a POST carrying one call gets a
+// context of its own, and a notifications/cancelled for that call ends it
+// (the go-sdk then has no stream to answer on) before the go-sdk sees the
+// cancellation and aborts the handler.
+type callStreams struct {
+	mu     sync.Mutex
+	byCall map[callKey]*callStream
+}
+
+type callKey struct {
+	session string
+	id      jsonrpc.ID
+}
+
+type callStream struct {
+	end  context.CancelFunc
+	done chan struct{} // closed once the go-sdk is done with the POST
+}
+
+func (c *callStreams) serve(h http.Handler, w http.ResponseWriter, r *http.Request) {
+	session := r.Header.Get("Mcp-Session-Id")
+	// One more byte than the go-sdk accepts, so it still refuses what is
+	// too large.
+	body, err := io.ReadAll(io.LimitReader(r.Body, mcp.DefaultMaxRequestBodyBytes+1))
+	if err != nil {
+		http.Error(w, "dsh: failed to read the request body", http.StatusBadRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var msg struct {
+		ID     any    `json:"id"`
+		Method string `json:"method"`
+		Params struct {
+			RequestID any `json:"requestId"`
+		} `json:"params"`
+	}
+	if session == "" || json.Unmarshal(body, &msg) != nil || msg.Method == "" {
+		h.ServeHTTP(w, r)
+		return
+	}
+	if msg.Method == "notifications/cancelled" {
+		if id, err := jsonrpc.MakeID(msg.Params.RequestID); err == nil {
+			c.end(callKey{session, id})
+		}
+		h.ServeHTTP(w, r)
+		return
+	}
+	id, err := jsonrpc.MakeID(msg.ID)
+	if err != nil || !id.IsValid() {
+		h.ServeHTTP(w, r)
+		return
+	}
+	key := callKey{session, id}
+	ctx, end := context.WithCancel(r.Context())
+	cs := &callStream{end: end, done: make(chan struct{})}
+	c.mu.Lock()
+	if _, dup := c.byCall[key]; dup {
+		cs = nil // the go-sdk refuses a duplicate id in flight
+	} else {
+		c.byCall[key] = cs
+	}
+	c.mu.Unlock()
+	if cs == nil {
+		end()
+		h.ServeHTTP(w, r)
+		return
+	}
+	defer func() {
+		c.mu.Lock()
+		delete(c.byCall, key)
+		c.mu.Unlock()
+		end()
+		close(cs.done)
+	}()
+	h.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// end ends the stream of a call and waits (briefly) until the go-sdk has
+// let go of it.
+func (c *callStreams) end(key callKey) {
+	c.mu.Lock()
+	cs := c.byCall[key]
+	c.mu.Unlock()
+	if cs == nil {
+		return
+	}
+	cs.end()
+	select {
+	case <-cs.done:
+	case <-time.After(10 * time.Second):
+	}
 }
 
 // checkOrigin blocks browsers on other sites (DNS rebinding, drive-by

@@ -3,19 +3,26 @@
 // when plugins come and go), makes each MCP session an owner for ctx.jobs
 // and spill files, sends progress while a call runs, turns the client's
 // cancellation into an abort, and serves spill files as resources to the
-// session that owns them. Transports: stdio, and streamable HTTP behind a
+// session that owns them. Transports: stdio (stdio.go: dsh's own, which
+// answers a malformed line and keeps serving), and streamable HTTP behind a
 // bearer token and an Origin check (http.go).
 package mcpserver
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -48,6 +55,9 @@ type Server struct {
 
 	mu    sync.Mutex
 	tools map[string]string // name -> description+schema, to notice changes
+
+	omu    sync.Mutex
+	owners map[*mcp.ServerSession]string
 }
 
 // SpillScheme is the URI scheme of spill-file resources:
@@ -68,7 +78,7 @@ func New(opts Options) *Server {
 	if opts.ReleaseGrace <= 0 {
 		opts.ReleaseGrace = 10 * time.Second
 	}
-	s := &Server{opts: opts, h: opts.Host, log: opts.Logger, tools: map[string]string{}}
+	s := &Server{opts: opts, h: opts.Host, log: opts.Logger, tools: map[string]string{}, owners: map[*mcp.ServerSession]string{}}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "dsh", Title: "dsh", Version: opts.Version}, &mcp.ServerOptions{
 		Instructions:       instructions,
 		InitializedHandler: s.initialized,
@@ -84,6 +94,7 @@ func New(opts Options) *Server {
 		URITemplate: SpillScheme + "://{owner}/{file}",
 		MIMEType:    "text/plain",
 	}, s.readSpill)
+	s.srv.AddReceivingMiddleware(keepEmptyText)
 	s.Sync()
 	return s
 }
@@ -123,20 +134,24 @@ func (s *Server) Sync() {
 	}
 }
 
-// Owner is the ctx.jobs owner of an MCP session.
-func Owner(ss *mcp.ServerSession) string {
-	if ss == nil || ss.ID() == "" {
-		return "mcp-stdio"
+// owner is the owner (for ctx.jobs, processes and spill files) of an MCP
+// session: an opaque random id made on the session's first use, never the
+// Mcp-Session-Id. Spill folders and resource URIs carry the owner, and a
+// command can list them: were it the session id, a command could call the
+// host as that session. When the session ends, what it owns goes after a
+// grace (a client that reconnects at once gets a new session; its old jobs
+// are not handed over).
+func (s *Server) owner(ss *mcp.ServerSession) string {
+	s.omu.Lock()
+	defer s.omu.Unlock()
+	if o, ok := s.owners[ss]; ok {
+		return o
 	}
-	return "mcp-" + ss.ID()
-}
-
-// initialized watches the new session: when it ends, what it owns goes
-// after a grace (a client that reconnects at once gets a new session; its
-// old jobs are not handed over).
-func (s *Server) initialized(_ context.Context, req *mcp.InitializedRequest) {
-	ss := req.Session
-	owner := Owner(ss)
+	owner := newOwner()
+	s.owners[ss] = owner
+	if ss == nil {
+		return owner // no session to watch: only tests call without one
+	}
 	s.log.Debug("session started", "owner", owner)
 	go func() {
 		_ = ss.Wait()
@@ -146,13 +161,32 @@ func (s *Server) initialized(_ context.Context, req *mcp.InitializedRequest) {
 		if err := s.h.ReleaseOwner(ctx, owner); err != nil {
 			s.log.Warn("release of an ended session", "owner", owner, "error", err)
 		}
+		s.omu.Lock()
+		delete(s.owners, ss)
+		s.omu.Unlock()
 		s.log.Debug("session ended; its jobs are gone", "owner", owner)
 	}()
+	return owner
+}
+
+// newOwner makes an owner id: 128 random bits, nothing derived from the
+// session.
+func newOwner() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
+	return "mcp-" + hex.EncodeToString(b[:])
+}
+
+// initialized starts the session's ownership (and its release watch) as
+// soon as the client is ready, so even a session that calls nothing is
+// released.
+func (s *Server) initialized(_ context.Context, req *mcp.InitializedRequest) {
+	s.owner(req.Session)
 }
 
 func (s *Server) handler(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		owner := Owner(req.Session)
+		owner := s.owner(req.Session)
 		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 			stop := s.progress(ctx, req.Session, tok, name)
 			defer stop()
@@ -161,7 +195,7 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 		if err != nil {
 			// Bad arguments and failed calls are tool errors the model can
 			// read, not protocol errors.
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "error: " + err.Error()}}, IsError: true}, nil
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "error: " + modelText(err)}}, IsError: true}, nil
 		}
 		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}, IsError: res.IsError}
 		if len(res.Structured) > 0 && json.Valid(res.Structured) {
@@ -170,6 +204,15 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 		}
 		return out, nil
 	}
+}
+
+// rpcPrefix is how a gRPC status error begins; nested calls can stack them.
+var rpcPrefix = regexp.MustCompile(`rpc error: code = [A-Za-z]+ desc = `)
+
+// modelText is an error as the model reads it: what went wrong, without
+// the transport's words (status prefixes and codes).
+func modelText(err error) string {
+	return rpcPrefix.ReplaceAllString(err.Error(), "")
 }
 
 // progress reports, every interval, how long the call has run, so clients
@@ -251,7 +294,7 @@ func (s *Server) readSpill(_ context.Context, req *mcp.ReadResourceRequest) (*mc
 	if err != nil || u.Scheme != SpillScheme {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
-	owner := Owner(req.Session)
+	owner := s.owner(req.Session)
 	file := strings.TrimPrefix(u.Path, "/")
 	if u.Host != subprocess.SafeName(owner) || file == "" || strings.ContainsAny(file, "/\\") || file == "." || file == ".." {
 		return nil, mcp.ResourceNotFoundError(uri)
@@ -261,7 +304,7 @@ func (s *Server) readSpill(_ context.Context, req *mcp.ReadResourceRequest) (*mc
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
 	c := &mcp.ResourceContents{URI: uri, MIMEType: "text/plain"}
-	if utf8.Valid(b) {
+	if utf8.Valid(b) { // an empty file too: keepEmptyText writes its "text"
 		c.Text = string(b)
 	} else {
 		c.MIMEType, c.Blob = "application/octet-stream", b
@@ -269,13 +312,60 @@ func (s *Server) readSpill(_ context.Context, req *mcp.ReadResourceRequest) (*mc
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{c}}, nil
 }
 
-// RunStdio serves one session over in/out until in ends or ctx is done.
-func (s *Server) RunStdio(ctx context.Context, in *os.File, out *os.File) error {
-	return s.srv.Run(ctx, &mcp.IOTransport{Reader: in, Writer: nopCloser{out}})
+// keepEmptyText makes an empty text resource a valid one. The go-sdk
+// omits an empty "text" member, and a content with neither text nor blob
+// is invalid (the TypeScript SDK rejects the whole result): a read whose
+// contents include such an item is written with "text": "".
+func keepEmptyText(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if r, ok := res.(*mcp.ReadResourceResult); ok && err == nil {
+			for _, c := range r.Contents {
+				if c != nil && c.Text == "" && c.Blob == nil {
+					return emptyTextResult{r}, nil
+				}
+			}
+		}
+		return res, err
+	}
 }
 
-// nopCloser keeps the SDK from closing the host's stdout.
-type nopCloser struct{ f *os.File }
+// emptyTextResult is a resources/read result written with an explicit
+// empty "text" in each item that has neither text nor blob.
+type emptyTextResult struct{ *mcp.ReadResourceResult }
 
-func (n nopCloser) Write(p []byte) (int, error) { return n.f.Write(p) }
-func (n nopCloser) Close() error                { return nil }
+func (r emptyTextResult) MarshalJSON() ([]byte, error) {
+	b, err := r.ReadResourceResult.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		return nil, fmt.Errorf("rewrite a resource result: %w", err)
+	}
+	var items []map[string]json.RawMessage
+	if err := json.Unmarshal(top["contents"], &items); err != nil || len(items) != len(r.Contents) {
+		return nil, fmt.Errorf("rewrite a resource result: contents do not match (%v)", err)
+	}
+	for i, c := range r.Contents {
+		if c != nil && c.Text == "" && c.Blob == nil {
+			items[i]["text"] = json.RawMessage(`""`)
+		}
+	}
+	if top["contents"], err = json.Marshal(items); err != nil {
+		return nil, err
+	}
+	return json.Marshal(top)
+}
+
+// RunStdio serves one session over in/out until in ends, the client stops
+// reading out (a broken pipe ends the session as end of input does), or ctx
+// is done. Malformed lines are answered and skipped (StdioTransport).
+func (s *Server) RunStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	err := s.srv.Run(ctx, &StdioTransport{Reader: in, Writer: out, Logger: s.log.Named("stdio")})
+	if errors.Is(err, syscall.EPIPE) {
+		s.log.Debug("the client stopped reading", "error", err)
+		return nil
+	}
+	return err
+}

@@ -68,5 +68,17 @@ if (link) {
   out.spill = { bytes: t.length, first: t.slice(0, 4), last: t.slice(-6) };
 }
 
+// An empty spill file, read as a resource: a valid, empty text content.
+const spillDir = big.structuredContent?.stdout?.spillPath?.replace(/\/[^/]*$/, "");
+if (link && spillDir) {
+  await bash({ command: `: > '${spillDir}/empty.stdout'` });
+  try {
+    const rr = await client.readResource({ uri: link.uri.replace(/[^/]*$/, "empty.stdout") });
+    out.emptySpill = { text: rr.contents[0].text ?? null, blob: rr.contents[0].blob ?? null };
+  } catch (e) {
+    out.emptySpill = { error: String(e) };
+  }
+}
+
 await client.close();
 console.log(JSON.stringify(out));

@@ -287,6 +287,17 @@ func detachStdin() (*os.File, error) {
 	return os.NewFile(uintptr(fd), "stdin"), nil
 }
 
+// survivePipes keeps a reader that goes away from killing the host before
+// it tears down. By default a write to a closed stdout or stderr raises
+// SIGPIPE, which ends a Go program at once (runtime directory, sockets and
+// spill files left behind); once SIGPIPE is notified, such writes fail
+// with EPIPE instead, and the MCP session ends as at end of input. The
+// signal is caught, not ignored, so commands and plugins start with its
+// default disposition.
+func survivePipes() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+}
+
 func serve(comp *composition.Composition, opts host.Options, g globals, stderr io.Writer) int {
 	if g.httpAddr != "" {
 		token := ""
@@ -313,6 +324,7 @@ func serve(comp *composition.Composition, opts host.Options, g globals, stderr i
 // serveWith loads the composition, runs front until it returns (end of
 // input, a signal, a failure) and tears down.
 func serveWith(comp *composition.Composition, opts host.Options, g globals, stderr io.Writer, front func(context.Context, *host.Host, *mcpserver.Server, *os.File) error) int {
+	survivePipes()
 	stdin, err := detachStdin()
 	if err != nil {
 		fmt.Fprintf(stderr, "dsh serve: %v\n", err)
@@ -579,6 +591,7 @@ func call(comp *composition.Composition, opts host.Options, tool, args string, a
 		fmt.Fprintf(stderr, "dsh call: the arguments are not valid JSON: %s\n", args)
 		return exitBadUse
 	}
+	survivePipes()
 	if _, err := detachStdin(); err != nil {
 		fmt.Fprintf(stderr, "dsh call: %v\n", err)
 		return exitFailure

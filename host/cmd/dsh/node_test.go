@@ -47,6 +47,11 @@ func TestMCPNodeClient(t *testing.T) {
 			First string `json:"first"`
 			Last  string `json:"last"`
 		} `json:"spill"`
+		EmptySpill struct {
+			Text  *string `json:"text"`
+			Blob  *string `json:"blob"`
+			Error string  `json:"error"`
+		} `json:"emptySpill"`
 	}
 	check := func(t *testing.T, marker string, args ...string) result {
 		cmd := exec.Command(node, append([]string{"client.mjs"}, args...)...)
@@ -81,6 +86,9 @@ func TestMCPNodeClient(t *testing.T) {
 		waitGone(t, "sleep "+marker, 10*time.Second)
 		if r.SpillLink == "" || r.Spill.First != "1\n2\n" || r.Spill.Last != "30000\n" || r.Spill.Bytes != 168894 {
 			t.Errorf("spill resource: %q %+v", r.SpillLink, r.Spill)
+		}
+		if e := r.EmptySpill; e.Text == nil || *e.Text != "" || e.Blob != nil || e.Error != "" {
+			t.Errorf("empty spill resource: %+v (text %v), want an empty text content", e, e.Text)
 		}
 		return r
 	}
