@@ -327,8 +327,10 @@ func orDefault(d, def time.Duration) time.Duration {
 	return def
 }
 
-func (h *Host) stopTimeout() time.Duration  { return orDefault(h.comp.Host.StopTimeout, 5*time.Second) }
-func (h *Host) startTimeout() time.Duration { return orDefault(h.comp.Host.StartTimeout, 10*time.Second) }
+func (h *Host) stopTimeout() time.Duration { return orDefault(h.comp.Host.StopTimeout, 5*time.Second) }
+func (h *Host) startTimeout() time.Duration {
+	return orDefault(h.comp.Host.StartTimeout, 10*time.Second)
+}
 func (h *Host) pingInterval() time.Duration { return orDefault(h.comp.Host.PingInterval, time.Second) }
 func (h *Host) pingTimeout() time.Duration  { return orDefault(h.comp.Host.PingTimeout, 2*time.Second) }
 
