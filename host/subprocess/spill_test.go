@@ -132,11 +132,11 @@ func TestSpillBudgetReason(t *testing.T) {
 // holds what it does not.
 func TestSpillDiskFull(t *testing.T) {
 	dir := tmpfs(t, "4m")
-	m, err := New(Config{SpillDir: dir, Environ: func() []string { return []string{"PATH=" + os.Getenv("PATH")} }})
+	m, err := New(Config{SpillDir: filepath.Join(dir, "spill"), Environ: func() []string { return []string{"PATH=" + os.Getenv("PATH")} }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close(context.Background())
+	defer closeManager(t, m)
 	const n = 22_000_000
 	r := bash(t, m, fmt.Sprintf(digitsCmd, n), func(s *Spec) { s.Dir = t.TempDir() })
 	wantCut(t, "first", r.Stdout, digits(n))
@@ -225,6 +225,13 @@ func TestSpillReadWindows(t *testing.T) {
 	}
 }
 
+func closeManager(t *testing.T, m *Manager) {
+	t.Helper()
+	if err := m.Close(context.Background()); err != nil {
+		t.Errorf("close: %v", err)
+	}
+}
+
 // facts is a Collected without its data, for messages.
 func facts(c Collected) string {
 	c.Data = nil
@@ -256,4 +263,35 @@ func tmpfs(t *testing.T, size string) string {
 		}
 	})
 	return dir
+}
+
+// A spill file that cannot be created: nothing claims a path, the reason
+// says why (a full disk when no inode is left, the system's word
+// otherwise), and later commands still run.
+func TestSpillNotCreated(t *testing.T) {
+	dir := tmpfs(t, "4m,nr_inodes=3") // the root, the spill folder, one owner folder
+	m, err := New(Config{SpillDir: filepath.Join(dir, "spill"), Environ: func() []string { return []string{"PATH=" + os.Getenv("PATH")} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeManager(t, m)
+	const n = 200_000
+	r := bash(t, m, fmt.Sprintf(digitsCmd, n), nil)
+	wantCut(t, "no inode", r.Stdout, digits(n))
+	if c := r.Stdout; c.SpillPath != "" || c.SpillBytes != 0 || c.SpillComplete || c.SpillReason != SpillDiskFull {
+		t.Fatalf("no inode left: %+v", facts(c))
+	}
+	// The owner's folder is a file: not a full disk, the file cannot be made.
+	m2 := newManager(t)
+	if err := os.WriteFile(m2.OwnerDir("test"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = bash(t, m2, fmt.Sprintf(digitsCmd, n), nil)
+	wantCut(t, "not a folder", r.Stdout, digits(n))
+	if c := r.Stdout; c.SpillPath != "" || c.SpillReason != SpillCreateError || c.SpillError != syscall.ENOTDIR.Error() {
+		t.Fatalf("owner folder is a file: %+v", facts(c))
+	}
+	if r := bash(t, m2, "echo ok", nil); string(r.Stdout.Data) != "ok\n" {
+		t.Fatalf("echo: %+v", r.Stdout)
+	}
 }
