@@ -32,6 +32,19 @@ type Composition struct {
 type HostSettings struct {
 	StartTimeout time.Duration // bound on a plugin's handshake
 	StopTimeout  time.Duration // bound on each plugin stop
+	Scrub        Scrub         // what of the host's environment commands never see
+}
+
+// Scrub is host.scrub: additions to the built-in credential scrub of the
+// host's environment.
+type Scrub struct {
+	// Extra lists more name substrings (case-insensitive) that mark a
+	// credential, beside KEY, PASSWORD, PASSWD, SECRET, TOKEN, CREDENTIAL
+	// and PRIVATE.
+	Extra []string
+	// Keep lists exact variable names passed on even though they look
+	// like credentials.
+	Keep []string
 }
 
 // Entry is one element of plugins.
