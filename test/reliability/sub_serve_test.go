@@ -2,6 +2,7 @@ package reliability
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -88,3 +89,5 @@ func tmpfs(t *testing.T, size string) string {
 	})
 	return dir
 }
+
+func errorAs(err error, target any) bool { return errors.As(err, target) }
