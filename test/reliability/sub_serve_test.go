@@ -2,8 +2,8 @@ package reliability
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
