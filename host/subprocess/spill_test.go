@@ -170,15 +170,19 @@ func TestSpillWriteError(t *testing.T) {
 	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: limit, Max: old.Max}); err != nil {
 		t.Skipf("cannot lower the file size limit: %v", err)
 	}
+	restore := func() {
+		if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(restore) // whatever happens: the limit is the whole test binary's
 	const n = 3_000_000
 	p, err := m.Spawn(Spec{Argv: []string{"bash", "-c", fmt.Sprintf(digitsCmd, n)}, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-p.Done()
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
-		t.Fatal(err)
-	}
+	restore()
 	r := p.Result()
 	wantCut(t, "stdout", r.Stdout, digits(n))
 	c := r.Stdout
