@@ -218,10 +218,16 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 	if opts.SpillDir != "" {
 		spill, keep = opts.SpillDir, true
 	}
+	// The host's environment is scrubbed once, here, for everything it
+	// passes on: commands (the manager's ambient environment) and plugins
+	// (PluginEnv reads through opts.LookupEnv).
+	scrub := subprocess.NewScrub(comp.Host.Scrub.Extra, comp.Host.Scrub.Keep)
+	opts.LookupEnv = scrub.Lookup(opts.LookupEnv)
 	sub, err := subprocess.New(subprocess.Config{
 		SpillDir:  spill,
 		KeepSpill: keep,
 		Logger:    opts.Logger.Named("subprocess"),
+		Scrub:     scrub,
 	})
 	if err != nil {
 		_ = rt.remove()

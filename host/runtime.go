@@ -94,29 +94,12 @@ func (r *runtimeDir) pluginDir(id string) (string, error) {
 
 func (r *runtimeDir) remove() error { return os.RemoveAll(r.dir) }
 
-// pluginEnvNames are the only host variables a plugin sees: enough to find
-// programs, a home and a locale. Everything else (API keys above all) stays
-// in the host.
-var pluginEnvNames = []string{
-	"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES",
-	"TZ", "TMPDIR", "DSH_HOME",
-}
-
 // PluginEnv builds the minimal, scrubbed environment of the plugin with
-// entry id id.
+// entry id id: PATH, HOME, USER, the locale, TMPDIR and DSH_HOME when
+// lookup has them (nothing else of the host's, API keys above all), and who
+// its host and its entry are.
 func PluginEnv(lookup func(string) (string, bool), id string) []string {
-	var env []string
-	for _, name := range pluginEnvNames {
-		if subprocess.Sensitive(name) {
-			continue
-		}
-		if v, ok := lookup(name); ok {
-			env = append(env, name+"="+v)
-		} else if name == "PATH" {
-			env = append(env, "PATH=/usr/local/bin:/usr/bin:/bin")
-		}
-	}
-	return append(env,
+	return append(subprocess.MinimalEnv(lookup),
 		"DSH_HOST_PID="+strconv.Itoa(os.Getpid()),
 		"DSH_PLUGIN_ID="+id,
 	)

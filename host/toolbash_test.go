@@ -129,10 +129,14 @@ func TestToolBashTruncationSpill(t *testing.T) {
 	res := callTool(t, h, "agent", "bash", bashCall("seq 1 100000"))
 	lines := strings.Split(res.Text, "\n")
 	last := lines[len(lines)-1]
-	if !strings.HasPrefix(last, "[output truncated; full output: ") || lines[len(lines)-2] != "100000" || len(res.Text) > 2200 {
+	prefix := "[output truncated: "
+	if !strings.HasPrefix(last, prefix) || lines[len(lines)-2] != "100000" || len(res.Text) > 2200 {
 		t.Fatalf("text ends %q", res.Text[max(0, len(res.Text)-200):])
 	}
-	spill := strings.TrimSuffix(strings.TrimPrefix(last, "[output truncated; full output: "), "]")
+	_, spill, ok := strings.Cut(strings.TrimSuffix(last, "]"), "; full output: ")
+	if !ok {
+		t.Fatalf("not a complete spill file: %q", last)
+	}
 	b, err := os.ReadFile(spill)
 	if err != nil {
 		t.Fatal(err)

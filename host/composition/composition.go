@@ -42,6 +42,19 @@ type HostSettings struct {
 	// RestartWait bounds how long a call waits for a provider that is
 	// restarting after a crash; 0 means 5s.
 	RestartWait time.Duration
+	Scrub       Scrub // what of the host's environment commands never see
+}
+
+// Scrub is host.scrub: additions to the built-in credential scrub of the
+// host's environment.
+type Scrub struct {
+	// Extra lists more name substrings (case-insensitive) that mark a
+	// credential, beside KEY, PASSWORD, PASSWD, SECRET, TOKEN, CREDENTIAL
+	// and PRIVATE.
+	Extra []string
+	// Keep lists exact variable names passed on even though they look
+	// like credentials.
+	Keep []string
 }
 
 // Entry is one element of plugins.

@@ -102,11 +102,23 @@ func (c *Composition) Masked() map[string]any {
 		}
 		plugins = append(plugins, pm)
 	}
+	host := map[string]any{
+		"startTimeout": c.Host.StartTimeout.String(),
+		"stopTimeout":  c.Host.StopTimeout.String(),
+	}
+	if sc := c.Host.Scrub; sc.Extra != nil || sc.Keep != nil {
+		// Names, not values: nothing here to mask.
+		scrub := map[string]any{}
+		if sc.Extra != nil {
+			scrub["extra"] = sc.Extra
+		}
+		if sc.Keep != nil {
+			scrub["keep"] = sc.Keep
+		}
+		host["scrub"] = scrub
+	}
 	return map[string]any{
-		"host": map[string]any{
-			"startTimeout": c.Host.StartTimeout.String(),
-			"stopTimeout":  c.Host.StopTimeout.String(),
-		},
+		"host":     host,
 		"settings": settings,
 		"plugins":  plugins,
 	}

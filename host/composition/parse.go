@@ -21,11 +21,14 @@ var (
 	shortNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 	scopeRE     = regexp.MustCompile(`^@[a-z0-9][a-z0-9._~-]*$`)
 	sha256RE    = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+	envNameRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	envPartRE   = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 )
 
 var (
 	topKeys   = []string{"host", "settings", "plugins"}
-	hostKeys  = []string{"startTimeout", "stopTimeout", "callTimeout", "pingInterval", "pingTimeout", "restartWait"}
+	hostKeys  = []string{"startTimeout", "stopTimeout", "callTimeout", "pingInterval", "pingTimeout", "restartWait", "scrub"}
+	scrubKeys = []string{"extra", "keep"}
 	entryKeys = []string{"id", "name", "path", "sha256", "config", "disabled"}
 )
 
@@ -241,6 +244,9 @@ func (p *parser) host(c *Composition, kp pair, v any) {
 	for _, hp := range pairs(kp.val) {
 		var dst *time.Duration
 		switch hp.name {
+		case "scrub":
+			p.scrub(c, hp, m["scrub"])
+			continue
 		case "startTimeout":
 			dst = &c.Host.StartTimeout
 		case "stopTimeout":
@@ -267,6 +273,55 @@ func (p *parser) host(c *Composition, kp pair, v any) {
 			continue
 		}
 		*dst = d
+	}
+}
+
+// scrub reads host.scrub: lists of variable-name substrings to withhold
+// (extra) and of exact names to pass on (keep).
+func (p *parser) scrub(c *Composition, kp pair, v any) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		if v != nil && p.usable(kp.val) {
+			p.errorf(kp.val, "host.scrub must be a map with extra and keep, got %s", describe(v))
+		}
+		return
+	}
+	for _, sp := range pairs(kp.val) {
+		var dst *[]string
+		var valid *regexp.Regexp
+		var what string
+		switch sp.name {
+		case "extra":
+			dst, valid, what = &c.Host.Scrub.Extra, envPartRE, "a part of a variable name (letters, digits, _)"
+		case "keep":
+			dst, valid, what = &c.Host.Scrub.Keep, envNameRE, "a variable name"
+		default:
+			p.errorf(sp.key, "unknown host.scrub key %q (allowed: %s)", sp.name, strings.Join(scrubKeys, ", "))
+			continue
+		}
+		list, ok := m[sp.name].([]any)
+		seq := resolve(sp.val)
+		if !ok || seq == nil || seq.Kind != yaml.SequenceNode || len(seq.Content) != len(list) {
+			if m[sp.name] != nil && p.usable(sp.val) {
+				p.errorf(sp.val, "host.scrub.%s must be a list of strings, got %s", sp.name, describe(m[sp.name]))
+			}
+			continue
+		}
+		for i, item := range list {
+			n := seq.Content[i]
+			if !p.usable(n) {
+				continue
+			}
+			s, isStr := item.(string)
+			switch {
+			case !isStr || !valid.MatchString(s):
+				p.errorf(n, "host.scrub.%s: want %s, got %s", sp.name, what, describe(item))
+			case sp.name == "keep" && strings.HasPrefix(s, "DSH_"):
+				p.errorf(n, "host.scrub.keep: %s is in the DSH_ namespace, which commands get only from ctx.shellEnv, never from the host's environment", s)
+			default:
+				*dst = append(*dst, s)
+			}
+		}
 	}
 }
 

@@ -60,7 +60,8 @@ func TestLoadFull(t *testing.T) {
 	if c.File != abs || c.Dir != filepath.Dir(abs) {
 		t.Errorf("File, Dir = %q, %q; want %q and its directory", c.File, c.Dir, abs)
 	}
-	if c.Host != (HostSettings{StartTimeout: 2 * time.Second, StopTimeout: 90 * time.Second}) {
+	if want := (HostSettings{StartTimeout: 2 * time.Second, StopTimeout: 90 * time.Second,
+		Scrub: Scrub{Extra: []string{"auth", "DSN"}, Keep: []string{"GPG_KEY_ID"}}}); !reflect.DeepEqual(c.Host, want) {
 		t.Errorf("Host = %+v", c.Host)
 	}
 	wantSettings := map[string]map[string]any{
@@ -80,7 +81,7 @@ func TestLoadFull(t *testing.T) {
 	if len(c.Plugins) != len(want) {
 		t.Fatalf("%d plugins, want %d: %+v", len(c.Plugins), len(want), c.Plugins)
 	}
-	lines := []struct{ pos, config int }{{11, 13}, {17, 19}, {20, 20}, {22, 22}}
+	lines := []struct{ pos, config int }{{14, 16}, {20, 22}, {23, 23}, {25, 25}}
 	for i, w := range want {
 		g := c.Plugins[i]
 		if g.ID != w.ID || g.Name != w.Name || g.Path != w.Path || g.SHA256 != w.SHA256 || g.Disabled != w.Disabled || !reflect.DeepEqual(g.Config, w.Config) {
@@ -93,7 +94,7 @@ func TestLoadFull(t *testing.T) {
 			t.Errorf("plugin %d ConfigPos = %+v, want line %d", i, g.ConfigPos, lines[i].config)
 		}
 	}
-	if got := c.Plugins[0].Pos.String(); got != filepath.Join("testdata", "full.yaml")+":11" {
+	if got := c.Plugins[0].Pos.String(); got != filepath.Join("testdata", "full.yaml")+":14" {
 		t.Errorf("Pos.String() = %q, want it relative to the working directory", got)
 	}
 }
@@ -213,7 +214,21 @@ func TestErrors(t *testing.T) {
 		{"unknown entry key", "plugins:\n  - id: probe\n    name: probe\n    confg: {}\n", nil, 4,
 			`plugin "probe": unknown key "confg" (allowed: id, name, path, sha256, config, disabled)`},
 		{"unknown host key", "host:\n  startTimeOut: 1s\nplugins: []\n", nil, 2,
-			`unknown host key "startTimeOut" (allowed: startTimeout, stopTimeout, callTimeout, pingInterval, pingTimeout, restartWait)`},
+			`unknown host key "startTimeOut" (allowed: startTimeout, stopTimeout, callTimeout, pingInterval, pingTimeout, restartWait, scrub)`},
+		{"unknown scrub key", "host:\n  scrub:\n    extra: [AUTH]\n    kept: [X]\nplugins: []\n", nil, 4,
+			`unknown host.scrub key "kept" (allowed: extra, keep)`},
+		{"scrub not a map", "host:\n  scrub: [AUTH]\nplugins: []\n", nil, 2,
+			`host.scrub must be a map with extra and keep, got a list`},
+		{"scrub extra not a list", "host:\n  scrub:\n    extra: AUTH\nplugins: []\n", nil, 3,
+			`host.scrub.extra must be a list of strings, got the string "AUTH"`},
+		{"scrub extra empty string", "host:\n  scrub:\n    extra:\n      - AUTH\n      - ''\nplugins: []\n", nil, 5,
+			`host.scrub.extra: want a part of a variable name (letters, digits, _), got the string ""`},
+		{"scrub extra not a string", "host:\n  scrub:\n    extra: [AUTH, {a: 1}]\nplugins: []\n", nil, 3,
+			`host.scrub.extra: want a part of a variable name (letters, digits, _), got a map`},
+		{"scrub keep bad name", "host:\n  scrub:\n    keep:\n      - GH_TOKEN\n      - GH TOKEN\nplugins: []\n", nil, 5,
+			`host.scrub.keep: want a variable name, got the string "GH TOKEN"`},
+		{"scrub keep DSH_", "host:\n  scrub:\n    keep: [DSH_SECRET]\nplugins: []\n", nil, 3,
+			`host.scrub.keep: DSH_SECRET is in the DSH_ namespace, which commands get only from ctx.shellEnv, never from the host's environment`},
 		{"host not a map", "host: [1]\nplugins: []\n", nil, 1,
 			`host must be a map, got a list`},
 		{"bad duration", "host:\n  startTimeout: 10\nplugins: []\n", nil, 2,
@@ -311,7 +326,7 @@ func TestAllErrorsTogether(t *testing.T) {
 	file := filepath.Join("testdata", "bad.yaml")
 	want := []string{
 		file + `:2: bad duration for startTimeout: got the string "soon", want a positive Go duration such as "10s" or "1m30s"`,
-		file + `:3: unknown host key "stopTimout" (allowed: startTimeout, stopTimeout, callTimeout, pingInterval, pingTimeout, restartWait)`,
+		file + `:3: unknown host key "stopTimout" (allowed: startTimeout, stopTimeout, callTimeout, pingInterval, pingTimeout, restartWait, scrub)`,
 		file + `:5: settings namespace "shell" must be a map, got the number 3`,
 		file + `:6: unknown key "plugin" (allowed: host, settings, plugins)`,
 		file + `:10: plugin "env": unknown key "confg" (allowed: id, name, path, sha256, config, disabled)`,
@@ -434,5 +449,22 @@ plugins:
 	}
 	if got := c.Plugins[0].Config; !reflect.DeepEqual(got, want) {
 		t.Errorf("config = %#v\nwant %#v", got, want)
+	}
+}
+
+// host.scrub: lists of names, interpolated like any value, printed by
+// Masked as they are (names, not secrets); absent means nil lists.
+func TestScrubSection(t *testing.T) {
+	c := mustParse(t, "host:\n  scrub:\n    extra: [auth, '${PART}']\n    keep: [GPG_KEY_ID]\nplugins: []\n", map[string]string{"PART": "dsn"})
+	if want := (Scrub{Extra: []string{"auth", "dsn"}, Keep: []string{"GPG_KEY_ID"}}); !reflect.DeepEqual(c.Host.Scrub, want) {
+		t.Fatalf("Scrub = %+v, want %+v", c.Host.Scrub, want)
+	}
+	host := c.Masked()["host"].(map[string]any)
+	if !reflect.DeepEqual(host["scrub"], map[string]any{"extra": []string{"auth", "dsn"}, "keep": []string{"GPG_KEY_ID"}}) {
+		t.Fatalf("Masked host = %v", host)
+	}
+	c = mustParse(t, "plugins: []\n", nil)
+	if c.Host.Scrub.Extra != nil || c.Host.Scrub.Keep != nil || c.Masked()["host"].(map[string]any)["scrub"] != nil {
+		t.Fatalf("no scrub section: %+v", c.Host.Scrub)
 	}
 }

@@ -39,6 +39,8 @@ func (s *Server) Read(_ context.Context, ref *jobsv1.JobRef) (*jobsv1.JobRead, e
 		Lossy:           r.Lossy,
 		StdoutSpillPath: r.Stdout.SpillPath,
 		StderrSpillPath: r.Stderr.SpillPath,
+		StdoutFacts:     subprocess.FactsProto(r.Stdout),
+		StderrFacts:     subprocess.FactsProto(r.Stderr),
 	}, nil
 }
 

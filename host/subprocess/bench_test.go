@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -30,6 +31,22 @@ func BenchmarkExecTrue(b *testing.B) {
 	for b.Loop() {
 		if err := exec.Command("bash", "-c", "true").Run(); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkScrub is the credential scrub of one environment of 60
+// variables, as New does it once.
+func BenchmarkScrub(b *testing.B) {
+	env := []string{"DATABASE_URL=postgres://user:password@db:5432/app", "PATH=/usr/local/bin:/usr/bin:/bin", "GH_TOKEN=t", "lower_case_name=v"}
+	for len(env) < 60 {
+		env = append(env, "SOME_ORDINARY_VARIABLE_"+string(rune('A'+len(env)%26))+"=/some/ordinary/value:with/a/path")
+	}
+	s := NewScrub([]string{"DSN"}, []string{"GPG_KEY_ID"})
+	for b.Loop() {
+		for _, kv := range env {
+			k, v, _ := strings.Cut(kv, "=")
+			_ = s.Drops(k, v)
 		}
 	}
 }

@@ -154,12 +154,24 @@ func ResultProto(r Result) *subprocessv1.Result {
 
 func collectedProto(c Collected) *subprocessv1.Collected {
 	return &subprocessv1.Collected{
-		Data:      c.Data,
-		Total:     c.Total,
-		Truncated: c.Truncated,
-		Dropped:   c.Dropped,
-		SpillPath: c.SpillPath,
+		Data:          c.Data,
+		Total:         c.Total,
+		Truncated:     c.Truncated,
+		Dropped:       c.Dropped,
+		DroppedLines:  c.DroppedLines,
+		SpillPath:     c.SpillPath,
+		SpillBytes:    c.SpillBytes,
+		SpillComplete: c.SpillComplete,
+		SpillReason:   string(c.SpillReason),
+		SpillError:    c.SpillError,
 	}
+}
+
+// FactsProto is a stream's facts without its data, for messages that carry
+// the data elsewhere.
+func FactsProto(c Collected) *subprocessv1.Collected {
+	c.Data = nil
+	return collectedProto(c)
 }
 
 func statusProto(s Status) subprocessv1.Status {

@@ -1,11 +1,15 @@
 package subprocess
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -20,12 +24,36 @@ type Collected struct {
 	Total int64
 	// Truncated is true when bytes before Data were dropped unread.
 	Truncated bool
-	// Dropped counts those bytes exactly.
-	Dropped int64
-	// SpillPath is the file holding the whole stream (up to its cap), set
-	// once the stream outgrew memory.
+	// Dropped counts those bytes exactly, DroppedLines the newlines in them.
+	Dropped, DroppedLines int64
+	// SpillPath is the spill file, set once the stream outgrew memory and
+	// the file holds at least one byte.
 	SpillPath string
+	// SpillBytes is how many of the stream's first bytes the spill file
+	// holds: it is always a prefix of the stream, never one with a hole.
+	SpillBytes int64
+	// SpillComplete is true when the spill file holds every byte the
+	// stream produced so far.
+	SpillComplete bool
+	// SpillReason says why it does not, once a byte could not be kept;
+	// SpillError is the system's word for the failure behind
+	// SpillDiskFull, SpillWriteError and SpillCreateError.
+	SpillReason SpillReason
+	SpillError  string
 }
+
+// SpillReason is why a spill file stopped holding its stream.
+type SpillReason string
+
+const (
+	SpillCap         SpillReason = "cap"          // the stream's MaxSpillBytes
+	SpillBudget      SpillReason = "budget"       // MaxSpillTotal, shared by every spill file
+	SpillDiskFull    SpillReason = "disk_full"    // ENOSPC or EDQUOT, at creation or on a write
+	SpillWriteError  SpillReason = "write_error"  // any other failed write
+	SpillCreateError SpillReason = "create_error" // the file could not be created
+)
+
+var newline = []byte{'\n'}
 
 // stream collects one of a process's outputs: unread bytes in a bounded
 // tail, everything (up to a cap) in a spill file created once the output no
@@ -37,14 +65,18 @@ type stream struct {
 	maxOut   int
 	maxSpill int64
 
-	mu      sync.Mutex
-	unread  *retention.TextRetainer
-	total   int64
-	pending []byte   // the first maxOut bytes, until a spill file exists
-	file    *os.File // the spill file, once created
-	spilled int64
-	lost    int64 // bytes the spill file could not hold
-	failed  error
+	mu       sync.Mutex
+	unread   *retention.TextRetainer
+	total    int64
+	lines    int64    // newlines in all the output
+	winLines int64    // lines when the unread window began
+	pending  []byte   // the first maxOut bytes, until the stream spills
+	spilling bool     // the output outgrew memory: a spill file was tried
+	file     *os.File // the spill file, once created
+	spilled  int64    // bytes in it: the stream's first ones
+	lost     int64    // bytes the spill file does not hold
+	reason   SpillReason
+	errText  string
 }
 
 func newStream(m *Manager, spec Spec, id, name string) *stream {
@@ -54,7 +86,8 @@ func newStream(m *Manager, spec Spec, id, name string) *stream {
 		path:     filepath.Join(m.ownerDir(spec.Owner), id+"."+name),
 		maxOut:   spec.MaxOutputBytes,
 		maxSpill: spec.MaxSpillBytes,
-		// Collected output speaks of bytes, never lines: no line scan.
+		// Collected output is bytes: no line scan in the retainer; the
+		// stream counts newlines itself, one bytes.Count per write.
 		unread: retention.NewTextRetainer(retention.Tail, spec.MaxOutputBytes, retention.WithoutLineCount()),
 	}
 }
@@ -115,77 +148,109 @@ func growPipe(f *os.File) {
 	}
 }
 
-// Write never fails: output that cannot be kept is counted as lost.
+// Write never fails: output that cannot be kept is counted as lost, with
+// the reason.
 func (s *stream) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.total += int64(len(p))
+	s.lines += int64(bytes.Count(p, newline))
 	_, _ = s.unread.Write(p)
-	if s.file == nil && s.failed == nil {
+	if !s.spilling {
 		if len(s.pending)+len(p) <= s.maxOut {
 			s.pending = append(s.pending, p...)
 			return len(p), nil
 		}
-		if err := s.openSpill(); err != nil {
-			s.failed = err
-			s.m.log.Warn("spill file", "path", s.path, "error", err)
-		}
+		s.spilling = true
+		s.openSpill()
 	}
-	if s.file != nil {
-		s.spill(p)
-	} else {
-		s.lost += int64(len(p))
-	}
+	s.spill(p)
 	return len(p), nil
 }
 
-func (s *stream) openSpill() error {
-	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(s.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	s.file = f
+// openSpill creates the spill file and writes the bytes held so far.
+func (s *stream) openSpill() {
 	pending := s.pending
 	s.pending = nil
+	err := os.MkdirAll(filepath.Dir(s.path), 0o700)
+	if err == nil {
+		s.file, err = os.OpenFile(s.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	}
+	if err != nil {
+		s.stop(SpillCreateError, err)
+	}
 	s.spill(pending)
-	return nil
+}
+
+// stop records why the spill file holds no more of the stream. Nothing is
+// written after the first byte it could not take, so the file stays a
+// prefix of the stream.
+func (s *stream) stop(reason SpillReason, err error) {
+	if s.reason != "" {
+		return
+	}
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		reason = SpillDiskFull
+	}
+	s.reason = reason
+	if err != nil {
+		s.errText = errText(err)
+		s.m.log.Warn("spill file", "path", s.path, "reason", string(reason), "error", err)
+	}
+}
+
+// errText is an error without the path it names (the notice has it).
+func errText(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
 }
 
 // spill appends to the file within the per-stream cap and the disk budget.
 func (s *stream) spill(p []byte) {
-	room := s.maxSpill - s.spilled
-	if room < 0 {
-		room = 0
+	if s.reason != "" {
+		s.lost += int64(len(p))
+		return
 	}
-	n := int64(len(p))
-	if n > room {
-		n = room
-	}
-	n = s.m.spill.take(s.owner, n)
-	if n > 0 {
-		w, err := s.file.Write(p[:n])
+	n := min(int64(len(p)), max(s.maxSpill-s.spilled, 0))
+	got := s.m.spill.take(s.owner, n)
+	var w int
+	if got > 0 {
+		var err error
+		w, err = s.file.Write(p[:got])
 		s.spilled += int64(w)
 		if err != nil {
-			n = int64(w)
+			s.m.spill.give(s.owner, got-int64(w))
+			s.stop(SpillWriteError, err)
 		}
 	}
-	s.lost += int64(len(p)) - n
+	switch {
+	case got < n:
+		s.stop(SpillBudget, nil)
+	case n < int64(len(p)):
+		s.stop(SpillCap, nil)
+	}
+	s.lost += int64(len(p) - w)
 }
 
-// finish closes the spill file, saying at its end what it could not hold.
+// finish closes the spill file. One that stopped at a limit ends by saying
+// what it does not hold; after a failed write nothing more is written (the
+// disk is full or failing); one that holds nothing is removed.
 func (s *stream) finish() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.file == nil {
 		return
 	}
-	if s.lost > 0 {
-		fmt.Fprintf(s.file, "\n[dsh: %d more bytes were dropped: this file holds the first %d of %d]\n", s.lost, s.spilled, s.total)
+	if s.lost > 0 && (s.reason == SpillCap || s.reason == SpillBudget) && s.spilled > 0 {
+		fmt.Fprintf(s.file, "\n[dsh: %d more bytes were dropped (%s): this file holds the first %d of %d]\n", s.lost, s.reason, s.spilled, s.total)
 	}
 	_ = s.file.Close()
+	if s.spilled == 0 {
+		_ = os.Remove(s.path)
+	}
 }
 
 // collect returns the unread output; consume starts a new unread window.
@@ -193,17 +258,27 @@ func (s *stream) collect(consume bool) Collected {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	res := s.unread.Result()
-	if consume {
-		s.unread = retention.NewTextRetainer(retention.Tail, s.maxOut, retention.WithoutLineCount())
-	}
 	c := Collected{
 		Data:      []byte(res.Head + res.Tail),
 		Total:     s.total,
 		Truncated: res.Omitted.Bytes > 0,
 		Dropped:   res.Omitted.Bytes,
 	}
-	if s.file != nil {
-		c.SpillPath = s.path
+	if c.Truncated {
+		// The window's newlines, less those still in Data.
+		c.DroppedLines = s.lines - s.winLines - int64(bytes.Count(c.Data, newline))
+	}
+	if consume {
+		s.unread = retention.NewTextRetainer(retention.Tail, s.maxOut, retention.WithoutLineCount())
+		s.winLines = s.lines
+	}
+	if s.spilling {
+		c.SpillBytes = s.spilled
+		c.SpillComplete = s.reason == "" && s.spilled == s.total
+		c.SpillReason, c.SpillError = s.reason, s.errText
+		if s.file != nil && s.spilled > 0 {
+			c.SpillPath = s.path
+		}
 	}
 	return c
 }
@@ -228,6 +303,14 @@ func (b *spillBudget) take(owner string, n int64) int64 {
 	}
 	b.owner[owner] += n
 	return n
+}
+
+// give returns bytes taken but not written.
+func (b *spillBudget) give(owner string, n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+	b.owner[owner] -= n
 }
 
 func (b *spillBudget) release(owner string) {

@@ -47,21 +47,6 @@ const (
 	DefaultMaxSpillTotal = 1 << 30
 )
 
-// Sensitive reports whether a variable name looks like a credential: it
-// contains KEY, PASSWORD, SECRET or TOKEN in any case. Such variables are
-// scrubbed from the ambient environment of every command and plugin. (Not
-// a case-insensitive regexp: this runs for every ambient variable of every
-// spawn, and the regexp cost ~2 µs a name.)
-func Sensitive(name string) bool {
-	upper := strings.ToUpper(name)
-	for _, word := range [...]string{"KEY", "PASSWORD", "SECRET", "TOKEN"} {
-		if strings.Contains(upper, word) {
-			return true
-		}
-	}
-	return false
-}
-
 // EnvPrefix is the managed namespace: ambient DSH_* variables are scrubbed;
 // only an explicit layer (the trusted snapshot) may set them.
 const EnvPrefix = "DSH_"
@@ -72,9 +57,13 @@ type Config struct {
 	SpillDir string
 	// MaxSpillTotal caps all spill files together; 0 means 1 GiB.
 	MaxSpillTotal int64
-	// Environ is the ambient environment; nil means os.Environ.
+	// Environ is the ambient environment, read once by New; nil means
+	// os.Environ.
 	Environ func() []string
-	Logger  hclog.Logger
+	// Scrub withholds credentials from the ambient environment; nil means
+	// the built-in rules.
+	Scrub  *Scrub
+	Logger hclog.Logger
 	// KeepSpill leaves the spill files in place at Close (for one-shot
 	// callers that print their paths).
 	KeepSpill bool
@@ -136,8 +125,11 @@ type Manager struct {
 	// bigPipes counts the pipes grown for streams pouring output.
 	bigPipes atomic.Int32
 
-	watchdog     *os.File      // write end of the watchdog's pipe
-	watchdogDone chan struct{} // closed when the watchdog exited
+	// ambient is the host's environment, scrubbed once: without
+	// credentials and without DSH_*.
+	ambient map[string]string
+
+	watchdog *watchdog // nil until StartWatchdog
 
 	mu     sync.Mutex
 	procs  map[string]*Process
@@ -163,7 +155,13 @@ func New(cfg Config) (*Manager, error) {
 	if err := os.MkdirAll(cfg.SpillDir, 0o700); err != nil {
 		return nil, fmt.Errorf("subprocess: spill directory: %w", err)
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger, procs: map[string]*Process{}}
+	m := &Manager{cfg: cfg, log: cfg.Logger, procs: map[string]*Process{}, ambient: map[string]string{}}
+	for _, kv := range cfg.Environ() {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && !strings.HasPrefix(k, EnvPrefix) && !cfg.Scrub.Drops(k, v) {
+			m.ambient[k] = v
+		}
+	}
 	m.spill.max = cfg.MaxSpillTotal
 	if !cfg.NoCgroup {
 		cg, err := newCgroupRoot(fmt.Sprintf("dsh-%d-%d", os.Getpid(), time.Now().UnixNano()))
@@ -180,14 +178,10 @@ func New(cfg Config) (*Manager, error) {
 func (m *Manager) Cgroups() bool { return m.cg != nil }
 
 // Env builds a command's environment: the ambient one without credentials
-// and without DSH_*, then the explicit layer.
+// and without DSH_* (scrubbed once, in New), then the explicit layer.
 func (m *Manager) Env(explicit map[string]string) []string {
-	vars := map[string]string{}
-	for _, kv := range m.cfg.Environ() {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || Sensitive(k) || strings.HasPrefix(k, EnvPrefix) {
-			continue
-		}
+	vars := make(map[string]string, len(m.ambient)+len(explicit))
+	for k, v := range m.ambient {
 		vars[k] = v
 	}
 	for k, v := range explicit {

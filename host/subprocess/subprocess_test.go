@@ -18,7 +18,17 @@ import (
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// The test binary doubles as the watchdog (see watchdog_test.go).
+	if len(os.Args) == 3 && os.Args[1] == WatchdogArg {
+		if err := RunWatchdog(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func newManager(t *testing.T, environ ...string) *Manager {
 	t.Helper()
@@ -145,18 +155,82 @@ func TestLeftoverChildDoesNotHold(t *testing.T) {
 }
 
 func TestEnvironmentScrub(t *testing.T) {
-	m := newManager(t, "MY_API_KEY=k", "db_password=p", "GH_TOKEN=t", "CLIENT_SECRET=s", "DSH_AMBIENT=a", "PLAIN=ok")
+	m := newManager(t, "MY_API_KEY=k", "db_password=p", "GH_TOKEN=t", "CLIENT_SECRET=s", "DSH_AMBIENT=a", "PLAIN=ok",
+		"MY_PASSWD=pw", "AWS_CREDENTIALS=c", "GIT_PRIVATE=x", "DATABASE_URL=postgres://user:password@db:5432/app",
+		"PUBLIC_URL=https://example.com/a@b", "MIRROR=https://user@example.com")
 	r := bash(t, m, "env", func(s *Spec) { s.Env = map[string]string{"DSH_HOME": "/h", "EXTRA": "e", "PLAIN": "over"} })
 	env := string(r.Stdout.Data)
-	for _, want := range []string{"DSH_HOME=/h", "EXTRA=e", "PLAIN=over"} {
+	for _, want := range []string{"DSH_HOME=/h", "EXTRA=e", "PLAIN=over", "PUBLIC_URL=https://example.com/a@b", "MIRROR=https://user@example.com"} {
 		if !strings.Contains(env, want+"\n") {
 			t.Errorf("missing %s in:\n%s", want, env)
 		}
 	}
-	for _, bad := range []string{"MY_API_KEY", "db_password", "GH_TOKEN", "CLIENT_SECRET", "DSH_AMBIENT"} {
+	for _, bad := range []string{"MY_API_KEY", "db_password", "GH_TOKEN", "CLIENT_SECRET", "DSH_AMBIENT", "MY_PASSWD", "AWS_CREDENTIALS", "GIT_PRIVATE", "DATABASE_URL"} {
 		if strings.Contains(env, bad+"=") {
 			t.Errorf("%s leaked into the environment", bad)
 		}
+	}
+}
+
+// The composition's additions: more name parts to withhold, exact names
+// to pass on; DSH_* stays the trusted layer's alone.
+func TestEnvironmentScrubExtraAndKeep(t *testing.T) {
+	m, err := New(Config{
+		SpillDir: filepath.Join(t.TempDir(), "spill"),
+		Environ: func() []string {
+			return []string{"PATH=" + os.Getenv("PATH"), "SENTRY_DSN=https://k@sentry.io/1", "Vault_Addr_Auth=a", "GPG_KEY_ID=ABC", "GH_TOKEN=t",
+				"DSH_KEEP=x", "PROXY=http://u:p@proxy:3128", "PLAIN=ok"}
+		},
+		Scrub: NewScrub([]string{"dsn", "AUTH"}, []string{"GPG_KEY_ID", "PROXY", "DSH_KEEP"}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeManager(t, m)
+	env := strings.Join(m.Env(nil), "\n") + "\n"
+	for _, want := range []string{"GPG_KEY_ID=ABC", "PROXY=http://u:p@proxy:3128", "PLAIN=ok"} {
+		if !strings.Contains(env, want+"\n") {
+			t.Errorf("missing %s in:\n%s", want, env)
+		}
+	}
+	for _, bad := range []string{"SENTRY_DSN", "Vault_Addr_Auth", "GH_TOKEN", "DSH_KEEP"} {
+		if strings.Contains(env, bad+"=") {
+			t.Errorf("%s leaked into the environment", bad)
+		}
+	}
+	// A real command sees the same.
+	if r := bash(t, m, "echo ${GPG_KEY_ID:-unset} ${SENTRY_DSN:-unset}", nil); string(r.Stdout.Data) != "ABC unset\n" {
+		t.Fatalf("command saw %q", r.Stdout.Data)
+	}
+}
+
+func TestHasURLPassword(t *testing.T) {
+	for v, want := range map[string]bool{
+		"postgres://user:password@db:5432/app": true,
+		"redis://:secret@cache:6379":           true,
+		"mysql://u:p@ss@h/db":                  true,
+		"a list: http://x,https://u:p@h/":      true,
+		"http://u:p@h https://other":           true,
+		"https://example.com/a@b:c":            false,
+		"https://user@example.com":             false,
+		"https://user:@example.com":            false,
+		"https://example.com:8080/path":        false,
+		"git@github.com:org/repo.git":          false,
+		"/usr/bin:/bin":                        false,
+		"":                                     false,
+		"://":                                  false,
+	} {
+		if got := HasURLPassword(v); got != want {
+			t.Errorf("HasURLPassword(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+func TestMinimalEnv(t *testing.T) {
+	host := map[string]string{"HOME": "/root", "OPENAI_API_KEY": "sk", "LANG": "C", "TMPDIR": "/t", "RANDOM": "r"}
+	env := MinimalEnv(func(k string) (string, bool) { v, ok := host[k]; return v, ok })
+	if got := strings.Join(env, " "); got != "PATH=/usr/local/bin:/usr/bin:/bin HOME=/root LANG=C TMPDIR=/t" {
+		t.Fatalf("MinimalEnv = %q", got)
 	}
 }
 
@@ -331,6 +405,8 @@ func TestSensitive(t *testing.T) {
 		"KEYCHAIN": true, "apikey": true, "tokens": true, "PASSWORD": true,
 		"PATH": false, "HOME": false, "LANG": false, "KE": false, "TOKE": false, "SECRE": false,
 		"PASSWOR": false, "": false, "K\u212aY": false, // KELVIN SIGN folds to k in Unicode, not in ASCII names
+		"MY_PASSWD": true, "AWS_CREDENTIALS": true, "gcp_credential_file": true, "SSH_PRIVATE": true, "private_pem": true,
+		"PASSWDX": true, "CREDENTIA": false, "PRIVAT": false, "DATABASE_URL": false,
 	} {
 		if got := Sensitive(name); got != want {
 			t.Errorf("Sensitive(%q) = %v, want %v", name, got, want)

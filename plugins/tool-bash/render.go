@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/dshrun/dsh/plugins/jobs/jobsv1"
 	"github.com/dshrun/dsh/plugins/shell"
@@ -48,10 +50,10 @@ func exitMarker(code *int32, signal string) string {
 func renderRun(r *shell.RunResult) string {
 	var markers []string
 	if r.Stdout.GetTruncated() {
-		markers = append(markers, "[output truncated; full output: "+r.Stdout.GetSpillPath()+"]")
+		markers = append(markers, cutNotice("output", r.Stdout))
 	}
 	if r.Stderr.GetTruncated() {
-		markers = append(markers, "[stderr truncated; full stderr: "+r.Stderr.GetSpillPath()+"]")
+		markers = append(markers, cutNotice("stderr", r.Stderr))
 	}
 	if r.TimedOut {
 		markers = append(markers, fmt.Sprintf("[timed out after %dms]", r.TimeoutMs))
@@ -65,16 +67,96 @@ func renderRun(r *shell.RunResult) string {
 	return assemble(body(r.Stdout.GetData(), r.Stderr.GetData()), markers)
 }
 
+// cutNotice says what of a cut stream ("output" or "stderr") was left out
+// and where it is: the spill file when it holds every byte, what part of
+// it the spill file holds and why no more, or that it is lost and why. It
+// never names a file as the full output unless it is.
+func cutNotice(stream string, c *subprocessv1.Collected) string {
+	lines := "lines"
+	if c.GetDroppedLines() == 1 {
+		lines = "line"
+	}
+	n := fmt.Sprintf("[%s truncated: %s bytes (%s %s) omitted", stream, thousands(c.GetDropped()), thousands(c.GetDroppedLines()), lines)
+	path := c.GetSpillPath()
+	switch {
+	case path != "" && c.GetSpillComplete():
+		return n + "; full " + stream + ": " + path + "]"
+	case path != "" && c.GetSpillReason() != "":
+		return fmt.Sprintf("%s; partial %s (first %s of %s bytes; %s): %s]", n, stream,
+			thousands(c.GetSpillBytes()), thousands(c.GetTotal()), spillReason(c), path)
+	case path != "":
+		// An executor that names a spill file but not how much it holds.
+		return n + "; " + stream + " so far, perhaps not all of it: " + path + "]"
+	case c.GetSpillReason() != "":
+		return n + " and lost: " + spillReason(c) + "]"
+	}
+	return n + "; no spill file was reported]"
+}
+
+// spillReason words a spill file's reason for holding less than its stream.
+func spillReason(c *subprocessv1.Collected) string {
+	detail := c.GetSpillError()
+	why := func(what string) string {
+		if detail == "" {
+			return what
+		}
+		return what + ": " + detail
+	}
+	switch c.GetSpillReason() {
+	case "cap":
+		return "maxSpillBytes cap"
+	case "budget":
+		return "total spill budget used up"
+	case "disk_full":
+		if detail == syscall.EDQUOT.Error() {
+			return "disk quota exceeded (EDQUOT)"
+		}
+		return "disk full (ENOSPC)"
+	case "write_error":
+		return why("write error")
+	case "create_error":
+		return why("the spill file could not be created")
+	}
+	return why(c.GetSpillReason())
+}
+
+// thousands writes n with comma separators: 1234567 is "1,234,567".
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, d := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(d)
+	}
+	return b.String()
+}
+
 // runFailed reports whether a run's result carries an exit marker: the
 // tool result is an error exactly when the command did not exit 0.
 func runFailed(r *shell.RunResult) bool {
 	return r.Signal != "" || r.ExitCode == nil || *r.ExitCode != 0 || r.TimedOut || r.Aborted
 }
 
+// streamFacts are a stream's facts in structured content: the numbers and
+// the spill file's state behind its truncation notice.
 type streamFacts struct {
-	TotalBytes int64  `json:"totalBytes"`
-	Truncated  bool   `json:"truncated"`
-	SpillPath  string `json:"spillPath,omitempty"`
+	TotalBytes   int64  `json:"totalBytes"`
+	Truncated    bool   `json:"truncated"`
+	OmittedBytes int64  `json:"omittedBytes,omitempty"`
+	OmittedLines int64  `json:"omittedLines,omitempty"`
+	SpillPath    string `json:"spillPath,omitempty"`
+	SpillBytes   int64  `json:"spillBytes,omitempty"`
+	// Set once the stream spilled, or was cut without a spill file.
+	SpillComplete *bool  `json:"spillComplete,omitempty"`
+	SpillReason   string `json:"spillReason,omitempty"`
+	SpillError    string `json:"spillError,omitempty"`
 }
 
 type runFacts struct {
@@ -89,7 +171,21 @@ type runFacts struct {
 }
 
 func facts(c *subprocessv1.Collected) streamFacts {
-	return streamFacts{TotalBytes: c.GetTotal(), Truncated: c.GetTruncated(), SpillPath: c.GetSpillPath()}
+	f := streamFacts{
+		TotalBytes:   c.GetTotal(),
+		Truncated:    c.GetTruncated(),
+		OmittedBytes: c.GetDropped(),
+		OmittedLines: c.GetDroppedLines(),
+		SpillPath:    c.GetSpillPath(),
+		SpillBytes:   c.GetSpillBytes(),
+		SpillReason:  c.GetSpillReason(),
+		SpillError:   c.GetSpillError(),
+	}
+	if c.GetTruncated() || c.GetSpillPath() != "" || c.GetSpillReason() != "" {
+		complete := c.GetSpillComplete()
+		f.SpillComplete = &complete
+	}
+	return f
 }
 
 func runStructured(r *shell.RunResult) []byte {
@@ -111,16 +207,16 @@ func renderStarted(j *jobsv1.Job) string {
 	return fmt.Sprintf("[job %s started (pid %d); read its output with job_output, stop it with job_kill]", j.Id, j.Pid)
 }
 
-// renderRead is the text of a job_output read: the new output, a notice if
-// some was lost before it was read, the job's state, the exit marker last.
+// renderRead is the text of a job_output read: the new output, a notice
+// for each stream that lost bytes before they were read, the job's state,
+// the exit marker last.
 func renderRead(r *jobsv1.JobRead) string {
 	var markers []string
-	if r.Lossy {
-		spill := r.StdoutSpillPath
-		if spill == "" {
-			spill = r.StderrSpillPath
-		}
-		markers = append(markers, "[some output was dropped before it was read; full output: "+spill+"]")
+	if r.StdoutFacts.GetTruncated() {
+		markers = append(markers, cutNotice("output", r.StdoutFacts))
+	}
+	if r.StderrFacts.GetTruncated() {
+		markers = append(markers, cutNotice("stderr", r.StderrFacts))
 	}
 	j := r.Job
 	if j.Status == shell.StatusRunning {
@@ -135,20 +231,21 @@ func renderRead(r *jobsv1.JobRead) string {
 }
 
 type jobFacts struct {
-	JobID           string `json:"jobId"`
-	Status          string `json:"status"`
-	ExitCode        *int32 `json:"exitCode,omitempty"`
-	Signal          string `json:"signal,omitempty"`
-	Lossy           bool   `json:"lossy,omitempty"`
-	StdoutSpillPath string `json:"stdoutSpillPath,omitempty"`
-	StderrSpillPath string `json:"stderrSpillPath,omitempty"`
-	Pid             int32  `json:"pid,omitempty"`
+	JobID    string       `json:"jobId"`
+	Status   string       `json:"status"`
+	ExitCode *int32       `json:"exitCode,omitempty"`
+	Signal   string       `json:"signal,omitempty"`
+	Lossy    bool         `json:"lossy,omitempty"`
+	Stdout   *streamFacts `json:"stdout,omitempty"`
+	Stderr   *streamFacts `json:"stderr,omitempty"`
+	Pid      int32        `json:"pid,omitempty"`
 }
 
 func jobStructured(j *jobsv1.Job, r *jobsv1.JobRead) []byte {
 	f := jobFacts{JobID: j.Id, Status: j.Status, ExitCode: j.ExitCode, Signal: j.Signal, Pid: j.Pid}
 	if r != nil {
-		f.Lossy, f.StdoutSpillPath, f.StderrSpillPath = r.Lossy, r.StdoutSpillPath, r.StderrSpillPath
+		out, errs := facts(r.StdoutFacts), facts(r.StderrFacts)
+		f.Lossy, f.Stdout, f.Stderr = r.Lossy, &out, &errs
 	}
 	b, _ := json.Marshal(f)
 	return b

@@ -40,6 +40,21 @@ func out(s string) *subprocessv1.Collected {
 	return &subprocessv1.Collected{Data: []byte(s), Total: int64(len(s))}
 }
 
+// spilled is a cut stream: data is its tail of total bytes, the spill file
+// at path holds its first spillBytes; reason is why no more ("" when all).
+func spilled(data string, total, droppedLines int64, path string, spillBytes int64, reason string) *subprocessv1.Collected {
+	return &subprocessv1.Collected{
+		Data: []byte(data), Total: total, Truncated: true,
+		Dropped: total - int64(len(data)), DroppedLines: droppedLines,
+		SpillPath: path, SpillBytes: spillBytes, SpillComplete: reason == "" && spillBytes == total, SpillReason: reason,
+	}
+}
+
+func withError(c *subprocessv1.Collected, e string) *subprocessv1.Collected {
+	c.SpillError = e
+	return c
+}
+
 func TestRenderGolden(t *testing.T) {
 	cases := map[string]*shell.RunResult{
 		"exit0":        {ExitCode: code(0), Stdout: out("hello\n"), Stderr: out("")},
@@ -53,11 +68,29 @@ func TestRenderGolden(t *testing.T) {
 		"aborted":      {Signal: "SIGTERM", Aborted: true, Stdout: out("x\n"), Stderr: out("")},
 		"invalid-utf8": {ExitCode: code(0), Stdout: &subprocessv1.Collected{Data: []byte("a\xffb\n")}, Stderr: out("")},
 		"truncated": {ExitCode: code(0),
-			Stdout: &subprocessv1.Collected{Data: []byte("99999\n100000\n"), Total: 588895, Truncated: true, Dropped: 588882, SpillPath: "/run/dsh/spill/cli/p1.stdout"},
+			Stdout: spilled("99999\n100000\n", 588895, 99998, "/run/dsh/spill/cli/p1.stdout", 588895, ""),
 			Stderr: out("")},
 		"truncated-both-timeout": {Signal: "SIGKILL", TimedOut: true, TimeoutMs: 1000,
-			Stdout: &subprocessv1.Collected{Data: []byte("end\n"), Truncated: true, SpillPath: "/s/p2.stdout"},
-			Stderr: &subprocessv1.Collected{Data: []byte("warn\n"), Truncated: true, SpillPath: "/s/p2.stderr"}},
+			Stdout: spilled("end\n", 5000, 1, "/s/p2.stdout", 5000, ""),
+			Stderr: spilled("warn\n", 9000, 1000, "/s/p2.stderr", 9000, "")},
+		"truncated-disk-full": {ExitCode: code(0),
+			Stdout: spilled("0123456789\n", 22000000, 1999999, "/run/dsh/spill/cli/p3.stdout", 4177920, "disk_full"),
+			Stderr: out("")},
+		"truncated-cap": {ExitCode: code(0),
+			Stdout: spilled("tail\n", 1073741824, 0, "/s/p4.stdout", 67108864, "cap"),
+			Stderr: out("")},
+		"truncated-budget": {ExitCode: code(0),
+			Stdout: spilled("x\n", 3000000, 2999999, "/s/p5.stdout", 1000, "budget"),
+			Stderr: spilled("e\n", 70000, 1, "/s/p5.stderr", 70000, "")},
+		"truncated-write-error": {ExitCode: code(1),
+			Stdout: withError(spilled("y\n", 3000000, 1499999, "/s/p6.stdout", 1048576, "write_error"), "file too large"),
+			Stderr: out("")},
+		"truncated-lost-disk-full": {ExitCode: code(0),
+			Stdout: withError(spilled("0123456789\n", 1000000, 85091, "", 0, "disk_full"), "no space left on device"),
+			Stderr: withError(spilled("w\n", 64002, 1, "", 0, "create_error"), "permission denied")},
+		"truncated-unreported": {ExitCode: code(0),
+			Stdout: &subprocessv1.Collected{Data: []byte("z\n"), Total: 100000, Truncated: true, Dropped: 99998, DroppedLines: 49999, SpillPath: "/s/p7.stdout"},
+			Stderr: &subprocessv1.Collected{Data: []byte("q\n"), Total: 100000, Truncated: true, Dropped: 99998, DroppedLines: 49999}},
 	}
 	for name, r := range cases {
 		text := renderRun(r)
@@ -84,12 +117,42 @@ func TestRenderReadGolden(t *testing.T) {
 		"finished-0":    {Job: &jobsv1.Job{Id: "j2", Status: "completed", ExitCode: code(0)}, Stdout: []byte("done\n"), Stderr: []byte("warning\n")},
 		"finished-4":    {Job: &jobsv1.Job{Id: "j3", Status: "completed", ExitCode: code(4)}},
 		"killed":        {Job: &jobsv1.Job{Id: "j4", Status: "killed", Signal: "SIGTERM"}, Stdout: []byte("partial")},
-		"lossy":         {Job: &jobsv1.Job{Id: "j5", Status: "running"}, Stdout: []byte("tail\n"), Lossy: true, StdoutSpillPath: "/s/p9.stdout"},
+		"lossy": {Job: &jobsv1.Job{Id: "j5", Status: "running"}, Stdout: []byte("tail\n"), Lossy: true, StdoutSpillPath: "/s/p9.stdout",
+			StdoutFacts: noData(spilled("tail\n", 200000, 31999, "/s/p9.stdout", 200000, ""))},
+		"lossy-partial": {Job: &jobsv1.Job{Id: "j6", Status: "completed", ExitCode: code(0)}, Stdout: []byte("tail\n"), Stderr: []byte("oops\n"), Lossy: true,
+			StdoutSpillPath: "/s/p10.stdout", StdoutFacts: noData(spilled("tail\n", 22000000, 1999999, "/s/p10.stdout", 4177920, "disk_full")),
+			StderrFacts: noData(spilled("oops\n", 70000, 1, "", 0, "create_error"))},
 	}
 	for name, r := range cases {
 		golden(t, "read-"+name, renderRead(r))
 	}
 	golden(t, "started", renderStarted(&jobsv1.Job{Id: "j7", Pid: 4242}))
+}
+
+// noData drops a stream's data, as JobRead carries its facts.
+func noData(c *subprocessv1.Collected) *subprocessv1.Collected {
+	c.Data = nil
+	return c
+}
+
+// The structured facts carry the notice's numbers and the spill file's
+// state: a partial file is never complete.
+func TestStructuredFacts(t *testing.T) {
+	r := &shell.RunResult{ExitCode: code(0),
+		Stdout: spilled("0123456789\n", 22000000, 1999999, "/s/p3.stdout", 4177920, "disk_full"),
+		Stderr: out("fine\n")}
+	golden(t, "facts-run-disk-full", string(runStructured(r))+"\n")
+	read := &jobsv1.JobRead{Job: &jobsv1.Job{Id: "j6", Status: "running"}, Stdout: []byte("tail\n"), Lossy: true, StdoutSpillPath: "/s/p10.stdout",
+		StdoutFacts: noData(spilled("tail\n", 200000, 31999, "/s/p10.stdout", 200000, "")), StderrFacts: noData(out(""))}
+	golden(t, "facts-read-lossy", string(jobStructured(read.Job, read))+"\n")
+}
+
+func TestThousands(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 7: "7", 999: "999", 1000: "1,000", 21936000: "21,936,000", 1234567: "1,234,567", 100000: "100,000", -1234: "-1,234"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
+		}
+	}
 }
 
 func TestToolSpecsGolden(t *testing.T) {

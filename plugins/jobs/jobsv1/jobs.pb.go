@@ -12,6 +12,7 @@
 package jobsv1
 
 import (
+	subprocessv1 "github.com/dshrun/dsh/plugins/subprocess/subprocessv1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -263,8 +264,12 @@ type JobRead struct {
 	Lossy           bool                   `protobuf:"varint,4,opt,name=lossy,proto3" json:"lossy,omitempty"`
 	StdoutSpillPath string                 `protobuf:"bytes,5,opt,name=stdout_spill_path,json=stdoutSpillPath,proto3" json:"stdout_spill_path,omitempty"`
 	StderrSpillPath string                 `protobuf:"bytes,6,opt,name=stderr_spill_path,json=stderrSpillPath,proto3" json:"stderr_spill_path,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Each stream's counts and spill file for this read; their data is
+	// empty (it is in stdout and stderr).
+	StdoutFacts   *subprocessv1.Collected `protobuf:"bytes,7,opt,name=stdout_facts,json=stdoutFacts,proto3" json:"stdout_facts,omitempty"`
+	StderrFacts   *subprocessv1.Collected `protobuf:"bytes,8,opt,name=stderr_facts,json=stderrFacts,proto3" json:"stderr_facts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobRead) Reset() {
@@ -337,6 +342,20 @@ func (x *JobRead) GetStderrSpillPath() string {
 		return x.StderrSpillPath
 	}
 	return ""
+}
+
+func (x *JobRead) GetStdoutFacts() *subprocessv1.Collected {
+	if x != nil {
+		return x.StdoutFacts
+	}
+	return nil
+}
+
+func (x *JobRead) GetStderrFacts() *subprocessv1.Collected {
+	if x != nil {
+		return x.StderrFacts
+	}
+	return nil
 }
 
 type KillResponse struct {
@@ -475,7 +494,7 @@ var File_plugins_jobs_jobsv1_jobs_proto protoreflect.FileDescriptor
 
 const file_plugins_jobs_jobsv1_jobs_proto_rawDesc = "" +
 	"\n" +
-	"\x1eplugins/jobs/jobsv1/jobs.proto\x12\vdsh.jobs.v1\"\x82\x01\n" +
+	"\x1eplugins/jobs/jobsv1/jobs.proto\x12\vdsh.jobs.v1\x1a0plugins/subprocess/subprocessv1/subprocess.proto\"\x82\x01\n" +
 	"\x0fRegisterRequest\x12\x1d\n" +
 	"\n" +
 	"process_id\x18\x01 \x01(\tR\tprocessId\x12\x14\n" +
@@ -496,14 +515,16 @@ const file_plugins_jobs_jobsv1_jobs_proto_rawDesc = "" +
 	"_exit_code\".\n" +
 	"\x06JobRef\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
-	"\x05owner\x18\x02 \x01(\tR\x05owner\"\xcb\x01\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\"\xcd\x02\n" +
 	"\aJobRead\x12\"\n" +
 	"\x03job\x18\x01 \x01(\v2\x10.dsh.jobs.v1.JobR\x03job\x12\x16\n" +
 	"\x06stdout\x18\x02 \x01(\fR\x06stdout\x12\x16\n" +
 	"\x06stderr\x18\x03 \x01(\fR\x06stderr\x12\x14\n" +
 	"\x05lossy\x18\x04 \x01(\bR\x05lossy\x12*\n" +
 	"\x11stdout_spill_path\x18\x05 \x01(\tR\x0fstdoutSpillPath\x12*\n" +
-	"\x11stderr_spill_path\x18\x06 \x01(\tR\x0fstderrSpillPath\"&\n" +
+	"\x11stderr_spill_path\x18\x06 \x01(\tR\x0fstderrSpillPath\x12?\n" +
+	"\fstdout_facts\x18\a \x01(\v2\x1c.dsh.subprocess.v1.CollectedR\vstdoutFacts\x12?\n" +
+	"\fstderr_facts\x18\b \x01(\v2\x1c.dsh.subprocess.v1.CollectedR\vstderrFacts\"&\n" +
 	"\fKillResponse\x12\x16\n" +
 	"\x06killed\x18\x01 \x01(\bR\x06killed\"#\n" +
 	"\vListRequest\x12\x14\n" +
@@ -530,30 +551,33 @@ func file_plugins_jobs_jobsv1_jobs_proto_rawDescGZIP() []byte {
 
 var file_plugins_jobs_jobsv1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_plugins_jobs_jobsv1_jobs_proto_goTypes = []any{
-	(*RegisterRequest)(nil), // 0: dsh.jobs.v1.RegisterRequest
-	(*Job)(nil),             // 1: dsh.jobs.v1.Job
-	(*JobRef)(nil),          // 2: dsh.jobs.v1.JobRef
-	(*JobRead)(nil),         // 3: dsh.jobs.v1.JobRead
-	(*KillResponse)(nil),    // 4: dsh.jobs.v1.KillResponse
-	(*ListRequest)(nil),     // 5: dsh.jobs.v1.ListRequest
-	(*ListResponse)(nil),    // 6: dsh.jobs.v1.ListResponse
+	(*RegisterRequest)(nil),        // 0: dsh.jobs.v1.RegisterRequest
+	(*Job)(nil),                    // 1: dsh.jobs.v1.Job
+	(*JobRef)(nil),                 // 2: dsh.jobs.v1.JobRef
+	(*JobRead)(nil),                // 3: dsh.jobs.v1.JobRead
+	(*KillResponse)(nil),           // 4: dsh.jobs.v1.KillResponse
+	(*ListRequest)(nil),            // 5: dsh.jobs.v1.ListRequest
+	(*ListResponse)(nil),           // 6: dsh.jobs.v1.ListResponse
+	(*subprocessv1.Collected)(nil), // 7: dsh.subprocess.v1.Collected
 }
 var file_plugins_jobs_jobsv1_jobs_proto_depIdxs = []int32{
 	1, // 0: dsh.jobs.v1.JobRead.job:type_name -> dsh.jobs.v1.Job
-	1, // 1: dsh.jobs.v1.ListResponse.jobs:type_name -> dsh.jobs.v1.Job
-	0, // 2: dsh.jobs.v1.Jobs.Register:input_type -> dsh.jobs.v1.RegisterRequest
-	2, // 3: dsh.jobs.v1.Jobs.Read:input_type -> dsh.jobs.v1.JobRef
-	2, // 4: dsh.jobs.v1.Jobs.Kill:input_type -> dsh.jobs.v1.JobRef
-	5, // 5: dsh.jobs.v1.Jobs.List:input_type -> dsh.jobs.v1.ListRequest
-	1, // 6: dsh.jobs.v1.Jobs.Register:output_type -> dsh.jobs.v1.Job
-	3, // 7: dsh.jobs.v1.Jobs.Read:output_type -> dsh.jobs.v1.JobRead
-	4, // 8: dsh.jobs.v1.Jobs.Kill:output_type -> dsh.jobs.v1.KillResponse
-	6, // 9: dsh.jobs.v1.Jobs.List:output_type -> dsh.jobs.v1.ListResponse
-	6, // [6:10] is the sub-list for method output_type
-	2, // [2:6] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	7, // 1: dsh.jobs.v1.JobRead.stdout_facts:type_name -> dsh.subprocess.v1.Collected
+	7, // 2: dsh.jobs.v1.JobRead.stderr_facts:type_name -> dsh.subprocess.v1.Collected
+	1, // 3: dsh.jobs.v1.ListResponse.jobs:type_name -> dsh.jobs.v1.Job
+	0, // 4: dsh.jobs.v1.Jobs.Register:input_type -> dsh.jobs.v1.RegisterRequest
+	2, // 5: dsh.jobs.v1.Jobs.Read:input_type -> dsh.jobs.v1.JobRef
+	2, // 6: dsh.jobs.v1.Jobs.Kill:input_type -> dsh.jobs.v1.JobRef
+	5, // 7: dsh.jobs.v1.Jobs.List:input_type -> dsh.jobs.v1.ListRequest
+	1, // 8: dsh.jobs.v1.Jobs.Register:output_type -> dsh.jobs.v1.Job
+	3, // 9: dsh.jobs.v1.Jobs.Read:output_type -> dsh.jobs.v1.JobRead
+	4, // 10: dsh.jobs.v1.Jobs.Kill:output_type -> dsh.jobs.v1.KillResponse
+	6, // 11: dsh.jobs.v1.Jobs.List:output_type -> dsh.jobs.v1.ListResponse
+	8, // [8:12] is the sub-list for method output_type
+	4, // [4:8] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_plugins_jobs_jobsv1_jobs_proto_init() }

@@ -268,12 +268,16 @@ func (e *Executor) ReadOutput(ctx context.Context, ref *shellv1.ProcessRef) (*sh
 	if err != nil {
 		return nil, err
 	}
+	stdout, stdoutFacts := facts(r.Stdout)
+	stderr, stderrFacts := facts(r.Stderr)
 	return &shell.ProcessRead{
-		Stdout:          r.Stdout.GetData(),
-		Stderr:          r.Stderr.GetData(),
+		Stdout:          stdout,
+		Stderr:          stderr,
 		Lossy:           r.Lossy,
-		StdoutSpillPath: r.Stdout.GetSpillPath(),
-		StderrSpillPath: r.Stderr.GetSpillPath(),
+		StdoutSpillPath: stdoutFacts.GetSpillPath(),
+		StderrSpillPath: stderrFacts.GetSpillPath(),
+		StdoutFacts:     stdoutFacts,
+		StderrFacts:     stderrFacts,
 		State:           stateOf(r.Status, r.ExitCode, r.Signal),
 	}, nil
 }
@@ -292,6 +296,17 @@ func (e *Executor) Wait(ctx context.Context, ref *shellv1.ProcessRef) (*shell.Pr
 		return nil, err
 	}
 	return stateOf(r.Status, r.ExitCode, r.Signal), nil
+}
+
+// facts moves a stream's data out of c, which then carries only its facts
+// (ProcessRead has the data in its own fields).
+func facts(c *subprocessv1.Collected) ([]byte, *subprocessv1.Collected) {
+	if c == nil {
+		return nil, nil
+	}
+	data := c.Data
+	c.Data = nil
+	return data, c
 }
 
 func stateOf(st subprocessv1.Status, code *int32, signal string) *shell.ProcessState {

@@ -642,8 +642,12 @@ type ProcessRead struct {
 	StdoutSpillPath string                 `protobuf:"bytes,4,opt,name=stdout_spill_path,json=stdoutSpillPath,proto3" json:"stdout_spill_path,omitempty"`
 	StderrSpillPath string                 `protobuf:"bytes,5,opt,name=stderr_spill_path,json=stderrSpillPath,proto3" json:"stderr_spill_path,omitempty"`
 	State           *ProcessState          `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Each stream's counts and spill file, as ctx.subprocess reported them;
+	// their data is empty (it is in stdout and stderr).
+	StdoutFacts   *subprocessv1.Collected `protobuf:"bytes,7,opt,name=stdout_facts,json=stdoutFacts,proto3" json:"stdout_facts,omitempty"`
+	StderrFacts   *subprocessv1.Collected `protobuf:"bytes,8,opt,name=stderr_facts,json=stderrFacts,proto3" json:"stderr_facts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProcessRead) Reset() {
@@ -714,6 +718,20 @@ func (x *ProcessRead) GetStderrSpillPath() string {
 func (x *ProcessRead) GetState() *ProcessState {
 	if x != nil {
 		return x.State
+	}
+	return nil
+}
+
+func (x *ProcessRead) GetStdoutFacts() *subprocessv1.Collected {
+	if x != nil {
+		return x.StdoutFacts
+	}
+	return nil
+}
+
+func (x *ProcessRead) GetStderrFacts() *subprocessv1.Collected {
+	if x != nil {
+		return x.StderrFacts
 	}
 	return nil
 }
@@ -900,14 +918,16 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\asandbox\x18\x03 \x01(\v2\x19.dsh.shell.v1.SandboxInfoR\asandbox\"\x1c\n" +
 	"\n" +
 	"ProcessRef\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\xdd\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xdf\x02\n" +
 	"\vProcessRead\x12\x16\n" +
 	"\x06stdout\x18\x01 \x01(\fR\x06stdout\x12\x16\n" +
 	"\x06stderr\x18\x02 \x01(\fR\x06stderr\x12\x14\n" +
 	"\x05lossy\x18\x03 \x01(\bR\x05lossy\x12*\n" +
 	"\x11stdout_spill_path\x18\x04 \x01(\tR\x0fstdoutSpillPath\x12*\n" +
 	"\x11stderr_spill_path\x18\x05 \x01(\tR\x0fstderrSpillPath\x120\n" +
-	"\x05state\x18\x06 \x01(\v2\x1a.dsh.shell.v1.ProcessStateR\x05state\"n\n" +
+	"\x05state\x18\x06 \x01(\v2\x1a.dsh.shell.v1.ProcessStateR\x05state\x12?\n" +
+	"\fstdout_facts\x18\a \x01(\v2\x1c.dsh.subprocess.v1.CollectedR\vstdoutFacts\x12?\n" +
+	"\fstderr_facts\x18\b \x01(\v2\x1c.dsh.subprocess.v1.CollectedR\vstderrFacts\"n\n" +
 	"\fProcessState\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12 \n" +
 	"\texit_code\x18\x02 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
@@ -968,25 +988,27 @@ var file_plugins_shell_shellv1_shell_proto_depIdxs = []int32{
 	3,  // 8: dsh.shell.v1.RunResult.sandbox:type_name -> dsh.shell.v1.SandboxInfo
 	3,  // 9: dsh.shell.v1.StartResponse.sandbox:type_name -> dsh.shell.v1.SandboxInfo
 	8,  // 10: dsh.shell.v1.ProcessRead.state:type_name -> dsh.shell.v1.ProcessState
-	1,  // 11: dsh.shell.v1.Shell.Resolve:input_type -> dsh.shell.v1.ExecRequest
-	2,  // 12: dsh.shell.v1.Shell.Run:input_type -> dsh.shell.v1.ExecSpec
-	2,  // 13: dsh.shell.v1.Shell.Start:input_type -> dsh.shell.v1.ExecSpec
-	1,  // 14: dsh.shell.v1.Shell.Exec:input_type -> dsh.shell.v1.ExecRequest
-	6,  // 15: dsh.shell.v1.Shell.ReadOutput:input_type -> dsh.shell.v1.ProcessRef
-	6,  // 16: dsh.shell.v1.Shell.Kill:input_type -> dsh.shell.v1.ProcessRef
-	6,  // 17: dsh.shell.v1.Shell.Wait:input_type -> dsh.shell.v1.ProcessRef
-	2,  // 18: dsh.shell.v1.Shell.Resolve:output_type -> dsh.shell.v1.ExecSpec
-	4,  // 19: dsh.shell.v1.Shell.Run:output_type -> dsh.shell.v1.RunResult
-	5,  // 20: dsh.shell.v1.Shell.Start:output_type -> dsh.shell.v1.StartResponse
-	4,  // 21: dsh.shell.v1.Shell.Exec:output_type -> dsh.shell.v1.RunResult
-	7,  // 22: dsh.shell.v1.Shell.ReadOutput:output_type -> dsh.shell.v1.ProcessRead
-	9,  // 23: dsh.shell.v1.Shell.Kill:output_type -> dsh.shell.v1.KillResponse
-	8,  // 24: dsh.shell.v1.Shell.Wait:output_type -> dsh.shell.v1.ProcessState
-	18, // [18:25] is the sub-list for method output_type
-	11, // [11:18] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	14, // 11: dsh.shell.v1.ProcessRead.stdout_facts:type_name -> dsh.subprocess.v1.Collected
+	14, // 12: dsh.shell.v1.ProcessRead.stderr_facts:type_name -> dsh.subprocess.v1.Collected
+	1,  // 13: dsh.shell.v1.Shell.Resolve:input_type -> dsh.shell.v1.ExecRequest
+	2,  // 14: dsh.shell.v1.Shell.Run:input_type -> dsh.shell.v1.ExecSpec
+	2,  // 15: dsh.shell.v1.Shell.Start:input_type -> dsh.shell.v1.ExecSpec
+	1,  // 16: dsh.shell.v1.Shell.Exec:input_type -> dsh.shell.v1.ExecRequest
+	6,  // 17: dsh.shell.v1.Shell.ReadOutput:input_type -> dsh.shell.v1.ProcessRef
+	6,  // 18: dsh.shell.v1.Shell.Kill:input_type -> dsh.shell.v1.ProcessRef
+	6,  // 19: dsh.shell.v1.Shell.Wait:input_type -> dsh.shell.v1.ProcessRef
+	2,  // 20: dsh.shell.v1.Shell.Resolve:output_type -> dsh.shell.v1.ExecSpec
+	4,  // 21: dsh.shell.v1.Shell.Run:output_type -> dsh.shell.v1.RunResult
+	5,  // 22: dsh.shell.v1.Shell.Start:output_type -> dsh.shell.v1.StartResponse
+	4,  // 23: dsh.shell.v1.Shell.Exec:output_type -> dsh.shell.v1.RunResult
+	7,  // 24: dsh.shell.v1.Shell.ReadOutput:output_type -> dsh.shell.v1.ProcessRead
+	9,  // 25: dsh.shell.v1.Shell.Kill:output_type -> dsh.shell.v1.KillResponse
+	8,  // 26: dsh.shell.v1.Shell.Wait:output_type -> dsh.shell.v1.ProcessState
+	20, // [20:27] is the sub-list for method output_type
+	13, // [13:20] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_plugins_shell_shellv1_shell_proto_init() }

@@ -302,13 +302,30 @@ func (x *ProcessRef) GetId() string {
 	return ""
 }
 
+// One stream's output and what became of the rest of it.
 type Collected struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
-	Total         int64                  `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
-	Truncated     bool                   `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
-	Dropped       int64                  `protobuf:"varint,4,opt,name=dropped,proto3" json:"dropped,omitempty"`
-	SpillPath     string                 `protobuf:"bytes,5,opt,name=spill_path,json=spillPath,proto3" json:"spill_path,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The retained output: the tail, when older bytes were dropped.
+	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// Every byte the stream produced, read or not.
+	Total int64 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	// Bytes before data were dropped unread: dropped of them, holding
+	// dropped_lines newlines.
+	Truncated    bool  `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	Dropped      int64 `protobuf:"varint,4,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	DroppedLines int64 `protobuf:"varint,6,opt,name=dropped_lines,json=droppedLines,proto3" json:"dropped_lines,omitempty"`
+	// The spill file, once the stream outgrew memory and the file holds at
+	// least one byte. It holds the stream's first spill_bytes bytes.
+	SpillPath  string `protobuf:"bytes,5,opt,name=spill_path,json=spillPath,proto3" json:"spill_path,omitempty"`
+	SpillBytes int64  `protobuf:"varint,7,opt,name=spill_bytes,json=spillBytes,proto3" json:"spill_bytes,omitempty"`
+	// The spill file holds every byte the stream produced so far.
+	SpillComplete bool `protobuf:"varint,8,opt,name=spill_complete,json=spillComplete,proto3" json:"spill_complete,omitempty"`
+	// Why it does not, once a byte could not be kept: "cap" (the stream's
+	// max_spill_bytes), "budget" (the host's total for spill files),
+	// "disk_full", "write_error", "create_error" (no file: every dropped
+	// byte is lost). spill_error is the system's word for the last three.
+	SpillReason   string `protobuf:"bytes,9,opt,name=spill_reason,json=spillReason,proto3" json:"spill_reason,omitempty"`
+	SpillError    string `protobuf:"bytes,10,opt,name=spill_error,json=spillError,proto3" json:"spill_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -371,9 +388,44 @@ func (x *Collected) GetDropped() int64 {
 	return 0
 }
 
+func (x *Collected) GetDroppedLines() int64 {
+	if x != nil {
+		return x.DroppedLines
+	}
+	return 0
+}
+
 func (x *Collected) GetSpillPath() string {
 	if x != nil {
 		return x.SpillPath
+	}
+	return ""
+}
+
+func (x *Collected) GetSpillBytes() int64 {
+	if x != nil {
+		return x.SpillBytes
+	}
+	return 0
+}
+
+func (x *Collected) GetSpillComplete() bool {
+	if x != nil {
+		return x.SpillComplete
+	}
+	return false
+}
+
+func (x *Collected) GetSpillReason() string {
+	if x != nil {
+		return x.SpillReason
+	}
+	return ""
+}
+
+func (x *Collected) GetSpillError() string {
+	if x != nil {
+		return x.SpillError
 	}
 	return ""
 }
@@ -634,14 +686,22 @@ const file_plugins_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
 	"\x03pid\x18\x02 \x01(\x05R\x03pid\"\x1c\n" +
 	"\n" +
 	"ProcessRef\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x8c\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xbd\x02\n" +
 	"\tCollected\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x03R\x05total\x12\x1c\n" +
 	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x12\x18\n" +
-	"\adropped\x18\x04 \x01(\x03R\adropped\x12\x1d\n" +
+	"\adropped\x18\x04 \x01(\x03R\adropped\x12#\n" +
+	"\rdropped_lines\x18\x06 \x01(\x03R\fdroppedLines\x12\x1d\n" +
 	"\n" +
-	"spill_path\x18\x05 \x01(\tR\tspillPath\"\xc7\x02\n" +
+	"spill_path\x18\x05 \x01(\tR\tspillPath\x12\x1f\n" +
+	"\vspill_bytes\x18\a \x01(\x03R\n" +
+	"spillBytes\x12%\n" +
+	"\x0espill_complete\x18\b \x01(\bR\rspillComplete\x12!\n" +
+	"\fspill_reason\x18\t \x01(\tR\vspillReason\x12\x1f\n" +
+	"\vspill_error\x18\n" +
+	" \x01(\tR\n" +
+	"spillError\"\xc7\x02\n" +
 	"\x06Result\x121\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x19.dsh.subprocess.v1.StatusR\x06status\x12 \n" +
 	"\texit_code\x18\x02 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
