@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/dshrun/dsh/host/subprocess"
 )
 
 var varNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// secretRE matches keys and variable names whose values are masked.
-var secretRE = regexp.MustCompile(`(?i)KEY|PASSWORD|SECRET|TOKEN`)
+// secretName reports whether a key or variable name marks a secret: the
+// names the credential scrub withholds from commands.
+func secretName(name string) bool { return subprocess.Sensitive(name) }
 
 // expand interpolates s: ${VAR}, ${VAR:-default}, ${VAR:?message} and $$.
 // It returns the expanded text, the names of the variables referred to (in
@@ -95,7 +98,7 @@ func expand(s string, lookup func(string) (string, bool)) (out string, vars []st
 // secretVars reports whether any of the names looks like a secret's.
 func secretVars(names []string) bool {
 	for _, n := range names {
-		if secretRE.MatchString(n) {
+		if secretName(n) {
 			return true
 		}
 	}

@@ -1,6 +1,10 @@
 package composition
 
-import "go.yaml.in/yaml/v3"
+import (
+	"go.yaml.in/yaml/v3"
+
+	"github.com/dshrun/dsh/host/subprocess"
+)
 
 // masked replaces secret values in Masked.
 const masked = "********"
@@ -126,8 +130,11 @@ func (c *Composition) Masked() map[string]any {
 
 // maskValue copies v, masking as Masked says; key is v's key ("" for none).
 func maskValue(key string, v any, t *taint) any {
-	if key != "" && secretRE.MatchString(key) {
+	if key != "" && secretName(key) {
 		return masked
+	}
+	if s, ok := v.(string); ok && subprocess.HasURLPassword(s) {
+		return masked // a URL that carries its password
 	}
 	switch v := v.(type) {
 	case map[string]any:

@@ -117,3 +117,24 @@ plugins:
 		t.Errorf("config = %#v, want %#v", cfg, want)
 	}
 }
+
+// The names the credential scrub withholds are masked too, and so is any
+// value that is a URL carrying its password.
+func TestMaskedLikeTheScrub(t *testing.T) {
+	c := mustParse(t, `
+settings:
+  db:
+    dsn: postgres://app:hunter2@db/app
+    url: https://db.example/app
+    adminPasswd: pw1
+    awsCredentials: pw2
+    privateKeyFile: pw3
+plugins:
+  - name: a
+`, nil)
+	got := c.Masked()["settings"].(map[string]any)["db"]
+	want := map[string]any{"dsn": masked, "url": "https://db.example/app", "adminPasswd": masked, "awsCredentials": masked, "privateKeyFile": masked}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("db = %#v, want %#v", got, want)
+	}
+}

@@ -64,7 +64,7 @@ type Server struct {
 // dsh-spill://<owner>/<file>.
 const SpillScheme = "dsh-spill"
 
-const instructions = `dsh runs shell commands for you. Use the bash tool for one-shot commands (each in a fresh shell); background jobs are read with job_output and stopped with job_kill. Long outputs are cut to their end and saved to spill files, which are also offered as resources.`
+const instructions = `dsh runs shell commands for you. Use the bash tool for one-shot commands (each in a fresh shell); background jobs are read with job_output and stopped with job_kill. Long outputs are cut to their end; what was cut is kept in spill files where the disk allows (the result says whether a file holds all of it), which are also offered as resources.`
 
 // New makes a Server and mirrors the host's tools. Call Sync whenever the
 // host's tools change (host.Options.ToolsChanged).
@@ -257,10 +257,16 @@ func (s *Server) spillLinks(owner string, structured json.RawMessage) []mcp.Cont
 		case map[string]any:
 			for k, e := range x {
 				if p, ok := e.(string); ok && strings.HasSuffix(k, "pillPath") && filepath.Dir(p) == dir {
+					// The facts beside the path say whether the file holds
+					// the whole stream.
+					title := "full output: "
+					if complete, ok := x["spillComplete"].(bool); ok && !complete {
+						title = "partial output: "
+					}
 					link := &mcp.ResourceLink{
 						URI:      spillURI(owner, filepath.Base(p)),
 						Name:     filepath.Base(p),
-						Title:    "full output: " + filepath.Base(p),
+						Title:    title + filepath.Base(p),
 						MIMEType: "text/plain",
 					}
 					if fi, err := os.Stat(p); err == nil {

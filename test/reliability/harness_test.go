@@ -117,6 +117,8 @@ type serve struct {
 	cs     *mcp.ClientSession
 	rtBase string // XDG_RUNTIME_DIR of the host
 	stderr *syncBuffer
+	// links holds the titles of the resource links of the last tool call.
+	links []string
 }
 
 type syncBuffer struct {

@@ -48,9 +48,13 @@ func (s *serve) tool(t *testing.T, ctx context.Context, name string, args map[st
 		t.Fatalf("%s %v: %v\nstderr:\n%s", name, args, err, s.stderr)
 	}
 	var out []string
+	s.links = nil
 	for _, c := range r.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			out = append(out, tc.Text)
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			out = append(out, c.Text)
+		case *mcp.ResourceLink:
+			s.links = append(s.links, c.Title)
 		}
 	}
 	var facts map[string]any

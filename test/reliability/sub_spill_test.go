@@ -158,7 +158,10 @@ func TestFullDiskSpillTellsTheTruth(t *testing.T) {
 		t.Fatalf("the file holds %v bytes, the notice says %d: %v", fi.Size(), c.first, err)
 	}
 	checkFacts(t, "22 MB", facts, c)
-	f.Saw("%q", c.line)
+	if len(s.links) != 1 || !strings.HasPrefix(s.links[0], "partial output: ") {
+		t.Fatalf("the resource link of a partial spill file: %q", s.links)
+	}
+	f.Saw("%q, linked as %q", c.line, s.links[0])
 
 	for i := 0; i < 2; i++ {
 		stream := digits(1_000_000)
