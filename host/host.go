@@ -84,6 +84,8 @@ type Host struct {
 	closing atomic.Bool
 	// bg counts the restarts and swaps under way; Close waits for them.
 	bg        sync.WaitGroup
+	bgMu      sync.Mutex
+	bgClosed  bool
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -303,6 +305,9 @@ func (h *Host) Composition() *composition.Composition { return h.comp }
 // then the runtime directory is removed. It is idempotent.
 func (h *Host) Close(ctx context.Context) error {
 	h.closing.Store(true)
+	h.bgMu.Lock()
+	h.bgClosed = true
+	h.bgMu.Unlock()
 	h.closeOnce.Do(func() {
 		var errs []error
 		if h.reg != nil {

@@ -104,7 +104,9 @@ func (h *Host) watchExit(ld *load) {
 	}
 	h.log.Error("plugin crashed; restarting", "id", en.id, "binary", ld.proc.Binary(), "pid", ld.proc.Pid(), "backoff", backoff)
 	ld.slot.beginRestart()
-	h.bg.Add(1)
+	if !h.bgAdd() {
+		return // the host is closing
+	}
 	defer h.bg.Done()
 	// What go-plugin holds for the dead process (its broker, its
 	// connection) goes now; the scope lives on with a new process.
@@ -187,8 +189,7 @@ func (h *Host) afterRestart(ld *load) {
 			continue
 		}
 		for _, k := range keys {
-			if cur.slot.hasTouched(k) {
-				h.bg.Add(1)
+			if cur.slot.hasTouched(k) && h.bgAdd() {
 				go func() {
 					defer h.bg.Done()
 					h.swap(cur, "its provider of "+k+" restarted")
@@ -254,6 +255,18 @@ func (h *Host) crashedDuringApply(ld *load, ctx context.Context, applyErr error)
 		}
 	}()
 	return fmt.Errorf("crashed while applying (restarting in %v): %w", backoff, applyErr)
+}
+
+// bgAdd counts a restart or swap about to run, unless the host is closing
+// (Close waits for those it counted).
+func (h *Host) bgAdd() bool {
+	h.bgMu.Lock()
+	defer h.bgMu.Unlock()
+	if h.bgClosed {
+		return false
+	}
+	h.bg.Add(1)
+	return true
 }
 
 // drain waits (bounded) for the calls in flight on this load to finish.
