@@ -116,3 +116,32 @@ func TestReviewSwapOfARestartingConsumerLeavesOneProcess(t *testing.T) {
 		t.Fatalf("after the restarts: %v %v", resp.GetEnv(), err)
 	}
 }
+
+// host.callTimeout's default is meant to outlast the longest command the
+// executor accepts (README: "the shell's maxTimeoutMs plus its grace plus
+// 10 s"). An executor entry's own config overrides the settings namespace
+// it reads, so a command it accepts must not be cut by the host first.
+func TestReviewCallTimeoutFollowsTheExecutorsOwnConfig(t *testing.T) {
+	h := startTools(t, `
+settings:
+  shell:
+    maxTimeoutMs: 1000
+    graceMs: 200
+plugins:
+  - id: env
+    name: shell-env
+  - id: bash
+    name: bash-local
+    config:
+      timeoutMs: 30000
+      maxTimeoutMs: 60000
+  - id: tools
+    name: tool-bash
+`)
+	// The executor accepts 20 s; the settings alone would say 1 s (and a
+	// call deadline of 11.2 s).
+	r := callTool(t, h, "agent", "bash", bashCall("sleep 13; echo done", "timeoutMs", 20000))
+	if r.IsError || r.Text != "done" {
+		t.Fatalf("a 13 s command within the executor's 60 s cap: %q", r.Text)
+	}
+}
