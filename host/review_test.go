@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -143,5 +144,89 @@ plugins:
 	r := callTool(t, h, "agent", "bash", bashCall("sleep 13; echo done", "timeoutMs", 20000))
 	if r.IsError || r.Text != "done" {
 		t.Fatalf("a 13 s command within the executor's 60 s cap: %q", r.Text)
+	}
+}
+
+// Restarts that are not withdrawals send no tools/list_changed: a crash of
+// the tool plugin, of its executor, and the swap of the tool plugin that a
+// crash of shell-env (caller_state) causes. The tools stay listed, once.
+func TestReviewRestartsSendNoListChanged(t *testing.T) {
+	var changed atomic.Int64
+	opts := testOptions(t, nil)
+	opts.ToolsChanged = func() { changed.Add(1) }
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := Start(ctx, writeComp(t, pulseYAML), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	base := changed.Load()
+	for _, id := range []string{"tools", "bash", "env"} {
+		toolsPid := pidOf(h, "tools")
+		killAndWaitRestart(t, h, id)
+		if id == "env" {
+			// tool-bash called shell-env: it moves to a new process.
+			for deadline := time.Now().Add(30 * time.Second); pidOf(h, "tools") == toolsPid; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("tool-bash was not moved after shell-env restarted: %+v", h.Status())
+				}
+			}
+		}
+		waitActive(t, h)
+		if r := callTool(t, h, "agent", "bash", bashCall("echo ok")); r.Text != "ok" {
+			t.Fatalf("after a crash of %s: %q", id, r.Text)
+		}
+		if n := changed.Load() - base; n != 0 {
+			t.Errorf("a crash of %s sent tools/list_changed %d time(s)", id, n)
+		}
+		if names := h.Tools(); len(names) != 3 {
+			t.Errorf("tools after a crash of %s: %v", id, names)
+		}
+	}
+}
+
+// A crash loop reached through in-place restarts ends FAILED: the
+// executor's key is withdrawn, its dependent goes back to pending with the
+// reason, its tools are withdrawn (tools/list_changed), calls fail at once;
+// `dsh reload` brings both back.
+func TestReviewCrashLoopWithdrawsThenReloadRecovers(t *testing.T) {
+	var changed atomic.Int64
+	opts := testOptions(t, nil)
+	opts.ToolsChanged = func() { changed.Add(1) }
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h, err := Start(ctx, writeComp(t, toolsYAML), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	for i := 0; i < crashLimit-1; i++ {
+		killAndWaitRestart(t, h, "bash")
+	}
+	pid := pidOf(h, "bash")
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		st, why := stateOf(h, "bash")
+		tst, twhy := stateOf(h, "tools")
+		if st == "failed" && strings.Contains(why, "crash loop") && tst == "pending" && strings.Contains(twhy, "shell") && len(h.Tools()) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %d crashes: bash %s %q, tools %s %q, tools listed %v", crashLimit, st, why, tst, twhy, h.Tools())
+		}
+	}
+	if changed.Load() == 0 {
+		t.Error("the tools were withdrawn without tools/list_changed")
+	}
+	if _, err := h.CallTool(ctx, "agent", "bash", []byte(`{"command":"true"}`)); err == nil {
+		t.Error("a call to a withdrawn tool succeeded")
+	}
+	if err := h.Reload(ctx, "bash"); err != nil {
+		t.Fatal(err)
+	}
+	waitActive(t, h)
+	if r := callTool(t, h, "agent", "bash", bashCall("echo back")); r.Text != "back" {
+		t.Fatalf("after reload: %q", r.Text)
 	}
 }
