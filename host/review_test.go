@@ -13,6 +13,7 @@ import (
 
 	"github.com/dshrun/dsh/internal/testplugins"
 	"github.com/dshrun/dsh/internal/testplugins/probev1"
+	"github.com/dshrun/dsh/plugins/shellenv"
 )
 
 // Faults where a crash restart meets another change of the same slot (a
@@ -228,5 +229,61 @@ func TestReviewCrashLoopWithdrawsThenReloadRecovers(t *testing.T) {
 	waitActive(t, h)
 	if r := callTool(t, h, "agent", "bash", bashCall("echo back")); r.Text != "back" {
 		t.Fatalf("after reload: %q", r.Text)
+	}
+}
+
+// When shell-env (caller_state) restarts, a consumer that registered with
+// it must register again. If its move to a new process fails (here its
+// binary is gone), it must not stay active as if nothing was lost: either
+// its fact is back or dsh status says it is not serving.
+func TestReviewFailedSwapDoesNotHideLostRegistrations(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "dsh-probe")
+	b, err := os.ReadFile(filepath.Join(binDir, "dsh-probe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h := startHost(t, writeComp(t, `
+plugins:
+  - id: probe
+    path: `+bin+`
+    config:
+      fact: from-probe
+  - id: env
+    name: shell-env
+`))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	env := shellenv.NewClient(h.Conn(shellenv.Key))
+	has := func() bool {
+		facts, err := env.List(ctx)
+		if err != nil {
+			return false
+		}
+		for _, f := range facts {
+			if f.Name == "DSH_PROBE" {
+				return true
+			}
+		}
+		return false
+	}
+	if !has() {
+		t.Fatal("no DSH_PROBE before the crash")
+	}
+	if err := os.Remove(bin); err != nil {
+		t.Fatal(err)
+	}
+	killAndWaitRestart(t, h, "env")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		st, _ := stateOf(h, "probe")
+		if has() || st != "active" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("probe is %s while what it registered with shell-env is lost: %+v", st, h.Status())
+		}
 	}
 }

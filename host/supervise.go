@@ -217,7 +217,14 @@ func (h *Host) swap(old *load, why string) {
 	en := old.en
 	ld, err := h.startInSlot(old)
 	if err != nil {
-		h.log.Error("plugin not moved to a new process", "id", en.id, "reason", why, "error", err)
+		if errors.Is(err, errSuperseded) || old.slot.ctx.Err() != nil || h.closing.Load() || old.proc.Gone() {
+			return // a restart or the unload of its scope has it in hand
+		}
+		// The old process keeps serving, but without what it registered
+		// with the restarted provider: restart the scope, so that it
+		// registers again or says why it cannot (FAILED).
+		h.log.Error("plugin not moved to a new process; restarting it", "id", en.id, "reason", why, "error", err)
+		old.scope.Restart()
 		return
 	}
 	h.log.Info("plugin moved to a new process", "id", en.id, "reason", why, "pid", ld.proc.Pid())
