@@ -287,3 +287,120 @@ plugins:
 		}
 	}
 }
+
+// crashIntoLongBackoff crashes id four times: its last restart waits 1.6 s.
+func crashIntoLongBackoff(t *testing.T, h *Host, id string) {
+	t.Helper()
+	for i := 0; i < 3; i++ {
+		killAndWaitRestart(t, h, id)
+	}
+	pid := pidOf(h, id)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitDead(t, pid)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if st, _ := stateOf(h, id); st == "restarting" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never restarting: %+v", id, h.Status())
+		}
+	}
+}
+
+// waitCount waits until exactly n processes of dsh-name are alive, past the
+// point where a cancelled restart would have started one.
+func waitCount(t *testing.T, name string, n int) {
+	t.Helper()
+	time.Sleep(backoffBase<<3 + 3*time.Second)
+	var left []int
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if left = livePlugins(name); len(left) == n {
+			return
+		}
+	}
+	t.Errorf("%d dsh-%s processes, want %d: %v", len(left), name, n, left)
+}
+
+// Teardowns that meet a restart waiting out its backoff: an edit that
+// removes the entry, `dsh reload`, and Close. None leaves a process or a
+// goroutine behind, none waits for the backoff's end.
+func TestReviewTeardownDuringARestart(t *testing.T) {
+	twoProbes := `
+plugins:
+  - id: probe
+    name: probe
+    config:
+      fact: from-probe
+  - id: env
+    name: shell-env
+`
+	t.Run("removed by an edit", func(t *testing.T) {
+		t.Cleanup(func() { killAll(t, "probe") })
+		h := startHost(t, writeComp(t, twoProbes))
+		crashIntoLongBackoff(t, h, "probe")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := h.ApplyComposition(ctx, writeComp(t, "plugins:\n  - id: env\n    name: shell-env\n")); err != nil {
+			t.Fatal(err)
+		}
+		waitCount(t, "probe", 0)
+		if st, _ := stateOf(h, "probe"); st == "restarting" || st == "active" {
+			t.Errorf("removed probe is %s", st)
+		}
+	})
+	t.Run("reloaded", func(t *testing.T) {
+		t.Cleanup(func() { killAll(t, "probe") })
+		h := startHost(t, writeComp(t, twoProbes))
+		crashIntoLongBackoff(t, h, "probe")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := h.Reload(ctx, "probe"); err != nil {
+			t.Fatal(err)
+		}
+		waitCount(t, "probe", 1)
+		waitActive(t, h)
+		resp, err := probev1.NewProbeClient(h.Conn("probe")).Collect(ctx, &probev1.CollectRequest{})
+		if err != nil || resp.Env["DSH_PROBE"] != "from-probe" {
+			t.Fatalf("after reload: %v %v", resp.GetEnv(), err)
+		}
+	})
+	t.Run("host closed", func(t *testing.T) {
+		t.Cleanup(func() { killAll(t, "probe"); killAll(t, "shell-env") })
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		h, err := Start(ctx, writeComp(t, twoProbes), testOptions(t, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		crashIntoLongBackoff(t, h, "env")
+		start := time.Now()
+		if err := h.Close(ctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("close took %v", took)
+		}
+		waitCount(t, "probe", 0)
+		waitCount(t, "shell-env", 0)
+	})
+}
+
+// `dsh reload` of a plugin that provides a key (make-before-break: a new
+// scope takes the key, then the old one is disposed) and registered facts
+// with shell-env: the old scope's release of its caller id must not drop
+// what the new process, under the same id, has just registered.
+func TestReviewReloadOfAProviderKeepsWhatItRegistered(t *testing.T) {
+	h := startHost(t, writeComp(t, pairYAML))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.Reload(ctx, "probe"); err != nil {
+		t.Fatal(err)
+	}
+	waitActive(t, h)
+	resp, err := probev1.NewProbeClient(h.Conn("probe")).Collect(ctx, &probev1.CollectRequest{})
+	if err != nil || resp.Env["DSH_PROBE"] != "from-probe" {
+		t.Fatalf("after reload: %v %v", resp.GetEnv(), err)
+	}
+}
