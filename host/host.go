@@ -10,6 +10,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -349,12 +350,50 @@ func (h *Host) pingTimeout() time.Duration  { return orDefault(h.comp.Host.PingT
 func (h *Host) restartWait() time.Duration { return orDefault(h.comp.Host.RestartWait, 5*time.Second) }
 
 // callTimeout bounds every call the host forwards to a plugin: by default
-// the longest a shell command may run (the shell settings' maxTimeoutMs and
-// graceMs, or their defaults) plus 10s.
+// the longest a shell command may run plus 10s. That is the largest
+// maxTimeoutMs plus graceMs among the executors' effective configs (the
+// shell settings overlaid with each entry's own config; their defaults
+// where absent), or the settings' alone when no executor is loaded.
 func (h *Host) callTimeout() time.Duration {
+	if d := h.comp.Host.CallTimeout; d > 0 {
+		return d
+	}
+	longest, found := time.Duration(0), false
+	for _, en := range h.entryList() {
+		e, _, desc := en.view()
+		if e.Disabled || desc == nil || !providesKey(desc, shellKey) {
+			continue
+		}
+		var cfg map[string]any
+		if json.Unmarshal(en.configJSON(), &cfg) == nil {
+			longest, found = max(longest, shellLimit(cfg)), true
+		}
+	}
+	if !found {
+		longest = shellLimit(h.comp.Settings["shell"])
+	}
+	return longest + 10*time.Second
+}
+
+// shellKey is ctx.shell, whose executors' limits bound the calls.
+const shellKey = "shell"
+
+func providesKey(d *pluginv1.Description, key string) bool {
+	for _, p := range d.Provides {
+		if p.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// shellLimit is the longest a command may take under an executor's config:
+// its maxTimeoutMs plus its graceMs, each defaulted (600000, 3000) when
+// absent or not positive, as the executors read them.
+func shellLimit(cfg map[string]any) time.Duration {
 	ms := func(name string, def float64) time.Duration {
-		v := def
-		switch n := h.comp.Settings["shell"][name].(type) {
+		v := 0.0
+		switch n := cfg[name].(type) {
 		case int:
 			v = float64(n)
 		case int64:
@@ -364,9 +403,12 @@ func (h *Host) callTimeout() time.Duration {
 		case float64:
 			v = n
 		}
-		return time.Duration(max(v, 0) * float64(time.Millisecond))
+		if v <= 0 {
+			v = def
+		}
+		return time.Duration(v * float64(time.Millisecond))
 	}
-	return orDefault(h.comp.Host.CallTimeout, ms("maxTimeoutMs", 600_000)+ms("graceMs", 3_000)+10*time.Second)
+	return ms("maxTimeoutMs", 600_000) + ms("graceMs", 3_000)
 }
 
 // stopSpares stops processes started for validation that never got applied.

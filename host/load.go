@@ -63,7 +63,14 @@ func (ld *load) touch(key string) {
 	// An effect of the caller's scope: when the caller goes away, the
 	// provider drops what the caller registered with it. A scope that is
 	// already unloading admits no effect; its calls still go through.
+	en, scope := ld.en, ld.scope
 	_, _ = ld.scope.Effect("caller of "+key, func(ctx context.Context) error {
+		if cur := en.getScope(); cur != nil && cur != scope {
+			// A reload moved the entry to a new scope first (make-before-
+			// break): the provider knows both by the same caller id, and
+			// what it holds for that id is the new scope's now.
+			return nil
+		}
 		ep, ok := h.endpoint(key)
 		if !ok {
 			return nil

@@ -112,6 +112,24 @@ func (sl *slot) set(ld *load) bool {
 	return true
 }
 
+// replace makes ld the slot's process in place of old, and ends a restart.
+// It returns false (and changes nothing) once the slot is closed or holds
+// another process than old: a swap and an in-place restart of the same
+// slot race, and only the first may put its process in.
+func (sl *slot) replace(old, ld *load) bool {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if sl.closed || sl.cur != old {
+		return false
+	}
+	sl.cur, sl.state, sl.misses = ld, serving, 0
+	if sl.ready != nil {
+		close(sl.ready)
+		sl.ready = nil
+	}
+	return true
+}
+
 // beginRestart marks the slot RESTARTING; calls wait from now on.
 func (sl *slot) beginRestart() {
 	sl.mu.Lock()

@@ -130,13 +130,16 @@ func (h *Host) restartInPlace(old *load) {
 			old.scope.Restart() // its Apply refuses the crash loop: FAILED
 			return
 		}
+		if sl.current() != old {
+			return // a swap already put a new process in
+		}
 		ld, err := h.startInSlot(old)
 		if err == nil {
 			h.log.Info("plugin restarted", "id", en.id, "pid", ld.proc.Pid())
 			h.afterRestart(ld)
 			return
 		}
-		if sl.ctx.Err() != nil || h.closing.Load() {
+		if sl.ctx.Err() != nil || h.closing.Load() || errors.Is(err, errSuperseded) {
 			return
 		}
 		backoff, _ := en.recordCrash(time.Now())
@@ -144,9 +147,13 @@ func (h *Host) restartInPlace(old *load) {
 	}
 }
 
+// errSuperseded is startInSlot's error when the slot no longer holds the
+// process it was to replace (another restart or swap came first).
+var errSuperseded = errors.New("the slot already holds a newer process")
+
 // startInSlot starts a new process of old's entry, applies it in old's
-// scope and makes it the slot's process. Tools it registers replace those of
-// the process before it.
+// scope and makes it the slot's process, if the slot still holds old. Tools
+// it registers replace those of the process before it.
 func (h *Host) startInSlot(old *load) (*load, error) {
 	en, sl := old.en, old.slot
 	ctx := sl.ctx
@@ -155,8 +162,11 @@ func (h *Host) startInSlot(old *load) (*load, error) {
 		return nil, err
 	}
 	ld, _, err := h.applyProcess(ctx, en, old.scope, sl, old.desc, proc, en.configJSON())
-	if err == nil && !sl.set(ld) {
+	if err == nil && !sl.replace(old, ld) {
 		err = fmt.Errorf("plugin %q is stopping", en.id)
+		if sl.current() != old {
+			err = errSuperseded
+		}
 	}
 	if err != nil {
 		ld.stopping.Store(true)
@@ -208,7 +218,14 @@ func (h *Host) swap(old *load, why string) {
 	en := old.en
 	ld, err := h.startInSlot(old)
 	if err != nil {
-		h.log.Error("plugin not moved to a new process", "id", en.id, "reason", why, "error", err)
+		if errors.Is(err, errSuperseded) || old.slot.ctx.Err() != nil || h.closing.Load() || old.proc.Gone() {
+			return // a restart or the unload of its scope has it in hand
+		}
+		// The old process keeps serving, but without what it registered
+		// with the restarted provider: restart the scope, so that it
+		// registers again or says why it cannot (FAILED).
+		h.log.Error("plugin not moved to a new process; restarting it", "id", en.id, "reason", why, "error", err)
+		old.scope.Restart()
 		return
 	}
 	h.log.Info("plugin moved to a new process", "id", en.id, "reason", why, "pid", ld.proc.Pid())
