@@ -101,6 +101,16 @@ func (en *entry) current() *load {
 	return en.load
 }
 
+// moveCurrent makes ld current in place of old, unless another load (a
+// reload's new scope) became current meanwhile.
+func (en *entry) moveCurrent(old, ld *load) {
+	en.mu.Lock()
+	defer en.mu.Unlock()
+	if en.load == old || en.load == nil {
+		en.load = ld
+	}
+}
+
 func (en *entry) setCurrent(ld *load) {
 	en.mu.Lock()
 	defer en.mu.Unlock()

@@ -459,7 +459,8 @@ func (h *Host) Status() []EntryStatus {
 				st.State, st.Reason = state, why
 			}
 		}
-		if ld := en.current(); ld != nil {
+		// While restarting there is no process to speak of yet.
+		if ld := en.current(); ld != nil && st.State != "restarting" {
 			st.Pid = ld.proc.Pid()
 			st.Uptime = time.Since(ld.started)
 			st.Version = ld.desc.Version

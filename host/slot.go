@@ -170,6 +170,13 @@ func (sl *slot) close() *load {
 	return sl.cur
 }
 
+// live reports whether the slot's scope still serves (not closed).
+func (sl *slot) live() bool {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return !sl.closed && sl.state != abandoned
+}
+
 // missed records a health check without answer and returns how many in a
 // row; answered resets the count.
 func (sl *slot) missed() int {

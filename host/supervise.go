@@ -175,7 +175,7 @@ func (h *Host) startInSlot(old *load) (*load, error) {
 		_ = proc.Stop(sctx)
 		return nil, err
 	}
-	en.setCurrent(ld)
+	en.moveCurrent(old, ld)
 	h.watch(ld)
 	return ld, nil
 }

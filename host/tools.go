@@ -40,22 +40,41 @@ type toolRegistry struct {
 
 var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// add registers t. A later process of the same scope (a restart or a swap)
-// takes over the tool: renewed is true, and the scope's effect that removes
-// it is already there.
-func (r *toolRegistry) add(t *tool) (renewed bool, err error) {
+// add registers t. Another process of the same plugin entry takes the
+// tool over: a later process of the same scope (a restart or a swap,
+// renewed: the scope's effect that removes it is already there), or the
+// new scope of a make-before-break reload. prev is what it replaced.
+func (r *toolRegistry) add(t *tool) (prev *tool, renewed bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if cur, ok := r.tools[t.spec.Name]; ok {
-		if t.by != nil && cur.by != nil && cur.by.slot == t.by.slot {
-			r.tools[t.spec.Name] = t
-			return true, nil
+		if cur.plugin != t.plugin || t.by == nil || cur.by == nil {
+			return nil, false, status.Errorf(codes.AlreadyExists, "tool %q is already registered by plugin %s; plugin %s cannot register it",
+				t.spec.Name, cur.label, t.label)
 		}
-		return false, status.Errorf(codes.AlreadyExists, "tool %q is already registered by plugin %s; plugin %s cannot register it",
-			t.spec.Name, cur.label, t.label)
+		r.tools[t.spec.Name] = t
+		return cur, cur.by.slot == t.by.slot, nil
 	}
 	r.tools[t.spec.Name] = t
-	return false, nil
+	return nil, false, nil
+}
+
+// drop removes the registration of name made by slot's scope, or gives
+// the tool back to prev when prev's scope still serves. It reports whether
+// the listing changed.
+func (r *toolRegistry) drop(name string, slot *slot, prev *tool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur, ok := r.tools[name]
+	if !ok || cur.by.slot != slot {
+		return false
+	}
+	if prev != nil && prev.by.slot.live() {
+		r.tools[name] = prev
+		return !proto.Equal(prev.spec, cur.spec)
+	}
+	delete(r.tools, name)
+	return true
 }
 
 // remove drops the tool name if keep says it is the registration to drop.
@@ -102,32 +121,35 @@ func (s *toolsServer) Register(_ context.Context, spec *toolsv1.ToolSpec) (*tool
 		schema: sch,
 		by:     by,
 	}
-	prev, _ := s.h.tools.get(spec.Name)
-	renewed, err := s.h.tools.add(t)
+	prev, renewed, err := s.h.tools.add(t)
 	if err != nil {
 		return nil, err
 	}
+	// Clients hear of a takeover only if what they list changed.
+	changed := prev == nil || !proto.Equal(prev.spec, spec)
 	if renewed {
-		// A new process of the same scope: clients hear of it only if
-		// what they list changed.
-		if !proto.Equal(prev.spec, spec) {
+		if changed {
 			s.h.toolsChanged()
 		}
 		return &toolsv1.RegisterResponse{}, nil
 	}
-	// The registration is an effect of the caller's scope.
+	// The registration is an effect of the caller's scope. When the scope
+	// goes while the one it took the tool over from still serves (a
+	// reload that failed), the tool goes back to that one.
 	slot := by.slot
-	sameScope := func(cur *tool) bool { return cur.by.slot == slot }
+	drop := func() bool { return s.h.tools.drop(spec.Name, slot, prev) }
 	if err := s.c.addEffect("tool "+spec.Name, func(context.Context) error {
-		if s.h.tools.remove(spec.Name, sameScope) {
+		if drop() {
 			s.h.toolsChanged()
 		}
 		return nil
 	}); err != nil {
-		s.h.tools.remove(spec.Name, sameScope)
+		drop()
 		return nil, status.Errorf(codes.FailedPrecondition, "tool %q: %v", spec.Name, err)
 	}
-	s.h.toolsChanged()
+	if changed {
+		s.h.toolsChanged()
+	}
 	return &toolsv1.RegisterResponse{}, nil
 }
 

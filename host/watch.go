@@ -104,6 +104,11 @@ func (h *Host) Watch(ctx context.Context, interval time.Duration, lookup func(st
 func (h *Host) ApplyComposition(ctx context.Context, next *composition.Composition) error {
 	h.changeMu.Lock()
 	defer h.changeMu.Unlock()
+	if !reflect.DeepEqual(next.Host, h.comp.Host) {
+		// Timeouts, the pulse and the scrub are set up when the host
+		// starts; applying them to a running host is not supported.
+		h.log.Warn("the host section changed; it is read at start only: restart dsh to apply it", "file", next.File)
+	}
 	type change struct {
 		en     *entry
 		e      composition.Entry

@@ -75,7 +75,7 @@ func killAndWaitRestart(t *testing.T, h *Host, id string) {
 // consumers to new processes. The consumer's slot must end with one
 // process: the swap and the in-place restart must not both put one in (the
 // first would run on, unstopped, outside the slot, until the host dies).
-func TestReviewSwapOfARestartingConsumerLeavesOneProcess(t *testing.T) {
+func TestSwapOfARestartingConsumerLeavesOneProcess(t *testing.T) {
 	// Registered first, so it runs after the host's Close and the check
 	// for leftovers: what is left is killed so that later tests start clean.
 	t.Cleanup(func() {
@@ -123,7 +123,7 @@ func TestReviewSwapOfARestartingConsumerLeavesOneProcess(t *testing.T) {
 // executor accepts (README: "the shell's maxTimeoutMs plus its grace plus
 // 10 s"). An executor entry's own config overrides the settings namespace
 // it reads, so a command it accepts must not be cut by the host first.
-func TestReviewCallTimeoutFollowsTheExecutorsOwnConfig(t *testing.T) {
+func TestCallTimeoutFollowsTheExecutorsOwnConfig(t *testing.T) {
 	h := startTools(t, `
 settings:
   shell:
@@ -151,7 +151,7 @@ plugins:
 // Restarts that are not withdrawals send no tools/list_changed: a crash of
 // the tool plugin, of its executor, and the swap of the tool plugin that a
 // crash of shell-env (caller_state) causes. The tools stay listed, once.
-func TestReviewRestartsSendNoListChanged(t *testing.T) {
+func TestRestartsSendNoListChanged(t *testing.T) {
 	var changed atomic.Int64
 	opts := testOptions(t, nil)
 	opts.ToolsChanged = func() { changed.Add(1) }
@@ -191,7 +191,7 @@ func TestReviewRestartsSendNoListChanged(t *testing.T) {
 // executor's key is withdrawn, its dependent goes back to pending with the
 // reason, its tools are withdrawn (tools/list_changed), calls fail at once;
 // `dsh reload` brings both back.
-func TestReviewCrashLoopWithdrawsThenReloadRecovers(t *testing.T) {
+func TestCrashLoopWithdrawsThenReloadRecovers(t *testing.T) {
 	var changed atomic.Int64
 	opts := testOptions(t, nil)
 	opts.ToolsChanged = func() { changed.Add(1) }
@@ -236,7 +236,7 @@ func TestReviewCrashLoopWithdrawsThenReloadRecovers(t *testing.T) {
 // it must register again. If its move to a new process fails (here its
 // binary is gone), it must not stay active as if nothing was lost: either
 // its fact is back or dsh status says it is not serving.
-func TestReviewFailedSwapDoesNotHideLostRegistrations(t *testing.T) {
+func TestFailedSwapDoesNotHideLostRegistrations(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "dsh-probe")
 	b, err := os.ReadFile(filepath.Join(binDir, "dsh-probe"))
@@ -326,7 +326,7 @@ func waitCount(t *testing.T, name string, n int) {
 // Teardowns that meet a restart waiting out its backoff: an edit that
 // removes the entry, `dsh reload`, and Close. None leaves a process or a
 // goroutine behind, none waits for the backoff's end.
-func TestReviewTeardownDuringARestart(t *testing.T) {
+func TestTeardownDuringARestart(t *testing.T) {
 	twoProbes := `
 plugins:
   - id: probe
@@ -391,7 +391,7 @@ plugins:
 // scope takes the key, then the old one is disposed) and registered facts
 // with shell-env: the old scope's release of its caller id must not drop
 // what the new process, under the same id, has just registered.
-func TestReviewReloadOfAProviderKeepsWhatItRegistered(t *testing.T) {
+func TestReloadOfAProviderKeepsWhatItRegistered(t *testing.T) {
 	h := startHost(t, writeComp(t, pairYAML))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
