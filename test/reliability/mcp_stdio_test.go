@@ -177,10 +177,10 @@ func TestMCPCancelledCallGetsNoLateResponse(t *testing.T) {
 		t.Fatalf("ping: %s", r.raw)
 	}
 	f.Saw("no response for the cancelled call")
-	for i := 0; i < 5; i++ {
+	for i := 0; i < 20; i++ {
 		s.echo(fmt.Sprintf("next-%d", i))
 	}
-	f.Saw("5 later commands exit 0")
+	f.Saw("20 later commands exit 0")
 }
 
 // An empty spill file read through resources/read is a valid, empty text
