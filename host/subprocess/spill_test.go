@@ -5,12 +5,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dshrun/dsh/internal/testplugins"
 )
 
 // digits is the stream `yes 0123456789 | head -c n` prints: the tests know
@@ -243,31 +243,7 @@ func facts(c Collected) string {
 }
 
 // tmpfs mounts a tmpfs of size at a new folder for the test.
-func tmpfs(t *testing.T, size string) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "tmpfs")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN): %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	t.Cleanup(func() {
-		for i := 0; ; i++ {
-			out, err := exec.Command("umount", dir).CombinedOutput()
-			if err == nil {
-				return
-			}
-			if i == 50 {
-				t.Errorf("umount %s: %v: %s", dir, err, out)
-				_ = exec.Command("umount", "-l", dir).Run()
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	})
-	return dir
-}
+func tmpfs(t *testing.T, size string) string { return testplugins.Tmpfs(t, size) }
 
 // A spill file that cannot be created: nothing claims a path, the reason
 // says why (a full disk when no inode is left, the system's word

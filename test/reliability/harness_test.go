@@ -141,11 +141,23 @@ func (s *syncBuffer) String() string {
 // startServe starts `dsh serve [args...] COMPOSITION` and connects a client.
 func startServe(t *testing.T, ctx context.Context, compYAML string, args ...string) *serve {
 	t.Helper()
-	s := &serve{rtBase: t.TempDir(), stderr: &syncBuffer{}}
+	return launch(t, ctx, t.TempDir(), nil, compYAML, args...)
+}
+
+// startServeIn is startServe with the host's runtime directory (and so its
+// spill files) under rtBase, and extra variables in its environment.
+func startServeIn(t *testing.T, ctx context.Context, rtBase, compYAML string, env ...string) *serve {
+	t.Helper()
+	return launch(t, ctx, rtBase, env, compYAML)
+}
+
+func launch(t *testing.T, ctx context.Context, rtBase string, env []string, compYAML string, args ...string) *serve {
+	t.Helper()
+	s := &serve{rtBase: rtBase, stderr: &syncBuffer{}}
 	argv := append([]string{"serve"}, args...)
 	argv = append(argv, writeComp(t, compYAML))
 	s.cmd = exec.Command(filepath.Join(binDir, "dsh"), argv...)
-	s.cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+s.rtBase)
+	s.cmd.Env = append(append(os.Environ(), env...), "XDG_RUNTIME_DIR="+s.rtBase)
 	s.cmd.Stderr = s.stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "reliability", Version: "1"}, nil)
 	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 10 * time.Second}, nil)
