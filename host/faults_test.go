@@ -1,10 +1,12 @@
 package host
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -228,5 +230,52 @@ plugins:
 	}
 	if r := callTool(t, h, "agent", "bash", bashCall("echo back")); r.Text != "back" {
 		t.Fatalf("after SIGCONT: %q", r.Text)
+	}
+}
+
+// dsh reload of the tool plugin while a command runs: the call finishes on
+// the old process, the tools stay listed, the next call runs on the new one.
+func TestReloadOfToolPluginLetsCallsFinish(t *testing.T) {
+	var changed atomic.Int64
+	opts := testOptions(t, nil)
+	opts.ToolsChanged = func() { changed.Add(1) }
+	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer scancel()
+	h, err := Start(sctx, writeComp(t, pulseYAML), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	base := changed.Load()
+	old := pidOf(h, "tools")
+	done := make(chan *ToolResult, 1)
+	go func() { done <- callTool(t, h, "agent", "bash", bashCall("sleep 2; echo survived")) }()
+	time.Sleep(500 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.Reload(ctx, "tools"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.Tools()); n != 3 {
+		t.Fatalf("tools after the reload: %v", h.Tools())
+	}
+	if n := changed.Load() - base; n != 0 {
+		t.Errorf("the reload withdrew and listed the tools again (%d tools/list_changed)", n)
+	}
+	if r := <-done; r.Text != "survived" || r.IsError {
+		t.Fatalf("the call in flight across the reload: %q", r.Text)
+	}
+	if pidOf(h, "tools") == old {
+		t.Fatal("still the old process")
+	}
+	if r := callTool(t, h, "agent", "bash", bashCall("echo new")); r.Text != "new" {
+		t.Fatalf("after the reload: %q", r.Text)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for testplugins.Alive(old) {
+		if time.Now().After(deadline) {
+			t.Fatal("the old process was not stopped after its call ended")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dshrun/dsh/host/composition"
+	"github.com/dshrun/dsh/host/pluginproc"
 	"github.com/dshrun/dsh/registry"
 	"github.com/dshrun/dsh/sdk/pluginv1"
 )
@@ -155,12 +156,17 @@ var errSuperseded = errors.New("the slot already holds a newer process")
 // scope and makes it the slot's process, if the slot still holds old. Tools
 // it registers replace those of the process before it.
 func (h *Host) startInSlot(old *load) (*load, error) {
-	en, sl := old.en, old.slot
-	ctx := sl.ctx
-	proc, err := en.start(ctx)
+	proc, err := old.en.start(old.slot.ctx)
 	if err != nil {
 		return nil, err
 	}
+	return h.applyInSlot(old, proc)
+}
+
+// applyInSlot is startInSlot with the process already started.
+func (h *Host) applyInSlot(old *load, proc *pluginproc.Process) (*load, error) {
+	en, sl := old.en, old.slot
+	ctx := sl.ctx
 	ld, _, err := h.applyProcess(ctx, en, old.scope, sl, old.desc, proc, en.configJSON())
 	if err == nil && !sl.replace(old, ld) {
 		err = fmt.Errorf("plugin %q is stopping", en.id)
@@ -229,10 +235,14 @@ func (h *Host) swap(old *load, why string) {
 		return
 	}
 	h.log.Info("plugin moved to a new process", "id", en.id, "reason", why, "pid", ld.proc.Pid())
+	h.retire(old)
+}
+
+// retire stops a process that left its slot, once its calls are done:
+// they are the scope's own calls, which may last as long as any call may.
+func (h *Host) retire(old *load) {
 	old.stopping.Store(true)
 	ctx := context.Background()
-	// Its calls are the scope's own calls, which may last as long as any
-	// call may: it stops once they are done.
 	old.drain(ctx, h.callTimeout())
 	sctx, cancel := context.WithTimeout(ctx, h.stopTimeout())
 	defer cancel()
@@ -384,6 +394,15 @@ func (h *Host) reload(ctx context.Context, en *entry, to *retarget) error {
 	oldLoad := en.current()
 	plain := len(oldDesc.Provides) == 0 || old.State() != registry.Active
 	if plain && to == nil {
+		if old.State() == registry.Active && oldLoad != nil && oldLoad.scope == old {
+			// An active consumer moves to a new process make-before-break:
+			// its tools stay listed and its calls in flight finish on the
+			// old one, unless the binary now describes itself otherwise.
+			moved, err := h.reloadInSlot(ctx, oldLoad)
+			if moved || err != nil {
+				return err
+			}
+		}
 		// Nothing to keep serving: a plain restart.
 		old.Restart()
 		return h.settle(ctx, old, id)
@@ -491,6 +510,37 @@ func (h *Host) reload(ctx context.Context, en *entry, to *retarget) error {
 	en.setScope(ns)
 	h.log.Info("plugin reloaded", "id", id, "binary", bin, "consumers_kept", keep)
 	return old.Dispose(context.WithoutCancel(ctx))
+}
+
+// reloadInSlot moves an active consumer's slot to a new process of the same
+// description; moved is false (and nothing changed) when the new process
+// describes itself otherwise, so the scope must reload instead.
+func (h *Host) reloadInSlot(ctx context.Context, old *load) (bool, error) {
+	en := old.en
+	proc, err := en.start(ctx)
+	if err != nil {
+		return false, fmt.Errorf("reload %q: %w", en.id, err)
+	}
+	if !proto.Equal(proc.Description(), old.desc) {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.stopTimeout())
+		defer cancel()
+		_ = proc.Stop(sctx)
+		return false, nil
+	}
+	ld, err := h.applyInSlot(old, proc)
+	if err != nil {
+		return false, fmt.Errorf("reload %q: %w", en.id, err)
+	}
+	h.log.Info("plugin reloaded", "id", en.id, "binary", ld.proc.Binary(), "pid", ld.proc.Pid(), "make_before_break", true)
+	if h.bgAdd() {
+		go func() {
+			defer h.bg.Done()
+			h.retire(old)
+		}()
+	} else {
+		h.retire(old)
+	}
+	return true, nil
 }
 
 // settle waits until s is active or failed.
