@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -195,12 +196,21 @@ func (h *Host) Tools() []ToolInfo {
 
 // ToolResult is what a tool call returns.
 type ToolResult struct {
-	// Text is the model-facing text, after the owner's pending job
-	// completion notices (first, so the exit marker stays last).
+	// Text is the model-facing text, as the tool words it.
 	Text string
 	// Structured holds the facts as a JSON object (may be empty).
 	Structured json.RawMessage
 	IsError    bool
+	// Resources are the caller's files the result refers to.
+	Resources []Resource
+}
+
+// Resource is a file of the caller's that a tool result refers to (a spill
+// file).
+type Resource struct {
+	Path, Title string
+	// Complete is whether the file holds the whole stream.
+	Complete bool
 }
 
 // ArgumentsError means the arguments do not fit the tool's schema (or the
@@ -256,8 +266,13 @@ func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMe
 		return nil, fmt.Errorf("tool %q: %s", name, status.Convert(err).Message())
 	}
 	out := &ToolResult{Text: res.Text, Structured: res.Structured, IsError: res.IsError}
-	if notes := h.jobs.TakeNotices(owner); len(notes) > 0 {
-		out.Text = strings.Join(notes, "\n") + "\n\n" + out.Text
+	dir := h.sub.OwnerDir(owner)
+	for _, r := range res.Resources {
+		// Only the owner's own spill files are offered, whatever a tool
+		// names.
+		if filepath.Dir(r.Path) == dir {
+			out.Resources = append(out.Resources, Resource{Path: r.Path, Title: r.Title, Complete: r.Complete})
+		}
 	}
 	return out, nil
 }

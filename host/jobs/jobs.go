@@ -53,8 +53,10 @@ type Manager struct {
 	closed  bool
 }
 
+// pending is a finished job whose owner has not been told yet.
 type pending struct {
-	job, text string
+	job  string
+	snap Snapshot
 }
 
 // Job is one background job.
@@ -137,42 +139,21 @@ func (m *Manager) watch(j *Job) {
 		return
 	}
 	j.finished = m.cfg.Now()
-	m.notices[j.Owner] = append(m.notices[j.Owner], pending{j.ID, notice(j, r)})
+	snap := m.snapshot(j)
+	snap.Status, snap.ExitCode, snap.Signal = r.Status, r.ExitCode, r.Signal
+	m.notices[j.Owner] = append(m.notices[j.Owner], pending{j.ID, snap})
 	j.timer = time.AfterFunc(m.cfg.Retention, func() { m.forget(j.ID) })
 }
 
-func notice(j *Job, r subprocess.Result) string {
-	how := "completed"
-	switch {
-	case r.Signal != "":
-		how = "killed by signal " + r.Signal
-	case r.ExitCode != 0:
-		how = "exited with code " + strconv.Itoa(r.ExitCode)
-	}
-	return fmt.Sprintf("[job %s finished: %s; read its output with job_output] %s", j.ID, how, oneLine(j.Command, 80))
-}
-
-func oneLine(s string, n int) string {
-	r := []rune(s)
-	for i, c := range r {
-		if c == '\n' {
-			r = append(r[:i:i], []rune(" …")...)
-			break
-		}
-	}
-	if len(r) > n {
-		r = append(r[:n:n], '…')
-	}
-	return string(r)
-}
-
-// TakeNotices returns and clears owner's pending completion notices.
-func (m *Manager) TakeNotices(owner string) []string {
+// TakeNotices returns and clears owner's pending completion notices: the
+// jobs that finished since the owner was last told, as facts (the tool
+// that owns the model's view words them).
+func (m *Manager) TakeNotices(owner string) []Snapshot {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []string
+	var out []Snapshot
 	for _, n := range m.notices[owner] {
-		out = append(out, n.text)
+		out = append(out, n.snap)
 	}
 	delete(m.notices, owner)
 	return out

@@ -60,6 +60,14 @@ func (s *Server) List(_ context.Context, req *jobsv1.ListRequest) (*jobsv1.ListR
 	return resp, nil
 }
 
+func (s *Server) TakeNotices(_ context.Context, req *jobsv1.NoticesRequest) (*jobsv1.NoticesResponse, error) {
+	resp := &jobsv1.NoticesResponse{}
+	for _, snap := range s.M.TakeNotices(req.Owner) {
+		resp.Finished = append(resp.Finished, JobProto(snap))
+	}
+	return resp, nil
+}
+
 func grpcError(err error) error {
 	switch {
 	case errors.Is(err, ErrNotFound):

@@ -200,7 +200,7 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}, IsError: res.IsError}
 		if len(res.Structured) > 0 && json.Valid(res.Structured) {
 			out.StructuredContent = res.Structured
-			out.Content = append(out.Content, s.spillLinks(owner, res.Structured)...)
+			out.Content = append(out.Content, s.spillLinks(owner, res.Resources)...)
 		}
 		return out, nil
 	}
@@ -242,49 +242,24 @@ func (s *Server) progress(ctx context.Context, ss *mcp.ServerSession, tok any, n
 	return func() { close(done) }
 }
 
-// spillLinks offers every spill file named in the structured result as a
-// resource link the session can read.
-func (s *Server) spillLinks(owner string, structured json.RawMessage) []mcp.Content {
-	var v any
-	if err := json.Unmarshal(structured, &v); err != nil {
-		return nil
-	}
-	dir := s.h.SpillDir(owner)
+// spillLinks offers the spill files the result refers to as resource
+// links the session can read.
+func (s *Server) spillLinks(owner string, files []host.Resource) []mcp.Content {
 	var links []mcp.Content
-	var walk func(v any)
-	walk = func(v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			for k, e := range x {
-				if p, ok := e.(string); ok && strings.HasSuffix(k, "pillPath") && filepath.Dir(p) == dir {
-					// The facts beside the path say whether the file holds
-					// the whole stream.
-					title := "full output: "
-					if complete, ok := x["spillComplete"].(bool); ok && !complete {
-						title = "partial output: "
-					}
-					link := &mcp.ResourceLink{
-						URI:      spillURI(owner, filepath.Base(p)),
-						Name:     filepath.Base(p),
-						Title:    title + filepath.Base(p),
-						MIMEType: "text/plain",
-					}
-					if fi, err := os.Stat(p); err == nil {
-						size := fi.Size()
-						link.Size = &size
-					}
-					links = append(links, link)
-					continue
-				}
-				walk(e)
-			}
-		case []any:
-			for _, e := range x {
-				walk(e)
-			}
+	for _, f := range files {
+		name := filepath.Base(f.Path)
+		link := &mcp.ResourceLink{
+			URI:      spillURI(owner, name),
+			Name:     name,
+			Title:    f.Title + ": " + name,
+			MIMEType: "text/plain",
 		}
+		if fi, err := os.Stat(f.Path); err == nil {
+			size := fi.Size()
+			link.Size = &size
+		}
+		links = append(links, link)
 	}
-	walk(v)
 	return links
 }
 

@@ -106,6 +106,19 @@ type jobArgs struct {
 }
 
 func (p *toolBash) Call(ctx context.Context, req *toolsv1.CallRequest) (*toolsv1.CallResult, error) {
+	res, err := p.call(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	// Jobs that finished since the owner's previous result are told first,
+	// so the exit marker stays last.
+	if n, err := p.jobs.TakeNotices(ctx, &jobsv1.NoticesRequest{Owner: req.Owner}); err == nil && len(n.Finished) > 0 {
+		res.Text = renderNotices(n.Finished) + "\n\n" + res.Text
+	}
+	return res, nil
+}
+
+func (p *toolBash) call(ctx context.Context, req *toolsv1.CallRequest) (*toolsv1.CallResult, error) {
 	switch req.Name {
 	case "bash":
 		var a bashArgs
@@ -182,7 +195,7 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 	}
 	p.log.Info("command", "owner", owner, "command", a.Command, "workdir", res.Workdir, "exit", exit,
 		"timed_out", res.TimedOut, "aborted", res.Aborted, "duration_ms", time.Since(start).Milliseconds())
-	return &toolsv1.CallResult{Text: renderRun(res), Structured: runStructured(res), IsError: runFailed(res)}
+	return &toolsv1.CallResult{Text: renderRun(res), Structured: runStructured(res), IsError: runFailed(res), Resources: resources(res.Stdout, res.Stderr)}
 }
 
 func (p *toolBash) jobOutput(ctx context.Context, owner, id string) *toolsv1.CallResult {
@@ -191,7 +204,7 @@ func (p *toolBash) jobOutput(ctx context.Context, owner, id string) *toolsv1.Cal
 		return errorResult("%s", grpcMessage(err))
 	}
 	failed := r.Job.Status != shell.StatusRunning && (r.Job.ExitCode == nil || *r.Job.ExitCode != 0)
-	return &toolsv1.CallResult{Text: renderRead(r), Structured: jobStructured(r.Job, r), IsError: failed}
+	return &toolsv1.CallResult{Text: renderRead(r), Structured: jobStructured(r.Job, r), IsError: failed, Resources: resources(r.StdoutFacts, r.StderrFacts)}
 }
 
 func (p *toolBash) jobKill(ctx context.Context, owner, id string) *toolsv1.CallResult {

@@ -10,6 +10,7 @@ import (
 	"github.com/dshrun/dsh/plugins/jobs/jobsv1"
 	"github.com/dshrun/dsh/plugins/shell"
 	"github.com/dshrun/dsh/plugins/subprocess/subprocessv1"
+	"github.com/dshrun/dsh/plugins/tools/toolsv1"
 )
 
 // text turns output bytes into text; invalid UTF-8 shows as U+FFFD.
@@ -249,4 +250,57 @@ func jobStructured(j *jobsv1.Job, r *jobsv1.JobRead) []byte {
 	}
 	b, _ := json.Marshal(f)
 	return b
+}
+
+// renderNotices words the jobs that finished since the owner was last told,
+// one line each, for the top of the next result.
+func renderNotices(finished []*jobsv1.Job) string {
+	var lines []string
+	for _, j := range finished {
+		how := "completed"
+		switch {
+		case j.Signal != "":
+			how = "killed by signal " + j.Signal
+		case j.ExitCode != nil && *j.ExitCode != 0:
+			how = "exited with code " + strconv.Itoa(int(*j.ExitCode))
+		}
+		lines = append(lines, fmt.Sprintf("[job %s finished: %s; read its output with job_output] %s", j.Id, how, oneLine(j.Command, 80)))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// oneLine is s up to its first newline and at most n runes, marked where cut.
+func oneLine(s string, n int) string {
+	r := []rune(s)
+	for i, c := range r {
+		if c == '\n' {
+			r = append(r[:i:i], []rune(" …")...)
+			break
+		}
+	}
+	if len(r) > n {
+		r = append(r[:n:n], '…')
+	}
+	return string(r)
+}
+
+// resources are the spill files a result names, for the front end to
+// offer (MCP resource links).
+func resources(streams ...*subprocessv1.Collected) []*toolsv1.Resource {
+	var out []*toolsv1.Resource
+	for i, c := range streams {
+		if c.GetSpillPath() == "" {
+			continue
+		}
+		what := "output"
+		if i == 1 {
+			what = "stderr"
+		}
+		title := "full " + what
+		if !c.GetSpillComplete() {
+			title = "partial " + what
+		}
+		out = append(out, &toolsv1.Resource{Path: c.GetSpillPath(), Title: title, Complete: c.GetSpillComplete()})
+	}
+	return out
 }

@@ -282,7 +282,10 @@ type CallResult struct {
 	// Facts for clients that read structure, as a JSON object.
 	Structured []byte `protobuf:"bytes,2,opt,name=structured,proto3" json:"structured,omitempty"`
 	// The tool ran but reports failure (see the tool's documentation).
-	IsError       bool `protobuf:"varint,3,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	IsError bool `protobuf:"varint,3,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	// Files the result refers to (spill files), for front ends to offer
+	// (MCP: resource links). Only files of the call's owner are offered.
+	Resources     []*Resource `protobuf:"bytes,4,rep,name=resources,proto3" json:"resources,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -338,6 +341,77 @@ func (x *CallResult) GetIsError() bool {
 	return false
 }
 
+func (x *CallResult) GetResources() []*Resource {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+// Resource is a file a tool result refers to.
+type Resource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Absolute path on the host.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// What it is, for people: "full output", "partial output", "stderr".
+	Title string `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	// Whether the file holds the whole stream.
+	Complete      bool `protobuf:"varint,3,opt,name=complete,proto3" json:"complete,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resource) Reset() {
+	*x = Resource{}
+	mi := &file_plugins_tools_toolsv1_tools_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resource) ProtoMessage() {}
+
+func (x *Resource) ProtoReflect() protoreflect.Message {
+	mi := &file_plugins_tools_toolsv1_tools_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resource.ProtoReflect.Descriptor instead.
+func (*Resource) Descriptor() ([]byte, []int) {
+	return file_plugins_tools_toolsv1_tools_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Resource) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *Resource) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *Resource) GetComplete() bool {
+	if x != nil {
+		return x.Complete
+	}
+	return false
+}
+
 var File_plugins_tools_toolsv1_tools_proto protoreflect.FileDescriptor
 
 const file_plugins_tools_toolsv1_tools_proto_rawDesc = "" +
@@ -355,14 +429,19 @@ const file_plugins_tools_toolsv1_tools_proto_rawDesc = "" +
 	"\vCallRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\targuments\x18\x02 \x01(\fR\targuments\x12\x14\n" +
-	"\x05owner\x18\x03 \x01(\tR\x05owner\"[\n" +
+	"\x05owner\x18\x03 \x01(\tR\x05owner\"\x91\x01\n" +
 	"\n" +
 	"CallResult\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1e\n" +
 	"\n" +
 	"structured\x18\x02 \x01(\fR\n" +
 	"structured\x12\x19\n" +
-	"\bis_error\x18\x03 \x01(\bR\aisError2\x9c\x01\n" +
+	"\bis_error\x18\x03 \x01(\bR\aisError\x124\n" +
+	"\tresources\x18\x04 \x03(\v2\x16.dsh.tools.v1.ResourceR\tresources\"P\n" +
+	"\bResource\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12\x1a\n" +
+	"\bcomplete\x18\x03 \x01(\bR\bcomplete2\x9c\x01\n" +
 	"\x05Tools\x12B\n" +
 	"\bRegister\x12\x16.dsh.tools.v1.ToolSpec\x1a\x1e.dsh.tools.v1.RegisterResponse\x12O\n" +
 	"\n" +
@@ -382,7 +461,7 @@ func file_plugins_tools_toolsv1_tools_proto_rawDescGZIP() []byte {
 	return file_plugins_tools_toolsv1_tools_proto_rawDescData
 }
 
-var file_plugins_tools_toolsv1_tools_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_plugins_tools_toolsv1_tools_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_plugins_tools_toolsv1_tools_proto_goTypes = []any{
 	(*ToolSpec)(nil),           // 0: dsh.tools.v1.ToolSpec
 	(*RegisterResponse)(nil),   // 1: dsh.tools.v1.RegisterResponse
@@ -390,19 +469,21 @@ var file_plugins_tools_toolsv1_tools_proto_goTypes = []any{
 	(*UnregisterResponse)(nil), // 3: dsh.tools.v1.UnregisterResponse
 	(*CallRequest)(nil),        // 4: dsh.tools.v1.CallRequest
 	(*CallResult)(nil),         // 5: dsh.tools.v1.CallResult
+	(*Resource)(nil),           // 6: dsh.tools.v1.Resource
 }
 var file_plugins_tools_toolsv1_tools_proto_depIdxs = []int32{
-	0, // 0: dsh.tools.v1.Tools.Register:input_type -> dsh.tools.v1.ToolSpec
-	2, // 1: dsh.tools.v1.Tools.Unregister:input_type -> dsh.tools.v1.UnregisterRequest
-	4, // 2: dsh.tools.v1.ToolHandler.Call:input_type -> dsh.tools.v1.CallRequest
-	1, // 3: dsh.tools.v1.Tools.Register:output_type -> dsh.tools.v1.RegisterResponse
-	3, // 4: dsh.tools.v1.Tools.Unregister:output_type -> dsh.tools.v1.UnregisterResponse
-	5, // 5: dsh.tools.v1.ToolHandler.Call:output_type -> dsh.tools.v1.CallResult
-	3, // [3:6] is the sub-list for method output_type
-	0, // [0:3] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	6, // 0: dsh.tools.v1.CallResult.resources:type_name -> dsh.tools.v1.Resource
+	0, // 1: dsh.tools.v1.Tools.Register:input_type -> dsh.tools.v1.ToolSpec
+	2, // 2: dsh.tools.v1.Tools.Unregister:input_type -> dsh.tools.v1.UnregisterRequest
+	4, // 3: dsh.tools.v1.ToolHandler.Call:input_type -> dsh.tools.v1.CallRequest
+	1, // 4: dsh.tools.v1.Tools.Register:output_type -> dsh.tools.v1.RegisterResponse
+	3, // 5: dsh.tools.v1.Tools.Unregister:output_type -> dsh.tools.v1.UnregisterResponse
+	5, // 6: dsh.tools.v1.ToolHandler.Call:output_type -> dsh.tools.v1.CallResult
+	4, // [4:7] is the sub-list for method output_type
+	1, // [1:4] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_plugins_tools_toolsv1_tools_proto_init() }
@@ -416,7 +497,7 @@ func file_plugins_tools_toolsv1_tools_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_tools_toolsv1_tools_proto_rawDesc), len(file_plugins_tools_toolsv1_tools_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
