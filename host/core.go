@@ -60,8 +60,9 @@ func (h *Host) addCore() error {
 
 // registerCore serves the core services on one plugin's host server.
 func (h *Host) registerCore(s *grpc.Server, c caller) {
-	subprocessv1.RegisterSubprocessServer(s, &hsub.Server{M: h.sub, Caller: c.callerID()})
-	jobsv1.RegisterJobsServer(s, &hjobs.Server{M: h.jobs})
+	owner := h.ownerFor(c.callerID())
+	subprocessv1.RegisterSubprocessServer(s, &hsub.Server{M: h.sub, Caller: c.callerID(), Owner: owner})
+	jobsv1.RegisterJobsServer(s, &hjobs.Server{M: h.jobs, Owner: owner})
 	toolsv1.RegisterToolsServer(s, &toolsServer{h: h, c: c})
 }
 

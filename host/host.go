@@ -69,6 +69,7 @@ type Host struct {
 	sub     *subprocess.Manager // ctx.subprocess
 	jobs    *jobs.Manager       // ctx.jobs
 	tools   toolRegistry        // ctx.tools
+	calls   calls               // the tool calls in flight and whom they serve
 	entries []*entry            // in composition order
 	// changeMu serializes changes of the running composition (reloads,
 	// applied edits), which read and then change entries.

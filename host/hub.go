@@ -139,12 +139,20 @@ func (h *Host) forward(c caller) grpc.StreamHandler {
 		c.touch(key)
 		out := metadata.MD{}
 		for k, v := range md {
-			if strings.HasPrefix(k, ":") || strings.HasPrefix(k, "grpc-") || k == "content-type" || k == "user-agent" || k == sdk.MetaCaller {
+			if strings.HasPrefix(k, ":") || strings.HasPrefix(k, "grpc-") || k == "content-type" || k == "user-agent" || k == sdk.MetaCaller || k == sdk.MetaCall {
 				continue
 			}
 			out[k] = v
 		}
 		out.Set(sdk.MetaCaller, c.callerID())
+		// A call id goes on only from a plugin the call reached, and then
+		// reaches the provider too.
+		if id := first(md.Get(sdk.MetaCall)); id != "" {
+			if _, ok := h.calls.owner(id, c.callerID()); ok {
+				h.calls.reach(id, ep.id)
+				out.Set(sdk.MetaCall, id)
+			}
+		}
 		ctx = metadata.NewOutgoingContext(ctx, out)
 		// A reload drains in-flight calls before it stops the old
 		// provider. Known streams (watches) are long-lived by design: they
@@ -350,23 +358,31 @@ type hostConn struct {
 	key string
 }
 
-func (c hostConn) target(ctx context.Context) (context.Context, *load, error) {
+// target finds the provider's process and stamps the call: the host's own
+// calls act for the owner "host" (their processes are the host's, not the
+// provider's, so they outlive its reloads). end forgets the call.
+func (c hostConn) target(ctx context.Context) (context.Context, *load, func(), error) {
 	ep, ok := c.h.endpoint(c.key)
 	if !ok {
-		return nil, nil, status.Errorf(codes.Unavailable, "no provider of %q is active", c.key)
+		return nil, nil, nil, status.Errorf(codes.Unavailable, "no provider of %q is active", c.key)
 	}
 	ld, err := ep.slot.get(ctx, ep.id, c.h.restartWait())
 	if err != nil {
-		return nil, nil, status.Error(codes.Unavailable, err.Error())
+		return nil, nil, nil, status.Error(codes.Unavailable, err.Error())
 	}
-	return metadata.AppendToOutgoingContext(ctx, sdk.MetaCaller, "host"), ld, nil
+	id, end := c.h.calls.begin(HostOwner, ep.id)
+	return metadata.AppendToOutgoingContext(ctx, sdk.MetaCaller, "host", sdk.MetaCall, id), ld, end, nil
 }
 
+// HostOwner is the owner the host's own calls act for.
+const HostOwner = "host"
+
 func (c hostConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
-	ctx, ld, err := c.target(ctx)
+	ctx, ld, end, err := c.target(ctx)
 	if err != nil {
 		return err
 	}
+	defer end()
 	ld.inflight.Add(1)
 	defer ld.inflight.Add(-1)
 	if err := ld.proc.Conn().Invoke(ctx, method, args, reply, opts...); err != nil {
@@ -376,9 +392,11 @@ func (c hostConn) Invoke(ctx context.Context, method string, args, reply any, op
 }
 
 func (c hostConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	ctx, ld, err := c.target(ctx)
+	ctx, ld, end, err := c.target(ctx)
 	if err != nil {
 		return nil, err
 	}
+	// A stream (a watch) acts for nobody: it needs no owner.
+	end()
 	return ld.proc.Conn().NewStream(ctx, desc, method, opts...)
 }

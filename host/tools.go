@@ -6,16 +6,19 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dshrun/dsh/internal/schemacheck"
+	"github.com/dshrun/dsh/sdk"
 	"github.com/dshrun/dsh/plugins/tools/toolsv1"
 )
 
@@ -114,6 +117,10 @@ func (s *toolsServer) Register(_ context.Context, spec *toolsv1.ToolSpec) (*tool
 	by := s.c.self()
 	if by == nil {
 		return nil, status.Error(codes.FailedPrecondition, "this caller cannot serve tool calls")
+	}
+	if !slices.Contains(by.desc.Tools, spec.Name) {
+		return nil, status.Errorf(codes.PermissionDenied, "plugin %s did not declare tool %q: add it to its description's Tools list (it declares %v)",
+			s.c.callerLabel(), spec.Name, by.desc.Tools)
 	}
 	t := &tool{
 		spec:   spec,
@@ -256,6 +263,11 @@ func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMe
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: %w", name, err)
 	}
+	// The owner travels as a call id only the host stamps (see calls.go);
+	// the request's owner field is for the tool's words and logs.
+	callID, end := h.calls.begin(owner, t.plugin)
+	defer end()
+	ctx = metadata.AppendToOutgoingContext(ctx, sdk.MetaCall, callID, sdk.MetaCaller, "host")
 	// Counted like relayed calls, so a reload or swap of the tool's plugin
 	// lets the call finish before the old process stops.
 	ld.inflight.Add(1)

@@ -67,9 +67,21 @@ type keyedConn struct {
 }
 
 func (c keyedConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
-	return c.conn.Invoke(metadata.AppendToOutgoingContext(ctx, MetaKey, c.key), method, args, reply, opts...)
+	return c.conn.Invoke(c.outgoing(ctx), method, args, reply, opts...)
 }
 
 func (c keyedConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	return c.conn.NewStream(metadata.AppendToOutgoingContext(ctx, MetaKey, c.key), desc, method, opts...)
+	return c.conn.NewStream(c.outgoing(ctx), desc, method, opts...)
+}
+
+// outgoing tags a call with its key and, when it is made while serving a
+// request, with the tool call that request serves.
+func (c keyedConn) outgoing(ctx context.Context) context.Context {
+	kv := []string{MetaKey, c.key}
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get(MetaCall); len(v) > 0 {
+			kv = append(kv, MetaCall, v[0])
+		}
+	}
+	return metadata.AppendToOutgoingContext(ctx, kv...)
 }

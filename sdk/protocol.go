@@ -33,6 +33,13 @@ const (
 	// sets it (it overwrites whatever the caller sent), so providers can
 	// trust it.
 	MetaCaller = "dsh-caller"
+	// MetaCall carries the id of the tool call a request serves. The host
+	// stamps it on each tool call and checks it on every request that
+	// carries it on: it stands for the agent that owns the call (its
+	// jobs, processes and spill files), which no plugin can name itself.
+	// The SDK passes it from a handler's incoming context to the calls the
+	// handler makes through Host.Conn.
+	MetaCall = "dsh-call"
 )
 
 // Environment the host sets for each plugin.

@@ -97,7 +97,8 @@ func (m *Manager) Register(owner, processID, command, description string) (Snaps
 	if owner == "" {
 		return Snapshot{}, errors.New("jobs: a job needs an owner")
 	}
-	p, err := m.cfg.Sub.Get("", processID)
+	// Only a process of the same owner can become its job.
+	p, err := m.cfg.Sub.Get(owner, processID)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("jobs: %w", err)
 	}

@@ -11,24 +11,50 @@ import (
 	"github.com/dshrun/dsh/plugins/jobs/jobsv1"
 )
 
-// Server serves a Manager as dsh.jobs.v1.Jobs.
+// Server serves a Manager as dsh.jobs.v1.Jobs. Owner tells, for a
+// request, the agent whose call it serves (stamped by the host); jobs
+// belong to agents, so a request that serves none is refused. The owner a
+// request names is not used.
 type Server struct {
 	jobsv1.UnimplementedJobsServer
-	M *Manager
+	M     *Manager
+	Owner func(context.Context) (string, bool)
+}
+
+// errNoOwner refuses a request that serves no agent's call.
+var errNoOwner = status.Error(codes.PermissionDenied, "jobs belong to an agent, and this request serves no agent's tool call (make it while serving one, with the context the call came with)")
+
+func (s *Server) owner(ctx context.Context) (string, error) {
+	if s.Owner == nil {
+		return "", errNoOwner
+	}
+	o, ok := s.Owner(ctx)
+	if !ok {
+		return "", errNoOwner
+	}
+	return o, nil
 }
 
 var _ jobsv1.JobsServer = (*Server)(nil)
 
-func (s *Server) Register(_ context.Context, req *jobsv1.RegisterRequest) (*jobsv1.Job, error) {
-	snap, err := s.M.Register(req.Owner, req.ProcessId, req.Command, req.Description)
+func (s *Server) Register(ctx context.Context, req *jobsv1.RegisterRequest) (*jobsv1.Job, error) {
+	owner, err := s.owner(ctx)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := s.M.Register(owner, req.ProcessId, req.Command, req.Description)
 	if err != nil {
 		return nil, grpcError(err)
 	}
 	return JobProto(snap), nil
 }
 
-func (s *Server) Read(_ context.Context, ref *jobsv1.JobRef) (*jobsv1.JobRead, error) {
-	snap, r, err := s.M.Read(ref.Owner, ref.Id)
+func (s *Server) Read(ctx context.Context, ref *jobsv1.JobRef) (*jobsv1.JobRead, error) {
+	owner, err := s.owner(ctx)
+	if err != nil {
+		return nil, err
+	}
+	snap, r, err := s.M.Read(owner, ref.Id)
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -44,25 +70,37 @@ func (s *Server) Read(_ context.Context, ref *jobsv1.JobRef) (*jobsv1.JobRead, e
 	}, nil
 }
 
-func (s *Server) Kill(_ context.Context, ref *jobsv1.JobRef) (*jobsv1.KillResponse, error) {
-	killed, err := s.M.Kill(ref.Owner, ref.Id)
+func (s *Server) Kill(ctx context.Context, ref *jobsv1.JobRef) (*jobsv1.KillResponse, error) {
+	owner, err := s.owner(ctx)
+	if err != nil {
+		return nil, err
+	}
+	killed, err := s.M.Kill(owner, ref.Id)
 	if err != nil {
 		return nil, grpcError(err)
 	}
 	return &jobsv1.KillResponse{Killed: killed}, nil
 }
 
-func (s *Server) List(_ context.Context, req *jobsv1.ListRequest) (*jobsv1.ListResponse, error) {
+func (s *Server) List(ctx context.Context, _ *jobsv1.ListRequest) (*jobsv1.ListResponse, error) {
+	owner, err := s.owner(ctx)
+	if err != nil {
+		return nil, err
+	}
 	resp := &jobsv1.ListResponse{}
-	for _, snap := range s.M.List(req.Owner) {
+	for _, snap := range s.M.List(owner) {
 		resp.Jobs = append(resp.Jobs, JobProto(snap))
 	}
 	return resp, nil
 }
 
-func (s *Server) TakeNotices(_ context.Context, req *jobsv1.NoticesRequest) (*jobsv1.NoticesResponse, error) {
+func (s *Server) TakeNotices(ctx context.Context, _ *jobsv1.NoticesRequest) (*jobsv1.NoticesResponse, error) {
+	owner, err := s.owner(ctx)
+	if err != nil {
+		return nil, err
+	}
 	resp := &jobsv1.NoticesResponse{}
-	for _, snap := range s.M.TakeNotices(req.Owner) {
+	for _, snap := range s.M.TakeNotices(owner) {
 		resp.Finished = append(resp.Finished, JobProto(snap))
 	}
 	return resp, nil

@@ -12,22 +12,35 @@ import (
 )
 
 // Server serves a Manager to one plugin as dsh.subprocess.v1.Subprocess.
-// Caller is that plugin's entry id: the owner of processes it spawns
-// without naming one.
+// Caller is that plugin's entry id. Owner tells, for a request, the agent
+// whose call it serves (stamped by the host); a request that serves none
+// acts for the plugin itself. The owner a request names is not used: no
+// plugin chooses whom a process belongs to.
 type Server struct {
 	subprocessv1.UnimplementedSubprocessServer
 	M      *Manager
 	Caller string
+	Owner  func(context.Context) (string, bool)
+}
+
+// owner is whom the request acts for.
+func (s *Server) owner(ctx context.Context) string {
+	if s.Owner != nil {
+		if o, ok := s.Owner(ctx); ok {
+			return o
+		}
+	}
+	return s.Caller
 }
 
 var _ subprocessv1.SubprocessServer = (*Server)(nil)
 
-func (s *Server) spec(req *subprocessv1.SpawnRequest) Spec {
+func (s *Server) spec(ctx context.Context, req *subprocessv1.SpawnRequest) Spec {
 	spec := Spec{
 		Argv:           req.Argv,
 		Dir:            req.Dir,
 		Env:            req.Env,
-		Owner:          req.Owner,
+		Owner:          s.owner(ctx),
 		Timeout:        time.Duration(req.TimeoutMs) * time.Millisecond,
 		Grace:          time.Duration(req.GraceMs) * time.Millisecond,
 		MaxOutputBytes: int(req.MaxOutputBytes),
@@ -39,9 +52,6 @@ func (s *Server) spec(req *subprocessv1.SpawnRequest) Spec {
 			spec.Stdin = []byte{}
 		}
 	}
-	if spec.Owner == "" {
-		spec.Owner = s.Caller
-	}
 	return spec
 }
 
@@ -49,7 +59,7 @@ func (s *Server) Run(ctx context.Context, req *subprocessv1.SpawnRequest) (*subp
 	if err := ctx.Err(); err != nil {
 		return nil, status.Error(codes.Canceled, "run: the call was already cancelled")
 	}
-	spec := s.spec(req)
+	spec := s.spec(ctx, req)
 	// The call's context is the caller's abort: if the caller goes away
 	// (cancels, or its process dies), the command's tree is killed.
 	spec.Abort = ctx
@@ -62,8 +72,8 @@ func (s *Server) Run(ctx context.Context, req *subprocessv1.SpawnRequest) (*subp
 	return ResultProto(p.Result()), nil
 }
 
-func (s *Server) Start(_ context.Context, req *subprocessv1.SpawnRequest) (*subprocessv1.StartResponse, error) {
-	spec := s.spec(req)
+func (s *Server) Start(ctx context.Context, req *subprocessv1.SpawnRequest) (*subprocessv1.StartResponse, error) {
+	spec := s.spec(ctx, req)
 	spec.Timeout = 0 // background processes have no timeout
 	var p *Process
 	if req.SettleFailure {
@@ -77,16 +87,16 @@ func (s *Server) Start(_ context.Context, req *subprocessv1.SpawnRequest) (*subp
 	return &subprocessv1.StartResponse{Id: p.ID, Pid: int32(p.Pid)}, nil
 }
 
-func (s *Server) get(id string) (*Process, error) {
-	p, err := s.M.Get("", id)
+func (s *Server) get(ctx context.Context, id string) (*Process, error) {
+	p, err := s.M.Get(s.owner(ctx), id)
 	if err != nil {
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
 	return p, nil
 }
 
-func (s *Server) Read(_ context.Context, ref *subprocessv1.ProcessRef) (*subprocessv1.ReadResponse, error) {
-	p, err := s.get(ref.Id)
+func (s *Server) Read(ctx context.Context, ref *subprocessv1.ProcessRef) (*subprocessv1.ReadResponse, error) {
+	p, err := s.get(ctx, ref.Id)
 	if err != nil {
 		return nil, err
 	}
@@ -105,8 +115,8 @@ func (s *Server) Read(_ context.Context, ref *subprocessv1.ProcessRef) (*subproc
 	return resp, nil
 }
 
-func (s *Server) Kill(_ context.Context, ref *subprocessv1.ProcessRef) (*subprocessv1.KillResponse, error) {
-	p, err := s.get(ref.Id)
+func (s *Server) Kill(ctx context.Context, ref *subprocessv1.ProcessRef) (*subprocessv1.KillResponse, error) {
+	p, err := s.get(ctx, ref.Id)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +124,7 @@ func (s *Server) Kill(_ context.Context, ref *subprocessv1.ProcessRef) (*subproc
 }
 
 func (s *Server) Wait(ctx context.Context, ref *subprocessv1.ProcessRef) (*subprocessv1.Result, error) {
-	p, err := s.get(ref.Id)
+	p, err := s.get(ctx, ref.Id)
 	if err != nil {
 		return nil, err
 	}

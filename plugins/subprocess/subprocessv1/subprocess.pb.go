@@ -87,6 +87,8 @@ type SpawnRequest struct {
 	// Without has_stdin, stdin is the null device.
 	HasStdin bool `protobuf:"varint,5,opt,name=has_stdin,json=hasStdin,proto3" json:"has_stdin,omitempty"`
 	// Who the process belongs to; empty means the calling plugin.
+	// Ignored: the host stamps the owner (the agent of the tool call the
+	// request serves, else the calling plugin).
 	Owner          string `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`
 	TimeoutMs      int64  `protobuf:"varint,7,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	GraceMs        int64  `protobuf:"varint,8,opt,name=grace_ms,json=graceMs,proto3" json:"grace_ms,omitempty"`

@@ -1,0 +1,87 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+
+	"google.golang.org/grpc/metadata"
+
+	"github.com/dshrun/dsh/sdk"
+)
+
+// The host stamps identity. Each tool call gets a call id that stands for
+// the agent (owner) it serves; the host puts it in the call's metadata and
+// remembers which plugins the call has reached. A plugin passes it on with
+// the requests it makes while serving the call (the SDK does), and the host
+// honours it only from a plugin the call reached, so no plugin can name an
+// owner, or borrow another call's, by itself. Core services take the owner
+// from the call id alone; a request that serves no call is the plugin's own.
+
+type calls struct {
+	mu sync.Mutex
+	m  map[string]*callInfo
+}
+
+type callInfo struct {
+	owner   string
+	reached map[string]bool // entry ids of the plugins the call reached
+}
+
+// begin registers a call for owner that reaches plugin first; end forgets
+// it.
+func (cs *calls) begin(owner, plugin string) (id string, end func()) {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id = hex.EncodeToString(b[:])
+	cs.mu.Lock()
+	if cs.m == nil {
+		cs.m = map[string]*callInfo{}
+	}
+	cs.m[id] = &callInfo{owner: owner, reached: map[string]bool{plugin: true}}
+	cs.mu.Unlock()
+	return id, func() {
+		cs.mu.Lock()
+		delete(cs.m, id)
+		cs.mu.Unlock()
+	}
+}
+
+// owner is the owner of call id, when the call reached caller.
+func (cs *calls) owner(id, caller string) (string, bool) {
+	if id == "" {
+		return "", false
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	c, ok := cs.m[id]
+	if !ok || !c.reached[caller] {
+		return "", false
+	}
+	return c.owner, true
+}
+
+// reach records that call id, honoured from caller, goes on to plugin.
+func (cs *calls) reach(id, plugin string) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if c, ok := cs.m[id]; ok {
+		c.reached[plugin] = true
+	}
+}
+
+// callOf is the call id in a request's incoming metadata.
+func callOf(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return first(md.Get(sdk.MetaCall))
+}
+
+// ownerFor returns, for requests arriving from caller, the owner their
+// call stands for; ok is false for a request that serves no call (or one
+// that caller was never reached by).
+func (h *Host) ownerFor(caller string) func(context.Context) (string, bool) {
+	return func(ctx context.Context) (string, bool) {
+		return h.calls.owner(callOf(ctx), caller)
+	}
+}
