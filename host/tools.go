@@ -18,8 +18,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dshrun/dsh/internal/schemacheck"
-	"github.com/dshrun/dsh/sdk"
 	"github.com/dshrun/dsh/plugins/tools/toolsv1"
+	"github.com/dshrun/dsh/sdk"
 )
 
 // ctx.tools: the model-facing tools plugins register. A registration is an
