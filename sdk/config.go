@@ -73,7 +73,7 @@ func DecodeConfig[T any](raw json.RawMessage) (T, error) {
 // schema is the subset of JSON Schema SchemaOf writes, in a fixed order.
 type schema struct {
 	Schema               string          `json:"$schema,omitempty"`
-	Type                 string          `json:"type"`
+	Type                 string          `json:"type,omitempty"`
 	Description          string          `json:"description,omitempty"`
 	Minimum              json.RawMessage `json:"minimum,omitempty"`
 	Default              json.RawMessage `json:"default,omitempty"`
@@ -184,7 +184,7 @@ func fieldSchema(f reflect.StructField, path string) (*schema, error) {
 		if f.Type.Kind() != reflect.Map {
 			return nil, fmt.Errorf("%s: keys on a %s", path, s.Type)
 		}
-		s.PropertyNames = &schema{Type: "string", Pattern: k}
+		s.PropertyNames = &schema{Pattern: k}
 	}
 	if d, ok := f.Tag.Lookup("default"); ok {
 		v := reflect.New(f.Type).Elem()
