@@ -45,12 +45,6 @@ func Serve(p Plugin) {
 		},
 		Logger: logger,
 	})
-	if srv.startErr != nil {
-		// go-plugin gave up before the handshake: say why in plain words
-		// (the host shows what a plugin wrote before it died).
-		fmt.Fprintln(os.Stderr, "dsh plugin cannot start:", srv.startErr)
-		os.Exit(1)
-	}
 	srv.dispose(context.Background()) // the host went away without Dispose
 	os.Exit(0)
 }
@@ -63,7 +57,8 @@ type gpPlugin struct {
 
 func (g *gpPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
 	g.srv.dial = broker.Dial
-	return g.srv.register(s)
+	_ = g.srv.register(s) // a mismatch is Describe's answer
+	return nil
 }
 
 func (g *gpPlugin) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.ClientConn) (any, error) {
@@ -94,10 +89,8 @@ type lifecycle struct {
 	logger hclog.Logger
 	dial   func(id uint32) (*grpc.ClientConn, error)
 
-	// reg is what the plugin's Register put on the server; startErr says
-	// why its description does not match that.
-	reg      registered
-	startErr error
+	// reg is what the plugin's Register put on the server.
+	reg registered
 
 	mu          sync.Mutex
 	state       applyState
@@ -116,14 +109,16 @@ func newLifecycle(p Plugin, logger hclog.Logger) *lifecycle {
 }
 
 // register serves Lifecycle and the plugin's services on s, and checks the
-// description against what the plugin registered.
+// description against what the plugin registered. A mismatch is logged
+// here and answered to every Describe, the host's first call: failing the
+// handshake instead would reach the host only as "not a dsh plugin".
 func (l *lifecycle) register(s *grpc.Server) error {
 	pluginv1.RegisterLifecycleServer(s, l)
 	if r, ok := l.impl.(Registrar); ok {
 		l.reg = registeredBy(r, s)
 	}
 	if _, err := l.impl.Describe().proto(l.reg); err != nil {
-		l.startErr = err
+		l.logger.Error("the description does not match the registered services", "error", err)
 		return err
 	}
 	return nil
