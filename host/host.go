@@ -99,6 +99,17 @@ type endpoint struct {
 	slot     *slot
 	services map[string]bool
 	facts    map[string]string
+	// kinds are the method kinds the provider's description gave; methods
+	// it did not list fall back to the contracts linked into the host.
+	kinds map[string]kind
+}
+
+// methodKind is the kind of method on this endpoint.
+func (e *endpoint) methodKind(method string) kind {
+	if k, ok := e.kinds[method]; ok {
+		return k
+	}
+	return methodKind(method)
 }
 
 func (e *endpoint) serviceList() []string {

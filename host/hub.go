@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -122,7 +123,7 @@ func (h *Host) forward(c caller) grpc.StreamHandler {
 		if !ep.services[service] {
 			return status.Errorf(codes.Unimplemented, "%q is provided by %q, which does not serve %s", key, ep.id, service)
 		}
-		kind := methodKind(method)
+		kind := ep.methodKind(method)
 		ctx := ss.Context()
 		if kind != streaming {
 			// Known streams (watches) live as long as their caller wants;
@@ -176,6 +177,27 @@ const (
 	unary                 // one request, one reply
 	streaming             // a stream either way
 )
+
+// describedKinds reads the method kinds a provider's description gives
+// for its services (SDK plugins say them, so the host relays a third
+// party's contract as well as its own).
+func describedKinds(p *pluginv1.Provide) map[string]kind {
+	if len(p.Methods) == 0 {
+		return nil
+	}
+	kinds := make(map[string]kind, len(p.Methods))
+	for _, m := range p.Methods {
+		if !slices.Contains(p.GrpcServices, serviceOf(m.Name)) {
+			continue // a key's methods are its services' only
+		}
+		if m.ClientStreaming || m.ServerStreaming {
+			kinds[m.Name] = streaming
+		} else {
+			kinds[m.Name] = unary
+		}
+	}
+	return kinds
+}
 
 // methodKind says whether method is known (its protobuf contract is
 // compiled into the host) to be unary or streaming. Unknown methods are

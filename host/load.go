@@ -162,7 +162,7 @@ func (h *Host) applyEntryAs(en *entry, desc *pluginv1.Description, replace, keep
 		sl.set(ld)
 		en.setCurrent(ld)
 		for _, p := range desc.Provides {
-			ep := &endpoint{id: en.e.ID, slot: sl, services: map[string]bool{}}
+			ep := &endpoint{id: en.e.ID, slot: sl, services: map[string]bool{}, kinds: describedKinds(p)}
 			for _, svc := range p.GrpcServices {
 				ep.services[svc] = true
 			}

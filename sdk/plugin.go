@@ -27,14 +27,15 @@ type Description struct {
 	Name    string // short name; the binary is dsh-<Name>
 	Version string
 	Summary string
-	// Provides lists the keys this plugin provides and the gRPC services that
-	// implement each; the plugin serves them through Registrar.
+	// Provides lists the keys this plugin provides; the plugin serves their
+	// gRPC services through Registrar.
 	Provides []Provide
 	// Inject lists every key the plugin may call. The host refuses calls to
 	// any other key.
 	Inject []Inject
 	// ConfigSchema is a JSON Schema document for the config object; empty
-	// accepts anything.
+	// accepts anything. SchemaOf derives it from the config's Go type, which
+	// DecodeConfig then decodes.
 	ConfigSchema string
 	// SettingsNamespace names a composition settings section merged under
 	// the entry's config (for example "shell").
@@ -45,8 +46,13 @@ type Description struct {
 
 // Provide declares one provided key.
 type Provide struct {
-	Key      string
-	Services []string // fully-qualified gRPC service names
+	Key string
+	// Services are the fully-qualified gRPC service names that implement
+	// the key. Left empty, they are what Register registers (the SDK asks
+	// the server); a plugin that provides several keys, or also serves a
+	// service that is no key's (a tool handler), names them. Names given
+	// must be registered: the plugin refuses to start otherwise.
+	Services []string
 	// CallerState says the provider keeps state per caller (registrations);
 	// consumers are then reloaded when it is replaced, to register again.
 	CallerState bool
@@ -65,7 +71,10 @@ type Registrar interface {
 }
 
 // Disposer is implemented by plugins with something to release when they
-// are unloaded. Dispose runs before the process is stopped, under a deadline.
+// are unloaded. Dispose runs before the process is stopped, under a
+// deadline, and also after an Apply that failed (so what a half-done Apply
+// made is released) and after one the host gave up on; never while Apply
+// runs (a Dispose that arrives then cancels Apply's context and waits for it).
 type Disposer interface {
 	Dispose(ctx context.Context) error
 }
@@ -87,8 +96,15 @@ type FactsReporter interface {
 	Facts() map[string]map[string]string
 }
 
-func (d Description) proto() *pluginv1.Description {
+// proto is the wire form of d, with each key's services and method kinds
+// taken from what the plugin registered.
+func (d Description) proto(reg registered) (*pluginv1.Description, error) {
+	provides, err := d.provides(reg)
+	if err != nil {
+		return nil, err
+	}
 	out := &pluginv1.Description{
+		Provides:          provides,
 		Name:              d.Name,
 		Version:           d.Version,
 		Summary:           d.Summary,
@@ -96,11 +112,8 @@ func (d Description) proto() *pluginv1.Description {
 		SettingsNamespace: d.SettingsNamespace,
 		Tools:             d.Tools,
 	}
-	for _, p := range d.Provides {
-		out.Provides = append(out.Provides, &pluginv1.Provide{Key: p.Key, GrpcServices: p.Services, CallerState: p.CallerState})
-	}
 	for _, i := range d.Inject {
 		out.Inject = append(out.Inject, &pluginv1.Inject{Key: i.Key, Optional: i.Optional})
 	}
-	return out
+	return out, nil
 }

@@ -26,9 +26,9 @@ func (p *bashLocal) Describe() sdk.Description {
 		Name:              "bash-local",
 		Version:           "0.1.0",
 		Summary:           "ctx.shell: fresh bash -c processes on this machine",
-		Provides:          []sdk.Provide{{Key: shell.Key, Services: []string{shell.ServiceName}}},
+		Provides:          []sdk.Provide{{Key: shell.Key}},
 		Inject:            []sdk.Inject{{Key: subprocess.Key}},
-		ConfigSchema:      local.ConfigSchema,
+		ConfigSchema:      sdk.SchemaOf[local.Config](),
 		SettingsNamespace: shell.SettingsNamespace,
 	}
 }

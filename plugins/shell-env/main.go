@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 
 	"google.golang.org/grpc"
@@ -17,22 +16,8 @@ import (
 	"github.com/dshrun/dsh/sdk"
 )
 
-const schema = `{
-  "$schema": "https://json-schema.org/draft/2020-12/schema",
-  "type": "object",
-  "additionalProperties": false,
-  "properties": {
-    "facts": {
-      "description": "Extra DSH_* facts every execution sees.",
-      "type": "object",
-      "propertyNames": {"pattern": "^DSH_[A-Z0-9_]+$"},
-      "additionalProperties": {"type": "string"}
-    }
-  }
-}`
-
 type config struct {
-	Facts map[string]string `json:"facts"`
+	Facts map[string]string `json:"facts" keys:"^DSH_[A-Z0-9_]+$" desc:"Extra DSH_* facts every execution sees."`
 }
 
 type shellEnv struct {
@@ -44,8 +29,8 @@ func (p *shellEnv) Describe() sdk.Description {
 		Name:         "shell-env",
 		Version:      "0.1.0",
 		Summary:      "ctx.shellEnv: trusted DSH_* facts for shell executions",
-		Provides:     []sdk.Provide{{Key: shellenv.Key, Services: []string{shellenv.ServiceName}, CallerState: true}},
-		ConfigSchema: schema,
+		Provides:     []sdk.Provide{{Key: shellenv.Key, CallerState: true}},
+		ConfigSchema: sdk.SchemaOf[config](),
 	}
 }
 
@@ -54,9 +39,9 @@ func (p *shellEnv) Register(s *grpc.Server) {
 }
 
 func (p *shellEnv) Apply(_ context.Context, host *sdk.Host, raw json.RawMessage) error {
-	var cfg config
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		return fmt.Errorf("config: %w", err)
+	cfg, err := sdk.DecodeConfig[config](raw)
+	if err != nil {
+		return err
 	}
 	for name, value := range cfg.Facts {
 		if err := p.reg.Register(shellenv.OwnerConfig, name, value); err != nil {

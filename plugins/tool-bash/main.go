@@ -41,7 +41,7 @@ func (p *toolBash) Describe() sdk.Description {
 		Inject: []sdk.Inject{
 			{Key: shell.Key}, {Key: shellenv.Key}, {Key: jobs.Key}, {Key: tools.Key},
 		},
-		ConfigSchema: `{"type":"object","additionalProperties":false,"properties":{}}`,
+		ConfigSchema: sdk.SchemaOf[config](),
 		Tools:        []string{"bash", "job_output", "job_kill"},
 	}
 }
@@ -55,17 +55,13 @@ func (p *toolBash) Dispose(context.Context) error {
 	return nil
 }
 
-func (p *toolBash) Apply(ctx context.Context, host *sdk.Host, _ json.RawMessage) error {
-	err := p.apply(ctx, host)
-	if err != nil && p.env != nil {
-		// Dispose runs only after a successful Apply.
-		p.env.Close()
-		p.env = nil
-	}
-	return err
-}
+// config is tool-bash's config: it takes none.
+type config struct{}
 
-func (p *toolBash) apply(ctx context.Context, host *sdk.Host) error {
+func (p *toolBash) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage) error {
+	if _, err := sdk.DecodeConfig[config](raw); err != nil {
+		return err
+	}
 	p.log = host.Logger()
 	svc, err := host.Lookup(ctx, shell.Key)
 	if err != nil {

@@ -178,7 +178,12 @@ type Provide struct {
 	// facts). A replacement starts empty, so when it is swapped in the
 	// consumers are reloaded to register again; a provider without caller
 	// state is swapped under running consumers.
-	CallerState   bool `protobuf:"varint,3,opt,name=caller_state,json=callerState,proto3" json:"caller_state,omitempty"`
+	CallerState bool `protobuf:"varint,3,opt,name=caller_state,json=callerState,proto3" json:"caller_state,omitempty"`
+	// The methods of grpc_services and their kinds, so the host can relay a
+	// contract it was not built with: unary calls take the cheaper relay and
+	// count as in flight, streams live as long as their caller wants. A
+	// method not listed is relayed as a stream.
+	Methods       []*Method `protobuf:"bytes,4,rep,name=methods,proto3" json:"methods,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -234,6 +239,74 @@ func (x *Provide) GetCallerState() bool {
 	return false
 }
 
+func (x *Provide) GetMethods() []*Method {
+	if x != nil {
+		return x.Methods
+	}
+	return nil
+}
+
+type Method struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Full gRPC method name, e.g. "/dsh.shellenv.v1.ShellEnv/Watch".
+	Name            string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	ClientStreaming bool   `protobuf:"varint,2,opt,name=client_streaming,json=clientStreaming,proto3" json:"client_streaming,omitempty"`
+	ServerStreaming bool   `protobuf:"varint,3,opt,name=server_streaming,json=serverStreaming,proto3" json:"server_streaming,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Method) Reset() {
+	*x = Method{}
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Method) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Method) ProtoMessage() {}
+
+func (x *Method) ProtoReflect() protoreflect.Message {
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Method.ProtoReflect.Descriptor instead.
+func (*Method) Descriptor() ([]byte, []int) {
+	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Method) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Method) GetClientStreaming() bool {
+	if x != nil {
+		return x.ClientStreaming
+	}
+	return false
+}
+
+func (x *Method) GetServerStreaming() bool {
+	if x != nil {
+		return x.ServerStreaming
+	}
+	return false
+}
+
 type Inject struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -245,7 +318,7 @@ type Inject struct {
 
 func (x *Inject) Reset() {
 	*x = Inject{}
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[3]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -257,7 +330,7 @@ func (x *Inject) String() string {
 func (*Inject) ProtoMessage() {}
 
 func (x *Inject) ProtoReflect() protoreflect.Message {
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[3]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -270,7 +343,7 @@ func (x *Inject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Inject.ProtoReflect.Descriptor instead.
 func (*Inject) Descriptor() ([]byte, []int) {
-	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{3}
+	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Inject) GetKey() string {
@@ -304,7 +377,7 @@ type ApplyRequest struct {
 
 func (x *ApplyRequest) Reset() {
 	*x = ApplyRequest{}
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[4]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -316,7 +389,7 @@ func (x *ApplyRequest) String() string {
 func (*ApplyRequest) ProtoMessage() {}
 
 func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[4]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -329,7 +402,7 @@ func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{4}
+	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ApplyRequest) GetId() string {
@@ -370,7 +443,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[5]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +455,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[5]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +468,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{5}
+	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ApplyResponse) GetFacts() map[string]*Facts {
@@ -414,7 +487,7 @@ type Facts struct {
 
 func (x *Facts) Reset() {
 	*x = Facts{}
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[6]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -426,7 +499,7 @@ func (x *Facts) String() string {
 func (*Facts) ProtoMessage() {}
 
 func (x *Facts) ProtoReflect() protoreflect.Message {
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[6]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -439,7 +512,7 @@ func (x *Facts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Facts.ProtoReflect.Descriptor instead.
 func (*Facts) Descriptor() ([]byte, []int) {
-	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{6}
+	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Facts) GetValues() map[string]string {
@@ -457,7 +530,7 @@ type DisposeRequest struct {
 
 func (x *DisposeRequest) Reset() {
 	*x = DisposeRequest{}
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[7]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -469,7 +542,7 @@ func (x *DisposeRequest) String() string {
 func (*DisposeRequest) ProtoMessage() {}
 
 func (x *DisposeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[7]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -482,7 +555,7 @@ func (x *DisposeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisposeRequest.ProtoReflect.Descriptor instead.
 func (*DisposeRequest) Descriptor() ([]byte, []int) {
-	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{7}
+	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{8}
 }
 
 type DisposeResponse struct {
@@ -493,7 +566,7 @@ type DisposeResponse struct {
 
 func (x *DisposeResponse) Reset() {
 	*x = DisposeResponse{}
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[8]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -505,7 +578,7 @@ func (x *DisposeResponse) String() string {
 func (*DisposeResponse) ProtoMessage() {}
 
 func (x *DisposeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[8]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -518,7 +591,7 @@ func (x *DisposeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisposeResponse.ProtoReflect.Descriptor instead.
 func (*DisposeResponse) Descriptor() ([]byte, []int) {
-	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{8}
+	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{9}
 }
 
 type HealthRequest struct {
@@ -529,7 +602,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[9]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -541,7 +614,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[9]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -554,7 +627,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{9}
+	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{10}
 }
 
 type HealthResponse struct {
@@ -567,7 +640,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[10]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +652,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[10]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +665,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{10}
+	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *HealthResponse) GetOk() bool {
@@ -619,7 +692,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[11]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -631,7 +704,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[11]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -644,7 +717,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{11}
+	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReleaseRequest) GetCaller() string {
@@ -662,7 +735,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[12]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -674,7 +747,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[12]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -687,7 +760,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{12}
+	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{13}
 }
 
 type LookupRequest struct {
@@ -699,7 +772,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[13]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +784,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[13]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +797,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{13}
+	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LookupRequest) GetKey() string {
@@ -747,7 +820,7 @@ type LookupResponse struct {
 
 func (x *LookupResponse) Reset() {
 	*x = LookupResponse{}
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[14]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +832,7 @@ func (x *LookupResponse) String() string {
 func (*LookupResponse) ProtoMessage() {}
 
 func (x *LookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[14]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +845,7 @@ func (x *LookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupResponse.ProtoReflect.Descriptor instead.
 func (*LookupResponse) Descriptor() ([]byte, []int) {
-	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{14}
+	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LookupResponse) GetProvided() bool {
@@ -817,11 +890,16 @@ const file_sdk_pluginv1_plugin_proto_rawDesc = "" +
 	"\x06inject\x18\x05 \x03(\v2\x15.dsh.plugin.v1.InjectR\x06inject\x12#\n" +
 	"\rconfig_schema\x18\x06 \x01(\tR\fconfigSchema\x12-\n" +
 	"\x12settings_namespace\x18\a \x01(\tR\x11settingsNamespace\x12\x14\n" +
-	"\x05tools\x18\b \x03(\tR\x05tools\"c\n" +
+	"\x05tools\x18\b \x03(\tR\x05tools\"\x94\x01\n" +
 	"\aProvide\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12#\n" +
 	"\rgrpc_services\x18\x02 \x03(\tR\fgrpcServices\x12!\n" +
-	"\fcaller_state\x18\x03 \x01(\bR\vcallerState\"6\n" +
+	"\fcaller_state\x18\x03 \x01(\bR\vcallerState\x12/\n" +
+	"\amethods\x18\x04 \x03(\v2\x15.dsh.plugin.v1.MethodR\amethods\"r\n" +
+	"\x06Method\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
+	"\x10client_streaming\x18\x02 \x01(\bR\x0fclientStreaming\x12)\n" +
+	"\x10server_streaming\x18\x03 \x01(\bR\x0fserverStreaming\"6\n" +
 	"\x06Inject\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
 	"\boptional\x18\x02 \x01(\bR\boptional\"\x86\x01\n" +
@@ -884,51 +962,53 @@ func file_sdk_pluginv1_plugin_proto_rawDescGZIP() []byte {
 	return file_sdk_pluginv1_plugin_proto_rawDescData
 }
 
-var file_sdk_pluginv1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_sdk_pluginv1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_sdk_pluginv1_plugin_proto_goTypes = []any{
 	(*DescribeRequest)(nil), // 0: dsh.plugin.v1.DescribeRequest
 	(*Description)(nil),     // 1: dsh.plugin.v1.Description
 	(*Provide)(nil),         // 2: dsh.plugin.v1.Provide
-	(*Inject)(nil),          // 3: dsh.plugin.v1.Inject
-	(*ApplyRequest)(nil),    // 4: dsh.plugin.v1.ApplyRequest
-	(*ApplyResponse)(nil),   // 5: dsh.plugin.v1.ApplyResponse
-	(*Facts)(nil),           // 6: dsh.plugin.v1.Facts
-	(*DisposeRequest)(nil),  // 7: dsh.plugin.v1.DisposeRequest
-	(*DisposeResponse)(nil), // 8: dsh.plugin.v1.DisposeResponse
-	(*HealthRequest)(nil),   // 9: dsh.plugin.v1.HealthRequest
-	(*HealthResponse)(nil),  // 10: dsh.plugin.v1.HealthResponse
-	(*ReleaseRequest)(nil),  // 11: dsh.plugin.v1.ReleaseRequest
-	(*ReleaseResponse)(nil), // 12: dsh.plugin.v1.ReleaseResponse
-	(*LookupRequest)(nil),   // 13: dsh.plugin.v1.LookupRequest
-	(*LookupResponse)(nil),  // 14: dsh.plugin.v1.LookupResponse
-	nil,                     // 15: dsh.plugin.v1.ApplyResponse.FactsEntry
-	nil,                     // 16: dsh.plugin.v1.Facts.ValuesEntry
-	nil,                     // 17: dsh.plugin.v1.LookupResponse.FactsEntry
+	(*Method)(nil),          // 3: dsh.plugin.v1.Method
+	(*Inject)(nil),          // 4: dsh.plugin.v1.Inject
+	(*ApplyRequest)(nil),    // 5: dsh.plugin.v1.ApplyRequest
+	(*ApplyResponse)(nil),   // 6: dsh.plugin.v1.ApplyResponse
+	(*Facts)(nil),           // 7: dsh.plugin.v1.Facts
+	(*DisposeRequest)(nil),  // 8: dsh.plugin.v1.DisposeRequest
+	(*DisposeResponse)(nil), // 9: dsh.plugin.v1.DisposeResponse
+	(*HealthRequest)(nil),   // 10: dsh.plugin.v1.HealthRequest
+	(*HealthResponse)(nil),  // 11: dsh.plugin.v1.HealthResponse
+	(*ReleaseRequest)(nil),  // 12: dsh.plugin.v1.ReleaseRequest
+	(*ReleaseResponse)(nil), // 13: dsh.plugin.v1.ReleaseResponse
+	(*LookupRequest)(nil),   // 14: dsh.plugin.v1.LookupRequest
+	(*LookupResponse)(nil),  // 15: dsh.plugin.v1.LookupResponse
+	nil,                     // 16: dsh.plugin.v1.ApplyResponse.FactsEntry
+	nil,                     // 17: dsh.plugin.v1.Facts.ValuesEntry
+	nil,                     // 18: dsh.plugin.v1.LookupResponse.FactsEntry
 }
 var file_sdk_pluginv1_plugin_proto_depIdxs = []int32{
 	2,  // 0: dsh.plugin.v1.Description.provides:type_name -> dsh.plugin.v1.Provide
-	3,  // 1: dsh.plugin.v1.Description.inject:type_name -> dsh.plugin.v1.Inject
-	15, // 2: dsh.plugin.v1.ApplyResponse.facts:type_name -> dsh.plugin.v1.ApplyResponse.FactsEntry
-	16, // 3: dsh.plugin.v1.Facts.values:type_name -> dsh.plugin.v1.Facts.ValuesEntry
-	17, // 4: dsh.plugin.v1.LookupResponse.facts:type_name -> dsh.plugin.v1.LookupResponse.FactsEntry
-	6,  // 5: dsh.plugin.v1.ApplyResponse.FactsEntry.value:type_name -> dsh.plugin.v1.Facts
-	0,  // 6: dsh.plugin.v1.Lifecycle.Describe:input_type -> dsh.plugin.v1.DescribeRequest
-	4,  // 7: dsh.plugin.v1.Lifecycle.Apply:input_type -> dsh.plugin.v1.ApplyRequest
-	7,  // 8: dsh.plugin.v1.Lifecycle.Dispose:input_type -> dsh.plugin.v1.DisposeRequest
-	9,  // 9: dsh.plugin.v1.Lifecycle.Health:input_type -> dsh.plugin.v1.HealthRequest
-	11, // 10: dsh.plugin.v1.Lifecycle.Release:input_type -> dsh.plugin.v1.ReleaseRequest
-	13, // 11: dsh.plugin.v1.Host.Lookup:input_type -> dsh.plugin.v1.LookupRequest
-	1,  // 12: dsh.plugin.v1.Lifecycle.Describe:output_type -> dsh.plugin.v1.Description
-	5,  // 13: dsh.plugin.v1.Lifecycle.Apply:output_type -> dsh.plugin.v1.ApplyResponse
-	8,  // 14: dsh.plugin.v1.Lifecycle.Dispose:output_type -> dsh.plugin.v1.DisposeResponse
-	10, // 15: dsh.plugin.v1.Lifecycle.Health:output_type -> dsh.plugin.v1.HealthResponse
-	12, // 16: dsh.plugin.v1.Lifecycle.Release:output_type -> dsh.plugin.v1.ReleaseResponse
-	14, // 17: dsh.plugin.v1.Host.Lookup:output_type -> dsh.plugin.v1.LookupResponse
-	12, // [12:18] is the sub-list for method output_type
-	6,  // [6:12] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	4,  // 1: dsh.plugin.v1.Description.inject:type_name -> dsh.plugin.v1.Inject
+	3,  // 2: dsh.plugin.v1.Provide.methods:type_name -> dsh.plugin.v1.Method
+	16, // 3: dsh.plugin.v1.ApplyResponse.facts:type_name -> dsh.plugin.v1.ApplyResponse.FactsEntry
+	17, // 4: dsh.plugin.v1.Facts.values:type_name -> dsh.plugin.v1.Facts.ValuesEntry
+	18, // 5: dsh.plugin.v1.LookupResponse.facts:type_name -> dsh.plugin.v1.LookupResponse.FactsEntry
+	7,  // 6: dsh.plugin.v1.ApplyResponse.FactsEntry.value:type_name -> dsh.plugin.v1.Facts
+	0,  // 7: dsh.plugin.v1.Lifecycle.Describe:input_type -> dsh.plugin.v1.DescribeRequest
+	5,  // 8: dsh.plugin.v1.Lifecycle.Apply:input_type -> dsh.plugin.v1.ApplyRequest
+	8,  // 9: dsh.plugin.v1.Lifecycle.Dispose:input_type -> dsh.plugin.v1.DisposeRequest
+	10, // 10: dsh.plugin.v1.Lifecycle.Health:input_type -> dsh.plugin.v1.HealthRequest
+	12, // 11: dsh.plugin.v1.Lifecycle.Release:input_type -> dsh.plugin.v1.ReleaseRequest
+	14, // 12: dsh.plugin.v1.Host.Lookup:input_type -> dsh.plugin.v1.LookupRequest
+	1,  // 13: dsh.plugin.v1.Lifecycle.Describe:output_type -> dsh.plugin.v1.Description
+	6,  // 14: dsh.plugin.v1.Lifecycle.Apply:output_type -> dsh.plugin.v1.ApplyResponse
+	9,  // 15: dsh.plugin.v1.Lifecycle.Dispose:output_type -> dsh.plugin.v1.DisposeResponse
+	11, // 16: dsh.plugin.v1.Lifecycle.Health:output_type -> dsh.plugin.v1.HealthResponse
+	13, // 17: dsh.plugin.v1.Lifecycle.Release:output_type -> dsh.plugin.v1.ReleaseResponse
+	15, // 18: dsh.plugin.v1.Host.Lookup:output_type -> dsh.plugin.v1.LookupResponse
+	13, // [13:19] is the sub-list for method output_type
+	7,  // [7:13] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_sdk_pluginv1_plugin_proto_init() }
@@ -942,7 +1022,7 @@ func file_sdk_pluginv1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sdk_pluginv1_plugin_proto_rawDesc), len(file_sdk_pluginv1_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

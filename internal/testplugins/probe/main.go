@@ -33,28 +33,27 @@ type probe struct {
 // binary can play several roles in graph tests: an id "cyc-x-y" provides x
 // and injects y.
 func (p *probe) Describe() sdk.Description {
-	provides := []sdk.Provide{{Key: "probe", Services: []string{probev1.Probe_ServiceDesc.ServiceName}}}
+	provides := []sdk.Provide{{Key: "probe"}}
 	inject := []sdk.Inject{{Key: shellenv.Key}, {Key: "nobody", Optional: true}}
 	if parts := strings.Split(os.Getenv(sdk.EnvPluginID), "-"); len(parts) == 3 && parts[0] == "cyc" {
 		provides = []sdk.Provide{{Key: parts[1]}}
 		inject = []sdk.Inject{{Key: parts[2]}}
 	}
 	return sdk.Description{
-		Name:     "probe",
-		Version:  "0.0.1",
-		Summary:  "test consumer of ctx.shellEnv",
-		Provides: provides,
-		Inject:   inject,
-		ConfigSchema: `{"type":"object","additionalProperties":false,"properties":{
-			"fact":{"type":"string"},"failApply":{"type":"boolean"},"provideKey":{"type":"string"}}}`,
+		Name:         "probe",
+		Version:      "0.0.1",
+		Summary:      "test consumer of ctx.shellEnv",
+		Provides:     provides,
+		Inject:       inject,
+		ConfigSchema: sdk.SchemaOf[config](),
 	}
 }
 
 func (p *probe) Register(s *grpc.Server) { probev1.RegisterProbeServer(s, p) }
 
 func (p *probe) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage) error {
-	var cfg config
-	if err := json.Unmarshal(raw, &cfg); err != nil {
+	cfg, err := sdk.DecodeConfig[config](raw)
+	if err != nil {
 		return err
 	}
 	if cfg.FailApply {

@@ -28,17 +28,17 @@ import (
 type Config struct {
 	// Cwd is the default working directory and the base of relative ones;
 	// "" means the host's working directory.
-	Cwd string `json:"cwd"`
-	// TimeoutMs is the default foreground timeout (120000).
-	TimeoutMs int64 `json:"timeoutMs"`
-	// MaxTimeoutMs caps a per-call timeout (600000).
-	MaxTimeoutMs int64 `json:"maxTimeoutMs"`
-	// MaxOutputBytes bounds each stream's output held in memory (64000).
-	MaxOutputBytes int64 `json:"maxOutputBytes"`
-	// MaxSpillBytes caps each stream's spill file (64 MiB).
-	MaxSpillBytes int64 `json:"maxSpillBytes"`
-	// GraceMs is the time between SIGTERM and SIGKILL (3000).
-	GraceMs int64 `json:"graceMs"`
+	Cwd string `json:"cwd" desc:"default working directory"`
+	// TimeoutMs is the default foreground timeout.
+	TimeoutMs int64 `json:"timeoutMs" minimum:"1" desc:"default foreground timeout (120000)"`
+	// MaxTimeoutMs caps a per-call timeout.
+	MaxTimeoutMs int64 `json:"maxTimeoutMs" minimum:"1" desc:"cap on a per-call timeout (600000)"`
+	// MaxOutputBytes bounds each stream's output held in memory.
+	MaxOutputBytes int64 `json:"maxOutputBytes" minimum:"1" desc:"output held in memory per stream (64000)"`
+	// MaxSpillBytes caps each stream's spill file.
+	MaxSpillBytes int64 `json:"maxSpillBytes" minimum:"0" desc:"spill file cap per stream (67108864)"`
+	// GraceMs is the time between SIGTERM and SIGKILL.
+	GraceMs int64 `json:"graceMs" minimum:"0" desc:"SIGTERM to SIGKILL grace (3000)"`
 }
 
 // Defaults of Config.
@@ -50,28 +50,12 @@ const (
 	DefaultGraceMs        = 3_000
 )
 
-// ConfigSchema is the JSON Schema of Config.
-const ConfigSchema = `{
-  "$schema": "https://json-schema.org/draft/2020-12/schema",
-  "type": "object",
-  "additionalProperties": false,
-  "properties": {
-    "cwd":            {"type": "string", "description": "default working directory"},
-    "timeoutMs":      {"type": "integer", "minimum": 1, "description": "default foreground timeout (120000)"},
-    "maxTimeoutMs":   {"type": "integer", "minimum": 1, "description": "cap on a per-call timeout (600000)"},
-    "maxOutputBytes": {"type": "integer", "minimum": 1, "description": "output held in memory per stream (64000)"},
-    "maxSpillBytes":  {"type": "integer", "minimum": 0, "description": "spill file cap per stream (67108864)"},
-    "graceMs":        {"type": "integer", "minimum": 0, "description": "SIGTERM to SIGKILL grace (3000)"}
-  }
-}`
-
-// ParseConfig decodes and defaults a config object.
+// ParseConfig decodes and defaults a config object (its JSON Schema is
+// sdk.SchemaOf[Config]).
 func ParseConfig(raw json.RawMessage) (Config, error) {
-	var c Config
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return c, fmt.Errorf("config: %w", err)
+	c, err := sdk.DecodeConfig[Config](raw)
+	if err != nil {
+		return c, err
 	}
 	if c.Cwd == "" {
 		wd, err := os.Getwd()
