@@ -7,11 +7,11 @@ import (
 )
 
 // errNoTrees is why Spawn fails on Windows: a command whose tree cannot be
-// killed as a whole would break the timeout and abort guarantees. A Job
-// Object goes here: created in openTrees' place per command, the process
-// started suspended and assigned to it in sysProcAttr, killTree as
-// TerminateJobObject, and JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE for a killed
-// host (the part the Linux watchdog does).
+// killed as a whole would break the timeout and abort guarantees. The
+// Windows tree goes here: each command in a Job Object of its own (held in
+// procTree, assigned at start), signalTree and killTree as
+// TerminateJobObject, and JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE so a killed
+// host takes its commands along (what the Linux watchdog does).
 var errNoTrees = fmt.Errorf("running commands is not supported on windows yet (no process-tree kill): %w", errors.ErrUnsupported)
 
 type (

@@ -2,6 +2,9 @@
 // serves what they provide. Human-readable output (status, logs) goes to
 // stderr; stdout is kept for protocols and for the data a command was asked
 // for (config, plugins, version).
+//
+// How stdin is kept from plugins, SIGPIPE and the terminal check are
+// OS-specific (stdio_*.go, term_*.go).
 package main
 
 import (
