@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 TOOLS := $(CURDIR)/.tools
 
-.PHONY: all build test run bench reliability proto lint clean
+.PHONY: all build test cross run bench reliability proto lint clean
 
 all: build
 
@@ -19,6 +19,15 @@ build:
 
 test:
 	$(GO) test -race ./...
+
+# The module must build and vet on the other systems dsh targets too: the
+# Linux-only process mechanics sit behind per-OS files.
+CROSS := windows/amd64 darwin/arm64
+cross:
+	@for t in $(CROSS); do \
+	  echo "$$t: $(GO) build ./... && $(GO) vet ./..."; \
+	  (export GOOS=$${t%/*} GOARCH=$${t#*/}; $(GO) build ./... && $(GO) vet ./...) || exit 1; \
+	done
 
 # The fault suite alone (make test runs it too), with one line per fault:
 # what was injected, what was seen, and whether the guarantee held.

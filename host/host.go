@@ -6,6 +6,11 @@
 // A Host owns every plugin process it started and the runtime directory that
 // holds their sockets. It does not read composition files (package
 // composition does) and does not speak to agents (the front ends do).
+//
+// Only the runtime directory's checks are OS-specific (runtime_*.go): on
+// Windows its owner is not checked (no uid) and a host is alive while its
+// process has no exit code. Processes are package subprocess's and
+// pluginproc's concern.
 package host
 
 import (

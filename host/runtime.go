@@ -1,13 +1,11 @@
 package host
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/dshrun/dsh/host/subprocess"
 )
@@ -41,8 +39,8 @@ func newRuntimeDir(base string) (*runtimeDir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime directory: %w", err)
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || (ok && int(st.Uid) != os.Getuid()) {
+	uid, ok := fileOwner(fi)
+	if !fi.IsDir() || (ok && uid != os.Getuid()) {
 		return nil, fmt.Errorf("runtime directory %s: not a directory owned by uid %d", base, os.Getuid())
 	}
 	if err := os.Chmod(base, 0o700); err != nil {
@@ -74,11 +72,6 @@ func sweepRuntime(base string) {
 			_ = os.RemoveAll(filepath.Join(base, e.Name()))
 		}
 	}
-}
-
-func processAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 func (r *runtimeDir) sockets() string { return filepath.Join(r.dir, "sockets") }

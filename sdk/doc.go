@@ -10,4 +10,7 @@
 // [HealthChecker]. The sdk never starts processes for the plugin and never
 // talks to other plugins directly: every call to another plugin's service goes
 // through the host, which checks that the key was declared in Inject.
+//
+// The watch on the host is OS-specific: on Linux it waits on the host's
+// pidfd, elsewhere it polls the parent pid (watch_*.go).
 package sdk

@@ -5,6 +5,13 @@
 // go-plugin's Kill under a deadline of our own (it can hang), then SIGKILL of
 // the plugin's process group.
 //
+// What is OS-specific lives in exit_*.go and proc_*.go. On Linux a plugin
+// gets a parent-death signal and its exit is seen through a pidfd; other
+// Unix systems (macOS) have neither, so the exit is polled and an orphaned
+// plugin relies on the SDK's watch of the host. On Windows a plugin gets its
+// own console process group and the final kill reaches the plugin only, not
+// what it started, until a Job Object holds its tree.
+//
 // It knows nothing of compositions, the registry or other plugins.
 package pluginproc
 
@@ -17,12 +24,10 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 
 	"github.com/dshrun/dsh/sdk"
@@ -56,9 +61,7 @@ type Process struct {
 	desc      *pluginv1.Description
 	pid       int
 	exited    chan struct{}
-
-	pidfdMu sync.Mutex
-	pidfd   int // -1 once the exit was seen (or where pidfds are missing)
+	exitWatch // the kernel's word on the exit, where it has one (exit_*.go)
 
 	stopOnce sync.Once
 	stopErr  error
@@ -107,10 +110,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	if cfg.SocketDir != "" {
 		cmd.Env = append(cmd.Env, plugin.EnvUnixSocketDir+"="+cfg.SocketDir)
 	}
-	// Its own process group keeps a terminal's Ctrl-C away from plugins (the
-	// host tears them down in order); the parent-death signal kills it if
-	// the host dies.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = sysProcAttr()
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig: sdk.Handshake,
 		VersionedPlugins: map[int]plugin.PluginSet{
@@ -124,7 +124,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		SkipHostEnv:      true,
 		Logger:           cfg.Logger,
 	})
-	p := &Process{cfg: cfg, client: client, exited: make(chan struct{}), pidfd: -1}
+	p := &Process{cfg: cfg, client: client, exited: make(chan struct{})}
 
 	type result struct {
 		raw any
@@ -198,27 +198,11 @@ func (p *Process) watchExit() {
 	if p.pid <= 0 {
 		return
 	}
-	fd, err := unix.PidfdOpen(p.pid, 0)
-	if err != nil {
-		for !p.client.Exited() {
-			time.Sleep(50 * time.Millisecond)
-		}
+	if p.waitKernel(p.pid) {
 		return
 	}
-	p.pidfdMu.Lock()
-	p.pidfd = fd
-	p.pidfdMu.Unlock()
-	defer func() {
-		p.pidfdMu.Lock()
-		p.pidfd = -1
-		p.pidfdMu.Unlock()
-		unix.Close(fd)
-	}()
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	for {
-		if _, err := unix.Poll(fds, -1); err != unix.EINTR {
-			return
-		}
+	for !p.client.Exited() {
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -231,14 +215,7 @@ func (p *Process) Gone() bool {
 		return true
 	default:
 	}
-	p.pidfdMu.Lock()
-	defer p.pidfdMu.Unlock()
-	if p.pidfd < 0 {
-		return false // not watched yet, or no pidfds: Exited tells
-	}
-	fds := []unix.PollFd{{Fd: int32(p.pidfd), Events: unix.POLLIN}}
-	n, err := unix.Poll(fds, 0)
-	return err == nil && n > 0
+	return p.kernelSaysGone()
 }
 
 // Description is what the plugin said of itself at start.
@@ -335,14 +312,14 @@ func (p *Process) waitExited(d time.Duration) <-chan struct{} {
 
 func (p *Process) killGroup() {
 	if p.pid > 0 {
-		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		killGroup(p.pid)
 	}
 }
 
 // killHard ends a process that failed during start.
 func (p *Process) killHard() {
 	if rc := p.client.ReattachConfig(); rc != nil && rc.Pid > 0 {
-		_ = syscall.Kill(-rc.Pid, syscall.SIGKILL)
+		killGroup(rc.Pid)
 	}
 	done := make(chan struct{})
 	go func() { p.client.Kill(); close(done) }()

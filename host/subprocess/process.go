@@ -27,10 +27,7 @@ type Process struct {
 	spec Spec
 	cmd  *exec.Cmd
 
-	// cg is the command's cgroup until it goes back to the pool; cgMu keeps
-	// a late signal from reaching the next command in a reused cgroup.
-	cgMu sync.Mutex
-	cg   *cgroup
+	procTree // how the OS tracks the command's tree (tree_*.go)
 
 	stdout, stderr *stream
 	exited         chan struct{} // main process reaped
@@ -68,30 +65,22 @@ func (p *Process) start(path string, env []string) error {
 	cmd.Args = p.spec.Argv
 	cmd.Dir = p.spec.Dir
 	cmd.Env = env
-	// A new session: its own process group and no controlling terminal, so
-	// nothing can prompt on the user's tty. The parent-death signal ends
-	// the command if the host dies.
-	attr := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
-	if p.m.cg != nil {
-		cg, err := p.m.cg.child()
-		if err != nil {
-			return err
-		}
-		p.cg = cg
-		attr.UseCgroupFD, attr.CgroupFD = true, cg.fd
+	attr, err := p.sysProcAttr()
+	if err != nil {
+		return err
 	}
 	cmd.SysProcAttr = attr
 
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		p.cleanupCgroup()
+		p.releaseTree()
 		return err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outR.Close()
 		outW.Close()
-		p.cleanupCgroup()
+		p.releaseTree()
 		return err
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
@@ -103,7 +92,7 @@ func (p *Process) start(path string, env []string) error {
 			outW.Close()
 			errR.Close()
 			errW.Close()
-			p.cleanupCgroup()
+			p.releaseTree()
 			return err
 		}
 		cmd.Stdin, stdinW = r, w
@@ -119,7 +108,7 @@ func (p *Process) start(path string, env []string) error {
 		if stdinW != nil {
 			stdinW.Close()
 		}
-		p.cleanupCgroup()
+		p.releaseTree()
 		return err
 	}
 	p.cmd = cmd
@@ -138,17 +127,6 @@ func (p *Process) start(path string, env []string) error {
 	go p.wait(&readers, outR, errR)
 	go p.watch()
 	return nil
-}
-
-// cleanupCgroup gives the command's cgroup back; signals sent to the tree
-// afterwards go nowhere.
-func (p *Process) cleanupCgroup() {
-	p.cgMu.Lock()
-	defer p.cgMu.Unlock()
-	if p.cg != nil {
-		p.m.cg.release(p.cg)
-		p.cg = nil
-	}
 }
 
 // wait reaps the main process, then ends the rest of its tree and drains
@@ -175,13 +153,7 @@ func (p *Process) wait(readers *sync.WaitGroup, outR, errR *os.File) {
 	p.mu.Unlock()
 	close(p.exited)
 	if sigkilled {
-		// Perhaps by a write to its own cgroup.kill: that cgroup is
-		// poisoned (see cgroup.killed), so it must not be pooled.
-		p.cgMu.Lock()
-		if p.cg != nil {
-			p.cg.killed = true
-		}
-		p.cgMu.Unlock()
+		p.treeSigkilled()
 	}
 
 	// What the main process left behind dies with it.
@@ -199,8 +171,9 @@ func (p *Process) wait(readers *sync.WaitGroup, outR, errR *os.File) {
 	p.stdout.finish()
 	p.stderr.finish()
 	close(p.done)
-	// The tree is gone: removing its cgroup need not delay the caller.
-	p.cleanupCgroup()
+	// The tree is gone: letting go of what tracked it need not delay the
+	// caller.
+	p.releaseTree()
 }
 
 // watch runs the fused deadline: the timeout, the caller's abort and an
@@ -240,30 +213,6 @@ func (p *Process) terminate() {
 	case <-time.After(p.spec.Grace):
 	}
 	p.killTree()
-}
-
-func (p *Process) signalTree(sig syscall.Signal) {
-	p.cgMu.Lock()
-	defer p.cgMu.Unlock()
-	if p.cg != nil {
-		p.cg.signal(sig)
-		return
-	}
-	if p.m.cg == nil && !p.finished() {
-		_ = syscall.Kill(-p.Pid, sig)
-	}
-}
-
-func (p *Process) killTree() {
-	p.cgMu.Lock()
-	defer p.cgMu.Unlock()
-	if p.cg != nil {
-		p.cg.killAndWait(2 * time.Second)
-		return
-	}
-	if p.m.cg == nil {
-		_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
-	}
 }
 
 // kill asks for the tree to be terminated; hard skips the grace.

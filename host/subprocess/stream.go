@@ -11,8 +11,6 @@ import (
 	"sync"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/dshrun/dsh/sdk/retention"
 )
 
@@ -136,17 +134,6 @@ func (s *stream) pump(r *os.File, wg *sync.WaitGroup) {
 // user's pipe-user-pages-soft (16384 by default), past which every new pipe
 // of the user's is created small.
 const maxBigPipes = 16
-
-// growPipe raises a pipe's capacity to bigPipe. Only streams that pour
-// output get it: big pipes count against the user's pipe-user-pages-soft.
-// Where the kernel refuses, the pipe stays as it was.
-func growPipe(f *os.File) {
-	if rc, err := f.SyscallConn(); err == nil {
-		_ = rc.Control(func(fd uintptr) {
-			_, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, bigPipe)
-		})
-	}
-}
 
 // Write never fails: output that cannot be kept is counted as lost, with
 // the reason.

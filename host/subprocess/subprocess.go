@@ -14,6 +14,13 @@
 // caller hostage through an inherited pipe.
 //
 // It does not know shells, tools or agents: argv in, facts out.
+//
+// How trees are held is OS-specific (tree_*.go, watchdog_linux.go,
+// pipe_linux.go). All of the above is Linux. On other Unix systems (macOS)
+// a tree is its session's process group, which setsid and double-forked
+// children escape; there is no parent-death signal and no watchdog, so a
+// SIGKILLed host leaves its commands running. On Windows, Spawn fails with
+// [errors.ErrUnsupported] until trees are held by a Job Object.
 package subprocess
 
 import (
@@ -35,7 +42,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"golang.org/x/sys/unix"
 )
 
 // Defaults for zero Spec fields.
@@ -119,7 +125,7 @@ func (e *Error) Unwrap() error { return e.Err }
 type Manager struct {
 	cfg    Config
 	log    hclog.Logger
-	cg     *cgroupRoot
+	trees  // how the OS tracks process trees (tree_*.go)
 	nextID atomic.Uint64
 	spill  spillBudget
 	// bigPipes counts the pipes grown for streams pouring output.
@@ -129,16 +135,14 @@ type Manager struct {
 	// credentials and without DSH_*.
 	ambient map[string]string
 
-	watchdog *watchdog // nil until StartWatchdog
-
 	mu     sync.Mutex
 	procs  map[string]*Process
 	closed bool
 }
 
-// New makes a Manager. Per-command cgroups are used where the cgroup v2
-// hierarchy is writable; elsewhere it falls back to process groups and says
-// so in the log.
+// New makes a Manager. On Linux, per-command cgroups are used where the
+// cgroup v2 hierarchy is writable; elsewhere it falls back to process groups
+// and says so in the log.
 func New(cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -163,19 +167,9 @@ func New(cfg Config) (*Manager, error) {
 		}
 	}
 	m.spill.max = cfg.MaxSpillTotal
-	if !cfg.NoCgroup {
-		cg, err := newCgroupRoot(fmt.Sprintf("dsh-%d-%d", os.Getpid(), time.Now().UnixNano()))
-		if err != nil {
-			m.log.Warn("no per-command cgroups; process trees are tracked by process group only, which misses setsid children", "error", err)
-		} else {
-			m.cg = cg
-		}
-	}
+	m.openTrees()
 	return m, nil
 }
-
-// Cgroups reports whether whole trees are tracked with cgroups.
-func (m *Manager) Cgroups() bool { return m.cg != nil }
 
 // Env builds a command's environment: the ambient one without credentials
 // and without DSH_* (scrubbed once, in New), then the explicit layer.
@@ -325,10 +319,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.procs = map[string]*Process{}
 	m.mu.Unlock()
 	err := killAll(ctx, ps)
-	if m.cg != nil {
-		m.cg.close()
-	}
-	m.stopWatchdog()
+	m.closeTrees()
 	if m.cfg.KeepSpill {
 		return err
 	}
@@ -393,7 +384,7 @@ func lookPath(name string, env []string) (string, error) {
 
 // SignalName is "SIGKILL" for syscall.SIGKILL.
 func SignalName(sig syscall.Signal) string {
-	if n := unix.SignalName(sig); n != "" {
+	if n := signalName(sig); n != "" {
 		return n
 	}
 	return "SIG" + strconv.Itoa(int(sig))

@@ -2,4 +2,8 @@
 // benchmarks: a consumer that drives ctx.shellEnv (probe), a trivial plugin
 // (noop), and broken ones (oldproto speaks an older protocol, chatty writes
 // to stdout before its handshake). Build them with Build.
+//
+// The process listings (Running, Matching, Alive) read /proc: on other
+// systems they panic, so a test that relies on them cannot pass there
+// without checking anything. Tmpfs skips the test where it cannot mount.
 package testplugins

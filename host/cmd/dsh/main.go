@@ -2,6 +2,9 @@
 // serves what they provide. Human-readable output (status, logs) goes to
 // stderr; stdout is kept for protocols and for the data a command was asked
 // for (config, plugins, version).
+//
+// How stdin is kept from plugins, SIGPIPE and the terminal check are
+// OS-specific (stdio_*.go, term_*.go).
 package main
 
 import (
@@ -27,7 +30,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"go.yaml.in/yaml/v3"
-	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/dshrun/dsh/host"
@@ -267,37 +269,6 @@ func pluginPath(flagValue string) []string {
 	return dirs
 }
 
-// detachStdin moves the host's stdin out of reach of plugins: they inherit
-// fd 0, and stdin belongs to the host's protocol. The returned file reads
-// what stdin was.
-func detachStdin() (*os.File, error) {
-	fd, err := unix.Dup(0)
-	if err != nil {
-		return nil, err
-	}
-	null, err := os.Open(os.DevNull)
-	if err != nil {
-		return nil, err
-	}
-	defer null.Close()
-	if err := unix.Dup2(int(null.Fd()), 0); err != nil {
-		return nil, err
-	}
-	unix.CloseOnExec(fd)
-	return os.NewFile(uintptr(fd), "stdin"), nil
-}
-
-// survivePipes keeps a reader that goes away from killing the host before
-// it tears down. By default a write to a closed stdout or stderr raises
-// SIGPIPE, which ends a Go program at once (runtime directory, sockets and
-// spill files left behind); once SIGPIPE is notified, such writes fail
-// with EPIPE instead, and the MCP session ends as at end of input. The
-// signal is caught, not ignored, so commands and plugins start with its
-// default disposition.
-func survivePipes() {
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-}
-
 func serve(comp *composition.Composition, opts host.Options, g globals, stderr io.Writer) int {
 	if g.httpAddr != "" {
 		token := ""
@@ -415,11 +386,6 @@ func serveHTTP(ctx context.Context, h *host.Host, m *mcpserver.Server, addr, tok
 	defer cancel()
 	_ = srv.Shutdown(sctx)
 	return nil
-}
-
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }
 
 // teardownBound bounds the whole teardown: every plugin stop in series.

@@ -1,0 +1,23 @@
+//go:build unix
+
+package host
+
+import (
+	"errors"
+	"io/fs"
+	"syscall"
+)
+
+// fileOwner is the uid owning fi.
+func fileOwner(fi fs.FileInfo) (int, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
+}
+
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}

@@ -1,0 +1,110 @@
+package subprocess
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// trees is the Manager's side of tree tracking on Linux: the cgroup root
+// its commands' cgroups live under (nil without cgroups), and the watchdog
+// that kills them if the host is SIGKILLed.
+type trees struct {
+	cg       *cgroupRoot
+	watchdog *watchdog // nil until StartWatchdog
+}
+
+// procTree is a Process's side: its cgroup until it goes back to the pool;
+// cgMu keeps a late signal from reaching the next command in a reused
+// cgroup.
+type procTree struct {
+	cgMu sync.Mutex
+	cg   *cgroup
+}
+
+func (m *Manager) openTrees() {
+	if m.cfg.NoCgroup {
+		return
+	}
+	cg, err := newCgroupRoot(fmt.Sprintf("dsh-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	if err != nil {
+		m.log.Warn("no per-command cgroups; process trees are tracked by process group only, which misses setsid children", "error", err)
+		return
+	}
+	m.cg = cg
+}
+
+func (m *Manager) closeTrees() {
+	if m.cg != nil {
+		m.cg.close()
+	}
+	m.stopWatchdog()
+}
+
+// Cgroups reports whether whole trees are tracked with cgroups.
+func (m *Manager) Cgroups() bool { return m.cg != nil }
+
+// sysProcAttr puts the command in a new session: its own process group and
+// no controlling terminal, so nothing can prompt on the user's tty. The
+// parent-death signal ends the command if the host dies, and
+// CLONE_INTO_CGROUP starts it in its own cgroup.
+func (p *Process) sysProcAttr() (*syscall.SysProcAttr, error) {
+	attr := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	if p.m.cg != nil {
+		cg, err := p.m.cg.child()
+		if err != nil {
+			return nil, err
+		}
+		p.cg = cg
+		attr.UseCgroupFD, attr.CgroupFD = true, cg.fd
+	}
+	return attr, nil
+}
+
+// releaseTree gives the command's cgroup back; signals sent to the tree
+// afterwards go nowhere.
+func (p *Process) releaseTree() {
+	p.cgMu.Lock()
+	defer p.cgMu.Unlock()
+	if p.cg != nil {
+		p.m.cg.release(p.cg)
+		p.cg = nil
+	}
+}
+
+// treeSigkilled notes that the main process died of SIGKILL, perhaps by a
+// write to its own cgroup.kill: that cgroup is poisoned (see
+// cgroup.killed), so it must not be pooled.
+func (p *Process) treeSigkilled() {
+	p.cgMu.Lock()
+	if p.cg != nil {
+		p.cg.killed = true
+	}
+	p.cgMu.Unlock()
+}
+
+func (p *Process) signalTree(sig syscall.Signal) {
+	p.cgMu.Lock()
+	defer p.cgMu.Unlock()
+	if p.cg != nil {
+		p.cg.signal(sig)
+		return
+	}
+	if p.m.cg == nil && !p.finished() {
+		signalGroup(p.Pid, sig)
+	}
+}
+
+func (p *Process) killTree() {
+	p.cgMu.Lock()
+	defer p.cgMu.Unlock()
+	if p.cg != nil {
+		p.cg.killAndWait(2 * time.Second)
+		return
+	}
+	if p.m.cg == nil {
+		signalGroup(p.Pid, syscall.SIGKILL)
+	}
+}
