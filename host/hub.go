@@ -110,7 +110,7 @@ func (h *Host) forward(c caller) grpc.StreamHandler {
 		if key == "" {
 			key = h.keyOfService(service)
 			if key == "" {
-				return status.Errorf(codes.Unimplemented, "no plugin in this composition serves %s", service)
+				return sdk.HostError(codes.Unimplemented, sdk.ReasonUnknownService, fmt.Sprintf("no plugin in this composition serves %s", service))
 			}
 		}
 		if err := h.authorize(c, key); err != nil {
@@ -118,10 +118,10 @@ func (h *Host) forward(c caller) grpc.StreamHandler {
 		}
 		ep, ok := h.endpoint(key)
 		if !ok {
-			return status.Errorf(codes.Unavailable, "no provider of %q is active", key)
+			return sdk.HostError(codes.Unavailable, sdk.ReasonNotProvided, fmt.Sprintf("no provider of %q is active", key))
 		}
 		if !ep.services[service] {
-			return status.Errorf(codes.Unimplemented, "%q is provided by %q, which does not serve %s", key, ep.id, service)
+			return sdk.HostError(codes.Unimplemented, sdk.ReasonUnknownService, fmt.Sprintf("%q is provided by %q, which does not serve %s", key, ep.id, service))
 		}
 		kind := ep.methodKind(method)
 		ctx := ss.Context()
@@ -135,7 +135,7 @@ func (h *Host) forward(c caller) grpc.StreamHandler {
 		}
 		ld, err := ep.slot.get(ctx, ep.id, h.restartWait())
 		if err != nil {
-			return status.Error(codes.Unavailable, err.Error())
+			return sdk.HostError(codes.Unavailable, sdk.ReasonProviderGone, err.Error())
 		}
 		c.touch(key)
 		out := metadata.MD{}
@@ -305,7 +305,7 @@ func gone(ctx context.Context, ld *load, err error) error {
 		case <-ld.proc.Exited():
 		case <-time.After(200 * time.Millisecond):
 			if st.Code() == codes.Unavailable {
-				return status.Errorf(codes.Unavailable, "plugin %q is unreachable: %s", ld.en.id, st.Message())
+				return sdk.HostError(codes.Unavailable, sdk.ReasonProviderGone, fmt.Sprintf("plugin %q is unreachable: %s", ld.en.id, st.Message()))
 			}
 			return err
 		}
@@ -316,7 +316,7 @@ func gone(ctx context.Context, ld *load, err error) error {
 		if ld.stopping.Load() {
 			why = "was stopped"
 		}
-		return status.Errorf(codes.Unavailable, "plugin %q (%s) %s while the call was running; the call did not complete", ld.en.id, ld.proc.Binary(), why)
+		return sdk.HostError(codes.Unavailable, sdk.ReasonProviderGone, fmt.Sprintf("plugin %q (%s) %s while the call was running; the call did not complete", ld.en.id, ld.proc.Binary(), why))
 	case codes.DeadlineExceeded:
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= 0 {
 			return status.Errorf(codes.DeadlineExceeded, "plugin %q did not answer within the call deadline (host.callTimeout %v)", ld.en.id, ld.en.h.callTimeout())
@@ -386,11 +386,11 @@ type hostConn struct {
 func (c hostConn) target(ctx context.Context) (context.Context, *load, func(), error) {
 	ep, ok := c.h.endpoint(c.key)
 	if !ok {
-		return nil, nil, nil, status.Errorf(codes.Unavailable, "no provider of %q is active", c.key)
+		return nil, nil, nil, sdk.HostError(codes.Unavailable, sdk.ReasonNotProvided, fmt.Sprintf("no provider of %q is active", c.key))
 	}
 	ld, err := ep.slot.get(ctx, ep.id, c.h.restartWait())
 	if err != nil {
-		return nil, nil, nil, status.Error(codes.Unavailable, err.Error())
+		return nil, nil, nil, sdk.HostError(codes.Unavailable, sdk.ReasonProviderGone, err.Error())
 	}
 	id, end := c.h.calls.begin(HostOwner, ep.id)
 	return metadata.AppendToOutgoingContext(ctx, sdk.MetaCaller, "host", sdk.MetaCall, id), ld, end, nil

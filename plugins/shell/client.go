@@ -2,15 +2,15 @@ package shell
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/dshrun/dsh/plugins/shell/shellv1"
+	"github.com/dshrun/dsh/sdk"
 )
 
 // Client is a consumer's view of the current ctx.shell provider, usually
@@ -64,7 +64,9 @@ func (c *Client) Exec(ctx context.Context, req *ExecRequest) (*RunResult, error)
 			c.noExec.Store(0)
 			return res, nil
 		}
-		if status.Code(err) != codes.Unimplemented {
+		// Only a provider that lacks the method falls back; an unknown
+		// service or a gone provider is an error like any other.
+		if !errors.Is(sdk.FromRPC(err), sdk.ErrUnimplemented) {
 			return nil, fmt.Errorf("shell exec: %w", err)
 		}
 		c.noExec.Store(time.Now().UnixNano())

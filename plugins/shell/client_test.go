@@ -2,15 +2,18 @@ package shell
 
 import (
 	"context"
+	"errors"
 	"net"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/dshrun/dsh/plugins/shell/shellv1"
+	"github.com/dshrun/dsh/sdk"
 )
 
 // twoCalls is an executor that predates Exec: only Resolve and Run.
@@ -61,5 +64,30 @@ func TestExecFallsBackToResolveAndRun(t *testing.T) {
 	}
 	if c.noExec.Load() == 0 {
 		t.Error("the missing Exec was not remembered: every call pays a failed round trip")
+	}
+}
+
+// unknownService answers every call as the host does when nobody serves
+// the shell service: that is an error, not an executor without Exec.
+func TestExecDoesNotFallBackWhenTheServiceIsUnknown(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "shell.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error {
+		return sdk.HostError(codes.Unimplemented, sdk.ReasonUnknownService, "no plugin in this composition serves dsh.shell.v1.Shell")
+	}))
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Stop()
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := NewClient(conn, "")
+	_, err = c.Exec(context.Background(), &ExecRequest{Command: "x"})
+	if !errors.Is(sdk.FromRPC(err), sdk.ErrUnknownService) || c.noExec.Load() != 0 {
+		t.Fatalf("exec on an unknown service: %v (noExec %d)", err, c.noExec.Load())
 	}
 }

@@ -8,13 +8,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 
 	"github.com/dshrun/dsh/plugins/jobs"
 	"github.com/dshrun/dsh/plugins/jobs/jobsv1"
@@ -216,14 +214,8 @@ func (p *toolBash) jobKill(ctx context.Context, owner, id string) *toolsv1.CallR
 }
 
 // grpcMessage is what the model reads of a failed call: the message the
-// other side gave, without the transport's wrapping ("rpc error: code = …
-// desc = …") or the client's operation prefix.
-func grpcMessage(err error) string {
-	var se interface{ GRPCStatus() *status.Status }
-	if errors.As(err, &se) {
-		return se.GRPCStatus().Message()
-	}
-	return err.Error()
-}
+// other side gave, without the transport's wrapping or the client's
+// operation prefix.
+func grpcMessage(err error) string { return sdk.FromRPC(err).Error() }
 
 func main() { sdk.Serve(&toolBash{}) }
