@@ -72,7 +72,7 @@ func TestBashLocalResolve(t *testing.T) {
 	if spec.TimeoutMs != 20000 || spec.Owner != "host" {
 		t.Fatalf("defaults: %+v", spec)
 	}
-	if _, err := sh.Resolve(ctx, &shell.ExecRequest{Command: "  "}); status.Code(err) != codes.InvalidArgument {
+	if _, err := sh.Resolve(ctx, &shell.ExecRequest{Command: "  "}); !errors.Is(err, shell.ErrInvalid) {
 		t.Fatalf("empty command: %v", err)
 	}
 }
@@ -171,11 +171,11 @@ func TestBashLocalInfrastructureFailures(t *testing.T) {
 	_, sh := startShell(t)
 	ctx := context.Background()
 	spec, _ := sh.Resolve(ctx, &shell.ExecRequest{Command: "true", Workdir: "/nonexistent/place"})
-	if _, err := sh.Run(ctx, spec); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "/nonexistent/place") {
+	if _, err := sh.Run(ctx, spec); !errors.Is(err, shell.ErrCannotRun) || !strings.Contains(err.Error(), "/nonexistent/place") {
 		t.Fatalf("bad workdir: %v", err)
 	}
 	// start never fails for the command: the failure settles as killed.
-	p, err := sh.Start(ctx, spec)
+	p, err := sh.StartProcess(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestBashLocalBackground(t *testing.T) {
 	ctx := context.Background()
 	spec, _ := sh.Resolve(ctx, &shell.ExecRequest{Command: "for i in $(seq 1 15); do echo l$i; sleep 0.03; done; echo e >&2", TimeoutMs: 1})
 	start := time.Now()
-	p, err := sh.Start(ctx, spec)
+	p, err := sh.StartProcess(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestBashLocalBackground(t *testing.T) {
 	// A background process survives its executor's reload and stays
 	// readable through the new one.
 	spec, _ = sh.Resolve(ctx, &shell.ExecRequest{Command: "echo before; sleep 1; echo after"})
-	p, err = sh.Start(ctx, spec)
+	p, err = sh.StartProcess(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestBashLocalBackground(t *testing.T) {
 	}
 	// Kill works on a running one.
 	spec, _ = sh.Resolve(ctx, &shell.ExecRequest{Command: "sleep 30"})
-	p, _ = sh.Start(ctx, spec)
+	p, _ = sh.StartProcess(ctx, spec)
 	if killed, err := p.Kill(ctx); !killed || err != nil {
 		t.Fatalf("kill: %v %v", killed, err)
 	}
@@ -318,10 +318,10 @@ func TestBashLocalExec(t *testing.T) {
 	if r.ExitCode == nil || *r.ExitCode != 4 || string(r.Stdout.Data) != "hi\n" || r.TimeoutMs != 600_000 || r.Workdir != wd {
 		t.Fatalf("exec: %+v", r)
 	}
-	if _, err := sh.Exec(ctx, &shell.ExecRequest{Command: " "}); status.Code(errors.Unwrap(err)) != codes.InvalidArgument {
+	if _, err := sh.Exec(ctx, &shell.ExecRequest{Command: " "}); !errors.Is(err, shell.ErrInvalid) {
 		t.Fatalf("empty command: %v", err)
 	}
-	if _, err := sh.Exec(ctx, &shell.ExecRequest{Command: "true", Workdir: "/nonexistent/place"}); status.Code(errors.Unwrap(err)) != codes.FailedPrecondition {
+	if _, err := sh.Exec(ctx, &shell.ExecRequest{Command: "true", Workdir: "/nonexistent/place"}); !errors.Is(err, shell.ErrCannotRun) {
 		t.Fatalf("bad workdir: %v", err)
 	}
 	r, err = sh.Exec(ctx, &shell.ExecRequest{Command: "sleep 5", TimeoutMs: 200})

@@ -15,11 +15,13 @@ import (
 	"github.com/dshrun/dsh/sdk/pluginv1"
 )
 
-// Supervision: a plugin process that exits on its own is a crash. Its
-// scope restarts (its services are withdrawn and its dependents go back to
-// pending, with the reason), after an exponential backoff; too many crashes
-// in a window make it FAILED ("crash loop"), which only an explicit reload
-// leaves.
+// Supervision: a plugin process that exits on its own, or that the pulse
+// killed for not answering, is a crash. After an exponential backoff a new
+// process takes its place in the scope's slot (RESTARTING meanwhile): the
+// scope, its services and its tools stay, and dependents keep running. Too
+// many crashes in a window make it FAILED ("crash loop"): only then are its
+// services withdrawn and its dependents sent back to pending, until an
+// explicit reload.
 
 const (
 	crashWindow = time.Minute

@@ -50,13 +50,19 @@ type Error struct {
 	Kind error
 	Msg  string
 	Code codes.Code
+	st   *status.Status // as received, with its details
 }
 
 func (e *Error) Error() string        { return e.Msg }
 func (e *Error) Is(target error) bool { return target == e.Kind }
 
-// GRPCStatus lets an Error travel on as its status.
-func (e *Error) GRPCStatus() *status.Status { return status.New(e.Code, e.Msg) }
+// GRPCStatus lets an Error travel on as the status it came as.
+func (e *Error) GRPCStatus() *status.Status {
+	if e.st != nil {
+		return e.st
+	}
+	return status.New(e.Code, e.Msg)
+}
 
 // FromRPC turns a gRPC error into the vocabulary: an *Error whose kind is
 // one of the Err* values above, or err itself when none fits (its message
@@ -64,6 +70,10 @@ func (e *Error) GRPCStatus() *status.Status { return status.New(e.Code, e.Msg) }
 func FromRPC(err error) error {
 	if err == nil {
 		return nil
+	}
+	var done *Error
+	if errors.As(err, &done) {
+		return done // translated already
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return &Error{Kind: ErrDeadline, Msg: err.Error(), Code: codes.DeadlineExceeded}
@@ -97,9 +107,9 @@ func FromRPC(err error) error {
 		kind = ErrDeadline
 	}
 	if kind == nil {
-		return &Error{Kind: errUnclassified, Msg: st.Message(), Code: st.Code()}
+		kind = errUnclassified
 	}
-	return &Error{Kind: kind, Msg: st.Message(), Code: st.Code()}
+	return &Error{Kind: kind, Msg: st.Message(), Code: st.Code(), st: st}
 }
 
 // errUnclassified is the kind of an error outside the vocabulary.

@@ -33,7 +33,7 @@ func (p *bashLocal) Describe() sdk.Description {
 	}
 }
 
-func (p *bashLocal) Register(s *grpc.Server) { shellv1.RegisterShellServer(s, p.exec) }
+func (p *bashLocal) Register(s *grpc.Server) { shellv1.RegisterShellServer(s, shell.NewServer(p.exec)) }
 
 func (p *bashLocal) Apply(_ context.Context, host *sdk.Host, raw json.RawMessage) error {
 	cfg, err := local.ParseConfig(raw)

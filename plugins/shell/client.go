@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
 	"github.com/dshrun/dsh/plugins/shell/shellv1"
 	"github.com/dshrun/dsh/sdk"
@@ -40,7 +41,7 @@ func (c *Client) SandboxMode() SandboxMode { return c.mode }
 func (c *Client) Resolve(ctx context.Context, req *ExecRequest) (*ExecSpec, error) {
 	spec, err := c.c.Resolve(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("shell resolve: %w", err)
+		return nil, clientError("shell resolve", err)
 	}
 	return spec, nil
 }
@@ -49,7 +50,7 @@ func (c *Client) Resolve(ctx context.Context, req *ExecRequest) (*ExecSpec, erro
 func (c *Client) Run(ctx context.Context, spec *ExecSpec) (*RunResult, error) {
 	res, err := c.c.Run(ctx, spec)
 	if err != nil {
-		return nil, fmt.Errorf("shell run: %w", err)
+		return nil, clientError("shell run", err)
 	}
 	return res, nil
 }
@@ -67,7 +68,7 @@ func (c *Client) Exec(ctx context.Context, req *ExecRequest) (*RunResult, error)
 		// Only a provider that lacks the method falls back; an unknown
 		// service or a gone provider is an error like any other.
 		if !errors.Is(sdk.FromRPC(err), sdk.ErrUnimplemented) {
-			return nil, fmt.Errorf("shell exec: %w", err)
+			return nil, clientError("shell exec", err)
 		}
 		c.noExec.Store(time.Now().UnixNano())
 	}
@@ -87,17 +88,55 @@ func (c *Client) Exec(ctx context.Context, req *ExecRequest) (*RunResult, error)
 }
 
 // Start starts a resolved spec in the background.
-func (c *Client) Start(ctx context.Context, spec *ExecSpec) (*Process, error) {
+func (c *Client) Start(ctx context.Context, spec *ExecSpec) (*Started, error) {
 	resp, err := c.c.Start(ctx, spec)
 	if err != nil {
-		return nil, fmt.Errorf("shell start: %w", err)
+		return nil, clientError("shell start", err)
 	}
-	return &Process{ID: resp.Id, Pid: int(resp.Pid), Sandbox: resp.Sandbox, c: c.c}, nil
+	return resp, nil
 }
+
+// StartProcess is Start, returning the process's handle.
+func (c *Client) StartProcess(ctx context.Context, spec *ExecSpec) (*Process, error) {
+	resp, err := c.Start(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return &Process{ID: resp.Id, Pid: int(resp.Pid), Sandbox: resp.Sandbox, c: c}, nil
+}
+
+// ReadOutput returns the output process id produced since the previous read.
+func (c *Client) ReadOutput(ctx context.Context, id string) (*ProcessRead, error) {
+	r, err := c.c.ReadOutput(ctx, &shellv1.ProcessRef{Id: id})
+	if err != nil {
+		return nil, clientError("shell read"+" "+id, err)
+	}
+	return r, nil
+}
+
+// Kill terminates process id's tree; false once it had finished.
+func (c *Client) Kill(ctx context.Context, id string) (bool, error) {
+	r, err := c.c.Kill(ctx, &shellv1.ProcessRef{Id: id})
+	if err != nil {
+		return false, clientError("shell kill"+" "+id, err)
+	}
+	return r.Killed, nil
+}
+
+// Wait blocks until process id has finished.
+func (c *Client) Wait(ctx context.Context, id string) (*ProcessState, error) {
+	r, err := c.c.Wait(ctx, &shellv1.ProcessRef{Id: id})
+	if err != nil {
+		return nil, clientError("shell wait"+" "+id, err)
+	}
+	return r, nil
+}
+
+var _ Executor = (*Client)(nil)
 
 // Attach returns the handle of a process started earlier, possibly
 // through another executor instance.
-func (c *Client) Attach(id string) *Process { return &Process{ID: id, c: c.c} }
+func (c *Client) Attach(id string) *Process { return &Process{ID: id, c: c} }
 
 // Process is the handle of a background process. Its id belongs to
 // ctx.subprocess, so it stays valid across executor reloads.
@@ -105,32 +144,33 @@ type Process struct {
 	ID      string
 	Pid     int
 	Sandbox *SandboxInfo
-	c       shellv1.ShellClient
+	c       *Client
 }
 
 // ReadOutput returns the output produced since the previous read.
 func (p *Process) ReadOutput(ctx context.Context) (*ProcessRead, error) {
-	r, err := p.c.ReadOutput(ctx, &shellv1.ProcessRef{Id: p.ID})
-	if err != nil {
-		return nil, fmt.Errorf("shell read %s: %w", p.ID, err)
-	}
-	return r, nil
+	return p.c.ReadOutput(ctx, p.ID)
 }
 
 // Kill terminates the process tree; false once it had finished.
-func (p *Process) Kill(ctx context.Context) (bool, error) {
-	r, err := p.c.Kill(ctx, &shellv1.ProcessRef{Id: p.ID})
-	if err != nil {
-		return false, fmt.Errorf("shell kill %s: %w", p.ID, err)
-	}
-	return r.Killed, nil
-}
+func (p *Process) Kill(ctx context.Context) (bool, error) { return p.c.Kill(ctx, p.ID) }
 
 // Wait blocks until the process has finished.
-func (p *Process) Wait(ctx context.Context) (*ProcessState, error) {
-	r, err := p.c.Wait(ctx, &shellv1.ProcessRef{Id: p.ID})
-	if err != nil {
-		return nil, fmt.Errorf("shell wait %s: %w", p.ID, err)
+func (p *Process) Wait(ctx context.Context) (*ProcessState, error) { return p.c.Wait(ctx, p.ID) }
+
+// clientError is a failed call in the seam's words: the seam's own errors
+// (ErrInvalid, ErrCannotRun) come back as such, the rest in the sdk
+// vocabulary, the operation named.
+func clientError(op string, err error) error {
+	err = sdk.FromRPC(err)
+	var e *sdk.Error
+	if errors.As(err, &e) {
+		switch e.Code {
+		case codes.InvalidArgument:
+			return Invalid(e.Msg)
+		case codes.FailedPrecondition:
+			return CannotRun(e.Msg)
+		}
 	}
-	return r, nil
+	return fmt.Errorf("%s: %w", op, err)
 }

@@ -162,7 +162,7 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 			return errorResult("%s", grpcMessage(err))
 		}
 		spec.DshEnv = snap.Env // the trusted layer is ours to give, whatever Resolve did
-		proc, err := p.sh.Start(ctx, spec)
+		proc, err := p.sh.StartProcess(ctx, spec)
 		if err != nil {
 			return errorResult("%s", grpcMessage(err))
 		}

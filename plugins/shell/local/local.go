@@ -15,10 +15,8 @@ import (
 	"strings"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/dshrun/dsh/plugins/shell"
-	"github.com/dshrun/dsh/plugins/shell/shellv1"
 	"github.com/dshrun/dsh/plugins/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/sdk"
 )
@@ -110,9 +108,9 @@ var EnvOverrides = map[string]string{
 	"CLICOLOR":                "0",
 }
 
-// Executor serves dsh.shell.v1.Shell over ctx.subprocess.
+// Executor is a shell.Executor over ctx.subprocess (served with
+// shell.NewServer).
 type Executor struct {
-	shellv1.UnimplementedShellServer
 	Cfg Config
 	Sub subprocessv1.SubprocessClient
 	// Argv turns a resolved spec into the command line, e.g.
@@ -120,12 +118,23 @@ type Executor struct {
 	Argv func(spec *shell.ExecSpec) []string
 }
 
-var _ shellv1.ShellServer = (*Executor)(nil)
+var _ shell.Executor = (*Executor)(nil)
+
+// subprocessError is a ctx.subprocess failure in the seam's words: a
+// command that cannot be started is ErrCannotRun; the rest keep their kind.
+func subprocessError(err error) error {
+	err = sdk.FromRPC(err)
+	var e *sdk.Error
+	if errors.As(err, &e) && e.Code == codes.FailedPrecondition {
+		return shell.CannotRun(e.Msg)
+	}
+	return err
+}
 
 // Resolve applies every default and cap.
 func (e *Executor) Resolve(ctx context.Context, req *shell.ExecRequest) (*shell.ExecSpec, error) {
 	if strings.TrimSpace(req.Command) == "" {
-		return nil, status.Error(codes.InvalidArgument, "resolve: empty command")
+		return nil, shell.Invalid("resolve: empty command")
 	}
 	wd := req.Workdir
 	switch {
@@ -196,15 +205,15 @@ func (e *Executor) spawn(spec *shell.ExecSpec) *subprocessv1.SpawnRequest {
 
 // Run runs in the foreground. The call's context is the caller's abort.
 func (e *Executor) Run(ctx context.Context, spec *shell.ExecSpec) (*shell.RunResult, error) {
-	if ctx.Err() != nil {
-		return nil, status.Error(codes.Canceled, "run: the call was already cancelled")
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("run: the call was already cancelled: %w", err)
 	}
 	res, err := e.Sub.Run(ctx, e.spawn(spec))
 	if err != nil {
-		if errors.Is(ctx.Err(), context.Canceled) {
-			return nil, status.Error(codes.Canceled, "run: cancelled before the command started")
+		if err := ctx.Err(); errors.Is(err, context.Canceled) {
+			return nil, fmt.Errorf("run: cancelled before the command started: %w", err)
 		}
-		return nil, err // FailedPrecondition with the reason: an infrastructure failure
+		return nil, subprocessError(err) // with the reason: an infrastructure failure
 	}
 	return &shell.RunResult{
 		ExitCode:   res.ExitCode,
@@ -225,32 +234,26 @@ func (e *Executor) Exec(ctx context.Context, req *shell.ExecRequest) (*shell.Run
 	if err != nil {
 		return nil, err
 	}
-	res, err := e.Run(ctx, spec)
-	if status.Code(err) == codes.Unimplemented {
-		// From further down (ctx.subprocess): callers read UNIMPLEMENTED
-		// from Exec as "this executor has no Exec".
-		return nil, status.Errorf(codes.Internal, "exec: %s", status.Convert(err).Message())
-	}
-	return res, err
+	return e.Run(ctx, spec)
 }
 
 // Start runs in the background with no timeout; a spawn failure settles as
 // killed with the error on stderr.
-func (e *Executor) Start(ctx context.Context, spec *shell.ExecSpec) (*shellv1.StartResponse, error) {
+func (e *Executor) Start(ctx context.Context, spec *shell.ExecSpec) (*shell.Started, error) {
 	req := e.spawn(spec)
 	req.TimeoutMs = 0
 	req.SettleFailure = true
 	resp, err := e.Sub.Start(ctx, req)
 	if err != nil {
-		return nil, err
+		return nil, subprocessError(err)
 	}
-	return &shellv1.StartResponse{Id: resp.Id, Pid: resp.Pid}, nil
+	return &shell.Started{Id: resp.Id, Pid: resp.Pid}, nil
 }
 
-func (e *Executor) ReadOutput(ctx context.Context, ref *shellv1.ProcessRef) (*shell.ProcessRead, error) {
-	r, err := e.Sub.Read(ctx, &subprocessv1.ProcessRef{Id: ref.Id})
+func (e *Executor) ReadOutput(ctx context.Context, id string) (*shell.ProcessRead, error) {
+	r, err := e.Sub.Read(ctx, &subprocessv1.ProcessRef{Id: id})
 	if err != nil {
-		return nil, err
+		return nil, subprocessError(err)
 	}
 	stdout, stdoutFacts := facts(r.Stdout)
 	stderr, stderrFacts := facts(r.Stderr)
@@ -266,18 +269,18 @@ func (e *Executor) ReadOutput(ctx context.Context, ref *shellv1.ProcessRef) (*sh
 	}, nil
 }
 
-func (e *Executor) Kill(ctx context.Context, ref *shellv1.ProcessRef) (*shellv1.KillResponse, error) {
-	r, err := e.Sub.Kill(ctx, &subprocessv1.ProcessRef{Id: ref.Id})
+func (e *Executor) Kill(ctx context.Context, id string) (bool, error) {
+	r, err := e.Sub.Kill(ctx, &subprocessv1.ProcessRef{Id: id})
 	if err != nil {
-		return nil, err
+		return false, subprocessError(err)
 	}
-	return &shellv1.KillResponse{Killed: r.Killed}, nil
+	return r.Killed, nil
 }
 
-func (e *Executor) Wait(ctx context.Context, ref *shellv1.ProcessRef) (*shell.ProcessState, error) {
-	r, err := e.Sub.Wait(ctx, &subprocessv1.ProcessRef{Id: ref.Id})
+func (e *Executor) Wait(ctx context.Context, id string) (*shell.ProcessState, error) {
+	r, err := e.Sub.Wait(ctx, &subprocessv1.ProcessRef{Id: id})
 	if err != nil {
-		return nil, err
+		return nil, subprocessError(err)
 	}
 	return stateOf(r.Status, r.ExitCode, r.Signal), nil
 }

@@ -1,0 +1,87 @@
+package shell
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/dshrun/dsh/plugins/shell/shellv1"
+)
+
+// Server serves an Executor as dsh.shell.v1.Shell: the one place where the
+// seam's errors become status codes.
+type Server struct {
+	shellv1.UnimplementedShellServer
+	impl Executor
+}
+
+// NewServer wraps an implementation for Register(*grpc.Server).
+func NewServer(impl Executor) *Server { return &Server{impl: impl} }
+
+var _ shellv1.ShellServer = (*Server)(nil)
+
+func (s *Server) Resolve(ctx context.Context, req *ExecRequest) (*ExecSpec, error) {
+	r, err := s.impl.Resolve(ctx, req)
+	return r, toStatus(err)
+}
+
+func (s *Server) Run(ctx context.Context, spec *ExecSpec) (*RunResult, error) {
+	r, err := s.impl.Run(ctx, spec)
+	return r, toStatus(err)
+}
+
+func (s *Server) Exec(ctx context.Context, req *ExecRequest) (*RunResult, error) {
+	r, err := s.impl.Exec(ctx, req)
+	if status.Code(toStatus(err)) == codes.Unimplemented {
+		// From further down: callers read UNIMPLEMENTED from Exec as
+		// "this executor has no Exec".
+		return nil, status.Error(codes.Internal, "exec: "+err.Error())
+	}
+	return r, toStatus(err)
+}
+
+func (s *Server) Start(ctx context.Context, spec *ExecSpec) (*Started, error) {
+	r, err := s.impl.Start(ctx, spec)
+	return r, toStatus(err)
+}
+
+func (s *Server) ReadOutput(ctx context.Context, ref *shellv1.ProcessRef) (*ProcessRead, error) {
+	r, err := s.impl.ReadOutput(ctx, ref.Id)
+	return r, toStatus(err)
+}
+
+func (s *Server) Kill(ctx context.Context, ref *shellv1.ProcessRef) (*shellv1.KillResponse, error) {
+	killed, err := s.impl.Kill(ctx, ref.Id)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &shellv1.KillResponse{Killed: killed}, nil
+}
+
+func (s *Server) Wait(ctx context.Context, ref *shellv1.ProcessRef) (*ProcessState, error) {
+	r, err := s.impl.Wait(ctx, ref.Id)
+	return r, toStatus(err)
+}
+
+// toStatus gives an implementation's error its code. Errors that already
+// carry a status (the sdk vocabulary, a call further down) keep it.
+func toStatus(err error) error {
+	var se interface{ GRPCStatus() *status.Status }
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrInvalid):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, ErrCannotRun):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.As(err, &se):
+		return se.GRPCStatus().Err()
+	}
+	return status.Error(codes.Internal, err.Error())
+}
