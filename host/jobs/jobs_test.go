@@ -298,7 +298,7 @@ func TestLiveJobCap(t *testing.T) {
 
 func TestDefaultCapIs16(t *testing.T) {
 	f := newFixture(t, Config{})
-	for range DefaultMaxPerOwner {
+	for range 16 { // the documented default, not the constant
 		f.start("agent", "sleep 600")
 	}
 	p := f.spawn("sleep 600")
