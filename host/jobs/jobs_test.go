@@ -55,7 +55,13 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 // spawn starts a bash script as a process of ctx.subprocess, not yet a job.
 func (f *fixture) spawn(script string) *subprocess.Process {
 	f.t.Helper()
-	p, err := f.sub.Spawn(subprocess.Spec{Argv: []string{"bash", "-c", script}, Dir: f.t.TempDir(), Owner: "agent"})
+	return f.spawnAs("agent", script)
+}
+
+// spawnAs spawns script as a process of owner.
+func (f *fixture) spawnAs(owner, script string) *subprocess.Process {
+	f.t.Helper()
+	p, err := f.sub.Spawn(subprocess.Spec{Argv: []string{"bash", "-c", script}, Dir: f.t.TempDir(), Owner: owner})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -65,7 +71,7 @@ func (f *fixture) spawn(script string) *subprocess.Process {
 // start spawns script and registers it as a job of owner.
 func (f *fixture) start(owner, script string) (Snapshot, *subprocess.Process) {
 	f.t.Helper()
-	p := f.spawn(script)
+	p := f.spawnAs(owner, script)
 	snap, err := f.m.Register(owner, p.ID, script, "test job")
 	if err != nil {
 		f.t.Fatalf("register %q: %v", script, err)
@@ -227,12 +233,11 @@ func TestNotices(t *testing.T) {
 	done(t, p)
 	f.settled("agent")
 	n := f.m.TakeNotices("agent")
-	want := "[job j1 finished: exited with code 4; read its output with job_output] " + string([]rune(long)[:80]) + "…"
-	if len(n) != 1 || n[0] != want {
-		t.Fatalf("notices %q, want [%q]", n, want)
+	if len(n) != 1 || n[0].ID != "j1" || n[0].Status != subprocess.Completed || n[0].ExitCode != 4 || n[0].Command != long {
+		t.Fatalf("notices %+v, want j1 completed with code 4 and its whole command", n)
 	}
 	if n := f.m.TakeNotices("agent"); len(n) != 0 {
-		t.Fatalf("notices are taken once; again: %q", n)
+		t.Fatalf("notices are taken once; again: %+v", n)
 	}
 
 	// A killed job, and a command of several lines shown by its first.
@@ -243,11 +248,11 @@ func TestNotices(t *testing.T) {
 	done(t, p)
 	f.settled("agent")
 	if n := f.m.TakeNotices("other"); len(n) != 0 {
-		t.Fatalf("another owner got %q", n)
+		t.Fatalf("another owner got %+v", n)
 	}
 	n = f.m.TakeNotices("agent")
-	if len(n) != 1 || !strings.HasPrefix(n[0], "[job "+snap.ID+" finished: killed by signal SIG") || !strings.HasSuffix(n[0], "] sleep 600 …") {
-		t.Fatalf("notice of a killed job: %q", n)
+	if len(n) != 1 || n[0].ID != snap.ID || n[0].Status != subprocess.Killed || !strings.HasPrefix(n[0].Signal, "SIG") || n[0].Command != "sleep 600\necho never" {
+		t.Fatalf("notice of a killed job: %+v", n)
 	}
 
 	// A clean exit, and a notice dropped once the final output was read.
@@ -258,13 +263,13 @@ func TestNotices(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := f.m.TakeNotices("agent"); len(n) != 0 {
-		t.Fatalf("notice after the final read: %q", n)
+		t.Fatalf("notice after the final read: %+v", n)
 	}
 	snap, p = f.start("agent", "true")
 	done(t, p)
 	f.settled("agent")
-	if n := f.m.TakeNotices("agent"); len(n) != 1 || !strings.HasPrefix(n[0], "[job "+snap.ID+" finished: completed;") {
-		t.Fatalf("notice of a clean exit: %q", n)
+	if n := f.m.TakeNotices("agent"); len(n) != 1 || n[0].ID != snap.ID || n[0].Status != subprocess.Completed || n[0].ExitCode != 0 {
+		t.Fatalf("notice of a clean exit: %+v", n)
 	}
 }
 
@@ -278,7 +283,7 @@ func TestLiveJobCap(t *testing.T) {
 		t.Fatalf("third live job: %v, want ErrTooMany", err)
 	}
 	// The cap is per owner.
-	if _, err := f.m.Register("other", p.ID, "other's", ""); err != nil {
+	if _, err := f.m.Register("other", f.spawnAs("other", "sleep 600").ID, "other's", ""); err != nil {
 		t.Fatalf("another owner under its own cap: %v", err)
 	}
 	// A finished job no longer counts, read or not.
@@ -320,7 +325,7 @@ func TestRetentionForgetsUnreadJobs(t *testing.T) {
 	}
 	// Its notice went with it: it would point at a job that is gone.
 	if n := f.m.TakeNotices("agent"); len(n) != 0 {
-		t.Fatalf("notice of a forgotten job: %q", n)
+		t.Fatalf("notice of a forgotten job: %+v", n)
 	}
 	// A running job is never forgotten by the retention.
 	run, _ := f.start("agent", "sleep 600")
@@ -343,7 +348,7 @@ func TestReleaseOwner(t *testing.T) {
 		t.Fatalf("read of a released job: %v", err)
 	}
 	if n := f.m.TakeNotices("agent"); len(n) != 0 {
-		t.Fatalf("notices survive their owner's release: %q", n)
+		t.Fatalf("notices survive their owner's release: %+v", n)
 	}
 	if l := f.m.List("agent"); len(l) != 0 {
 		t.Fatalf("list after release: %+v", l)
@@ -379,17 +384,25 @@ func TestClose(t *testing.T) {
 	done(t, pa)
 	time.Sleep(50 * time.Millisecond)
 	if n := f.m.TakeNotices("agent"); len(n) != 0 {
-		t.Fatalf("notice after Close: %q", n)
+		t.Fatalf("notice after Close: %+v", n)
 	}
 }
 
 func TestServerErrorsAndProto(t *testing.T) {
 	f := newFixture(t, Config{MaxPerOwner: 1})
-	s := &Server{M: f.m}
-	ctx := context.Background()
+	// The owner is the host's to stamp: here a context value stands for
+	// the call id.
+	type ownerKey struct{}
+	s := &Server{M: f.m, Owner: func(ctx context.Context) (string, bool) {
+		o, ok := ctx.Value(ownerKey{}).(string)
+		return o, ok
+	}}
+	as := func(owner string) context.Context { return context.WithValue(context.Background(), ownerKey{}, owner) }
+	ctx := as("agent")
 	p := f.spawn("sleep 600")
-	j, err := s.Register(ctx, &jobsv1.RegisterRequest{Owner: "agent", ProcessId: p.ID, Command: "sleep 600", Description: "d"})
-	if err != nil || j.Id != "j1" || j.Status != "running" || j.ExitCode != nil || j.Pid != int32(p.Pid) || j.Command != "sleep 600" {
+	// The owner a request names is not used.
+	j, err := s.Register(ctx, &jobsv1.RegisterRequest{Owner: "forged", ProcessId: p.ID, Command: "sleep 600", Description: "d"})
+	if err != nil || j.Id != "j1" || j.Owner != "agent" || j.Status != "running" || j.ExitCode != nil || j.Pid != int32(p.Pid) || j.Command != "sleep 600" {
 		t.Fatalf("register: %v %v", j, err)
 	}
 	q := f.spawn("sleep 600")
@@ -397,14 +410,17 @@ func TestServerErrorsAndProto(t *testing.T) {
 	if _, err := s.Register(ctx, &jobsv1.RegisterRequest{Owner: "agent", ProcessId: q.ID}); codeOf(err) != codes.ResourceExhausted {
 		t.Fatalf("over the cap: %v", err)
 	}
-	if _, err := s.Read(ctx, &jobsv1.JobRef{Owner: "other", Id: "j1"}); codeOf(err) != codes.PermissionDenied {
+	if _, err := s.Read(as("other"), &jobsv1.JobRef{Owner: "agent", Id: "j1"}); codeOf(err) != codes.PermissionDenied {
 		t.Fatalf("foreign read: %v", err)
 	}
 	if _, err := s.Kill(ctx, &jobsv1.JobRef{Owner: "agent", Id: "j9"}); codeOf(err) != codes.NotFound {
 		t.Fatalf("unknown kill: %v", err)
 	}
-	if _, err := s.Register(ctx, &jobsv1.RegisterRequest{Owner: "", ProcessId: q.ID}); codeOf(err) != codes.FailedPrecondition {
-		t.Fatalf("no owner: %v", err)
+	if _, err := s.Register(context.Background(), &jobsv1.RegisterRequest{Owner: "agent", ProcessId: q.ID}); codeOf(err) != codes.PermissionDenied {
+		t.Fatalf("a request that serves no call: %v", err)
+	}
+	if _, err := s.Register(as("other"), &jobsv1.RegisterRequest{ProcessId: q.ID}); err == nil {
+		t.Fatal("another owner adopted agent's process")
 	}
 	if l, err := s.List(ctx, &jobsv1.ListRequest{Owner: "agent"}); err != nil || len(l.Jobs) != 1 || l.Jobs[0].Id != "j1" {
 		t.Fatalf("list: %v %v", l, err)

@@ -67,23 +67,14 @@ func TestSpillLinks(t *testing.T) {
 	full := writeSpill(t, s, owner, "p1.stdout", []byte("12345"))
 	part := writeSpill(t, s, owner, "p1.stderr", []byte("123"))
 	odd := writeSpill(t, s, owner, "a b#c", []byte("x"))
-	deeper := writeSpill(t, s, owner, "sub/p2.stdout", []byte("x"))
-	foreign := writeSpill(t, s, "mcp-other", "p3.stdout", []byte("x"))
 	missing := filepath.Join(s.h.SpillDir(owner), "gone.stdout")
-	structured, _ := json.Marshal(map[string]any{
-		"stdout": map[string]any{"spillPath": full, "spillComplete": true, "truncated": true},
-		"stderr": map[string]any{"spillPath": part, "spillComplete": false, "spillReason": "cap"},
-		"reads": []any{
-			map[string]any{"stdoutSpillPath": missing},
-			map[string]any{"spillPath": odd, "spillComplete": true},
-		},
-		// Only files right in the owner's own folder are offered.
-		"deeper":  map[string]any{"spillPath": deeper},
-		"foreign": map[string]any{"spillPath": foreign},
-		"outside": map[string]any{"spillPath": "/etc/passwd"},
-		"notPath": map[string]any{"spillPath": 7},
+	// The host passes on only the owner's own files; titles are the tool's.
+	links := s.spillLinks(owner, []host.Resource{
+		{Path: full, Title: "full output", Complete: true},
+		{Path: part, Title: "partial stderr"},
+		{Path: odd, Title: "full output", Complete: true},
+		{Path: missing, Title: "full output", Complete: true},
 	})
-	links := s.spillLinks(owner, structured)
 	type got struct {
 		uri, name, title, mime string
 		size                   int64
@@ -104,7 +95,7 @@ func TestSpillLinks(t *testing.T) {
 	want := []got{
 		{"dsh-spill://mcp-0123/a%20b%23c", "a b#c", "full output: a b#c", "text/plain", 1},
 		{"dsh-spill://mcp-0123/gone.stdout", "gone.stdout", "full output: gone.stdout", "text/plain", -1},
-		{"dsh-spill://mcp-0123/p1.stderr", "p1.stderr", "partial output: p1.stderr", "text/plain", 3},
+		{"dsh-spill://mcp-0123/p1.stderr", "p1.stderr", "partial stderr: p1.stderr", "text/plain", 3},
 		{"dsh-spill://mcp-0123/p1.stdout", "p1.stdout", "full output: p1.stdout", "text/plain", 5},
 	}
 	if len(gots) != len(want) {
@@ -115,8 +106,8 @@ func TestSpillLinks(t *testing.T) {
 			t.Errorf("link %+v, want %+v", gots[i], want[i])
 		}
 	}
-	if l := s.spillLinks(owner, json.RawMessage(`not json`)); l != nil {
-		t.Fatalf("links of invalid JSON: %v", l)
+	if l := s.spillLinks(owner, nil); l != nil {
+		t.Fatalf("links of no resources: %v", l)
 	}
 }
 

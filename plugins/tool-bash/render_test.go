@@ -171,3 +171,21 @@ func TestToolSpecsGolden(t *testing.T) {
 		t.Error("justification missing under a sandboxing executor")
 	}
 }
+
+// Finished jobs are worded by the tool: how each ended, and its command on
+// one line of at most 80 characters.
+func TestRenderNotices(t *testing.T) {
+	four, zero := int32(4), int32(0)
+	long := "exit 4 # " + strings.Repeat("é", 100)
+	got := renderNotices([]*jobsv1.Job{
+		{Id: "j1", Command: long, Status: "completed", ExitCode: &four},
+		{Id: "j2", Command: "sleep 600\necho never", Status: "killed", Signal: "SIGTERM"},
+		{Id: "j3", Command: "true", Status: "completed", ExitCode: &zero},
+	})
+	want := "[job j1 finished: exited with code 4; read its output with job_output] " + string([]rune(long)[:80]) + "…\n" +
+		"[job j2 finished: killed by signal SIGTERM; read its output with job_output] sleep 600 …\n" +
+		"[job j3 finished: completed; read its output with job_output] true"
+	if got != want {
+		t.Errorf("notices:\n%s\nwant\n%s", got, want)
+	}
+}

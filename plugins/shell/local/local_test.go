@@ -62,7 +62,6 @@ func TestParseConfigErrors(t *testing.T) {
 		{`{"timeoutMs":700000}`, "timeoutMs 700000 is above maxTimeoutMs 600000"},
 		{`{"timeoutMs":2000,"maxTimeoutMs":1000}`, "timeoutMs 2000 is above maxTimeoutMs 1000"},
 		{`[]`, "config"},
-		{``, "config"},
 	} {
 		_, err := ParseConfig(json.RawMessage(c.raw))
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "config: ") {
@@ -94,7 +93,7 @@ func TestResolveDefaultsAndCaps(t *testing.T) {
 		{"negative", &shell.ExecRequest{Command: "x", TimeoutMs: -1, MaxOutputBytes: -1}, "/work/space", 1000, 100},
 	}
 	for _, c := range cases {
-		s, err := e.Resolve(ctx, c.req)
+		s, err := shell.NewServer(e).Resolve(ctx, c.req)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -109,7 +108,7 @@ func TestResolveDefaultsAndCaps(t *testing.T) {
 		Env: map[string]string{"A": "1"}, DshEnv: map[string]string{"DSH_X": "2"},
 		Owner: "agent", SandboxPolicy: &shellv1.SandboxPolicy{Mode: string(shell.ReadOnly)},
 	}
-	s, err := e.Resolve(ctx, req)
+	s, err := shell.NewServer(e).Resolve(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,13 +121,13 @@ func TestResolveOwner(t *testing.T) {
 	e := &Executor{Cfg: testConfig(), Argv: bashArgv}
 	// The host names the calling plugin in the call's metadata.
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(sdk.MetaCaller, "tools"))
-	if s, err := e.Resolve(ctx, &shell.ExecRequest{Command: "x"}); err != nil || s.Owner != "tools" {
+	if s, err := shell.NewServer(e).Resolve(ctx, &shell.ExecRequest{Command: "x"}); err != nil || s.Owner != "tools" {
 		t.Fatalf("owner from the caller: %q %v", s.GetOwner(), err)
 	}
-	if s, err := e.Resolve(ctx, &shell.ExecRequest{Command: "x", Owner: "agent"}); err != nil || s.Owner != "agent" {
+	if s, err := shell.NewServer(e).Resolve(ctx, &shell.ExecRequest{Command: "x", Owner: "agent"}); err != nil || s.Owner != "agent" {
 		t.Fatalf("an explicit owner: %q %v", s.GetOwner(), err)
 	}
-	if s, err := e.Resolve(context.Background(), &shell.ExecRequest{Command: "x"}); err != nil || s.Owner != "" {
+	if s, err := shell.NewServer(e).Resolve(context.Background(), &shell.ExecRequest{Command: "x"}); err != nil || s.Owner != "" {
 		t.Fatalf("no caller: %q %v", s.GetOwner(), err)
 	}
 }
@@ -136,12 +135,12 @@ func TestResolveOwner(t *testing.T) {
 func TestResolveRefusesEmptyCommands(t *testing.T) {
 	e := &Executor{Cfg: testConfig(), Argv: bashArgv}
 	for _, cmd := range []string{"", " ", "\n\t "} {
-		_, err := e.Resolve(context.Background(), &shell.ExecRequest{Command: cmd})
+		_, err := shell.NewServer(e).Resolve(context.Background(), &shell.ExecRequest{Command: cmd})
 		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "empty command") {
 			t.Errorf("command %q: %v, want InvalidArgument", cmd, err)
 		}
 		// Exec refuses it the same way, before anything runs.
-		_, err = e.Exec(context.Background(), &shell.ExecRequest{Command: cmd})
+		_, err = shell.NewServer(e).Exec(context.Background(), &shell.ExecRequest{Command: cmd})
 		if status.Code(err) != codes.InvalidArgument {
 			t.Errorf("exec of %q: %v, want InvalidArgument", cmd, err)
 		}
@@ -220,7 +219,7 @@ func realExecutor(t *testing.T, environ ...string) *Executor {
 func TestExecRunsWithTheLayeredEnv(t *testing.T) {
 	// The host's ambient TERM and DSH_* never reach the command.
 	e := realExecutor(t, "TERM=xterm-256color", "DSH_PROJECT=ambient", "HOSTVAR=h")
-	res, err := e.Exec(context.Background(), &shell.ExecRequest{
+	res, err := shell.NewServer(e).Exec(context.Background(), &shell.ExecRequest{
 		Command: `printf '%s|' "$TERM" "$PAGER" "$HOSTVAR" "$MINE" "$DSH_PROJECT" "$PWD"; echo err >&2; exit 5`,
 		Env:     map[string]string{"MINE": "caller", "DSH_PROJECT": "forged"},
 		DshEnv:  map[string]string{"DSH_PROJECT": "trusted"},
@@ -240,7 +239,7 @@ func TestExecRunsWithTheLayeredEnv(t *testing.T) {
 func TestExecTimeoutIsCapped(t *testing.T) {
 	e := realExecutor(t)
 	e.Cfg.MaxTimeoutMs, e.Cfg.GraceMs = 300, 100
-	res, err := e.Exec(context.Background(), &shell.ExecRequest{Command: "sleep 60", TimeoutMs: 3_600_000})
+	res, err := shell.NewServer(e).Exec(context.Background(), &shell.ExecRequest{Command: "sleep 60", TimeoutMs: 3_600_000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,22 +250,22 @@ func TestExecTimeoutIsCapped(t *testing.T) {
 
 func TestRunErrors(t *testing.T) {
 	e := realExecutor(t)
-	spec, err := e.Resolve(context.Background(), &shell.ExecRequest{Command: "true", Workdir: "missing"})
+	spec, err := shell.NewServer(e).Resolve(context.Background(), &shell.ExecRequest{Command: "true", Workdir: "missing"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.Run(context.Background(), spec)
+	_, err = shell.NewServer(e).Run(context.Background(), spec)
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), filepath.Join(e.Cfg.Cwd, "missing")) {
 		t.Fatalf("missing workdir: %v, want FailedPrecondition naming it", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	marker := filepath.Join(e.Cfg.Cwd, "ran")
-	spec, _ = e.Resolve(context.Background(), &shell.ExecRequest{Command: "touch " + marker})
-	if _, err := e.Run(ctx, spec); status.Code(err) != codes.Canceled {
+	spec, _ = shell.NewServer(e).Resolve(context.Background(), &shell.ExecRequest{Command: "touch " + marker})
+	if _, err := shell.NewServer(e).Run(ctx, spec); status.Code(err) != codes.Canceled {
 		t.Fatalf("a cancelled call: %v, want Canceled", err)
 	}
-	if _, err := e.Exec(ctx, &shell.ExecRequest{Command: "touch " + marker}); status.Code(err) != codes.Canceled {
+	if _, err := shell.NewServer(e).Exec(ctx, &shell.ExecRequest{Command: "touch " + marker}); status.Code(err) != codes.Canceled {
 		t.Fatalf("a cancelled exec: %v, want Canceled", err)
 	}
 	if _, err := os.Stat(marker); err == nil {
@@ -279,18 +278,18 @@ func TestBackground(t *testing.T) {
 	ctx := context.Background()
 	gate := filepath.Join(e.Cfg.Cwd, "gate")
 	// Start applies no timeout: this one outlives its spec's 50ms.
-	spec, err := e.Resolve(ctx, &shell.ExecRequest{Command: "echo out; while [ ! -e gate ]; do sleep 0.02; done; sleep 0.2; echo done", TimeoutMs: 50})
+	spec, err := shell.NewServer(e).Resolve(ctx, &shell.ExecRequest{Command: "echo out; while [ ! -e gate ]; do sleep 0.02; done; sleep 0.2; echo done", TimeoutMs: 50})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := e.Start(ctx, spec)
+	h, err := shell.NewServer(e).Start(ctx, spec)
 	if err != nil || h.Id == "" || h.Pid <= 0 {
 		t.Fatalf("start: %v %v", h, err)
 	}
 	ref := &shellv1.ProcessRef{Id: h.Id}
 	var out string
 	for deadline := time.Now().Add(30 * time.Second); out != "out\n"; time.Sleep(10 * time.Millisecond) {
-		r, err := e.ReadOutput(ctx, ref)
+		r, err := shell.NewServer(e).ReadOutput(ctx, ref)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -310,48 +309,48 @@ func TestBackground(t *testing.T) {
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	st, err := e.Wait(ctx, ref)
+	st, err := shell.NewServer(e).Wait(ctx, ref)
 	if err != nil || st.Status != shell.StatusCompleted || st.GetExitCode() != 0 || st.Signal != "" {
 		t.Fatalf("wait: %+v %v", st, err)
 	}
-	r, err := e.ReadOutput(ctx, ref)
+	r, err := shell.NewServer(e).ReadOutput(ctx, ref)
 	if err != nil || string(r.Stdout) != "done\n" || r.State.Status != shell.StatusCompleted {
 		t.Fatalf("final read: %+v %v", r, err)
 	}
-	if k, err := e.Kill(ctx, ref); err != nil || k.Killed {
+	if k, err := shell.NewServer(e).Kill(ctx, ref); err != nil || k.Killed {
 		t.Fatalf("kill of a finished process: %v %v, want false", k, err)
 	}
 
 	// A running one is killed.
-	spec, _ = e.Resolve(ctx, &shell.ExecRequest{Command: "sleep 600"})
-	h, err = e.Start(ctx, spec)
+	spec, _ = shell.NewServer(e).Resolve(ctx, &shell.ExecRequest{Command: "sleep 600"})
+	h, err = shell.NewServer(e).Start(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ref = &shellv1.ProcessRef{Id: h.Id}
-	if k, err := e.Kill(ctx, ref); err != nil || !k.Killed {
+	if k, err := shell.NewServer(e).Kill(ctx, ref); err != nil || !k.Killed {
 		t.Fatalf("kill: %v %v", k, err)
 	}
-	if st, err := e.Wait(ctx, ref); err != nil || st.Status != shell.StatusKilled || st.Signal == "" {
+	if st, err := shell.NewServer(e).Wait(ctx, ref); err != nil || st.Status != shell.StatusKilled || st.Signal == "" {
 		t.Fatalf("wait after kill: %+v %v", st, err)
 	}
 
 	// A start that cannot spawn still hands back a handle, settled as
 	// killed with the reason on stderr.
-	spec, _ = e.Resolve(ctx, &shell.ExecRequest{Command: "true", Workdir: "/nonexistent/dir"})
-	h, err = e.Start(ctx, spec)
+	spec, _ = shell.NewServer(e).Resolve(ctx, &shell.ExecRequest{Command: "true", Workdir: "/nonexistent/dir"})
+	h, err = shell.NewServer(e).Start(ctx, spec)
 	if err != nil {
 		t.Fatalf("start that cannot spawn: %v", err)
 	}
 	ref = &shellv1.ProcessRef{Id: h.Id}
-	if st, err := e.Wait(ctx, ref); err != nil || st.Status != shell.StatusKilled {
+	if st, err := shell.NewServer(e).Wait(ctx, ref); err != nil || st.Status != shell.StatusKilled {
 		t.Fatalf("wait on a failed spawn: %+v %v", st, err)
 	}
-	r, err = e.ReadOutput(ctx, ref)
+	r, err = shell.NewServer(e).ReadOutput(ctx, ref)
 	if err != nil || !strings.Contains(string(r.Stderr), "/nonexistent/dir") || r.State.Status != shell.StatusKilled {
 		t.Fatalf("read of a failed spawn: %+v %v", r, err)
 	}
-	if _, err := e.ReadOutput(ctx, &shellv1.ProcessRef{Id: "p0-none"}); status.Code(err) != codes.NotFound {
+	if _, err := shell.NewServer(e).ReadOutput(ctx, &shellv1.ProcessRef{Id: "p0-none"}); status.Code(err) != codes.NotFound {
 		t.Fatalf("read of an unknown process: %v", err)
 	}
 }
@@ -377,18 +376,18 @@ func (s *stubSub) Start(_ context.Context, req *subprocessv1.SpawnRequest, _ ...
 func TestExecDoesNotPassOnUnimplemented(t *testing.T) {
 	stub := &stubSub{err: status.Error(codes.Unimplemented, "no Run here")}
 	e := &Executor{Cfg: testConfig(), Sub: stub, Argv: bashArgv}
-	_, err := e.Exec(context.Background(), &shell.ExecRequest{Command: "true"})
+	_, err := shell.NewServer(e).Exec(context.Background(), &shell.ExecRequest{Command: "true"})
 	// UNIMPLEMENTED from Exec would read as "this executor has no Exec".
 	if status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "no Run here") {
 		t.Fatalf("exec over an unimplemented Run: %v, want Internal with the reason", err)
 	}
 	// Run itself passes the error on as it came.
-	spec, _ := e.Resolve(context.Background(), &shell.ExecRequest{Command: "true"})
-	if _, err := e.Run(context.Background(), spec); status.Code(err) != codes.Unimplemented {
+	spec, _ := shell.NewServer(e).Resolve(context.Background(), &shell.ExecRequest{Command: "true"})
+	if _, err := shell.NewServer(e).Run(context.Background(), spec); status.Code(err) != codes.Unimplemented {
 		t.Fatalf("run: %v", err)
 	}
 	stub.err = status.Error(codes.FailedPrecondition, "no shell")
-	if _, err := e.Exec(context.Background(), &shell.ExecRequest{Command: "true"}); status.Code(err) != codes.FailedPrecondition {
+	if _, err := shell.NewServer(e).Exec(context.Background(), &shell.ExecRequest{Command: "true"}); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("exec over a failed spawn: %v", err)
 	}
 }
@@ -396,14 +395,14 @@ func TestExecDoesNotPassOnUnimplemented(t *testing.T) {
 func TestSpawnRequests(t *testing.T) {
 	stub := &stubSub{err: status.Error(codes.Internal, "x")}
 	e := &Executor{Cfg: testConfig(), Sub: stub, Argv: func(s *shell.ExecSpec) []string { return []string{"sh", "-c", s.Command, "argv0"} }}
-	spec, _ := e.Resolve(context.Background(), &shell.ExecRequest{Command: "cmd", Workdir: "w", TimeoutMs: 200, MaxOutputBytes: 9, Stdin: []byte("s"), HasStdin: true, Owner: "o", Env: map[string]string{"K": "v"}})
-	_, _ = e.Run(context.Background(), spec)
+	spec, _ := shell.NewServer(e).Resolve(context.Background(), &shell.ExecRequest{Command: "cmd", Workdir: "w", TimeoutMs: 200, MaxOutputBytes: 9, Stdin: []byte("s"), HasStdin: true, Owner: "o", Env: map[string]string{"K": "v"}})
+	_, _ = shell.NewServer(e).Run(context.Background(), spec)
 	g := stub.got
 	if strings.Join(g.Argv, " ") != "sh -c cmd argv0" || g.Dir != "/work/space/w" || g.TimeoutMs != 200 || g.MaxOutputBytes != 9 || g.MaxSpillBytes != 777 || g.GraceMs != 42 || string(g.Stdin) != "s" || !g.HasStdin || g.Owner != "o" || g.Env["K"] != "v" || g.Env["TERM"] != "dumb" || g.SettleFailure {
 		t.Fatalf("run request %+v", g)
 	}
 	stub.err = nil
-	if _, err := e.Start(context.Background(), spec); err != nil {
+	if _, err := shell.NewServer(e).Start(context.Background(), spec); err != nil {
 		t.Fatal(err)
 	}
 	// A background process has no timeout and always gets a handle.
