@@ -238,16 +238,7 @@ plugins:
 // dsh reload of the tool plugin while a command runs: the call finishes on
 // the old process, the tools stay listed, the next call runs on the new one.
 func TestReloadOfToolPluginLetsCallsFinish(t *testing.T) {
-	var changed atomic.Int64
-	opts := testOptions(t, nil)
-	opts.ToolsChanged = func() { changed.Add(1) }
-	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer scancel()
-	h, err := Start(sctx, writeComp(t, pulseYAML), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close(context.Background())
+	h, changed := startCountingListChanges(t, pulseYAML)
 	base := changed.Load()
 	old := pidOf(h, "tools")
 	done := make(chan *ToolResult, 1)
@@ -280,4 +271,21 @@ func TestReloadOfToolPluginLetsCallsFinish(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// startCountingListChanges starts a host on yaml and counts the
+// tools/list_changed it would send.
+func startCountingListChanges(t *testing.T, yaml string) (*Host, *atomic.Int64) {
+	t.Helper()
+	changed := &atomic.Int64{}
+	opts := testOptions(t, nil)
+	opts.ToolsChanged = func() { changed.Add(1) }
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := Start(ctx, writeComp(t, yaml), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	return h, changed
 }

@@ -154,16 +154,7 @@ plugins:
 // the tool plugin, of its executor, and the swap of the tool plugin that a
 // crash of shell-env (caller_state) causes. The tools stay listed, once.
 func TestRestartsSendNoListChanged(t *testing.T) {
-	var changed atomic.Int64
-	opts := testOptions(t, nil)
-	opts.ToolsChanged = func() { changed.Add(1) }
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	h, err := Start(ctx, writeComp(t, pulseYAML), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close(context.Background())
+	h, changed := startCountingListChanges(t, pulseYAML)
 	base := changed.Load()
 	for _, id := range []string{"tools", "bash", "env"} {
 		toolsPid := pidOf(h, "tools")
