@@ -105,7 +105,22 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		}
 		secure = &plugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
 	}
-	cmd := exec.Command(cfg.Binary)
+	// A start the caller cancels must end at once; go-plugin holds its lock
+	// through the whole handshake, so its Kill cannot interrupt it. The
+	// command's own context can: it is cancelled only then (never after a
+	// successful start), and kills the process group.
+	startCtx, abortStart := context.WithCancel(context.Background())
+	started := false
+	defer func() {
+		if !started {
+			abortStart()
+		}
+	}()
+	cmd := exec.CommandContext(startCtx, cfg.Binary)
+	cmd.Cancel = func() error {
+		killGroup(cmd.Process.Pid)
+		return nil
+	}
 	cmd.Env = append([]string(nil), cfg.Env...)
 	if cfg.SocketDir != "" {
 		cmd.Env = append(cmd.Env, plugin.EnvUnixSocketDir+"="+cfg.SocketDir)
@@ -144,8 +159,10 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	select {
 	case r = <-ch:
 	case <-ctx.Done():
-		// Kill cannot stop a start that has not begun: wait for it to end
-		// either way, then make sure nothing it started survives.
+		// Kill cannot stop a start that has not begun: end the process,
+		// wait for the start to end either way, then make sure nothing it
+		// started survives.
+		abortStart()
 		client.Kill()
 		<-ch
 		p.killHard()
@@ -171,6 +188,11 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		return fail("describe", err)
 	}
 	p.desc = desc
+	started = true
+	go func() {
+		<-p.exited
+		abortStart() // nothing left to cancel: release the context
+	}()
 	return p, nil
 }
 
