@@ -90,7 +90,7 @@ func (r rolePlugin) Dispose(ctx context.Context) error {
 func playRole(role string) {
 	if f := os.Getenv(pidFileEnv); f != "" {
 		pid := os.Getpid()
-		if role == "hang-dispose" {
+		if role == "hang-dispose" || role == "child" {
 			// A child in the plugin's process group, which Stop must take too.
 			child := exec.Command("sleep", "600")
 			if err := child.Start(); err != nil {
@@ -429,6 +429,22 @@ func TestStopEndsAPluginHungInDispose(t *testing.T) {
 	if err2 := p.Stop(context.Background()); err2 != err {
 		t.Fatalf("a second stop: %v, want the first one's %v", err2, err)
 	}
+}
+
+// A plugin that exits cleanly on Stop can leave a child in its process
+// group: Stop takes it too.
+func TestStopTakesTheGroup(t *testing.T) {
+	cfg, pidFile := roleConfig(t, "child")
+	p := start(t, cfg)
+	child := readPid(t, pidFile)
+	apply(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := p.Stop(ctx); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	exited(t, p)
+	gone(t, child, "the child left in the plugin's group")
 }
 
 func TestStopEndsAStoppedPlugin(t *testing.T) {
