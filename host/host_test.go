@@ -253,8 +253,7 @@ func (f fakeCaller) touch(string)        {}
 func (f fakeCaller) addEffect(string, func(context.Context) error) error {
 	return nil
 }
-func (f fakeCaller) pluginConn() grpc.ClientConnInterface { return nil }
-func (f fakeCaller) self() *load                          { return nil }
+func (f fakeCaller) self() *load { return nil }
 func (f fakeCaller) declares(key string) bool {
 	for _, k := range f.keys {
 		if k == key {

@@ -38,8 +38,6 @@ type caller interface {
 	// addEffect adds an effect to the caller's scope (a registration made
 	// with the host).
 	addEffect(label string, dispose func(context.Context) error) error
-	// pluginConn reaches the caller's own gRPC server (nil if none).
-	pluginConn() grpc.ClientConnInterface
 	// self is the caller's process (nil for callers that are not one).
 	self() *load
 }
@@ -380,31 +378,32 @@ type hostConn struct {
 	key string
 }
 
-// target finds the provider's process and stamps the call: the host's own
-// calls act for the owner "host" (their processes are the host's, not the
-// provider's, so they outlive its reloads). end forgets the call.
-func (c hostConn) target(ctx context.Context) (context.Context, *load, func(), error) {
+// provider finds the key's provider process, waiting while it restarts.
+func (c hostConn) provider(ctx context.Context) (*load, error) {
 	ep, ok := c.h.endpoint(c.key)
 	if !ok {
-		return nil, nil, nil, sdk.HostError(codes.Unavailable, sdk.ReasonNotProvided, fmt.Sprintf("no provider of %q is active", c.key))
+		return nil, sdk.HostError(codes.Unavailable, sdk.ReasonNotProvided, fmt.Sprintf("no provider of %q is active", c.key))
 	}
 	ld, err := ep.slot.get(ctx, ep.id, c.h.restartWait())
 	if err != nil {
-		return nil, nil, nil, sdk.HostError(codes.Unavailable, sdk.ReasonProviderGone, err.Error())
+		return nil, sdk.HostError(codes.Unavailable, sdk.ReasonProviderGone, err.Error())
 	}
-	id, end := c.h.calls.begin(HostOwner, ep.id)
-	return metadata.AppendToOutgoingContext(ctx, sdk.MetaCaller, "host", sdk.MetaCall, id), ld, end, nil
+	return ld, nil
 }
 
 // HostOwner is the owner the host's own calls act for.
 const HostOwner = "host"
 
 func (c hostConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
-	ctx, ld, end, err := c.target(ctx)
+	ld, err := c.provider(ctx)
 	if err != nil {
 		return err
 	}
+	// The host's own calls act for the owner "host": their processes are
+	// the host's, not the provider's, so they outlive its reloads.
+	id, end := c.h.calls.begin(HostOwner, ld.en.id)
 	defer end()
+	ctx = metadata.AppendToOutgoingContext(ctx, sdk.MetaCaller, "host", sdk.MetaCall, id)
 	ld.inflight.Add(1)
 	defer ld.inflight.Add(-1)
 	if err := ld.proc.Conn().Invoke(ctx, method, args, reply, opts...); err != nil {
@@ -414,11 +413,10 @@ func (c hostConn) Invoke(ctx context.Context, method string, args, reply any, op
 }
 
 func (c hostConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	ctx, ld, end, err := c.target(ctx)
+	// A stream (a watch) acts for nobody: it gets no call id.
+	ld, err := c.provider(ctx)
 	if err != nil {
 		return nil, err
 	}
-	// A stream (a watch) acts for nobody: it needs no owner.
-	end()
-	return ld.proc.Conn().NewStream(ctx, desc, method, opts...)
+	return ld.proc.Conn().NewStream(metadata.AppendToOutgoingContext(ctx, sdk.MetaCaller, "host"), desc, method, opts...)
 }

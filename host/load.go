@@ -44,8 +44,6 @@ func (ld *load) addEffect(label string, dispose func(context.Context) error) err
 	return err
 }
 
-func (ld *load) pluginConn() grpc.ClientConnInterface { return ld.proc.Conn() }
-
 func (ld *load) declares(key string) bool {
 	for _, in := range ld.desc.Inject {
 		if in.Key == key {

@@ -113,9 +113,7 @@ func (h *Host) watchExit(ld *load) {
 	defer h.bg.Done()
 	// What go-plugin holds for the dead process (its broker, its
 	// connection) goes now; the scope lives on with a new process.
-	sctx, cancel := context.WithTimeout(context.Background(), h.stopTimeout())
-	_ = ld.proc.Stop(sctx)
-	cancel()
+	h.stopProcess(ld.proc)
 	h.restartInPlace(ld)
 }
 
@@ -178,9 +176,7 @@ func (h *Host) applyInSlot(old *load, proc *pluginproc.Process) (*load, error) {
 	}
 	if err != nil {
 		ld.stopping.Store(true)
-		sctx, cancel := context.WithTimeout(context.Background(), h.stopTimeout())
-		defer cancel()
-		_ = proc.Stop(sctx)
+		h.stopProcess(proc)
 		return nil, err
 	}
 	en.moveCurrent(old, ld)
@@ -244,11 +240,16 @@ func (h *Host) swap(old *load, why string) {
 // they are the scope's own calls, which may last as long as any call may.
 func (h *Host) retire(old *load) {
 	old.stopping.Store(true)
-	ctx := context.Background()
-	old.drain(ctx, h.callTimeout())
-	sctx, cancel := context.WithTimeout(ctx, h.stopTimeout())
+	old.drain(context.Background(), h.callTimeout())
+	h.stopProcess(old.proc)
+}
+
+// stopProcess stops a process the host is done with, bounded by the
+// composition's stop timeout.
+func (h *Host) stopProcess(p *pluginproc.Process) {
+	ctx, cancel := context.WithTimeout(context.Background(), h.stopTimeout())
 	defer cancel()
-	_ = old.proc.Stop(sctx)
+	_ = p.Stop(ctx)
 }
 
 // crashedDuringApply treats a process that died while applying as a crash:
@@ -524,9 +525,7 @@ func (h *Host) reloadInSlot(ctx context.Context, old *load) (bool, error) {
 		return false, fmt.Errorf("reload %q: %w", en.id, err)
 	}
 	if !proto.Equal(proc.Description(), old.desc) {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.stopTimeout())
-		defer cancel()
-		_ = proc.Stop(sctx)
+		h.stopProcess(proc)
 		return false, nil
 	}
 	ld, err := h.applyInSlot(old, proc)

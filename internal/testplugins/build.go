@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"testing"
 )
 
 // Names lists the plugins this package holds, and the real plugins tests
@@ -54,4 +55,26 @@ func Build(dir string) error {
 		}
 	}
 	return nil
+}
+
+// Main is a TestMain for packages that test the real binaries: it builds
+// them into a new temporary folder (its path in *dir), runs the tests, fails
+// the run if any process of those binaries is left, and removes the folder.
+func Main(m *testing.M, prefix string, dir *string) {
+	d, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		panic(err)
+	}
+	if err := Build(d); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*dir = d
+	code := m.Run()
+	if left := Running(d); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "processes left behind: %v\n", left)
+		code = 1
+	}
+	_ = os.RemoveAll(d)
+	os.Exit(code)
 }

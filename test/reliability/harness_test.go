@@ -24,24 +24,7 @@ import (
 
 var binDir string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "dsh-reliability-")
-	if err != nil {
-		panic(err)
-	}
-	if err := testplugins.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	if left := testplugins.Running(dir); len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "processes left behind: %v\n", left)
-		code = 1
-	}
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testplugins.Main(m, "dsh-reliability-", &binDir) }
 
 // The default tools composition: shell-env, bash-local, tool-bash.
 const toolsComp = `

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,24 +17,7 @@ import (
 
 var binDir string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "dsh-cli-test-")
-	if err != nil {
-		panic(err)
-	}
-	if err := testplugins.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	if left := testplugins.Running(dir); len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "processes left behind: %v\n", left)
-		code = 1
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testplugins.Main(m, "dsh-cli-test-", &binDir) }
 
 func comp(t *testing.T, yaml string) string {
 	t.Helper()
