@@ -17,7 +17,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	hjobs "github.com/dshrun/dsh/host/jobs"
 	"github.com/dshrun/dsh/internal/schemacheck"
+	"github.com/dshrun/dsh/plugins/jobs/jobsv1"
 	"github.com/dshrun/dsh/plugins/tools/toolsv1"
 	"github.com/dshrun/dsh/sdk"
 )
@@ -270,8 +272,14 @@ func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMe
 	ctx = metadata.AppendToOutgoingContext(ctx, sdk.MetaCall, callID, sdk.MetaCaller, "host")
 	// Counted like relayed calls, so a reload or swap of the tool's plugin
 	// lets the call finish before the old process stops.
+	// The owner's jobs this plugin registered that finished since its last
+	// call go with the call, as facts the tool words.
+	var finished []*jobsv1.Job
+	for _, snap := range h.jobs.TakeNoticesFor(owner, t.plugin) {
+		finished = append(finished, hjobs.JobProto(snap))
+	}
 	ld.inflight.Add(1)
-	res, err := toolsv1.NewToolHandlerClient(ld.proc.Conn()).Call(ctx, &toolsv1.CallRequest{Name: name, Arguments: args, Owner: owner})
+	res, err := toolsv1.NewToolHandlerClient(ld.proc.Conn()).Call(ctx, &toolsv1.CallRequest{Name: name, Arguments: args, Owner: owner, FinishedJobs: finished})
 	ld.inflight.Add(-1)
 	if err != nil {
 		err = gone(ctx, ld, err)

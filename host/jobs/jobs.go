@@ -55,13 +55,15 @@ type Manager struct {
 
 // pending is a finished job whose owner has not been told yet.
 type pending struct {
-	job  string
-	snap Snapshot
+	job    string
+	plugin string // who registered it: the tool that tells of it
+	snap   Snapshot
 }
 
 // Job is one background job.
 type Job struct {
 	ID, Owner, Command, Description string
+	Plugin                          string // entry id of the plugin that registered it
 	Started                         time.Time
 	proc                            *subprocess.Process
 	finished                        time.Time
@@ -94,6 +96,12 @@ func New(cfg Config) *Manager {
 
 // Register adopts the process with id processID as a job of owner.
 func (m *Manager) Register(owner, processID, command, description string) (Snapshot, error) {
+	return m.RegisterBy("", owner, processID, command, description)
+}
+
+// RegisterBy is Register for plugin (an entry id), whose tool calls are then
+// told when the job finishes (TakeNoticesFor).
+func (m *Manager) RegisterBy(plugin, owner, processID, command, description string) (Snapshot, error) {
 	if owner == "" {
 		return Snapshot{}, errors.New("jobs: a job needs an owner")
 	}
@@ -122,6 +130,7 @@ func (m *Manager) Register(owner, processID, command, description string) (Snaps
 		Owner:       owner,
 		Command:     command,
 		Description: description,
+		Plugin:      plugin,
 		Started:     m.cfg.Now(),
 		proc:        p,
 	}
@@ -142,7 +151,7 @@ func (m *Manager) watch(j *Job) {
 	j.finished = m.cfg.Now()
 	snap := m.snapshot(j)
 	snap.Status, snap.ExitCode, snap.Signal = r.Status, r.ExitCode, r.Signal
-	m.notices[j.Owner] = append(m.notices[j.Owner], pending{j.ID, snap})
+	m.notices[j.Owner] = append(m.notices[j.Owner], pending{j.ID, j.Plugin, snap})
 	j.timer = time.AfterFunc(m.cfg.Retention, func() { m.forget(j.ID) })
 }
 
@@ -150,13 +159,31 @@ func (m *Manager) watch(j *Job) {
 // jobs that finished since the owner was last told, as facts (the tool
 // that owns the model's view words them).
 func (m *Manager) TakeNotices(owner string) []Snapshot {
+	return m.take(owner, func(string) bool { return true })
+}
+
+// TakeNoticesFor is TakeNotices of the jobs plugin registered.
+func (m *Manager) TakeNoticesFor(owner, plugin string) []Snapshot {
+	return m.take(owner, func(p string) bool { return p == plugin })
+}
+
+func (m *Manager) take(owner string, mine func(plugin string) bool) []Snapshot {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []Snapshot
+	kept := m.notices[owner][:0]
 	for _, n := range m.notices[owner] {
-		out = append(out, n.snap)
+		if mine(n.plugin) {
+			out = append(out, n.snap)
+		} else {
+			kept = append(kept, n)
+		}
 	}
-	delete(m.notices, owner)
+	if len(kept) == 0 {
+		delete(m.notices, owner)
+	} else {
+		m.notices[owner] = kept
+	}
 	return out
 }
 

@@ -452,3 +452,24 @@ func TestServerErrorsAndProto(t *testing.T) {
 		}
 	}
 }
+
+// Notices go to the plugin that registered the job, and stay for it.
+func TestNoticesForThePluginThatRegistered(t *testing.T) {
+	f := newFixture(t, Config{})
+	p := f.spawn("true")
+	snap, err := f.m.RegisterBy("tools", "agent", p.ID, "true", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done(t, p)
+	f.settled("agent")
+	if n := f.m.TakeNoticesFor("agent", "other-tools"); len(n) != 0 {
+		t.Fatalf("another plugin took %+v", n)
+	}
+	if n := f.m.TakeNoticesFor("agent", "tools"); len(n) != 1 || n[0].ID != snap.ID {
+		t.Fatalf("the registering plugin got %+v", n)
+	}
+	if n := f.m.TakeNoticesFor("agent", "tools"); len(n) != 0 {
+		t.Fatalf("taken twice: %+v", n)
+	}
+}

@@ -17,8 +17,10 @@ import (
 // request names is not used.
 type Server struct {
 	jobsv1.UnimplementedJobsServer
-	M     *Manager
-	Owner func(context.Context) (string, bool)
+	M *Manager
+	// Caller is the plugin served: the one its jobs' notices go to.
+	Caller string
+	Owner  func(context.Context) (string, bool)
 }
 
 // errNoOwner refuses a request that serves no agent's call.
@@ -42,7 +44,7 @@ func (s *Server) Register(ctx context.Context, req *jobsv1.RegisterRequest) (*jo
 	if err != nil {
 		return nil, err
 	}
-	snap, err := s.M.Register(owner, req.ProcessId, req.Command, req.Description)
+	snap, err := s.M.RegisterBy(s.Caller, owner, req.ProcessId, req.Command, req.Description)
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -90,18 +92,6 @@ func (s *Server) List(ctx context.Context, _ *jobsv1.ListRequest) (*jobsv1.ListR
 	resp := &jobsv1.ListResponse{}
 	for _, snap := range s.M.List(owner) {
 		resp.Jobs = append(resp.Jobs, JobProto(snap))
-	}
-	return resp, nil
-}
-
-func (s *Server) TakeNotices(ctx context.Context, _ *jobsv1.NoticesRequest) (*jobsv1.NoticesResponse, error) {
-	owner, err := s.owner(ctx)
-	if err != nil {
-		return nil, err
-	}
-	resp := &jobsv1.NoticesResponse{}
-	for _, snap := range s.M.TakeNotices(owner) {
-		resp.Finished = append(resp.Finished, JobProto(snap))
 	}
 	return resp, nil
 }

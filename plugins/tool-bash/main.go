@@ -100,25 +100,24 @@ type jobArgs struct {
 }
 
 func (p *toolBash) Call(ctx context.Context, req *toolsv1.CallRequest) (*toolsv1.CallResult, error) {
-	// Jobs that finished since the owner's previous result are told first,
-	// so the exit marker stays last. They are taken before the call: a job
-	// that ends during it is told with the next result (or not at all, once
-	// its final output was read). A call about a job says nothing more of it.
-	var finished []*jobsv1.Job
-	if n, err := p.jobs.TakeNotices(ctx, &jobsv1.NoticesRequest{Owner: req.Owner}); err == nil {
-		var a jobArgs
-		if req.Name != "bash" {
-			_ = json.Unmarshal(req.Arguments, &a)
-		}
-		for _, j := range n.Finished {
-			if j.Id != a.JobID {
-				finished = append(finished, j)
-			}
-		}
-	}
 	res, err := p.call(ctx, req)
 	if err != nil {
 		return nil, err
+	}
+	// Jobs that finished since the previous call come with this one (the
+	// host takes them before the call, so one that ends during it is told
+	// next time, or not at all once its final output was read). They are
+	// told first, so the exit marker stays last; a call about a job says
+	// nothing more of it.
+	var a jobArgs
+	if req.Name != "bash" {
+		_ = json.Unmarshal(req.Arguments, &a)
+	}
+	var finished []*jobsv1.Job
+	for _, j := range req.FinishedJobs {
+		if j.Id != a.JobID {
+			finished = append(finished, j)
+		}
 	}
 	if len(finished) > 0 {
 		res.Text = renderNotices(finished) + "\n\n" + res.Text

@@ -493,95 +493,6 @@ func (x *ListResponse) GetJobs() []*Job {
 	return nil
 }
 
-type NoticesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Owner         string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *NoticesRequest) Reset() {
-	*x = NoticesRequest{}
-	mi := &file_plugins_jobs_jobsv1_jobs_proto_msgTypes[7]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *NoticesRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*NoticesRequest) ProtoMessage() {}
-
-func (x *NoticesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_jobs_jobsv1_jobs_proto_msgTypes[7]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use NoticesRequest.ProtoReflect.Descriptor instead.
-func (*NoticesRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{7}
-}
-
-func (x *NoticesRequest) GetOwner() string {
-	if x != nil {
-		return x.Owner
-	}
-	return ""
-}
-
-type NoticesResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// In the order they finished.
-	Finished      []*Job `protobuf:"bytes,1,rep,name=finished,proto3" json:"finished,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *NoticesResponse) Reset() {
-	*x = NoticesResponse{}
-	mi := &file_plugins_jobs_jobsv1_jobs_proto_msgTypes[8]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *NoticesResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*NoticesResponse) ProtoMessage() {}
-
-func (x *NoticesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_jobs_jobsv1_jobs_proto_msgTypes[8]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use NoticesResponse.ProtoReflect.Descriptor instead.
-func (*NoticesResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{8}
-}
-
-func (x *NoticesResponse) GetFinished() []*Job {
-	if x != nil {
-		return x.Finished
-	}
-	return nil
-}
-
 var File_plugins_jobs_jobsv1_jobs_proto protoreflect.FileDescriptor
 
 const file_plugins_jobs_jobsv1_jobs_proto_rawDesc = "" +
@@ -622,17 +533,12 @@ const file_plugins_jobs_jobsv1_jobs_proto_rawDesc = "" +
 	"\vListRequest\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\"4\n" +
 	"\fListResponse\x12$\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x10.dsh.jobs.v1.JobR\x04jobs\"&\n" +
-	"\x0eNoticesRequest\x12\x14\n" +
-	"\x05owner\x18\x01 \x01(\tR\x05owner\"?\n" +
-	"\x0fNoticesResponse\x12,\n" +
-	"\bfinished\x18\x01 \x03(\v2\x10.dsh.jobs.v1.JobR\bfinished2\xb4\x02\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x10.dsh.jobs.v1.JobR\x04jobs2\xea\x01\n" +
 	"\x04Jobs\x12:\n" +
 	"\bRegister\x12\x1c.dsh.jobs.v1.RegisterRequest\x1a\x10.dsh.jobs.v1.Job\x121\n" +
 	"\x04Read\x12\x13.dsh.jobs.v1.JobRef\x1a\x14.dsh.jobs.v1.JobRead\x126\n" +
 	"\x04Kill\x12\x13.dsh.jobs.v1.JobRef\x1a\x19.dsh.jobs.v1.KillResponse\x12;\n" +
-	"\x04List\x12\x18.dsh.jobs.v1.ListRequest\x1a\x19.dsh.jobs.v1.ListResponse\x12H\n" +
-	"\vTakeNotices\x12\x1b.dsh.jobs.v1.NoticesRequest\x1a\x1c.dsh.jobs.v1.NoticesResponseB2Z0github.com/dshrun/dsh/plugins/jobs/jobsv1;jobsv1b\x06proto3"
+	"\x04List\x12\x18.dsh.jobs.v1.ListRequest\x1a\x19.dsh.jobs.v1.ListResponseB2Z0github.com/dshrun/dsh/plugins/jobs/jobsv1;jobsv1b\x06proto3"
 
 var (
 	file_plugins_jobs_jobsv1_jobs_proto_rawDescOnce sync.Once
@@ -646,7 +552,7 @@ func file_plugins_jobs_jobsv1_jobs_proto_rawDescGZIP() []byte {
 	return file_plugins_jobs_jobsv1_jobs_proto_rawDescData
 }
 
-var file_plugins_jobs_jobsv1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_plugins_jobs_jobsv1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_plugins_jobs_jobsv1_jobs_proto_goTypes = []any{
 	(*RegisterRequest)(nil),        // 0: dsh.jobs.v1.RegisterRequest
 	(*Job)(nil),                    // 1: dsh.jobs.v1.Job
@@ -655,31 +561,26 @@ var file_plugins_jobs_jobsv1_jobs_proto_goTypes = []any{
 	(*KillResponse)(nil),           // 4: dsh.jobs.v1.KillResponse
 	(*ListRequest)(nil),            // 5: dsh.jobs.v1.ListRequest
 	(*ListResponse)(nil),           // 6: dsh.jobs.v1.ListResponse
-	(*NoticesRequest)(nil),         // 7: dsh.jobs.v1.NoticesRequest
-	(*NoticesResponse)(nil),        // 8: dsh.jobs.v1.NoticesResponse
-	(*subprocessv1.Collected)(nil), // 9: dsh.subprocess.v1.Collected
+	(*subprocessv1.Collected)(nil), // 7: dsh.subprocess.v1.Collected
 }
 var file_plugins_jobs_jobsv1_jobs_proto_depIdxs = []int32{
-	1,  // 0: dsh.jobs.v1.JobRead.job:type_name -> dsh.jobs.v1.Job
-	9,  // 1: dsh.jobs.v1.JobRead.stdout_facts:type_name -> dsh.subprocess.v1.Collected
-	9,  // 2: dsh.jobs.v1.JobRead.stderr_facts:type_name -> dsh.subprocess.v1.Collected
-	1,  // 3: dsh.jobs.v1.ListResponse.jobs:type_name -> dsh.jobs.v1.Job
-	1,  // 4: dsh.jobs.v1.NoticesResponse.finished:type_name -> dsh.jobs.v1.Job
-	0,  // 5: dsh.jobs.v1.Jobs.Register:input_type -> dsh.jobs.v1.RegisterRequest
-	2,  // 6: dsh.jobs.v1.Jobs.Read:input_type -> dsh.jobs.v1.JobRef
-	2,  // 7: dsh.jobs.v1.Jobs.Kill:input_type -> dsh.jobs.v1.JobRef
-	5,  // 8: dsh.jobs.v1.Jobs.List:input_type -> dsh.jobs.v1.ListRequest
-	7,  // 9: dsh.jobs.v1.Jobs.TakeNotices:input_type -> dsh.jobs.v1.NoticesRequest
-	1,  // 10: dsh.jobs.v1.Jobs.Register:output_type -> dsh.jobs.v1.Job
-	3,  // 11: dsh.jobs.v1.Jobs.Read:output_type -> dsh.jobs.v1.JobRead
-	4,  // 12: dsh.jobs.v1.Jobs.Kill:output_type -> dsh.jobs.v1.KillResponse
-	6,  // 13: dsh.jobs.v1.Jobs.List:output_type -> dsh.jobs.v1.ListResponse
-	8,  // 14: dsh.jobs.v1.Jobs.TakeNotices:output_type -> dsh.jobs.v1.NoticesResponse
-	10, // [10:15] is the sub-list for method output_type
-	5,  // [5:10] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	1, // 0: dsh.jobs.v1.JobRead.job:type_name -> dsh.jobs.v1.Job
+	7, // 1: dsh.jobs.v1.JobRead.stdout_facts:type_name -> dsh.subprocess.v1.Collected
+	7, // 2: dsh.jobs.v1.JobRead.stderr_facts:type_name -> dsh.subprocess.v1.Collected
+	1, // 3: dsh.jobs.v1.ListResponse.jobs:type_name -> dsh.jobs.v1.Job
+	0, // 4: dsh.jobs.v1.Jobs.Register:input_type -> dsh.jobs.v1.RegisterRequest
+	2, // 5: dsh.jobs.v1.Jobs.Read:input_type -> dsh.jobs.v1.JobRef
+	2, // 6: dsh.jobs.v1.Jobs.Kill:input_type -> dsh.jobs.v1.JobRef
+	5, // 7: dsh.jobs.v1.Jobs.List:input_type -> dsh.jobs.v1.ListRequest
+	1, // 8: dsh.jobs.v1.Jobs.Register:output_type -> dsh.jobs.v1.Job
+	3, // 9: dsh.jobs.v1.Jobs.Read:output_type -> dsh.jobs.v1.JobRead
+	4, // 10: dsh.jobs.v1.Jobs.Kill:output_type -> dsh.jobs.v1.KillResponse
+	6, // 11: dsh.jobs.v1.Jobs.List:output_type -> dsh.jobs.v1.ListResponse
+	8, // [8:12] is the sub-list for method output_type
+	4, // [4:8] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_plugins_jobs_jobsv1_jobs_proto_init() }
@@ -694,7 +595,7 @@ func file_plugins_jobs_jobsv1_jobs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_jobs_jobsv1_jobs_proto_rawDesc), len(file_plugins_jobs_jobsv1_jobs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,11 +27,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Jobs_Register_FullMethodName    = "/dsh.jobs.v1.Jobs/Register"
-	Jobs_Read_FullMethodName        = "/dsh.jobs.v1.Jobs/Read"
-	Jobs_Kill_FullMethodName        = "/dsh.jobs.v1.Jobs/Kill"
-	Jobs_List_FullMethodName        = "/dsh.jobs.v1.Jobs/List"
-	Jobs_TakeNotices_FullMethodName = "/dsh.jobs.v1.Jobs/TakeNotices"
+	Jobs_Register_FullMethodName = "/dsh.jobs.v1.Jobs/Register"
+	Jobs_Read_FullMethodName     = "/dsh.jobs.v1.Jobs/Read"
+	Jobs_Kill_FullMethodName     = "/dsh.jobs.v1.Jobs/Kill"
+	Jobs_List_FullMethodName     = "/dsh.jobs.v1.Jobs/List"
 )
 
 // JobsClient is the client API for Jobs service.
@@ -46,10 +45,6 @@ type JobsClient interface {
 	// Kill terminates the job's tree; killed is false once it had finished.
 	Kill(ctx context.Context, in *JobRef, opts ...grpc.CallOption) (*KillResponse, error)
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
-	// TakeNotices returns, once, the owner's jobs that finished since the
-	// previous TakeNotices (a job whose final output was read is not among
-	// them): facts for the tool that tells the model.
-	TakeNotices(ctx context.Context, in *NoticesRequest, opts ...grpc.CallOption) (*NoticesResponse, error)
 }
 
 type jobsClient struct {
@@ -100,16 +95,6 @@ func (c *jobsClient) List(ctx context.Context, in *ListRequest, opts ...grpc.Cal
 	return out, nil
 }
 
-func (c *jobsClient) TakeNotices(ctx context.Context, in *NoticesRequest, opts ...grpc.CallOption) (*NoticesResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(NoticesResponse)
-	err := c.cc.Invoke(ctx, Jobs_TakeNotices_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // JobsServer is the server API for Jobs service.
 // All implementations must embed UnimplementedJobsServer
 // for forward compatibility.
@@ -122,10 +107,6 @@ type JobsServer interface {
 	// Kill terminates the job's tree; killed is false once it had finished.
 	Kill(context.Context, *JobRef) (*KillResponse, error)
 	List(context.Context, *ListRequest) (*ListResponse, error)
-	// TakeNotices returns, once, the owner's jobs that finished since the
-	// previous TakeNotices (a job whose final output was read is not among
-	// them): facts for the tool that tells the model.
-	TakeNotices(context.Context, *NoticesRequest) (*NoticesResponse, error)
 	mustEmbedUnimplementedJobsServer()
 }
 
@@ -147,9 +128,6 @@ func (UnimplementedJobsServer) Kill(context.Context, *JobRef) (*KillResponse, er
 }
 func (UnimplementedJobsServer) List(context.Context, *ListRequest) (*ListResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method List not implemented")
-}
-func (UnimplementedJobsServer) TakeNotices(context.Context, *NoticesRequest) (*NoticesResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method TakeNotices not implemented")
 }
 func (UnimplementedJobsServer) mustEmbedUnimplementedJobsServer() {}
 func (UnimplementedJobsServer) testEmbeddedByValue()              {}
@@ -244,24 +222,6 @@ func _Jobs_List_Handler(srv interface{}, ctx context.Context, dec func(interface
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Jobs_TakeNotices_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(NoticesRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(JobsServer).TakeNotices(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: Jobs_TakeNotices_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(JobsServer).TakeNotices(ctx, req.(*NoticesRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 // Jobs_ServiceDesc is the grpc.ServiceDesc for Jobs service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -284,10 +244,6 @@ var Jobs_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "List",
 			Handler:    _Jobs_List_Handler,
-		},
-		{
-			MethodName: "TakeNotices",
-			Handler:    _Jobs_TakeNotices_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

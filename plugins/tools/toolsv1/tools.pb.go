@@ -10,6 +10,7 @@
 package toolsv1
 
 import (
+	jobsv1 "github.com/dshrun/dsh/plugins/jobs/jobsv1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -219,7 +220,11 @@ type CallRequest struct {
 	Arguments []byte `protobuf:"bytes,2,opt,name=arguments,proto3" json:"arguments,omitempty"`
 	// Who is calling: the agent (an MCP session, "cli" for dsh call). Jobs,
 	// terminals and spill files belong to it.
-	Owner         string `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
+	Owner string `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
+	// The owner's jobs registered by this plugin that finished since the
+	// previous call to it, each given once (a job whose final output was read
+	// is not among them): facts for the tool to tell the model.
+	FinishedJobs  []*jobsv1.Job `protobuf:"bytes,4,rep,name=finished_jobs,json=finishedJobs,proto3" json:"finished_jobs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -273,6 +278,13 @@ func (x *CallRequest) GetOwner() string {
 		return x.Owner
 	}
 	return ""
+}
+
+func (x *CallRequest) GetFinishedJobs() []*jobsv1.Job {
+	if x != nil {
+		return x.FinishedJobs
+	}
+	return nil
 }
 
 type CallResult struct {
@@ -416,7 +428,7 @@ var File_plugins_tools_toolsv1_tools_proto protoreflect.FileDescriptor
 
 const file_plugins_tools_toolsv1_tools_proto_rawDesc = "" +
 	"\n" +
-	"!plugins/tools/toolsv1/tools.proto\x12\fdsh.tools.v1\"y\n" +
+	"!plugins/tools/toolsv1/tools.proto\x12\fdsh.tools.v1\x1a\x1eplugins/jobs/jobsv1/jobs.proto\"y\n" +
 	"\bToolSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12!\n" +
@@ -425,11 +437,12 @@ const file_plugins_tools_toolsv1_tools_proto_rawDesc = "" +
 	"\x10RegisterResponse\"'\n" +
 	"\x11UnregisterRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x14\n" +
-	"\x12UnregisterResponse\"U\n" +
+	"\x12UnregisterResponse\"\x8c\x01\n" +
 	"\vCallRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\targuments\x18\x02 \x01(\fR\targuments\x12\x14\n" +
-	"\x05owner\x18\x03 \x01(\tR\x05owner\"\x91\x01\n" +
+	"\x05owner\x18\x03 \x01(\tR\x05owner\x125\n" +
+	"\rfinished_jobs\x18\x04 \x03(\v2\x10.dsh.jobs.v1.JobR\ffinishedJobs\"\x91\x01\n" +
 	"\n" +
 	"CallResult\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1e\n" +
@@ -470,20 +483,22 @@ var file_plugins_tools_toolsv1_tools_proto_goTypes = []any{
 	(*CallRequest)(nil),        // 4: dsh.tools.v1.CallRequest
 	(*CallResult)(nil),         // 5: dsh.tools.v1.CallResult
 	(*Resource)(nil),           // 6: dsh.tools.v1.Resource
+	(*jobsv1.Job)(nil),         // 7: dsh.jobs.v1.Job
 }
 var file_plugins_tools_toolsv1_tools_proto_depIdxs = []int32{
-	6, // 0: dsh.tools.v1.CallResult.resources:type_name -> dsh.tools.v1.Resource
-	0, // 1: dsh.tools.v1.Tools.Register:input_type -> dsh.tools.v1.ToolSpec
-	2, // 2: dsh.tools.v1.Tools.Unregister:input_type -> dsh.tools.v1.UnregisterRequest
-	4, // 3: dsh.tools.v1.ToolHandler.Call:input_type -> dsh.tools.v1.CallRequest
-	1, // 4: dsh.tools.v1.Tools.Register:output_type -> dsh.tools.v1.RegisterResponse
-	3, // 5: dsh.tools.v1.Tools.Unregister:output_type -> dsh.tools.v1.UnregisterResponse
-	5, // 6: dsh.tools.v1.ToolHandler.Call:output_type -> dsh.tools.v1.CallResult
-	4, // [4:7] is the sub-list for method output_type
-	1, // [1:4] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	7, // 0: dsh.tools.v1.CallRequest.finished_jobs:type_name -> dsh.jobs.v1.Job
+	6, // 1: dsh.tools.v1.CallResult.resources:type_name -> dsh.tools.v1.Resource
+	0, // 2: dsh.tools.v1.Tools.Register:input_type -> dsh.tools.v1.ToolSpec
+	2, // 3: dsh.tools.v1.Tools.Unregister:input_type -> dsh.tools.v1.UnregisterRequest
+	4, // 4: dsh.tools.v1.ToolHandler.Call:input_type -> dsh.tools.v1.CallRequest
+	1, // 5: dsh.tools.v1.Tools.Register:output_type -> dsh.tools.v1.RegisterResponse
+	3, // 6: dsh.tools.v1.Tools.Unregister:output_type -> dsh.tools.v1.UnregisterResponse
+	5, // 7: dsh.tools.v1.ToolHandler.Call:output_type -> dsh.tools.v1.CallResult
+	5, // [5:8] is the sub-list for method output_type
+	2, // [2:5] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_plugins_tools_toolsv1_tools_proto_init() }
