@@ -30,6 +30,8 @@ import (
 
 	"github.com/dshrun/dsh/host/composition"
 	"github.com/dshrun/dsh/host/jobs"
+	"github.com/dshrun/dsh/host/plan"
+	"github.com/dshrun/dsh/host/pluginproc"
 	"github.com/dshrun/dsh/host/subprocess"
 	"github.com/dshrun/dsh/registry"
 	"github.com/dshrun/dsh/sdk/pluginv1"
@@ -82,8 +84,11 @@ type Host struct {
 	mu       sync.Mutex
 	byID     map[string]*entry // enabled entries; guarded by mu once started
 	// serviceKeys maps a gRPC service name to the key it implements, for
-	// callers that do not name the key.
-	serviceKeys map[string]string
+	// callers that do not name the key (indexServices).
+	serviceKeys atomic.Pointer[map[string]string]
+	// applied is the composition the running set was last planned from
+	// (the host section is comp's: it is read at start only); changeMu.
+	applied *composition.Composition
 
 	compStamp fileStamp            // the composition file as loaded
 	binStamps map[string]fileStamp // each binary as started
@@ -126,88 +131,74 @@ func (e *endpoint) serviceList() []string {
 	return out
 }
 
-// Start validates the composition (starting every enabled plugin to read
-// its description), then applies the plugins in dependency order, in
-// parallel where the graph allows. On any failure everything started is
-// stopped and the error is a *LoadError listing every problem.
+// Start plans the composition (starting every plugin to read its
+// description, and checking the whole against them), then applies the plan
+// in dependency order, in parallel where the graph allows. On any failure
+// everything started is stopped and the error is a *LoadError listing every
+// problem.
 func Start(ctx context.Context, comp *composition.Composition, opts Options) (*Host, error) {
 	h, err := newHost(comp, opts)
 	if err != nil {
 		return nil, err
 	}
 	h.compStamp = stamp(comp.File)
-	if err := h.describeAll(ctx); err != nil {
+	p, procs, err := h.planStart(ctx, comp)
+	if err != nil {
+		h.abort()
+		return nil, err
+	}
+	h.reg = registry.New(registry.Options{Observe: h.observe})
+	if err := h.addCore(); err != nil {
+		h.stopAll(procs)
+		h.abort()
+		return nil, err
+	}
+	if err := h.applyPlan(ctx, p, procs); err != nil {
 		h.abort()
 		return nil, err
 	}
 	h.binStamps = map[string]fileStamp{}
-	for _, en := range h.entries {
+	for _, en := range h.entryList() {
 		if en.binary != "" {
 			h.binStamps[en.e.ID] = stamp(en.binary)
 		}
 	}
-	h.reg = registry.New(registry.Options{Observe: h.observe})
-	if err := h.addCore(); err != nil {
-		h.abort()
-		return nil, err
-	}
-	for _, en := range h.entries {
-		if en.e.Disabled {
-			continue
-		}
-		s, err := h.reg.Add(registry.Spec{
-			ID:     en.e.ID,
-			Label:  en.label(),
-			Inject: en.deps(),
-			Apply:  h.applyEntry(en),
-		})
-		if err != nil {
-			h.abort()
-			return nil, err
-		}
-		en.scope = s
-	}
-	if err := h.reg.Settled(ctx); err != nil {
-		h.abort()
-		return nil, fmt.Errorf("%s: waiting for plugins to apply: %w", comp.File, err)
-	}
-	var errs []error
-	for _, en := range h.entries {
-		if en.scope == nil {
-			continue
-		}
-		switch en.scope.State() {
-		case registry.Failed:
-			errs = append(errs, en.errorf("%s", en.scope.Reason()))
-		case registry.Pending:
-			errs = append(errs, en.errorf("still pending: %s", en.scope.Reason()))
-		}
-	}
-	if len(errs) > 0 {
-		h.abort()
-		return nil, &LoadError{File: comp.File, Errs: errs}
-	}
 	return h, nil
 }
 
-// Validate starts every enabled plugin only to read its description, checks
-// the whole composition against them and stops them again.
+// planStart describes every entry of comp (disabled ones too, so errors
+// can say what they would provide) and plans it from nothing.
+func (h *Host) planStart(ctx context.Context, comp *composition.Composition) (*plan.Plan, map[string]*pluginproc.Process, error) {
+	described, procs := h.describe(ctx, comp, func(composition.Entry, string) bool { return true })
+	p, err := h.makePlan(comp, described, procs)
+	return p, procs, err
+}
+
+// Validate starts every plugin only to read its description, checks the
+// whole composition against them as Start would, and stops them again.
 func Validate(ctx context.Context, comp *composition.Composition, opts Options) ([]Described, error) {
 	h, err := newHost(comp, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer h.abort()
-	if err := h.describeAll(ctx); err != nil {
+	p, procs, err := h.planStart(ctx, comp)
+	if err != nil {
 		return nil, err
 	}
+	h.stopAll(procs)
+	steps := map[string]plan.Step{}
+	for _, st := range p.Steps {
+		steps[st.ID] = st
+	}
 	var out []Described
-	for _, en := range h.entries {
-		if en.e.Disabled {
-			out = append(out, Described{ID: en.e.ID, Disabled: true})
+	for _, e := range comp.Plugins {
+		if e.Disabled {
+			out = append(out, Described{ID: e.ID, Disabled: true})
 			continue
 		}
-		out = append(out, Described{ID: en.e.ID, Binary: en.binary, Description: en.desc})
+		st := steps[e.ID]
+		out = append(out, Described{ID: e.ID, Binary: st.Binary, Description: st.Desc})
 	}
 	return out, nil
 }
@@ -257,28 +248,17 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 		opts.Logger.Warn("no watchdog: command trees may outlive a killed host", "error", err)
 	}
 	h := &Host{
-		opts:        opts,
-		log:         opts.Logger,
-		comp:        comp,
-		rt:          rt,
-		sub:         sub,
-		jobs:        jobs.New(jobs.Config{Sub: sub}),
-		tools:       toolRegistry{tools: map[string]*tool{}},
-		byID:        map[string]*entry{},
-		serviceKeys: map[string]string{},
+		opts:    opts,
+		log:     opts.Logger,
+		comp:    comp,
+		rt:      rt,
+		sub:     sub,
+		jobs:    jobs.New(jobs.Config{Sub: sub}),
+		tools:   toolRegistry{tools: map[string]*tool{}},
+		byID:    map[string]*entry{},
+		applied: comp,
 	}
-	for key, services := range coreServices {
-		for _, s := range services {
-			h.serviceKeys[s] = key
-		}
-	}
-	for _, e := range comp.Plugins {
-		en := &entry{h: h, id: e.ID, e: e}
-		h.entries = append(h.entries, en)
-		if !e.Disabled {
-			h.byID[e.ID] = en
-		}
-	}
+	h.indexServices()
 	return h, nil
 }
 
@@ -302,7 +282,12 @@ func (h *Host) endpoint(key string) (*endpoint, bool) {
 	return ep, ok
 }
 
-func (h *Host) keyOfService(service string) string { return h.serviceKeys[service] }
+func (h *Host) keyOfService(service string) string {
+	if m := h.serviceKeys.Load(); m != nil {
+		return (*m)[service]
+	}
+	return ""
+}
 
 // Conn returns a connection on which the host itself calls the current
 // provider of key.
@@ -332,7 +317,6 @@ func (h *Host) Close(ctx context.Context) error {
 			errs = append(errs, h.reg.Close(ctx))
 		}
 		h.bg.Wait()
-		h.stopSpares(ctx)
 		h.jobs.Close()
 		errs = append(errs, h.sub.Close(ctx))
 		errs = append(errs, h.rt.remove())
@@ -428,23 +412,6 @@ func shellLimit(cfg map[string]any) time.Duration {
 	return ms("maxTimeoutMs", 600_000) + ms("graceMs", 3_000)
 }
 
-// stopSpares stops processes started for validation that never got applied.
-func (h *Host) stopSpares(ctx context.Context) {
-	var wg sync.WaitGroup
-	for _, en := range h.entryList() {
-		if p := en.takeSpare(); p != nil {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				sctx, cancel := context.WithTimeout(ctx, h.stopTimeout())
-				defer cancel()
-				_ = p.Stop(sctx)
-			}()
-		}
-	}
-	wg.Wait()
-}
-
 // entryList is a copy of the entries (the watcher may add some).
 func (h *Host) entryList() []*entry {
 	h.mu.Lock()
@@ -522,14 +489,4 @@ func (e *LoadError) Error() string {
 func (e *LoadError) Unwrap() []error { return e.Errs }
 
 // EntryError is a problem with one entry, at its place in the composition.
-type EntryError struct {
-	Pos composition.Pos
-	ID  string
-	Err error
-}
-
-func (e *EntryError) Error() string {
-	return fmt.Sprintf("%s: plugin %q: %v", e.Pos, e.ID, e.Err)
-}
-
-func (e *EntryError) Unwrap() error { return e.Err }
+type EntryError = plan.Error

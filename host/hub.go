@@ -158,8 +158,8 @@ func (h *Host) forward(c caller) grpc.StreamHandler {
 		// are cut at the stop and their callers re-subscribe, so only the
 		// rest is counted.
 		if kind != streaming {
-			ld.inflight.Add(1)
-			defer ld.inflight.Add(-1)
+			ld.inflight.begin()
+			defer ld.inflight.end()
 		}
 		if kind == unary {
 			return relayUnary(ctx, ss, ld, method)
@@ -404,8 +404,8 @@ func (c hostConn) Invoke(ctx context.Context, method string, args, reply any, op
 	id, end := c.h.calls.begin(HostOwner, ld.en.id)
 	defer end()
 	ctx = metadata.AppendToOutgoingContext(ctx, sdk.MetaCaller, "host", sdk.MetaCall, id)
-	ld.inflight.Add(1)
-	defer ld.inflight.Add(-1)
+	ld.inflight.begin()
+	defer ld.inflight.end()
 	if err := ld.proc.Conn().Invoke(ctx, method, args, reply, opts...); err != nil {
 		return gone(ctx, ld, err)
 	}

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,13 +22,14 @@ import (
 type load struct {
 	en      *entry
 	desc    *pluginv1.Description // what this process described
+	target  procTarget            // what it was started from; a restart in place starts the same
 	scope   *registry.Scope
 	slot    *slot
 	proc    *pluginproc.Process
 	started time.Time
 
-	stopping atomic.Bool  // the host is stopping it: an exit is no crash
-	inflight atomic.Int64 // calls relayed to this process, not yet answered
+	stopping atomic.Bool // the host is stopping it: an exit is no crash
+	inflight inflight    // calls relayed to this process, not yet answered
 	// unresponsive is set when the pulse killed it for missing its health
 	// checks, so calls cut by that kill can say why.
 	unresponsive atomic.Bool
@@ -92,32 +94,27 @@ func (ld *load) touch(key string) {
 // controlTimeout bounds the host's own calls to a plugin (apply, release).
 const controlTimeout = 10 * time.Second
 
-// applyEntry is the registry's Apply for an entry: take (or start) the
-// process, serve the host to it, send Apply, then provide its keys.
-func (h *Host) applyEntry(en *entry) func(context.Context, *registry.Scope) error {
-	return h.applyEntryAs(en, en.desc, false, false, nil)
+// applySpec is what a scope's Apply starts and provides.
+type applySpec struct {
+	desc   *pluginv1.Description
+	target procTarget // the binary, its pin and the config every process of the scope starts from
+	first  *spare     // the process described for the plan, used by the first Apply
+	// staging receives the keys a running scope holds while this one
+	// applies: a plan's commit takes them over.
+	staging *staging
 }
 
-// applyEntryAs is applyEntry; with replace, the keys are taken over from
-// their current provider once this scope is active (make-before-break),
-// keeping its dependents running when keep is set.
-//
-// With to, the process is started from to's binary with to's config (an
-// entry moving to another binary); otherwise from the entry's own.
-func (h *Host) applyEntryAs(en *entry, desc *pluginv1.Description, replace, keep bool, to *procTarget) func(context.Context, *registry.Scope) error {
+// applyEntryAs is the registry's Apply for a scope of en: take (or start)
+// the process, serve the host to it, send Apply, then provide its keys.
+func (h *Host) applyEntryAs(en *entry, spec applySpec) func(context.Context, *registry.Scope) error {
 	return func(ctx context.Context, s *registry.Scope) error {
 		if err := en.waitBackoff(ctx); err != nil {
 			return err
 		}
-		proc := en.takeSpare()
+		proc := spec.first.take()
 		if proc == nil {
 			var err error
-			if to != nil {
-				proc, err = en.startBinary(ctx, to.binary, to.sha256)
-			} else {
-				proc, err = en.start(ctx)
-			}
-			if err != nil {
+			if proc, err = h.startProcess(ctx, en.id, spec.target.binary, spec.target.sha256); err != nil {
 				return err
 			}
 		}
@@ -126,7 +123,7 @@ func (h *Host) applyEntryAs(en *entry, desc *pluginv1.Description, replace, keep
 		// First effect, so it is disposed last: the process outlives every
 		// registration it made. It stops whichever process the slot holds
 		// by then, and ends a restart under way.
-		if _, err := s.Effect("process of "+en.e.ID, func(ctx context.Context) error {
+		if _, err := s.Effect("process of "+en.id, func(ctx context.Context) error {
 			ld := sl.close()
 			if ld == nil {
 				ld = first
@@ -146,34 +143,36 @@ func (h *Host) applyEntryAs(en *entry, desc *pluginv1.Description, replace, keep
 		}
 		// Processes the plugin owns (spawned without naming another owner)
 		// go with it; disposed before the plugin process itself stops.
-		if _, err := s.Effect("processes of "+en.e.ID, func(ctx context.Context) error {
-			return h.sub.ReleaseOwner(ctx, en.e.ID)
+		if _, err := s.Effect("processes of "+en.id, func(ctx context.Context) error {
+			return h.sub.ReleaseOwner(ctx, en.id)
 		}); err != nil {
 			_ = proc.Stop(context.WithoutCancel(ctx))
 			return err
 		}
-		ld, resp, err := h.applyProcess(ctx, en, s, sl, desc, proc, to.configOr(en))
+		ld, resp, err := h.applyProcess(ctx, en, s, sl, spec.desc, proc, spec.target)
 		first = ld
 		if err != nil {
 			return h.crashedDuringApply(ld, ctx, err)
 		}
 		sl.set(ld)
-		en.setCurrent(ld)
-		for _, p := range desc.Provides {
-			ep := &endpoint{id: en.e.ID, slot: sl, services: map[string]bool{}, kinds: describedKinds(p)}
+		spec.staging.reset(ld)
+		if cur := en.getScope(); cur == nil || cur == s {
+			// A plan's new scope becomes current at its commit.
+			en.setCurrent(ld)
+		}
+		for _, p := range spec.desc.Provides {
+			ep := &endpoint{id: en.id, slot: sl, services: map[string]bool{}, kinds: describedKinds(p)}
 			for _, svc := range p.GrpcServices {
 				ep.services[svc] = true
 			}
 			if f := resp.Facts[p.Key]; f != nil {
 				ep.facts = f.Values
 			}
-			var err error
-			if replace {
-				_, err = s.Replace(p.Key, ep, keep)
-			} else {
-				_, err = s.Provide(p.Key, ep)
+			if _, owner, held := h.reg.Lookup(p.Key); held && owner != s {
+				spec.staging.add(p.Key, ep)
+				continue
 			}
-			if err != nil {
+			if _, err := s.Provide(p.Key, ep); err != nil {
 				return err
 			}
 		}
@@ -185,8 +184,8 @@ func (h *Host) applyEntryAs(en *entry, desc *pluginv1.Description, replace, keep
 // applyProcess makes proc a load of scope s in slot sl: the host server it
 // talks to, then Apply. On error the load is returned too (the process
 // may have crashed), not yet in the slot.
-func (h *Host) applyProcess(ctx context.Context, en *entry, s *registry.Scope, sl *slot, desc *pluginv1.Description, proc *pluginproc.Process, config []byte) (*load, *pluginv1.ApplyResponse, error) {
-	ld := &load{en: en, desc: desc, scope: s, slot: sl, proc: proc, started: time.Now()}
+func (h *Host) applyProcess(ctx context.Context, en *entry, s *registry.Scope, sl *slot, desc *pluginv1.Description, proc *pluginproc.Process, target procTarget) (*load, *pluginv1.ApplyResponse, error) {
+	ld := &load{en: en, desc: desc, target: target, scope: s, slot: sl, proc: proc, started: time.Now()}
 	dir, err := h.rt.pluginDir(en.e.ID)
 	if err != nil {
 		return ld, nil, err
@@ -199,7 +198,7 @@ func (h *Host) applyProcess(ctx context.Context, en *entry, s *registry.Scope, s
 	defer cancel()
 	resp, err := proc.Apply(actx, &pluginv1.ApplyRequest{
 		Id:           en.e.ID,
-		ConfigJson:   config,
+		ConfigJson:   target.config,
 		HostBrokerId: brokerID,
 		RuntimeDir:   dir,
 	})
@@ -210,4 +209,53 @@ func (h *Host) applyProcess(ctx context.Context, en *entry, s *registry.Scope, s
 func (h *Host) watch(ld *load) {
 	go h.watchExit(ld)
 	go h.pulse(ld)
+}
+
+// inflight counts a process's calls in flight; drain waits for none.
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0; nil while n is 0
+}
+
+func (f *inflight) begin() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == 0 {
+		f.idle = make(chan struct{})
+	}
+	f.n++
+}
+
+func (f *inflight) end() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n--
+	if f.n == 0 {
+		close(f.idle)
+		f.idle = nil
+	}
+}
+
+// wait returns a channel closed once no call is in flight.
+func (f *inflight) wait() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == 0 {
+		return closedChan
+	}
+	return f.idle
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// drain waits (bounded) for the calls in flight on this load to finish.
+func (ld *load) drain(ctx context.Context, bound time.Duration) {
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case <-ld.inflight.wait():
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }

@@ -4,12 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
-	"github.com/dshrun/dsh/host/composition"
 	"github.com/dshrun/dsh/host/pluginproc"
 	"github.com/dshrun/dsh/registry"
 	"github.com/dshrun/dsh/sdk/pluginv1"
@@ -156,7 +152,7 @@ var errSuperseded = errors.New("the slot already holds a newer process")
 // scope and makes it the slot's process, if the slot still holds old. Tools
 // it registers replace those of the process before it.
 func (h *Host) startInSlot(old *load) (*load, error) {
-	proc, err := old.en.start(old.slot.ctx)
+	proc, err := h.startProcess(old.slot.ctx, old.en.id, old.target.binary, old.target.sha256)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +163,7 @@ func (h *Host) startInSlot(old *load) (*load, error) {
 func (h *Host) applyInSlot(old *load, proc *pluginproc.Process) (*load, error) {
 	en, sl := old.en, old.slot
 	ctx := sl.ctx
-	ld, _, err := h.applyProcess(ctx, en, old.scope, sl, old.desc, proc, en.configJSON())
+	ld, _, err := h.applyProcess(ctx, en, old.scope, sl, old.desc, proc, old.target)
 	if err == nil && !sl.replace(old, ld) {
 		err = fmt.Errorf("plugin %q is stopping", en.id)
 		if sl.current() != old {
@@ -299,14 +295,6 @@ func (h *Host) bgAdd() bool {
 	return true
 }
 
-// drain waits (bounded) for the calls in flight on this load to finish.
-func (ld *load) drain(ctx context.Context, bound time.Duration) {
-	deadline := time.Now().Add(bound)
-	for ld.inflight.Load() > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func (h *Host) drainTimeout() time.Duration { return 10 * time.Second }
 
 // The pulse: every pingInterval the host asks each serving process for its
@@ -347,247 +335,4 @@ func (h *Host) pulse(ld *load) {
 			return
 		}
 	}
-}
-
-// ErrUnknownEntry is returned for an id the composition does not have.
-var ErrUnknownEntry = errors.New("no such entry")
-
-// Reload restarts one entry with a new process. A provider is replaced
-// make-before-break: the new process starts, applies and is active before
-// it takes the keys over; calls in flight on the old one finish (within a
-// drain deadline) before it stops. If the new one fails, the old one keeps
-// serving and the error says why. Consumers keep running when the new
-// description matches the old and the provider keeps no caller state;
-// otherwise they reload against the new one. Reload also takes an entry out
-// of a crash loop.
-func (h *Host) Reload(ctx context.Context, id string) error {
-	h.changeMu.Lock()
-	defer h.changeMu.Unlock()
-	h.mu.Lock()
-	en, ok := h.byID[id]
-	h.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("reload %q: %w", id, ErrUnknownEntry)
-	}
-	return h.reload(ctx, en, nil)
-}
-
-// retarget is what an edited composition changes of an entry's binary: its
-// name, path or sha256.
-type retarget struct {
-	comp   *composition.Composition
-	e      composition.Entry
-	binary string
-}
-
-// reload is Reload, onto another binary when to is set. That binary must
-// provide and inject the same keys and accept the entry's config. A
-// provider moves make-before-break: the entry keeps its old binary (and a
-// crash of the old process restarts that one) until the new process is
-// active, and if it fails the old one keeps serving. h.changeMu is held.
-func (h *Host) reload(ctx context.Context, en *entry, to *retarget) error {
-	id := en.id
-	en.resetCrashes()
-	old := en.getScope()
-	if old == nil {
-		return fmt.Errorf("reload %q: not loaded", id)
-	}
-	oldE, oldBin, oldDesc := en.view()
-	oldConfig := en.configJSON()
-	oldLoad := en.current()
-	plain := len(oldDesc.Provides) == 0 || old.State() != registry.Active
-	if plain && to == nil {
-		if old.State() == registry.Active && oldLoad != nil && oldLoad.scope == old {
-			// An active consumer moves to a new process make-before-break:
-			// its tools stay listed and its calls in flight finish on the
-			// old one, unless the binary now describes itself otherwise.
-			moved, err := h.reloadInSlot(ctx, oldLoad)
-			if moved || err != nil {
-				return err
-			}
-		}
-		// Nothing to keep serving: a plain restart.
-		old.Restart()
-		return h.settle(ctx, old, id)
-	}
-	bin, sha := oldBin, oldE.SHA256
-	if to != nil {
-		bin, sha = to.binary, to.e.SHA256
-	}
-	proc, err := en.startBinary(ctx, bin, sha)
-	if err != nil {
-		return fmt.Errorf("reload %q: %w", id, err)
-	}
-	desc := proc.Description()
-	// A scope that is not active is restarted in place, with the services
-	// it described before: they must not change either.
-	if !sameKeys(oldDesc, desc) || (plain && !sameServices(oldDesc, desc)) {
-		_ = proc.Stop(ctx)
-		return fmt.Errorf("reload %q: %s %s, other keys or services than %s (%s); give it a new id instead",
-			id, bin, keysOf(desc), oldBin, keysOf(oldDesc))
-	}
-	// What the entry becomes once the new process is active.
-	newE, newBin, newConfig := oldE, oldBin, oldConfig
-	var target *procTarget
-	if to != nil {
-		cfg, err := effectiveConfig(to.comp, to.e, desc)
-		if err != nil {
-			_ = proc.Stop(ctx)
-			return err
-		}
-		newE, newBin, newConfig = to.e, to.binary, cfg
-		target = &procTarget{binary: to.binary, sha256: to.e.SHA256, config: cfg}
-	}
-	// Only a move writes e, binary and config, so a plain reload does not
-	// race the readers that run in the changing goroutine without the lock.
-	setEntry := func(e composition.Entry, bin string, config []byte, d *pluginv1.Description) {
-		en.mu.Lock()
-		defer en.mu.Unlock()
-		if to != nil {
-			en.e, en.binary, en.config = e, bin, config
-		}
-		en.desc = d
-	}
-	dropSpare := func() {
-		if p := en.takeSpare(); p != nil {
-			_ = p.Stop(context.WithoutCancel(ctx))
-		}
-	}
-	if plain {
-		// A consumer (or a provider that is not serving): restart it in
-		// place on the new process. The scope's Apply starts the entry's
-		// own binary, so the entry moves first and moves back on failure.
-		if old.State() == registry.Pending {
-			// Waiting for its injects: it starts the new binary when
-			// they come.
-			_ = proc.Stop(ctx)
-			setEntry(newE, newBin, newConfig, desc)
-			return nil
-		}
-		en.mu.Lock()
-		en.spare = proc
-		en.mu.Unlock()
-		setEntry(newE, newBin, newConfig, desc)
-		old.Restart()
-		if err := h.settle(ctx, old, id); err != nil {
-			dropSpare()
-			setEntry(oldE, oldBin, oldConfig, oldDesc)
-			old.Restart()
-			_ = h.settle(ctx, old, id)
-			return err
-		}
-		return nil
-	}
-	keep := proto.Equal(oldDesc, desc)
-	for _, p := range desc.Provides {
-		keep = keep && !p.CallerState
-	}
-	en.mu.Lock()
-	en.spare = proc
-	en.gen++
-	gen := en.gen
-	en.mu.Unlock()
-	ns, err := h.reg.Add(registry.Spec{
-		ID:     fmt.Sprintf("%s#%d", id, gen),
-		Label:  en.label(),
-		Inject: en.deps(),
-		Apply:  h.applyEntryAs(en, desc, true, keep, target),
-	})
-	if err != nil {
-		dropSpare()
-		return fmt.Errorf("reload %q: %w", id, err)
-	}
-	if err := h.settle(ctx, ns, id); err != nil {
-		_ = ns.Dispose(context.WithoutCancel(ctx))
-		dropSpare()
-		// The failed load replaced the entry's current one; the old
-		// process still serves, so it is current again.
-		en.mu.Lock()
-		if en.load == nil || en.load.scope == ns {
-			en.load = oldLoad
-		}
-		en.mu.Unlock()
-		return err
-	}
-	setEntry(newE, newBin, newConfig, desc)
-	en.setScope(ns)
-	h.log.Info("plugin reloaded", "id", id, "binary", bin, "consumers_kept", keep)
-	return old.Dispose(context.WithoutCancel(ctx))
-}
-
-// reloadInSlot moves an active consumer's slot to a new process of the same
-// description; moved is false (and nothing changed) when the new process
-// describes itself otherwise, so the scope must reload instead.
-func (h *Host) reloadInSlot(ctx context.Context, old *load) (bool, error) {
-	en := old.en
-	proc, err := en.start(ctx)
-	if err != nil {
-		return false, fmt.Errorf("reload %q: %w", en.id, err)
-	}
-	if !proto.Equal(proc.Description(), old.desc) {
-		h.stopProcess(proc)
-		return false, nil
-	}
-	ld, err := h.applyInSlot(old, proc)
-	if err != nil {
-		return false, fmt.Errorf("reload %q: %w", en.id, err)
-	}
-	h.log.Info("plugin reloaded", "id", en.id, "binary", ld.proc.Binary(), "pid", ld.proc.Pid(), "make_before_break", true)
-	if h.bgAdd() {
-		go func() {
-			defer h.bg.Done()
-			h.retire(old)
-		}()
-	} else {
-		h.retire(old)
-	}
-	return true, nil
-}
-
-// settle waits until s is active or failed.
-func (h *Host) settle(ctx context.Context, s *registry.Scope, id string) error {
-	if err := h.reg.Settled(ctx); err != nil {
-		return fmt.Errorf("reload %q: %w", id, err)
-	}
-	if st := s.State(); st != registry.Active {
-		return fmt.Errorf("reload %q: %s: %s", id, st, s.Reason())
-	}
-	return nil
-}
-
-// keysOf says what a description provides and injects, for errors.
-func keysOf(d *pluginv1.Description) string {
-	var provides, injects []string
-	for _, p := range d.Provides {
-		provides = append(provides, p.Key)
-	}
-	for _, in := range d.Inject {
-		injects = append(injects, in.Key)
-	}
-	return fmt.Sprintf("provides %v, injects %v", provides, injects)
-}
-
-// sameServices reports whether a and b serve the same gRPC services for
-// each key they provide (in order).
-func sameServices(a, b *pluginv1.Description) bool {
-	return slices.EqualFunc(a.Provides, b.Provides, func(x, y *pluginv1.Provide) bool {
-		return slices.Equal(x.GrpcServices, y.GrpcServices)
-	})
-}
-
-func sameKeys(a, b *pluginv1.Description) bool {
-	if len(a.Provides) != len(b.Provides) || len(a.Inject) != len(b.Inject) {
-		return false
-	}
-	for i := range a.Provides {
-		if a.Provides[i].Key != b.Provides[i].Key {
-			return false
-		}
-	}
-	for i := range a.Inject {
-		if a.Inject[i].Key != b.Inject[i].Key || a.Inject[i].Optional != b.Inject[i].Optional {
-			return false
-		}
-	}
-	return true
 }

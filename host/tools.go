@@ -278,9 +278,9 @@ func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMe
 	for _, snap := range h.jobs.TakeNoticesFor(owner, t.plugin) {
 		finished = append(finished, hjobs.JobProto(snap))
 	}
-	ld.inflight.Add(1)
+	ld.inflight.begin()
 	res, err := toolsv1.NewToolHandlerClient(ld.proc.Conn()).Call(ctx, &toolsv1.CallRequest{Name: name, Arguments: args, Owner: owner, FinishedJobs: finished})
-	ld.inflight.Add(-1)
+	ld.inflight.end()
 	if err != nil {
 		err = gone(ctx, ld, err)
 		return nil, fmt.Errorf("tool %q: %s", name, status.Convert(err).Message())

@@ -276,3 +276,65 @@ func TestHotReloadFailedMoveRestores(t *testing.T) {
 		t.Errorf("a process of the refused binary is left: %s", pid)
 	}
 }
+
+// An edit is a transaction: when one of its changes fails to apply, the
+// changes that did apply are undone, and the host runs as before the edit.
+func TestHotReloadRollsBack(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "comp.yaml")
+	h := startFile(t, file, toolsYAML)
+	bashBin := h.find("bash").bin()
+	bashPid, toolsPid := pidOf(h, "bash"), pidOf(h, "tools")
+	// 2500 bytes are cut under maxOutputBytes 2000, whole under 3000.
+	capped := func() bool {
+		return strings.Contains(callTool(t, h, "agent", "bash", bashCall("seq 1 100000 | head -c 2500")).Text, "[output truncated")
+	}
+	if !capped() {
+		t.Fatal("before the edit: not cut")
+	}
+	// Two changes: the executor's config (applies) and a new entry whose
+	// Apply fails.
+	edit := strings.Replace(toolsYAML, "maxOutputBytes: 2000", "maxOutputBytes: 3000", 1) +
+		"  - id: probe\n    name: probe\n    config: {fact: added, failApply: true}\n"
+	err := applyFile(t, h, file, edit)
+	if err == nil || !strings.Contains(err.Error(), "probe refuses to apply") || !strings.Contains(err.Error(), `plugin "probe"`) {
+		t.Fatalf("an edit with a failing change: %v", err)
+	}
+	waitActive(t, h)
+	if pidOf(h, "bash") != bashPid || pidOf(h, "tools") != toolsPid {
+		t.Fatalf("pids after the undone edit: bash %d->%d tools %d->%d", bashPid, pidOf(h, "bash"), toolsPid, pidOf(h, "tools"))
+	}
+	if !capped() {
+		t.Fatal("the undone config change still applies")
+	}
+	if got := testplugins.Matching(bashBin); len(got) != 1 {
+		t.Fatalf("processes of %s after the undone edit: %v", bashBin, got)
+	}
+	probeBin := filepath.Join(filepath.Dir(bashBin), "dsh-probe")
+	if got := testplugins.Matching(probeBin); len(got) != 0 {
+		t.Fatalf("a process of the refused entry is left: %v", got)
+	}
+	for _, st := range h.Status() {
+		if st.ID == "probe" {
+			t.Fatalf("the refused entry is listed: %+v", st)
+		}
+	}
+	if _, _, ok := h.Registry().Lookup("probe"); ok {
+		t.Fatal("the refused entry's key is provided")
+	}
+
+	// The same edit without the failure applies whole, and the added
+	// provider's services are known by name (a caller need not name the key).
+	if err := applyFile(t, h, file, strings.Replace(edit, ", failApply: true", "", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if capped() {
+		t.Fatal("after the edit: still cut")
+	}
+	if got := h.keyOfService(probev1.Probe_ServiceDesc.ServiceName); got != "probe" {
+		t.Fatalf("the added provider's service maps to %q", got)
+	}
+	if got := testplugins.Matching(bashBin); len(got) != 1 {
+		t.Fatalf("processes of %s after the edit: %v", bashBin, got)
+	}
+}

@@ -1,0 +1,458 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/dshrun/dsh/host/composition"
+	"github.com/dshrun/dsh/host/plan"
+	"github.com/dshrun/dsh/host/pluginproc"
+	"github.com/dshrun/dsh/registry"
+	"github.com/dshrun/dsh/sdk/pluginv1"
+)
+
+// Start, hot reload and `dsh reload` change the running set the same way:
+// describe what is new, make a plan (host/plan: every check, nothing
+// started for real), then apply it as one transaction in two phases.
+//
+// prepare: each entry the plan adds, reloads or moves gets a new registry
+// scope on its new process. The scopes apply (the plugins' Apply, their
+// tools, the keys nobody holds) while everything that runs keeps serving;
+// a key a running scope holds is staged, not taken. If a new scope does
+// not become active, every new scope is disposed, every process not used
+// is stopped, and the entries are as they were.
+//
+// commit: the staged keys are taken over (make-before-break: dependents
+// keep running when the provider describes itself as before and keeps no
+// caller state; otherwise they reload against the new one), the entries
+// take their new scopes, and last what left is disposed: the scopes
+// replaced, then the removed entries, dependents first. Nothing in commit
+// can refuse; a disposal that fails is logged.
+
+// describe resolves the binary of every entry of comp that want selects
+// and starts one process of each, in parallel, to read its description.
+// The processes are returned for the plan's steps to use; the caller stops
+// those it does not use. A disabled entry is described only for errors to
+// say what it would have provided, and stopped at once.
+func (h *Host) describe(ctx context.Context, comp *composition.Composition, want func(e composition.Entry, bin string) bool) (map[string]plan.Described, map[string]*pluginproc.Process) {
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		out   = map[string]plan.Described{}
+		procs = map[string]*pluginproc.Process{}
+	)
+	for _, e := range comp.Plugins {
+		bin, err := comp.Resolve(e, h.opts.PluginPath)
+		if err != nil {
+			if !e.Disabled {
+				out[e.ID] = plan.Described{Err: err}
+			}
+			continue
+		}
+		if !want(e, bin) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := h.startProcess(ctx, e.ID, bin, e.SHA256)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil && e.Disabled:
+			case err != nil:
+				out[e.ID] = plan.Described{Binary: bin, Err: &EntryError{Pos: e.Pos, ID: e.ID, Err: err}}
+			case e.Disabled:
+				out[e.ID] = plan.Described{Binary: bin, Desc: p.Description()}
+				h.stopProcess(p)
+			default:
+				out[e.ID] = plan.Described{Binary: bin, Desc: p.Description()}
+				procs[e.ID] = p
+			}
+		}()
+	}
+	wg.Wait()
+	return out, procs
+}
+
+// running is the running set, for the planner.
+func (h *Host) running() []plan.Running {
+	var out []plan.Running
+	for _, en := range h.entryList() {
+		e, bin, desc := en.view()
+		if e.Disabled || desc == nil {
+			continue
+		}
+		out = append(out, plan.Running{Entry: e, Binary: bin, Desc: desc, Config: en.configJSON()})
+	}
+	return out
+}
+
+// makePlan plans comp against the running set; on a problem it stops the
+// processes described for it and returns a *LoadError.
+func (h *Host) makePlan(comp *composition.Composition, described map[string]plan.Described, procs map[string]*pluginproc.Process) (*plan.Plan, error) {
+	p, errs := plan.Make(plan.Input{Comp: comp, Described: described, Running: h.running(), Core: isCore})
+	if len(errs) > 0 {
+		h.stopAll(procs)
+		return nil, &LoadError{File: comp.File, Errs: errs}
+	}
+	return p, nil
+}
+
+func (h *Host) stopAll(procs map[string]*pluginproc.Process) {
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Go(func() { h.stopProcess(p) })
+	}
+	wg.Wait()
+}
+
+// change is one step of a plan being applied.
+type change struct {
+	st       plan.Step
+	en       *entry
+	first    *spare
+	scope    *registry.Scope // the new scope
+	oldScope *registry.Scope
+	staging  *staging
+}
+
+// spare is a process started for describing, handed to the first Apply of
+// the scope it was started for.
+type spare struct {
+	mu sync.Mutex
+	p  *pluginproc.Process
+}
+
+func (s *spare) take() *pluginproc.Process {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.p
+	s.p = nil
+	return p
+}
+
+// staging holds what a new scope of a prepared change will take over at
+// commit: the keys a running scope held while it applied, and its load.
+type staging struct {
+	mu   sync.Mutex
+	keys []stagedKey
+	ld   *load
+}
+
+type stagedKey struct {
+	key string
+	ep  *endpoint
+}
+
+func (s *staging) reset(ld *load) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keys, s.ld = nil, ld
+}
+
+func (s *staging) add(key string, ep *endpoint) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keys = append(s.keys, stagedKey{key, ep})
+}
+
+func (s *staging) get() ([]stagedKey, *load) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.keys, s.ld
+}
+
+// applyPlan applies p: prepare, then commit. procs are the processes
+// described for p's steps, by entry id. h.changeMu is held (or the host is
+// starting).
+func (h *Host) applyPlan(ctx context.Context, p *plan.Plan, procs map[string]*pluginproc.Process) error {
+	var changes []*change
+	var removes []*entry
+	for _, st := range p.Steps {
+		switch st.Action {
+		case plan.Keep:
+			continue
+		case plan.Remove:
+			removes = append(removes, h.find(st.ID))
+			continue
+		}
+		c := &change{st: st, staging: &staging{}}
+		if pr := procs[st.ID]; pr != nil {
+			c.first = &spare{p: pr}
+			delete(procs, st.ID)
+		}
+		if st.Action == plan.Add {
+			c.en = &entry{h: h, id: st.ID, e: st.Entry, binary: st.Binary, desc: st.Desc, config: st.Config}
+		} else {
+			c.en = h.find(st.ID)
+			c.oldScope = c.en.getScope()
+			c.en.resetCrashes()
+		}
+		changes = append(changes, c)
+	}
+	h.stopAll(procs) // described, but no step needs a new process of them
+	if err := h.prepare(ctx, p, changes); err != nil {
+		return err
+	}
+	h.commit(ctx, p, changes, removes)
+	return nil
+}
+
+// prepare adds a scope for every change and waits until they settle; if
+// one does not become active, it undoes them all.
+func (h *Host) prepare(ctx context.Context, p *plan.Plan, changes []*change) error {
+	var errs []error
+	for _, c := range changes {
+		en, st := c.en, c.st
+		id := st.ID
+		if c.oldScope != nil {
+			en.mu.Lock()
+			en.gen++
+			id = fmt.Sprintf("%s#%d", st.ID, en.gen)
+			en.mu.Unlock()
+		}
+		spec := applySpec{
+			desc:    st.Desc,
+			target:  procTarget{binary: st.Binary, sha256: st.Entry.SHA256, config: st.Config},
+			first:   c.first,
+			staging: c.staging,
+		}
+		s, err := h.reg.Add(registry.Spec{ID: id, Label: en.label(), Inject: depsOf(st.Desc), Apply: h.applyEntryAs(en, spec)})
+		if err != nil {
+			errs = append(errs, &EntryError{Pos: st.Entry.Pos, ID: st.ID, Err: err})
+			break
+		}
+		c.scope = s
+	}
+	if len(errs) == 0 {
+		if err := h.reg.Settled(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("%s: waiting for plugins to apply: %w", p.Comp.File, err))
+		}
+	}
+	if len(errs) == 0 {
+		for _, c := range changes {
+			switch state := c.scope.State(); {
+			case state == registry.Active:
+			case state == registry.Pending && c.oldScope != nil && c.oldScope.State() != registry.Active:
+				// It was not serving before either (waiting for its
+				// injects): it starts the new way when they come.
+			case state == registry.Pending:
+				errs = append(errs, c.en.errorf("still pending: %s", c.scope.Reason()))
+			default:
+				errs = append(errs, c.en.errorf("%s", c.scope.Reason()))
+			}
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	// Undo: the new scopes go, dependents first; the old ones never
+	// stopped serving.
+	for i := len(changes) - 1; i >= 0; i-- {
+		c := changes[i]
+		if c.scope != nil {
+			if err := c.scope.Dispose(context.WithoutCancel(ctx)); err != nil {
+				h.log.Warn("undoing a change", "id", c.st.ID, "error", err)
+			}
+		}
+		if pr := c.first.take(); pr != nil {
+			h.stopProcess(pr)
+		}
+	}
+	return &LoadError{File: p.Comp.File, Errs: errs}
+}
+
+// commit swaps the prepared scopes in and disposes what they replaced and
+// what the plan removes.
+func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, removes []*entry) {
+	for _, c := range changes {
+		keys, ld := c.staging.get()
+		keep := c.st.Was != nil && proto.Equal(c.st.Was.Desc, c.st.Desc)
+		for _, pr := range c.st.Desc.Provides {
+			keep = keep && !pr.CallerState
+		}
+		for _, k := range keys {
+			// A key another entry held (one the plan removes) moves with
+			// its dependents reloading; the entry's own keeps them if it
+			// can.
+			_, owner, _ := h.reg.Lookup(k.key)
+			own := owner == c.oldScope
+			if _, err := c.scope.Replace(k.key, k.ep, keep && own); err != nil {
+				h.log.Error("taking a key over", "id", c.st.ID, "key", k.key, "error", err)
+			}
+		}
+		en := c.en
+		en.mu.Lock()
+		en.e, en.binary, en.config, en.desc, en.scope = c.st.Entry, c.st.Binary, c.st.Config, c.st.Desc, c.scope
+		if ld != nil {
+			if cur := ld.slot.current(); cur != nil {
+				ld = cur // restarted in place meanwhile
+			}
+			en.load = ld
+		}
+		en.mu.Unlock()
+		if c.oldScope != nil {
+			h.log.Info("plugin reloaded", "id", c.st.ID, "binary", c.st.Binary, "consumers_kept", keep)
+		}
+	}
+	h.mu.Lock()
+	next := make([]*entry, 0, len(p.Comp.Plugins))
+	h.byID = map[string]*entry{}
+	byID := map[string]*entry{}
+	for _, en := range h.entries {
+		byID[en.id] = en
+	}
+	for _, c := range changes {
+		byID[c.st.ID] = c.en
+	}
+	for _, e := range p.Comp.Plugins {
+		en := byID[e.ID]
+		if e.Disabled {
+			en = &entry{h: h, id: e.ID, e: e}
+			if old := byID[e.ID]; old != nil && old.e.Disabled {
+				en = old
+			}
+		} else {
+			h.byID[e.ID] = en
+		}
+		next = append(next, en)
+	}
+	h.entries = next
+	h.mu.Unlock()
+	h.applied = p.Comp
+	h.indexServices()
+
+	for _, c := range changes {
+		if c.oldScope != nil {
+			if err := c.oldScope.Dispose(context.WithoutCancel(ctx)); err != nil {
+				h.log.Warn("disposing the replaced scope", "id", c.st.ID, "error", err)
+			}
+		}
+	}
+	for _, en := range removes {
+		if s := en.getScope(); s != nil {
+			if err := s.Dispose(context.WithoutCancel(ctx)); err != nil {
+				h.log.Warn("removing a plugin", "id", en.id, "error", err)
+			}
+		}
+		en.mu.Lock()
+		en.e.Disabled = true
+		en.mu.Unlock()
+	}
+}
+
+// indexServices maps every gRPC service the composition serves to its key,
+// for callers that do not name the key.
+func (h *Host) indexServices() {
+	m := map[string]string{}
+	for key, services := range coreServices {
+		for _, s := range services {
+			m[s] = key
+		}
+	}
+	for _, en := range h.entryList() {
+		e, _, desc := en.view()
+		if e.Disabled || desc == nil {
+			continue
+		}
+		for _, p := range desc.Provides {
+			for _, s := range p.GrpcServices {
+				m[s] = p.Key
+			}
+		}
+	}
+	h.serviceKeys.Store(&m)
+}
+
+// ApplyComposition moves the running host to next. Every check is made
+// before anything changes, and applying is a transaction: an error leaves
+// the host as it was (see the top of this file).
+func (h *Host) ApplyComposition(ctx context.Context, next *composition.Composition) error {
+	h.changeMu.Lock()
+	defer h.changeMu.Unlock()
+	if !reflect.DeepEqual(next.Host, h.comp.Host) {
+		// Timeouts, the pulse and the scrub are set up when the host
+		// starts; applying them to a running host is not supported.
+		h.log.Warn("the host section changed; it is read at start only: restart dsh to apply it", "file", next.File)
+	}
+	runs := map[string]plan.Running{}
+	for _, r := range h.running() {
+		runs[r.Entry.ID] = r
+	}
+	described, procs := h.describe(ctx, next, func(e composition.Entry, bin string) bool {
+		r, ok := runs[e.ID]
+		return !e.Disabled && (!ok || r.Binary != bin || r.Entry.SHA256 != e.SHA256)
+	})
+	p, err := h.makePlan(next, described, procs)
+	if err != nil {
+		return err
+	}
+	return h.applyPlan(ctx, p, procs)
+}
+
+// ErrUnknownEntry is returned for an id the composition does not have.
+var ErrUnknownEntry = errors.New("no such entry")
+
+// Reload replaces one entry's process with a new one of its binary, as a
+// plan of one step: described and checked first (the same keys; a config
+// its schema accepts; no tool another entry has), then applied as a
+// transaction. A provider is replaced make-before-break: the new process
+// applies while the old one serves, then takes the keys over; calls in
+// flight on the old one finish (within the drain bound) before it stops.
+// If the new one fails, the old one keeps serving and the error says why.
+// Reload also takes an entry out of a crash loop.
+func (h *Host) Reload(ctx context.Context, id string) error {
+	h.changeMu.Lock()
+	defer h.changeMu.Unlock()
+	h.mu.Lock()
+	en, ok := h.byID[id]
+	h.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("reload %q: %w", id, ErrUnknownEntry)
+	}
+	if en.getScope() == nil {
+		return fmt.Errorf("reload %q: not loaded", id)
+	}
+	e, bin, _ := en.view()
+	described := map[string]plan.Described{}
+	procs := map[string]*pluginproc.Process{}
+	if pr, err := h.startProcess(ctx, id, bin, e.SHA256); err != nil {
+		described[id] = plan.Described{Binary: bin, Err: &EntryError{Pos: e.Pos, ID: id, Err: err}}
+	} else {
+		described[id] = plan.Described{Binary: bin, Desc: pr.Description()}
+		procs[id] = pr
+	}
+	p, err := h.makePlan(h.applied, described, procs)
+	if err != nil {
+		return fmt.Errorf("reload %q: %w", id, err)
+	}
+	for i := range p.Steps {
+		if st := &p.Steps[i]; st.ID == id && st.Action == plan.Keep {
+			st.Action = plan.Reload
+		}
+	}
+	if err := h.applyPlan(ctx, p, procs); err != nil {
+		return fmt.Errorf("reload %q: %w", id, err)
+	}
+	return nil
+}
+
+func depsOf(d *pluginv1.Description) []registry.Dep {
+	var out []registry.Dep
+	for _, in := range d.Inject {
+		out = append(out, registry.Dep{Key: in.Key, Optional: in.Optional})
+	}
+	return out
+}
