@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/dshrun/dsh/core/jobs/jobsv1"
 	"github.com/dshrun/dsh/host/subprocess"
-	"github.com/dshrun/dsh/plugins/jobs/jobsv1"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -7,8 +7,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/dshrun/dsh/core/jobs/jobsv1"
 	"github.com/dshrun/dsh/host/subprocess"
-	"github.com/dshrun/dsh/plugins/jobs/jobsv1"
 )
 
 // Server serves a Manager as dsh.jobs.v1.Jobs. Owner tells, for a

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/dshrun/dsh/plugins/subprocess/subprocessv1"
+	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 )
 
 // Server serves a Manager to one plugin as dsh.subprocess.v1.Subprocess.

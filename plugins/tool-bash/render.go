@@ -7,10 +7,10 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/dshrun/dsh/plugins/jobs/jobsv1"
+	"github.com/dshrun/dsh/core/jobs/jobsv1"
+	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
+	"github.com/dshrun/dsh/core/tools/toolsv1"
 	"github.com/dshrun/dsh/plugins/shell"
-	"github.com/dshrun/dsh/plugins/subprocess/subprocessv1"
-	"github.com/dshrun/dsh/plugins/tools/toolsv1"
 )
 
 // text turns output bytes into text; invalid UTF-8 shows as U+FFFD.

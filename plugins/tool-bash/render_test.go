@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dshrun/dsh/plugins/jobs/jobsv1"
+	"github.com/dshrun/dsh/core/jobs/jobsv1"
+	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/plugins/shell"
-	"github.com/dshrun/dsh/plugins/subprocess/subprocessv1"
 )
 
 // Golden files hold every text the model reads; a change to one is a

@@ -16,8 +16,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/plugins/shell"
-	"github.com/dshrun/dsh/plugins/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/sdk"
 )
 

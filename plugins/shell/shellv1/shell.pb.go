@@ -10,7 +10,7 @@
 package shellv1
 
 import (
-	subprocessv1 "github.com/dshrun/dsh/plugins/subprocess/subprocessv1"
+	subprocessv1 "github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -845,7 +845,7 @@ var File_plugins_shell_shellv1_shell_proto protoreflect.FileDescriptor
 
 const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\n" +
-	"!plugins/shell/shellv1/shell.proto\x12\fdsh.shell.v1\x1a0plugins/subprocess/subprocessv1/subprocess.proto\"d\n" +
+	"!plugins/shell/shellv1/shell.proto\x12\fdsh.shell.v1\x1a-core/subprocess/subprocessv1/subprocess.proto\"d\n" +
 	"\rSandboxPolicy\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12%\n" +
 	"\x0ewritable_roots\x18\x02 \x03(\tR\rwritableRoots\x12\x18\n" +

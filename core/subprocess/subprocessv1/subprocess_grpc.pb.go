@@ -6,7 +6,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: plugins/subprocess/subprocessv1/subprocess.proto
+// source: core/subprocess/subprocessv1/subprocess.proto
 
 package subprocessv1
 
@@ -293,5 +293,5 @@ var Subprocess_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "plugins/subprocess/subprocessv1/subprocess.proto",
+	Metadata: "core/subprocess/subprocessv1/subprocess.proto",
 }

@@ -5,7 +5,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: plugins/tools/toolsv1/tools.proto
+// source: core/tools/toolsv1/tools.proto
 
 package toolsv1
 
@@ -168,7 +168,7 @@ var Tools_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "plugins/tools/toolsv1/tools.proto",
+	Metadata: "core/tools/toolsv1/tools.proto",
 }
 
 const (
@@ -274,5 +274,5 @@ var ToolHandler_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "plugins/tools/toolsv1/tools.proto",
+	Metadata: "core/tools/toolsv1/tools.proto",
 }

@@ -5,12 +5,12 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: plugins/tools/toolsv1/tools.proto
+// source: core/tools/toolsv1/tools.proto
 
 package toolsv1
 
 import (
-	jobsv1 "github.com/dshrun/dsh/plugins/jobs/jobsv1"
+	jobsv1 "github.com/dshrun/dsh/core/jobs/jobsv1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -41,7 +41,7 @@ type ToolSpec struct {
 
 func (x *ToolSpec) Reset() {
 	*x = ToolSpec{}
-	mi := &file_plugins_tools_toolsv1_tools_proto_msgTypes[0]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -53,7 +53,7 @@ func (x *ToolSpec) String() string {
 func (*ToolSpec) ProtoMessage() {}
 
 func (x *ToolSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_tools_toolsv1_tools_proto_msgTypes[0]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -66,7 +66,7 @@ func (x *ToolSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSpec.ProtoReflect.Descriptor instead.
 func (*ToolSpec) Descriptor() ([]byte, []int) {
-	return file_plugins_tools_toolsv1_tools_proto_rawDescGZIP(), []int{0}
+	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *ToolSpec) GetName() string {
@@ -105,7 +105,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_plugins_tools_toolsv1_tools_proto_msgTypes[1]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -117,7 +117,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_tools_toolsv1_tools_proto_msgTypes[1]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -130,7 +130,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_tools_toolsv1_tools_proto_rawDescGZIP(), []int{1}
+	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{1}
 }
 
 type UnregisterRequest struct {
@@ -142,7 +142,7 @@ type UnregisterRequest struct {
 
 func (x *UnregisterRequest) Reset() {
 	*x = UnregisterRequest{}
-	mi := &file_plugins_tools_toolsv1_tools_proto_msgTypes[2]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -154,7 +154,7 @@ func (x *UnregisterRequest) String() string {
 func (*UnregisterRequest) ProtoMessage() {}
 
 func (x *UnregisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_tools_toolsv1_tools_proto_msgTypes[2]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -167,7 +167,7 @@ func (x *UnregisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_tools_toolsv1_tools_proto_rawDescGZIP(), []int{2}
+	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *UnregisterRequest) GetName() string {
@@ -185,7 +185,7 @@ type UnregisterResponse struct {
 
 func (x *UnregisterResponse) Reset() {
 	*x = UnregisterResponse{}
-	mi := &file_plugins_tools_toolsv1_tools_proto_msgTypes[3]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -197,7 +197,7 @@ func (x *UnregisterResponse) String() string {
 func (*UnregisterResponse) ProtoMessage() {}
 
 func (x *UnregisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_tools_toolsv1_tools_proto_msgTypes[3]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -210,7 +210,7 @@ func (x *UnregisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_tools_toolsv1_tools_proto_rawDescGZIP(), []int{3}
+	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{3}
 }
 
 type CallRequest struct {
@@ -231,7 +231,7 @@ type CallRequest struct {
 
 func (x *CallRequest) Reset() {
 	*x = CallRequest{}
-	mi := &file_plugins_tools_toolsv1_tools_proto_msgTypes[4]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -243,7 +243,7 @@ func (x *CallRequest) String() string {
 func (*CallRequest) ProtoMessage() {}
 
 func (x *CallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_tools_toolsv1_tools_proto_msgTypes[4]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -256,7 +256,7 @@ func (x *CallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallRequest.ProtoReflect.Descriptor instead.
 func (*CallRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_tools_toolsv1_tools_proto_rawDescGZIP(), []int{4}
+	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CallRequest) GetName() string {
@@ -304,7 +304,7 @@ type CallResult struct {
 
 func (x *CallResult) Reset() {
 	*x = CallResult{}
-	mi := &file_plugins_tools_toolsv1_tools_proto_msgTypes[5]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -316,7 +316,7 @@ func (x *CallResult) String() string {
 func (*CallResult) ProtoMessage() {}
 
 func (x *CallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_tools_toolsv1_tools_proto_msgTypes[5]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -329,7 +329,7 @@ func (x *CallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallResult.ProtoReflect.Descriptor instead.
 func (*CallResult) Descriptor() ([]byte, []int) {
-	return file_plugins_tools_toolsv1_tools_proto_rawDescGZIP(), []int{5}
+	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CallResult) GetText() string {
@@ -375,7 +375,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_plugins_tools_toolsv1_tools_proto_msgTypes[6]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -387,7 +387,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_tools_toolsv1_tools_proto_msgTypes[6]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -400,7 +400,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_plugins_tools_toolsv1_tools_proto_rawDescGZIP(), []int{6}
+	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Resource) GetPath() string {
@@ -424,11 +424,11 @@ func (x *Resource) GetComplete() bool {
 	return false
 }
 
-var File_plugins_tools_toolsv1_tools_proto protoreflect.FileDescriptor
+var File_core_tools_toolsv1_tools_proto protoreflect.FileDescriptor
 
-const file_plugins_tools_toolsv1_tools_proto_rawDesc = "" +
+const file_core_tools_toolsv1_tools_proto_rawDesc = "" +
 	"\n" +
-	"!plugins/tools/toolsv1/tools.proto\x12\fdsh.tools.v1\x1a\x1eplugins/jobs/jobsv1/jobs.proto\"y\n" +
+	"\x1ecore/tools/toolsv1/tools.proto\x12\fdsh.tools.v1\x1a\x1bcore/jobs/jobsv1/jobs.proto\"y\n" +
 	"\bToolSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12!\n" +
@@ -460,22 +460,22 @@ const file_plugins_tools_toolsv1_tools_proto_rawDesc = "" +
 	"\n" +
 	"Unregister\x12\x1f.dsh.tools.v1.UnregisterRequest\x1a .dsh.tools.v1.UnregisterResponse2J\n" +
 	"\vToolHandler\x12;\n" +
-	"\x04Call\x12\x19.dsh.tools.v1.CallRequest\x1a\x18.dsh.tools.v1.CallResultB5Z3github.com/dshrun/dsh/plugins/tools/toolsv1;toolsv1b\x06proto3"
+	"\x04Call\x12\x19.dsh.tools.v1.CallRequest\x1a\x18.dsh.tools.v1.CallResultB2Z0github.com/dshrun/dsh/core/tools/toolsv1;toolsv1b\x06proto3"
 
 var (
-	file_plugins_tools_toolsv1_tools_proto_rawDescOnce sync.Once
-	file_plugins_tools_toolsv1_tools_proto_rawDescData []byte
+	file_core_tools_toolsv1_tools_proto_rawDescOnce sync.Once
+	file_core_tools_toolsv1_tools_proto_rawDescData []byte
 )
 
-func file_plugins_tools_toolsv1_tools_proto_rawDescGZIP() []byte {
-	file_plugins_tools_toolsv1_tools_proto_rawDescOnce.Do(func() {
-		file_plugins_tools_toolsv1_tools_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_plugins_tools_toolsv1_tools_proto_rawDesc), len(file_plugins_tools_toolsv1_tools_proto_rawDesc)))
+func file_core_tools_toolsv1_tools_proto_rawDescGZIP() []byte {
+	file_core_tools_toolsv1_tools_proto_rawDescOnce.Do(func() {
+		file_core_tools_toolsv1_tools_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_core_tools_toolsv1_tools_proto_rawDesc), len(file_core_tools_toolsv1_tools_proto_rawDesc)))
 	})
-	return file_plugins_tools_toolsv1_tools_proto_rawDescData
+	return file_core_tools_toolsv1_tools_proto_rawDescData
 }
 
-var file_plugins_tools_toolsv1_tools_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
-var file_plugins_tools_toolsv1_tools_proto_goTypes = []any{
+var file_core_tools_toolsv1_tools_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_core_tools_toolsv1_tools_proto_goTypes = []any{
 	(*ToolSpec)(nil),           // 0: dsh.tools.v1.ToolSpec
 	(*RegisterResponse)(nil),   // 1: dsh.tools.v1.RegisterResponse
 	(*UnregisterRequest)(nil),  // 2: dsh.tools.v1.UnregisterRequest
@@ -485,7 +485,7 @@ var file_plugins_tools_toolsv1_tools_proto_goTypes = []any{
 	(*Resource)(nil),           // 6: dsh.tools.v1.Resource
 	(*jobsv1.Job)(nil),         // 7: dsh.jobs.v1.Job
 }
-var file_plugins_tools_toolsv1_tools_proto_depIdxs = []int32{
+var file_core_tools_toolsv1_tools_proto_depIdxs = []int32{
 	7, // 0: dsh.tools.v1.CallRequest.finished_jobs:type_name -> dsh.jobs.v1.Job
 	6, // 1: dsh.tools.v1.CallResult.resources:type_name -> dsh.tools.v1.Resource
 	0, // 2: dsh.tools.v1.Tools.Register:input_type -> dsh.tools.v1.ToolSpec
@@ -501,26 +501,26 @@ var file_plugins_tools_toolsv1_tools_proto_depIdxs = []int32{
 	0, // [0:2] is the sub-list for field type_name
 }
 
-func init() { file_plugins_tools_toolsv1_tools_proto_init() }
-func file_plugins_tools_toolsv1_tools_proto_init() {
-	if File_plugins_tools_toolsv1_tools_proto != nil {
+func init() { file_core_tools_toolsv1_tools_proto_init() }
+func file_core_tools_toolsv1_tools_proto_init() {
+	if File_core_tools_toolsv1_tools_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_tools_toolsv1_tools_proto_rawDesc), len(file_plugins_tools_toolsv1_tools_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_core_tools_toolsv1_tools_proto_rawDesc), len(file_core_tools_toolsv1_tools_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
-		GoTypes:           file_plugins_tools_toolsv1_tools_proto_goTypes,
-		DependencyIndexes: file_plugins_tools_toolsv1_tools_proto_depIdxs,
-		MessageInfos:      file_plugins_tools_toolsv1_tools_proto_msgTypes,
+		GoTypes:           file_core_tools_toolsv1_tools_proto_goTypes,
+		DependencyIndexes: file_core_tools_toolsv1_tools_proto_depIdxs,
+		MessageInfos:      file_core_tools_toolsv1_tools_proto_msgTypes,
 	}.Build()
-	File_plugins_tools_toolsv1_tools_proto = out.File
-	file_plugins_tools_toolsv1_tools_proto_goTypes = nil
-	file_plugins_tools_toolsv1_tools_proto_depIdxs = nil
+	File_core_tools_toolsv1_tools_proto = out.File
+	file_core_tools_toolsv1_tools_proto_goTypes = nil
+	file_core_tools_toolsv1_tools_proto_depIdxs = nil
 }

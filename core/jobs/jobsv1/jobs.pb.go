@@ -10,12 +10,12 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: plugins/jobs/jobsv1/jobs.proto
+// source: core/jobs/jobsv1/jobs.proto
 
 package jobsv1
 
 import (
-	subprocessv1 "github.com/dshrun/dsh/plugins/subprocess/subprocessv1"
+	subprocessv1 "github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -42,7 +42,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_plugins_jobs_jobsv1_jobs_proto_msgTypes[0]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -54,7 +54,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_jobs_jobsv1_jobs_proto_msgTypes[0]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -67,7 +67,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{0}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *RegisterRequest) GetProcessId() string {
@@ -116,7 +116,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_plugins_jobs_jobsv1_jobs_proto_msgTypes[1]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -128,7 +128,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_jobs_jobsv1_jobs_proto_msgTypes[1]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -141,7 +141,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_plugins_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{1}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Job) GetId() string {
@@ -217,7 +217,7 @@ type JobRef struct {
 
 func (x *JobRef) Reset() {
 	*x = JobRef{}
-	mi := &file_plugins_jobs_jobsv1_jobs_proto_msgTypes[2]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -229,7 +229,7 @@ func (x *JobRef) String() string {
 func (*JobRef) ProtoMessage() {}
 
 func (x *JobRef) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_jobs_jobsv1_jobs_proto_msgTypes[2]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -242,7 +242,7 @@ func (x *JobRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRef.ProtoReflect.Descriptor instead.
 func (*JobRef) Descriptor() ([]byte, []int) {
-	return file_plugins_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{2}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *JobRef) GetId() string {
@@ -277,7 +277,7 @@ type JobRead struct {
 
 func (x *JobRead) Reset() {
 	*x = JobRead{}
-	mi := &file_plugins_jobs_jobsv1_jobs_proto_msgTypes[3]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -289,7 +289,7 @@ func (x *JobRead) String() string {
 func (*JobRead) ProtoMessage() {}
 
 func (x *JobRead) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_jobs_jobsv1_jobs_proto_msgTypes[3]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -302,7 +302,7 @@ func (x *JobRead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRead.ProtoReflect.Descriptor instead.
 func (*JobRead) Descriptor() ([]byte, []int) {
-	return file_plugins_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{3}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *JobRead) GetJob() *Job {
@@ -370,7 +370,7 @@ type KillResponse struct {
 
 func (x *KillResponse) Reset() {
 	*x = KillResponse{}
-	mi := &file_plugins_jobs_jobsv1_jobs_proto_msgTypes[4]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +382,7 @@ func (x *KillResponse) String() string {
 func (*KillResponse) ProtoMessage() {}
 
 func (x *KillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_jobs_jobsv1_jobs_proto_msgTypes[4]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +395,7 @@ func (x *KillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillResponse.ProtoReflect.Descriptor instead.
 func (*KillResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{4}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *KillResponse) GetKilled() bool {
@@ -414,7 +414,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_plugins_jobs_jobsv1_jobs_proto_msgTypes[5]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -426,7 +426,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_jobs_jobsv1_jobs_proto_msgTypes[5]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -439,7 +439,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{5}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListRequest) GetOwner() string {
@@ -458,7 +458,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_plugins_jobs_jobsv1_jobs_proto_msgTypes[6]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -470,7 +470,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_jobs_jobsv1_jobs_proto_msgTypes[6]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -483,7 +483,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{6}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListResponse) GetJobs() []*Job {
@@ -493,11 +493,11 @@ func (x *ListResponse) GetJobs() []*Job {
 	return nil
 }
 
-var File_plugins_jobs_jobsv1_jobs_proto protoreflect.FileDescriptor
+var File_core_jobs_jobsv1_jobs_proto protoreflect.FileDescriptor
 
-const file_plugins_jobs_jobsv1_jobs_proto_rawDesc = "" +
+const file_core_jobs_jobsv1_jobs_proto_rawDesc = "" +
 	"\n" +
-	"\x1eplugins/jobs/jobsv1/jobs.proto\x12\vdsh.jobs.v1\x1a0plugins/subprocess/subprocessv1/subprocess.proto\"\x82\x01\n" +
+	"\x1bcore/jobs/jobsv1/jobs.proto\x12\vdsh.jobs.v1\x1a-core/subprocess/subprocessv1/subprocess.proto\"\x82\x01\n" +
 	"\x0fRegisterRequest\x12\x1d\n" +
 	"\n" +
 	"process_id\x18\x01 \x01(\tR\tprocessId\x12\x14\n" +
@@ -538,22 +538,22 @@ const file_plugins_jobs_jobsv1_jobs_proto_rawDesc = "" +
 	"\bRegister\x12\x1c.dsh.jobs.v1.RegisterRequest\x1a\x10.dsh.jobs.v1.Job\x121\n" +
 	"\x04Read\x12\x13.dsh.jobs.v1.JobRef\x1a\x14.dsh.jobs.v1.JobRead\x126\n" +
 	"\x04Kill\x12\x13.dsh.jobs.v1.JobRef\x1a\x19.dsh.jobs.v1.KillResponse\x12;\n" +
-	"\x04List\x12\x18.dsh.jobs.v1.ListRequest\x1a\x19.dsh.jobs.v1.ListResponseB2Z0github.com/dshrun/dsh/plugins/jobs/jobsv1;jobsv1b\x06proto3"
+	"\x04List\x12\x18.dsh.jobs.v1.ListRequest\x1a\x19.dsh.jobs.v1.ListResponseB/Z-github.com/dshrun/dsh/core/jobs/jobsv1;jobsv1b\x06proto3"
 
 var (
-	file_plugins_jobs_jobsv1_jobs_proto_rawDescOnce sync.Once
-	file_plugins_jobs_jobsv1_jobs_proto_rawDescData []byte
+	file_core_jobs_jobsv1_jobs_proto_rawDescOnce sync.Once
+	file_core_jobs_jobsv1_jobs_proto_rawDescData []byte
 )
 
-func file_plugins_jobs_jobsv1_jobs_proto_rawDescGZIP() []byte {
-	file_plugins_jobs_jobsv1_jobs_proto_rawDescOnce.Do(func() {
-		file_plugins_jobs_jobsv1_jobs_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_plugins_jobs_jobsv1_jobs_proto_rawDesc), len(file_plugins_jobs_jobsv1_jobs_proto_rawDesc)))
+func file_core_jobs_jobsv1_jobs_proto_rawDescGZIP() []byte {
+	file_core_jobs_jobsv1_jobs_proto_rawDescOnce.Do(func() {
+		file_core_jobs_jobsv1_jobs_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_core_jobs_jobsv1_jobs_proto_rawDesc), len(file_core_jobs_jobsv1_jobs_proto_rawDesc)))
 	})
-	return file_plugins_jobs_jobsv1_jobs_proto_rawDescData
+	return file_core_jobs_jobsv1_jobs_proto_rawDescData
 }
 
-var file_plugins_jobs_jobsv1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
-var file_plugins_jobs_jobsv1_jobs_proto_goTypes = []any{
+var file_core_jobs_jobsv1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_core_jobs_jobsv1_jobs_proto_goTypes = []any{
 	(*RegisterRequest)(nil),        // 0: dsh.jobs.v1.RegisterRequest
 	(*Job)(nil),                    // 1: dsh.jobs.v1.Job
 	(*JobRef)(nil),                 // 2: dsh.jobs.v1.JobRef
@@ -563,7 +563,7 @@ var file_plugins_jobs_jobsv1_jobs_proto_goTypes = []any{
 	(*ListResponse)(nil),           // 6: dsh.jobs.v1.ListResponse
 	(*subprocessv1.Collected)(nil), // 7: dsh.subprocess.v1.Collected
 }
-var file_plugins_jobs_jobsv1_jobs_proto_depIdxs = []int32{
+var file_core_jobs_jobsv1_jobs_proto_depIdxs = []int32{
 	1, // 0: dsh.jobs.v1.JobRead.job:type_name -> dsh.jobs.v1.Job
 	7, // 1: dsh.jobs.v1.JobRead.stdout_facts:type_name -> dsh.subprocess.v1.Collected
 	7, // 2: dsh.jobs.v1.JobRead.stderr_facts:type_name -> dsh.subprocess.v1.Collected
@@ -583,27 +583,27 @@ var file_plugins_jobs_jobsv1_jobs_proto_depIdxs = []int32{
 	0, // [0:4] is the sub-list for field type_name
 }
 
-func init() { file_plugins_jobs_jobsv1_jobs_proto_init() }
-func file_plugins_jobs_jobsv1_jobs_proto_init() {
-	if File_plugins_jobs_jobsv1_jobs_proto != nil {
+func init() { file_core_jobs_jobsv1_jobs_proto_init() }
+func file_core_jobs_jobsv1_jobs_proto_init() {
+	if File_core_jobs_jobsv1_jobs_proto != nil {
 		return
 	}
-	file_plugins_jobs_jobsv1_jobs_proto_msgTypes[1].OneofWrappers = []any{}
+	file_core_jobs_jobsv1_jobs_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_jobs_jobsv1_jobs_proto_rawDesc), len(file_plugins_jobs_jobsv1_jobs_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_core_jobs_jobsv1_jobs_proto_rawDesc), len(file_core_jobs_jobsv1_jobs_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_plugins_jobs_jobsv1_jobs_proto_goTypes,
-		DependencyIndexes: file_plugins_jobs_jobsv1_jobs_proto_depIdxs,
-		MessageInfos:      file_plugins_jobs_jobsv1_jobs_proto_msgTypes,
+		GoTypes:           file_core_jobs_jobsv1_jobs_proto_goTypes,
+		DependencyIndexes: file_core_jobs_jobsv1_jobs_proto_depIdxs,
+		MessageInfos:      file_core_jobs_jobsv1_jobs_proto_msgTypes,
 	}.Build()
-	File_plugins_jobs_jobsv1_jobs_proto = out.File
-	file_plugins_jobs_jobsv1_jobs_proto_goTypes = nil
-	file_plugins_jobs_jobsv1_jobs_proto_depIdxs = nil
+	File_core_jobs_jobsv1_jobs_proto = out.File
+	file_core_jobs_jobsv1_jobs_proto_goTypes = nil
+	file_core_jobs_jobsv1_jobs_proto_depIdxs = nil
 }

@@ -4,7 +4,7 @@
 // sdk.Host.Conn(subprocess.Key) and subprocessv1.NewSubprocessClient.
 package subprocess
 
-import "github.com/dshrun/dsh/plugins/subprocess/subprocessv1"
+import "github.com/dshrun/dsh/core/subprocess/subprocessv1"
 
 // Key is the service key: ctx.subprocess.
 const Key = "subprocess"

@@ -10,7 +10,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: plugins/jobs/jobsv1/jobs.proto
+// source: core/jobs/jobsv1/jobs.proto
 
 package jobsv1
 
@@ -247,5 +247,5 @@ var Jobs_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "plugins/jobs/jobsv1/jobs.proto",
+	Metadata: "core/jobs/jobsv1/jobs.proto",
 }

@@ -3,7 +3,7 @@
 // host/jobs).
 package jobs
 
-import "github.com/dshrun/dsh/plugins/jobs/jobsv1"
+import "github.com/dshrun/dsh/core/jobs/jobsv1"
 
 // Key is the service key: ctx.jobs.
 const Key = "jobs"

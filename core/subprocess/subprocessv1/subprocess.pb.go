@@ -6,7 +6,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: plugins/subprocess/subprocessv1/subprocess.proto
+// source: core/subprocess/subprocessv1/subprocess.proto
 
 package subprocessv1
 
@@ -61,11 +61,11 @@ func (x Status) String() string {
 }
 
 func (Status) Descriptor() protoreflect.EnumDescriptor {
-	return file_plugins_subprocess_subprocessv1_subprocess_proto_enumTypes[0].Descriptor()
+	return file_core_subprocess_subprocessv1_subprocess_proto_enumTypes[0].Descriptor()
 }
 
 func (Status) Type() protoreflect.EnumType {
-	return &file_plugins_subprocess_subprocessv1_subprocess_proto_enumTypes[0]
+	return &file_core_subprocess_subprocessv1_subprocess_proto_enumTypes[0]
 }
 
 func (x Status) Number() protoreflect.EnumNumber {
@@ -74,7 +74,7 @@ func (x Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Status.Descriptor instead.
 func (Status) EnumDescriptor() ([]byte, []int) {
-	return file_plugins_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{0}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{0}
 }
 
 type SpawnRequest struct {
@@ -103,7 +103,7 @@ type SpawnRequest struct {
 
 func (x *SpawnRequest) Reset() {
 	*x = SpawnRequest{}
-	mi := &file_plugins_subprocess_subprocessv1_subprocess_proto_msgTypes[0]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -115,7 +115,7 @@ func (x *SpawnRequest) String() string {
 func (*SpawnRequest) ProtoMessage() {}
 
 func (x *SpawnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_subprocess_subprocessv1_subprocess_proto_msgTypes[0]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -128,7 +128,7 @@ func (x *SpawnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpawnRequest.ProtoReflect.Descriptor instead.
 func (*SpawnRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{0}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *SpawnRequest) GetArgv() []string {
@@ -218,7 +218,7 @@ type StartResponse struct {
 
 func (x *StartResponse) Reset() {
 	*x = StartResponse{}
-	mi := &file_plugins_subprocess_subprocessv1_subprocess_proto_msgTypes[1]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -230,7 +230,7 @@ func (x *StartResponse) String() string {
 func (*StartResponse) ProtoMessage() {}
 
 func (x *StartResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_subprocess_subprocessv1_subprocess_proto_msgTypes[1]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -243,7 +243,7 @@ func (x *StartResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartResponse.ProtoReflect.Descriptor instead.
 func (*StartResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{1}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *StartResponse) GetId() string {
@@ -269,7 +269,7 @@ type ProcessRef struct {
 
 func (x *ProcessRef) Reset() {
 	*x = ProcessRef{}
-	mi := &file_plugins_subprocess_subprocessv1_subprocess_proto_msgTypes[2]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -281,7 +281,7 @@ func (x *ProcessRef) String() string {
 func (*ProcessRef) ProtoMessage() {}
 
 func (x *ProcessRef) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_subprocess_subprocessv1_subprocess_proto_msgTypes[2]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -294,7 +294,7 @@ func (x *ProcessRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessRef.ProtoReflect.Descriptor instead.
 func (*ProcessRef) Descriptor() ([]byte, []int) {
-	return file_plugins_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{2}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ProcessRef) GetId() string {
@@ -334,7 +334,7 @@ type Collected struct {
 
 func (x *Collected) Reset() {
 	*x = Collected{}
-	mi := &file_plugins_subprocess_subprocessv1_subprocess_proto_msgTypes[3]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +346,7 @@ func (x *Collected) String() string {
 func (*Collected) ProtoMessage() {}
 
 func (x *Collected) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_subprocess_subprocessv1_subprocess_proto_msgTypes[3]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +359,7 @@ func (x *Collected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Collected.ProtoReflect.Descriptor instead.
 func (*Collected) Descriptor() ([]byte, []int) {
-	return file_plugins_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{3}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Collected) GetData() []byte {
@@ -449,7 +449,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_plugins_subprocess_subprocessv1_subprocess_proto_msgTypes[4]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -461,7 +461,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_subprocess_subprocessv1_subprocess_proto_msgTypes[4]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -474,7 +474,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_plugins_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{4}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Result) GetStatus() Status {
@@ -547,7 +547,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_plugins_subprocess_subprocessv1_subprocess_proto_msgTypes[5]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -559,7 +559,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_subprocess_subprocessv1_subprocess_proto_msgTypes[5]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -572,7 +572,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{5}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ReadResponse) GetStdout() *Collected {
@@ -626,7 +626,7 @@ type KillResponse struct {
 
 func (x *KillResponse) Reset() {
 	*x = KillResponse{}
-	mi := &file_plugins_subprocess_subprocessv1_subprocess_proto_msgTypes[6]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +638,7 @@ func (x *KillResponse) String() string {
 func (*KillResponse) ProtoMessage() {}
 
 func (x *KillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_subprocess_subprocessv1_subprocess_proto_msgTypes[6]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +651,7 @@ func (x *KillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillResponse.ProtoReflect.Descriptor instead.
 func (*KillResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{6}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *KillResponse) GetKilled() bool {
@@ -661,11 +661,11 @@ func (x *KillResponse) GetKilled() bool {
 	return false
 }
 
-var File_plugins_subprocess_subprocessv1_subprocess_proto protoreflect.FileDescriptor
+var File_core_subprocess_subprocessv1_subprocess_proto protoreflect.FileDescriptor
 
-const file_plugins_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
+const file_core_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
 	"\n" +
-	"0plugins/subprocess/subprocessv1/subprocess.proto\x12\x11dsh.subprocess.v1\"\xa4\x03\n" +
+	"-core/subprocess/subprocessv1/subprocess.proto\x12\x11dsh.subprocess.v1\"\xa4\x03\n" +
 	"\fSpawnRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
 	"\x03dir\x18\x02 \x01(\tR\x03dir\x12:\n" +
@@ -738,23 +738,23 @@ const file_plugins_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
 	"\x05Start\x12\x1f.dsh.subprocess.v1.SpawnRequest\x1a .dsh.subprocess.v1.StartResponse\x12F\n" +
 	"\x04Read\x12\x1d.dsh.subprocess.v1.ProcessRef\x1a\x1f.dsh.subprocess.v1.ReadResponse\x12F\n" +
 	"\x04Kill\x12\x1d.dsh.subprocess.v1.ProcessRef\x1a\x1f.dsh.subprocess.v1.KillResponse\x12@\n" +
-	"\x04Wait\x12\x1d.dsh.subprocess.v1.ProcessRef\x1a\x19.dsh.subprocess.v1.ResultBDZBgithub.com/dshrun/dsh/plugins/subprocess/subprocessv1;subprocessv1b\x06proto3"
+	"\x04Wait\x12\x1d.dsh.subprocess.v1.ProcessRef\x1a\x19.dsh.subprocess.v1.ResultBAZ?github.com/dshrun/dsh/core/subprocess/subprocessv1;subprocessv1b\x06proto3"
 
 var (
-	file_plugins_subprocess_subprocessv1_subprocess_proto_rawDescOnce sync.Once
-	file_plugins_subprocess_subprocessv1_subprocess_proto_rawDescData []byte
+	file_core_subprocess_subprocessv1_subprocess_proto_rawDescOnce sync.Once
+	file_core_subprocess_subprocessv1_subprocess_proto_rawDescData []byte
 )
 
-func file_plugins_subprocess_subprocessv1_subprocess_proto_rawDescGZIP() []byte {
-	file_plugins_subprocess_subprocessv1_subprocess_proto_rawDescOnce.Do(func() {
-		file_plugins_subprocess_subprocessv1_subprocess_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_plugins_subprocess_subprocessv1_subprocess_proto_rawDesc), len(file_plugins_subprocess_subprocessv1_subprocess_proto_rawDesc)))
+func file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP() []byte {
+	file_core_subprocess_subprocessv1_subprocess_proto_rawDescOnce.Do(func() {
+		file_core_subprocess_subprocessv1_subprocess_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_core_subprocess_subprocessv1_subprocess_proto_rawDesc), len(file_core_subprocess_subprocessv1_subprocess_proto_rawDesc)))
 	})
-	return file_plugins_subprocess_subprocessv1_subprocess_proto_rawDescData
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescData
 }
 
-var file_plugins_subprocess_subprocessv1_subprocess_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_plugins_subprocess_subprocessv1_subprocess_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
-var file_plugins_subprocess_subprocessv1_subprocess_proto_goTypes = []any{
+var file_core_subprocess_subprocessv1_subprocess_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_core_subprocess_subprocessv1_subprocess_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_core_subprocess_subprocessv1_subprocess_proto_goTypes = []any{
 	(Status)(0),           // 0: dsh.subprocess.v1.Status
 	(*SpawnRequest)(nil),  // 1: dsh.subprocess.v1.SpawnRequest
 	(*StartResponse)(nil), // 2: dsh.subprocess.v1.StartResponse
@@ -765,7 +765,7 @@ var file_plugins_subprocess_subprocessv1_subprocess_proto_goTypes = []any{
 	(*KillResponse)(nil),  // 7: dsh.subprocess.v1.KillResponse
 	nil,                   // 8: dsh.subprocess.v1.SpawnRequest.EnvEntry
 }
-var file_plugins_subprocess_subprocessv1_subprocess_proto_depIdxs = []int32{
+var file_core_subprocess_subprocessv1_subprocess_proto_depIdxs = []int32{
 	8,  // 0: dsh.subprocess.v1.SpawnRequest.env:type_name -> dsh.subprocess.v1.SpawnRequest.EnvEntry
 	0,  // 1: dsh.subprocess.v1.Result.status:type_name -> dsh.subprocess.v1.Status
 	4,  // 2: dsh.subprocess.v1.Result.stdout:type_name -> dsh.subprocess.v1.Collected
@@ -790,29 +790,29 @@ var file_plugins_subprocess_subprocessv1_subprocess_proto_depIdxs = []int32{
 	0,  // [0:7] is the sub-list for field type_name
 }
 
-func init() { file_plugins_subprocess_subprocessv1_subprocess_proto_init() }
-func file_plugins_subprocess_subprocessv1_subprocess_proto_init() {
-	if File_plugins_subprocess_subprocessv1_subprocess_proto != nil {
+func init() { file_core_subprocess_subprocessv1_subprocess_proto_init() }
+func file_core_subprocess_subprocessv1_subprocess_proto_init() {
+	if File_core_subprocess_subprocessv1_subprocess_proto != nil {
 		return
 	}
-	file_plugins_subprocess_subprocessv1_subprocess_proto_msgTypes[4].OneofWrappers = []any{}
-	file_plugins_subprocess_subprocessv1_subprocess_proto_msgTypes[5].OneofWrappers = []any{}
+	file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[4].OneofWrappers = []any{}
+	file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_subprocess_subprocessv1_subprocess_proto_rawDesc), len(file_plugins_subprocess_subprocessv1_subprocess_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_core_subprocess_subprocessv1_subprocess_proto_rawDesc), len(file_core_subprocess_subprocessv1_subprocess_proto_rawDesc)),
 			NumEnums:      1,
 			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_plugins_subprocess_subprocessv1_subprocess_proto_goTypes,
-		DependencyIndexes: file_plugins_subprocess_subprocessv1_subprocess_proto_depIdxs,
-		EnumInfos:         file_plugins_subprocess_subprocessv1_subprocess_proto_enumTypes,
-		MessageInfos:      file_plugins_subprocess_subprocessv1_subprocess_proto_msgTypes,
+		GoTypes:           file_core_subprocess_subprocessv1_subprocess_proto_goTypes,
+		DependencyIndexes: file_core_subprocess_subprocessv1_subprocess_proto_depIdxs,
+		EnumInfos:         file_core_subprocess_subprocessv1_subprocess_proto_enumTypes,
+		MessageInfos:      file_core_subprocess_subprocessv1_subprocess_proto_msgTypes,
 	}.Build()
-	File_plugins_subprocess_subprocessv1_subprocess_proto = out.File
-	file_plugins_subprocess_subprocessv1_subprocess_proto_goTypes = nil
-	file_plugins_subprocess_subprocessv1_subprocess_proto_depIdxs = nil
+	File_core_subprocess_subprocessv1_subprocess_proto = out.File
+	file_core_subprocess_subprocessv1_subprocess_proto_goTypes = nil
+	file_core_subprocess_subprocessv1_subprocess_proto_depIdxs = nil
 }
