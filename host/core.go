@@ -12,8 +12,8 @@ import (
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/core/tools"
 	"github.com/dshrun/dsh/core/tools/toolsv1"
-	hjobs "github.com/dshrun/dsh/host/jobs"
-	hsub "github.com/dshrun/dsh/host/subprocess"
+	hjobs "github.com/dshrun/dsh/host/core/jobs"
+	hsub "github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/registry"
 )
 

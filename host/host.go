@@ -29,8 +29,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/dshrun/dsh/host/composition"
-	"github.com/dshrun/dsh/host/jobs"
-	"github.com/dshrun/dsh/host/subprocess"
+	"github.com/dshrun/dsh/host/core/jobs"
+	"github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/registry"
 	"github.com/dshrun/dsh/sdk/pluginv1"
 )

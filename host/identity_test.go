@@ -19,7 +19,7 @@ import (
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/core/tools/toolsv1"
-	hsub "github.com/dshrun/dsh/host/subprocess"
+	hsub "github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/sdk"
 )
 

@@ -19,7 +19,7 @@ import (
 
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
 	"github.com/dshrun/dsh/core/tools/toolsv1"
-	hjobs "github.com/dshrun/dsh/host/jobs"
+	hjobs "github.com/dshrun/dsh/host/core/jobs"
 	"github.com/dshrun/dsh/internal/schemacheck"
 	"github.com/dshrun/dsh/sdk"
 )

@@ -1,6 +1,6 @@
 // Package jobs is the service definition of ctx.jobs as plugins see it:
 // the key and the dsh.jobs.v1 contract. The host provides it (package
-// host/jobs).
+// host/core/jobs).
 package jobs
 
 import "github.com/dshrun/dsh/core/jobs/jobsv1"

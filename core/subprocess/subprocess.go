@@ -1,6 +1,6 @@
 // Package subprocess is the service definition of ctx.subprocess as
 // plugins see it: the key and the dsh.subprocess.v1 contract. The host
-// provides it (package host/subprocess); plugins reach it with
+// provides it (package host/core/subprocess); plugins reach it with
 // sdk.Host.Conn(subprocess.Key) and subprocessv1.NewSubprocessClient.
 package subprocess
 

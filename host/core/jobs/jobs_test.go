@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
-	"github.com/dshrun/dsh/host/subprocess"
+	"github.com/dshrun/dsh/host/core/subprocess"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
-	"github.com/dshrun/dsh/host/subprocess"
+	"github.com/dshrun/dsh/host/core/subprocess"
 )
 
 // Server serves a Manager as dsh.jobs.v1.Jobs. Owner tells, for a

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dshrun/dsh/host/subprocess"
+	"github.com/dshrun/dsh/host/core/subprocess"
 )
 
 // Defaults.
