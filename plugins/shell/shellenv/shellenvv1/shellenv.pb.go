@@ -5,7 +5,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: plugins/shellenv/shellenvv1/shellenv.proto
+// source: plugins/shell/shellenv/shellenvv1/shellenv.proto
 
 package shellenvv1
 
@@ -32,7 +32,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[0]
+	mi := &file_plugins_shell_shellenv_shellenvv1_shellenv_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -44,7 +44,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[0]
+	mi := &file_plugins_shell_shellenv_shellenvv1_shellenv_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -57,7 +57,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{0}
+	return file_plugins_shell_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{0}
 }
 
 type CollectRequest struct {
@@ -68,7 +68,7 @@ type CollectRequest struct {
 
 func (x *CollectRequest) Reset() {
 	*x = CollectRequest{}
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[1]
+	mi := &file_plugins_shell_shellenv_shellenvv1_shellenv_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -80,7 +80,7 @@ func (x *CollectRequest) String() string {
 func (*CollectRequest) ProtoMessage() {}
 
 func (x *CollectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[1]
+	mi := &file_plugins_shell_shellenv_shellenvv1_shellenv_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -93,7 +93,7 @@ func (x *CollectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectRequest.ProtoReflect.Descriptor instead.
 func (*CollectRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{1}
+	return file_plugins_shell_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{1}
 }
 
 type Snapshot struct {
@@ -107,7 +107,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[2]
+	mi := &file_plugins_shell_shellenv_shellenvv1_shellenv_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -119,7 +119,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[2]
+	mi := &file_plugins_shell_shellenv_shellenvv1_shellenv_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -132,7 +132,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{2}
+	return file_plugins_shell_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Snapshot) GetEnv() map[string]string {
@@ -159,7 +159,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[3]
+	mi := &file_plugins_shell_shellenv_shellenvv1_shellenv_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -171,7 +171,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[3]
+	mi := &file_plugins_shell_shellenv_shellenvv1_shellenv_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -184,7 +184,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{3}
+	return file_plugins_shell_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RegisterRequest) GetName() string {
@@ -209,7 +209,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[4]
+	mi := &file_plugins_shell_shellenv_shellenvv1_shellenv_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -221,7 +221,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[4]
+	mi := &file_plugins_shell_shellenv_shellenvv1_shellenv_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -234,7 +234,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{4}
+	return file_plugins_shell_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{4}
 }
 
 type UnregisterRequest struct {
@@ -246,7 +246,7 @@ type UnregisterRequest struct {
 
 func (x *UnregisterRequest) Reset() {
 	*x = UnregisterRequest{}
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[5]
+	mi := &file_plugins_shell_shellenv_shellenvv1_shellenv_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -258,7 +258,7 @@ func (x *UnregisterRequest) String() string {
 func (*UnregisterRequest) ProtoMessage() {}
 
 func (x *UnregisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[5]
+	mi := &file_plugins_shell_shellenv_shellenvv1_shellenv_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -271,7 +271,7 @@ func (x *UnregisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{5}
+	return file_plugins_shell_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *UnregisterRequest) GetName() string {
@@ -289,7 +289,7 @@ type UnregisterResponse struct {
 
 func (x *UnregisterResponse) Reset() {
 	*x = UnregisterResponse{}
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[6]
+	mi := &file_plugins_shell_shellenv_shellenvv1_shellenv_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -301,7 +301,7 @@ func (x *UnregisterResponse) String() string {
 func (*UnregisterResponse) ProtoMessage() {}
 
 func (x *UnregisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[6]
+	mi := &file_plugins_shell_shellenv_shellenvv1_shellenv_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -314,7 +314,7 @@ func (x *UnregisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{6}
+	return file_plugins_shell_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{6}
 }
 
 type ListRequest struct {
@@ -325,7 +325,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[7]
+	mi := &file_plugins_shell_shellenv_shellenvv1_shellenv_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -337,7 +337,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[7]
+	mi := &file_plugins_shell_shellenv_shellenvv1_shellenv_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -350,7 +350,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{7}
+	return file_plugins_shell_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{7}
 }
 
 type ListResponse struct {
@@ -362,7 +362,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[8]
+	mi := &file_plugins_shell_shellenv_shellenvv1_shellenv_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -374,7 +374,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[8]
+	mi := &file_plugins_shell_shellenv_shellenvv1_shellenv_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -387,7 +387,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{8}
+	return file_plugins_shell_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListResponse) GetFacts() []*Fact {
@@ -409,7 +409,7 @@ type Fact struct {
 
 func (x *Fact) Reset() {
 	*x = Fact{}
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[9]
+	mi := &file_plugins_shell_shellenv_shellenvv1_shellenv_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -421,7 +421,7 @@ func (x *Fact) String() string {
 func (*Fact) ProtoMessage() {}
 
 func (x *Fact) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes[9]
+	mi := &file_plugins_shell_shellenv_shellenvv1_shellenv_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -434,7 +434,7 @@ func (x *Fact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fact.ProtoReflect.Descriptor instead.
 func (*Fact) Descriptor() ([]byte, []int) {
-	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{9}
+	return file_plugins_shell_shellenv_shellenvv1_shellenv_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Fact) GetName() string {
@@ -458,11 +458,11 @@ func (x *Fact) GetOwner() string {
 	return ""
 }
 
-var File_plugins_shellenv_shellenvv1_shellenv_proto protoreflect.FileDescriptor
+var File_plugins_shell_shellenv_shellenvv1_shellenv_proto protoreflect.FileDescriptor
 
-const file_plugins_shellenv_shellenvv1_shellenv_proto_rawDesc = "" +
+const file_plugins_shell_shellenv_shellenvv1_shellenv_proto_rawDesc = "" +
 	"\n" +
-	"*plugins/shellenv/shellenvv1/shellenv.proto\x12\x0fdsh.shellenv.v1\"\x0e\n" +
+	"0plugins/shell/shellenv/shellenvv1/shellenv.proto\x12\x0fdsh.shellenv.v1\"\x0e\n" +
 	"\fWatchRequest\"\x10\n" +
 	"\x0eCollectRequest\"\x98\x01\n" +
 	"\bSnapshot\x124\n" +
@@ -493,22 +493,22 @@ const file_plugins_shellenv_shellenvv1_shellenv_proto_rawDesc = "" +
 	"\n" +
 	"Unregister\x12\".dsh.shellenv.v1.UnregisterRequest\x1a#.dsh.shellenv.v1.UnregisterResponse\x12C\n" +
 	"\x04List\x12\x1c.dsh.shellenv.v1.ListRequest\x1a\x1d.dsh.shellenv.v1.ListResponse\x12C\n" +
-	"\x05Watch\x12\x1d.dsh.shellenv.v1.WatchRequest\x1a\x19.dsh.shellenv.v1.Snapshot0\x01B>Z<github.com/dshrun/dsh/plugins/shellenv/shellenvv1;shellenvv1b\x06proto3"
+	"\x05Watch\x12\x1d.dsh.shellenv.v1.WatchRequest\x1a\x19.dsh.shellenv.v1.Snapshot0\x01BDZBgithub.com/dshrun/dsh/plugins/shell/shellenv/shellenvv1;shellenvv1b\x06proto3"
 
 var (
-	file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescOnce sync.Once
-	file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescData []byte
+	file_plugins_shell_shellenv_shellenvv1_shellenv_proto_rawDescOnce sync.Once
+	file_plugins_shell_shellenv_shellenvv1_shellenv_proto_rawDescData []byte
 )
 
-func file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescGZIP() []byte {
-	file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescOnce.Do(func() {
-		file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_plugins_shellenv_shellenvv1_shellenv_proto_rawDesc), len(file_plugins_shellenv_shellenvv1_shellenv_proto_rawDesc)))
+func file_plugins_shell_shellenv_shellenvv1_shellenv_proto_rawDescGZIP() []byte {
+	file_plugins_shell_shellenv_shellenvv1_shellenv_proto_rawDescOnce.Do(func() {
+		file_plugins_shell_shellenv_shellenvv1_shellenv_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_plugins_shell_shellenv_shellenvv1_shellenv_proto_rawDesc), len(file_plugins_shell_shellenv_shellenvv1_shellenv_proto_rawDesc)))
 	})
-	return file_plugins_shellenv_shellenvv1_shellenv_proto_rawDescData
+	return file_plugins_shell_shellenv_shellenvv1_shellenv_proto_rawDescData
 }
 
-var file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
-var file_plugins_shellenv_shellenvv1_shellenv_proto_goTypes = []any{
+var file_plugins_shell_shellenv_shellenvv1_shellenv_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_plugins_shell_shellenv_shellenvv1_shellenv_proto_goTypes = []any{
 	(*WatchRequest)(nil),       // 0: dsh.shellenv.v1.WatchRequest
 	(*CollectRequest)(nil),     // 1: dsh.shellenv.v1.CollectRequest
 	(*Snapshot)(nil),           // 2: dsh.shellenv.v1.Snapshot
@@ -521,7 +521,7 @@ var file_plugins_shellenv_shellenvv1_shellenv_proto_goTypes = []any{
 	(*Fact)(nil),               // 9: dsh.shellenv.v1.Fact
 	nil,                        // 10: dsh.shellenv.v1.Snapshot.EnvEntry
 }
-var file_plugins_shellenv_shellenvv1_shellenv_proto_depIdxs = []int32{
+var file_plugins_shell_shellenv_shellenvv1_shellenv_proto_depIdxs = []int32{
 	10, // 0: dsh.shellenv.v1.Snapshot.env:type_name -> dsh.shellenv.v1.Snapshot.EnvEntry
 	9,  // 1: dsh.shellenv.v1.ListResponse.facts:type_name -> dsh.shellenv.v1.Fact
 	1,  // 2: dsh.shellenv.v1.ShellEnv.Collect:input_type -> dsh.shellenv.v1.CollectRequest
@@ -541,26 +541,26 @@ var file_plugins_shellenv_shellenvv1_shellenv_proto_depIdxs = []int32{
 	0,  // [0:2] is the sub-list for field type_name
 }
 
-func init() { file_plugins_shellenv_shellenvv1_shellenv_proto_init() }
-func file_plugins_shellenv_shellenvv1_shellenv_proto_init() {
-	if File_plugins_shellenv_shellenvv1_shellenv_proto != nil {
+func init() { file_plugins_shell_shellenv_shellenvv1_shellenv_proto_init() }
+func file_plugins_shell_shellenv_shellenvv1_shellenv_proto_init() {
+	if File_plugins_shell_shellenv_shellenvv1_shellenv_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_shellenv_shellenvv1_shellenv_proto_rawDesc), len(file_plugins_shellenv_shellenvv1_shellenv_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_shell_shellenv_shellenvv1_shellenv_proto_rawDesc), len(file_plugins_shell_shellenv_shellenvv1_shellenv_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_plugins_shellenv_shellenvv1_shellenv_proto_goTypes,
-		DependencyIndexes: file_plugins_shellenv_shellenvv1_shellenv_proto_depIdxs,
-		MessageInfos:      file_plugins_shellenv_shellenvv1_shellenv_proto_msgTypes,
+		GoTypes:           file_plugins_shell_shellenv_shellenvv1_shellenv_proto_goTypes,
+		DependencyIndexes: file_plugins_shell_shellenv_shellenvv1_shellenv_proto_depIdxs,
+		MessageInfos:      file_plugins_shell_shellenv_shellenvv1_shellenv_proto_msgTypes,
 	}.Build()
-	File_plugins_shellenv_shellenvv1_shellenv_proto = out.File
-	file_plugins_shellenv_shellenvv1_shellenv_proto_goTypes = nil
-	file_plugins_shellenv_shellenvv1_shellenv_proto_depIdxs = nil
+	File_plugins_shell_shellenv_shellenvv1_shellenv_proto = out.File
+	file_plugins_shell_shellenv_shellenvv1_shellenv_proto_goTypes = nil
+	file_plugins_shell_shellenv_shellenvv1_shellenv_proto_depIdxs = nil
 }

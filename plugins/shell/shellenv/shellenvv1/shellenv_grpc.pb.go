@@ -5,7 +5,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: plugins/shellenv/shellenvv1/shellenv.proto
+// source: plugins/shell/shellenv/shellenvv1/shellenv.proto
 
 package shellenvv1
 
@@ -292,5 +292,5 @@ var ShellEnv_ServiceDesc = grpc.ServiceDesc{
 			ServerStreams: true,
 		},
 	},
-	Metadata: "plugins/shellenv/shellenvv1/shellenv.proto",
+	Metadata: "plugins/shell/shellenv/shellenvv1/shellenv.proto",
 }

@@ -14,7 +14,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/dshrun/dsh/plugins/shellenv/shellenvv1"
+	"github.com/dshrun/dsh/plugins/shell/shellenv/shellenvv1"
 )
 
 // Key is the service key: ctx.shellEnv.

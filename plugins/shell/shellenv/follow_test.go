@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/dshrun/dsh/plugins/shellenv/shellenvv1"
+	"github.com/dshrun/dsh/plugins/shell/shellenv/shellenvv1"
 	"github.com/dshrun/dsh/sdk"
 )
 

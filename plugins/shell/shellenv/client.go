@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/dshrun/dsh/plugins/shellenv/shellenvv1"
+	"github.com/dshrun/dsh/plugins/shell/shellenv/shellenvv1"
 )
 
 // Client is the Env of a provider reached over gRPC (usually through
