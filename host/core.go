@@ -6,14 +6,14 @@ import (
 
 	"google.golang.org/grpc"
 
-	hjobs "github.com/dshrun/dsh/host/jobs"
-	hsub "github.com/dshrun/dsh/host/subprocess"
-	"github.com/dshrun/dsh/plugins/jobs"
-	"github.com/dshrun/dsh/plugins/jobs/jobsv1"
-	"github.com/dshrun/dsh/plugins/subprocess"
-	"github.com/dshrun/dsh/plugins/subprocess/subprocessv1"
-	"github.com/dshrun/dsh/plugins/tools"
-	"github.com/dshrun/dsh/plugins/tools/toolsv1"
+	"github.com/dshrun/dsh/core/jobs"
+	"github.com/dshrun/dsh/core/jobs/jobsv1"
+	"github.com/dshrun/dsh/core/subprocess"
+	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
+	"github.com/dshrun/dsh/core/tools"
+	"github.com/dshrun/dsh/core/tools/toolsv1"
+	hjobs "github.com/dshrun/dsh/host/core/jobs"
+	hsub "github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/registry"
 )
 

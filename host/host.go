@@ -29,10 +29,10 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/dshrun/dsh/host/composition"
-	"github.com/dshrun/dsh/host/jobs"
+	"github.com/dshrun/dsh/host/core/jobs"
+	"github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/host/plan"
 	"github.com/dshrun/dsh/host/pluginproc"
-	"github.com/dshrun/dsh/host/subprocess"
 	"github.com/dshrun/dsh/registry"
 	"github.com/dshrun/dsh/sdk/pluginv1"
 )

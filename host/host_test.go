@@ -22,8 +22,8 @@ import (
 	"github.com/dshrun/dsh/host/composition"
 	"github.com/dshrun/dsh/internal/testplugins"
 	"github.com/dshrun/dsh/internal/testplugins/probev1"
-	"github.com/dshrun/dsh/plugins/shellenv"
-	"github.com/dshrun/dsh/plugins/shellenv/shellenvv1"
+	"github.com/dshrun/dsh/plugins/shell/shellenv"
+	"github.com/dshrun/dsh/plugins/shell/shellenv/shellenvv1"
 	"github.com/dshrun/dsh/registry"
 	"github.com/dshrun/dsh/sdk/pluginv1"
 )

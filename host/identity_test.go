@@ -16,10 +16,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	hsub "github.com/dshrun/dsh/host/subprocess"
-	"github.com/dshrun/dsh/plugins/jobs/jobsv1"
-	"github.com/dshrun/dsh/plugins/subprocess/subprocessv1"
-	"github.com/dshrun/dsh/plugins/tools/toolsv1"
+	"github.com/dshrun/dsh/core/jobs/jobsv1"
+	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
+	"github.com/dshrun/dsh/core/tools/toolsv1"
+	hsub "github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/sdk"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dshrun/dsh/host/subprocess"
+	"github.com/dshrun/dsh/host/core/subprocess"
 )
 
 // runtimeDir is the host's private directory: plugin sockets and each

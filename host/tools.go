@@ -17,10 +17,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	hjobs "github.com/dshrun/dsh/host/jobs"
+	"github.com/dshrun/dsh/core/jobs/jobsv1"
+	"github.com/dshrun/dsh/core/tools/toolsv1"
+	hjobs "github.com/dshrun/dsh/host/core/jobs"
 	"github.com/dshrun/dsh/internal/schemacheck"
-	"github.com/dshrun/dsh/plugins/jobs/jobsv1"
-	"github.com/dshrun/dsh/plugins/tools/toolsv1"
 	"github.com/dshrun/dsh/sdk"
 )
 

@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/dshrun/dsh/internal/testplugins/probev1"
-	"github.com/dshrun/dsh/plugins/shellenv/shellenvv1"
+	"github.com/dshrun/dsh/plugins/shell/shellenv/shellenvv1"
 	"github.com/dshrun/dsh/sdk/pluginv1"
 )
 

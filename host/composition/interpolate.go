@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/dshrun/dsh/host/subprocess"
+	"github.com/dshrun/dsh/host/core/subprocess"
 )
 
 var varNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

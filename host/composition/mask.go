@@ -3,7 +3,7 @@ package composition
 import (
 	"go.yaml.in/yaml/v3"
 
-	"github.com/dshrun/dsh/host/subprocess"
+	"github.com/dshrun/dsh/host/core/subprocess"
 )
 
 // masked replaces secret values in Masked.

@@ -30,7 +30,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dshrun/dsh/host"
-	"github.com/dshrun/dsh/host/subprocess"
+	"github.com/dshrun/dsh/host/core/subprocess"
 )
 
 // Options configures a Server.

@@ -9,11 +9,11 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/dshrun/dsh/core/subprocess"
+	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/plugins/shell"
 	"github.com/dshrun/dsh/plugins/shell/local"
 	"github.com/dshrun/dsh/plugins/shell/shellv1"
-	"github.com/dshrun/dsh/plugins/subprocess"
-	"github.com/dshrun/dsh/plugins/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/sdk"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/dshrun/dsh/plugins/shellenv"
-	"github.com/dshrun/dsh/plugins/shellenv/shellenvv1"
+	"github.com/dshrun/dsh/plugins/shell/shellenv"
+	"github.com/dshrun/dsh/plugins/shell/shellenv/shellenvv1"
 	"github.com/dshrun/dsh/sdk"
 )
 

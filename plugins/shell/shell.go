@@ -59,6 +59,8 @@ type (
 	ExecSpec = shellv1.ExecSpec
 	// RunResult is how a foreground command ended and what it printed.
 	RunResult = shellv1.RunResult
+	// Collected is one stream's output and what became of the rest of it.
+	Collected = shellv1.Collected
 	// ProcessRead is one consuming read of a background process.
 	ProcessRead = shellv1.ProcessRead
 	// ProcessState is a background process's status.

@@ -14,12 +14,12 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
-	"github.com/dshrun/dsh/plugins/jobs"
-	"github.com/dshrun/dsh/plugins/jobs/jobsv1"
+	"github.com/dshrun/dsh/core/jobs"
+	"github.com/dshrun/dsh/core/jobs/jobsv1"
+	"github.com/dshrun/dsh/core/tools"
+	"github.com/dshrun/dsh/core/tools/toolsv1"
 	"github.com/dshrun/dsh/plugins/shell"
-	"github.com/dshrun/dsh/plugins/shellenv"
-	"github.com/dshrun/dsh/plugins/tools"
-	"github.com/dshrun/dsh/plugins/tools/toolsv1"
+	"github.com/dshrun/dsh/plugins/shell/shellenv"
 	"github.com/dshrun/dsh/sdk"
 )
 

@@ -7,10 +7,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/dshrun/dsh/plugins/jobs/jobsv1"
+	"github.com/dshrun/dsh/core/jobs/jobsv1"
+	"github.com/dshrun/dsh/core/tools/toolsv1"
 	"github.com/dshrun/dsh/plugins/shell"
-	"github.com/dshrun/dsh/plugins/subprocess/subprocessv1"
-	"github.com/dshrun/dsh/plugins/tools/toolsv1"
 )
 
 // text turns output bytes into text; invalid UTF-8 shows as U+FFFD.
@@ -68,11 +67,25 @@ func renderRun(r *shell.RunResult) string {
 	return assemble(body(r.Stdout.GetData(), r.Stderr.GetData()), markers)
 }
 
+// collected is one stream's counts and spill file, as a ctx.shell run
+// (shell.Collected) or a ctx.jobs read (JobRead's facts) reports them.
+type collected interface {
+	GetTotal() int64
+	GetTruncated() bool
+	GetDropped() int64
+	GetDroppedLines() int64
+	GetSpillPath() string
+	GetSpillBytes() int64
+	GetSpillComplete() bool
+	GetSpillReason() string
+	GetSpillError() string
+}
+
 // cutNotice says what of a cut stream ("output" or "stderr") was left out
 // and where it is: the spill file when it holds every byte, what part of
 // it the spill file holds and why no more, or that it is lost and why. It
 // never names a file as the full output unless it is.
-func cutNotice(stream string, c *subprocessv1.Collected) string {
+func cutNotice(stream string, c collected) string {
 	lines := "lines"
 	if c.GetDroppedLines() == 1 {
 		lines = "line"
@@ -95,7 +108,7 @@ func cutNotice(stream string, c *subprocessv1.Collected) string {
 }
 
 // spillReason words a spill file's reason for holding less than its stream.
-func spillReason(c *subprocessv1.Collected) string {
+func spillReason(c collected) string {
 	detail := c.GetSpillError()
 	why := func(what string) string {
 		if detail == "" {
@@ -171,7 +184,7 @@ type runFacts struct {
 	Stderr     streamFacts `json:"stderr"`
 }
 
-func facts(c *subprocessv1.Collected) streamFacts {
+func facts(c collected) streamFacts {
 	f := streamFacts{
 		TotalBytes:   c.GetTotal(),
 		Truncated:    c.GetTruncated(),
@@ -286,7 +299,7 @@ func oneLine(s string, n int) string {
 
 // resources are the spill files a result names, for the front end to
 // offer (MCP resource links).
-func resources(streams ...*subprocessv1.Collected) []*toolsv1.Resource {
+func resources(streams ...collected) []*toolsv1.Resource {
 	var out []*toolsv1.Resource
 	for i, c := range streams {
 		if c.GetSpillPath() == "" {

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dshrun/dsh/plugins/jobs/jobsv1"
+	"github.com/dshrun/dsh/core/jobs/jobsv1"
+	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/plugins/shell"
-	"github.com/dshrun/dsh/plugins/subprocess/subprocessv1"
 )
 
 // Golden files hold every text the model reads; a change to one is a
@@ -36,21 +36,21 @@ func golden(t *testing.T, name, got string) {
 
 func code(n int32) *int32 { return &n }
 
-func out(s string) *subprocessv1.Collected {
-	return &subprocessv1.Collected{Data: []byte(s), Total: int64(len(s))}
+func out(s string) *shell.Collected {
+	return &shell.Collected{Data: []byte(s), Total: int64(len(s))}
 }
 
 // spilled is a cut stream: data is its tail of total bytes, the spill file
 // at path holds its first spillBytes; reason is why no more ("" when all).
-func spilled(data string, total, droppedLines int64, path string, spillBytes int64, reason string) *subprocessv1.Collected {
-	return &subprocessv1.Collected{
+func spilled(data string, total, droppedLines int64, path string, spillBytes int64, reason string) *shell.Collected {
+	return &shell.Collected{
 		Data: []byte(data), Total: total, Truncated: true,
 		Dropped: total - int64(len(data)), DroppedLines: droppedLines,
 		SpillPath: path, SpillBytes: spillBytes, SpillComplete: reason == "" && spillBytes == total, SpillReason: reason,
 	}
 }
 
-func withError(c *subprocessv1.Collected, e string) *subprocessv1.Collected {
+func withError(c *shell.Collected, e string) *shell.Collected {
 	c.SpillError = e
 	return c
 }
@@ -66,7 +66,7 @@ func TestRenderGolden(t *testing.T) {
 		"timeout":      {Signal: "SIGTERM", TimedOut: true, TimeoutMs: 300, Stdout: out("tick\n"), Stderr: out("")},
 		"signal":       {Signal: "SIGKILL", Stdout: out(""), Stderr: out("")},
 		"aborted":      {Signal: "SIGTERM", Aborted: true, Stdout: out("x\n"), Stderr: out("")},
-		"invalid-utf8": {ExitCode: code(0), Stdout: &subprocessv1.Collected{Data: []byte("a\xffb\n")}, Stderr: out("")},
+		"invalid-utf8": {ExitCode: code(0), Stdout: &shell.Collected{Data: []byte("a\xffb\n")}, Stderr: out("")},
 		"truncated": {ExitCode: code(0),
 			Stdout: spilled("99999\n100000\n", 588895, 99998, "/run/dsh/spill/cli/p1.stdout", 588895, ""),
 			Stderr: out("")},
@@ -89,8 +89,8 @@ func TestRenderGolden(t *testing.T) {
 			Stdout: withError(spilled("0123456789\n", 1000000, 85091, "", 0, "disk_full"), "no space left on device"),
 			Stderr: withError(spilled("w\n", 64002, 1, "", 0, "create_error"), "permission denied")},
 		"truncated-unreported": {ExitCode: code(0),
-			Stdout: &subprocessv1.Collected{Data: []byte("z\n"), Total: 100000, Truncated: true, Dropped: 99998, DroppedLines: 49999, SpillPath: "/s/p7.stdout"},
-			Stderr: &subprocessv1.Collected{Data: []byte("q\n"), Total: 100000, Truncated: true, Dropped: 99998, DroppedLines: 49999}},
+			Stdout: &shell.Collected{Data: []byte("z\n"), Total: 100000, Truncated: true, Dropped: 99998, DroppedLines: 49999, SpillPath: "/s/p7.stdout"},
+			Stderr: &shell.Collected{Data: []byte("q\n"), Total: 100000, Truncated: true, Dropped: 99998, DroppedLines: 49999}},
 	}
 	for name, r := range cases {
 		text := renderRun(r)
@@ -129,10 +129,13 @@ func TestRenderReadGolden(t *testing.T) {
 	golden(t, "started", renderStarted(&jobsv1.Job{Id: "j7", Pid: 4242}))
 }
 
-// noData drops a stream's data, as JobRead carries its facts.
-func noData(c *subprocessv1.Collected) *subprocessv1.Collected {
-	c.Data = nil
-	return c
+// noData is a stream's facts without its data, as JobRead carries them.
+func noData(c *shell.Collected) *subprocessv1.Collected {
+	return &subprocessv1.Collected{
+		Total: c.Total, Truncated: c.Truncated, Dropped: c.Dropped, DroppedLines: c.DroppedLines,
+		SpillPath: c.SpillPath, SpillBytes: c.SpillBytes, SpillComplete: c.SpillComplete,
+		SpillReason: c.SpillReason, SpillError: c.SpillError,
+	}
 }
 
 // The structured facts carry the notice's numbers and the spill file's

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/dshrun/dsh/core/tools/toolsv1"
 	"github.com/dshrun/dsh/plugins/shell"
-	"github.com/dshrun/dsh/plugins/tools/toolsv1"
 )
 
 // escalationTargets are the modes a call may ask for under a sandboxing

@@ -34,9 +34,9 @@ import (
 
 	"github.com/dshrun/dsh/host"
 	"github.com/dshrun/dsh/host/composition"
+	"github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/host/mcpserver"
 	"github.com/dshrun/dsh/host/pluginproc"
-	"github.com/dshrun/dsh/host/subprocess"
 	"github.com/dshrun/dsh/sdk/pluginv1"
 )
 

@@ -16,8 +16,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/plugins/shell"
-	"github.com/dshrun/dsh/plugins/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/sdk"
 )
 
@@ -221,8 +221,8 @@ func (e *Executor) Run(ctx context.Context, spec *shell.ExecSpec) (*shell.RunRes
 		TimedOut:   res.TimedOut,
 		Aborted:    res.Aborted,
 		TimeoutMs:  spec.TimeoutMs,
-		Stdout:     res.Stdout,
-		Stderr:     res.Stderr,
+		Stdout:     collected(res.Stdout),
+		Stderr:     collected(res.Stderr),
 		DurationMs: res.DurationMs,
 		Workdir:    spec.Workdir,
 	}, nil
@@ -255,8 +255,8 @@ func (e *Executor) ReadOutput(ctx context.Context, id string) (*shell.ProcessRea
 	if err != nil {
 		return nil, subprocessError(err)
 	}
-	stdout, stdoutFacts := facts(r.Stdout)
-	stderr, stderrFacts := facts(r.Stderr)
+	stdout, stdoutFacts := facts(collected(r.Stdout))
+	stderr, stderrFacts := facts(collected(r.Stderr))
 	return &shell.ProcessRead{
 		Stdout:          stdout,
 		Stderr:          stderr,
@@ -285,9 +285,29 @@ func (e *Executor) Wait(ctx context.Context, id string) (*shell.ProcessState, er
 	return stateOf(r.Status, r.ExitCode, r.Signal), nil
 }
 
+// collected is a stream as ctx.subprocess reported it, in the seam's own
+// message (the same fields).
+func collected(c *subprocessv1.Collected) *shell.Collected {
+	if c == nil {
+		return nil
+	}
+	return &shell.Collected{
+		Data:          c.Data,
+		Total:         c.Total,
+		Truncated:     c.Truncated,
+		Dropped:       c.Dropped,
+		DroppedLines:  c.DroppedLines,
+		SpillPath:     c.SpillPath,
+		SpillBytes:    c.SpillBytes,
+		SpillComplete: c.SpillComplete,
+		SpillReason:   c.SpillReason,
+		SpillError:    c.SpillError,
+	}
+}
+
 // facts moves a stream's data out of c, which then carries only its facts
 // (ProcessRead has the data in its own fields).
-func facts(c *subprocessv1.Collected) ([]byte, *subprocessv1.Collected) {
+func facts(c *shell.Collected) ([]byte, *shell.Collected) {
 	if c == nil {
 		return nil, nil
 	}

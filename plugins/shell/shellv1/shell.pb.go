@@ -10,7 +10,6 @@
 package shellv1
 
 import (
-	subprocessv1 "github.com/dshrun/dsh/plugins/subprocess/subprocessv1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -413,17 +412,147 @@ func (x *SandboxInfo) GetDeniedPaths() []string {
 	return nil
 }
 
+// One stream's output and what became of the rest of it. It is
+// dsh.subprocess.v1.Collected field for field, so an executor over
+// ctx.subprocess copies its fields across.
+type Collected struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The retained output: the tail, when older bytes were dropped.
+	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// Every byte the stream produced, read or not.
+	Total int64 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	// Bytes before data were dropped unread: dropped of them, holding
+	// dropped_lines newlines.
+	Truncated    bool  `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	Dropped      int64 `protobuf:"varint,4,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	DroppedLines int64 `protobuf:"varint,6,opt,name=dropped_lines,json=droppedLines,proto3" json:"dropped_lines,omitempty"`
+	// The spill file, once the stream outgrew memory and the file holds at
+	// least one byte. It holds the stream's first spill_bytes bytes.
+	SpillPath  string `protobuf:"bytes,5,opt,name=spill_path,json=spillPath,proto3" json:"spill_path,omitempty"`
+	SpillBytes int64  `protobuf:"varint,7,opt,name=spill_bytes,json=spillBytes,proto3" json:"spill_bytes,omitempty"`
+	// The spill file holds every byte the stream produced so far.
+	SpillComplete bool `protobuf:"varint,8,opt,name=spill_complete,json=spillComplete,proto3" json:"spill_complete,omitempty"`
+	// Why it does not, once a byte could not be kept: "cap" (the stream's
+	// max_spill_bytes), "budget" (the host's total for spill files),
+	// "disk_full", "write_error", "create_error" (no file: every dropped
+	// byte is lost). spill_error is the system's word for the last three.
+	SpillReason   string `protobuf:"bytes,9,opt,name=spill_reason,json=spillReason,proto3" json:"spill_reason,omitempty"`
+	SpillError    string `protobuf:"bytes,10,opt,name=spill_error,json=spillError,proto3" json:"spill_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Collected) Reset() {
+	*x = Collected{}
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Collected) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Collected) ProtoMessage() {}
+
+func (x *Collected) ProtoReflect() protoreflect.Message {
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Collected.ProtoReflect.Descriptor instead.
+func (*Collected) Descriptor() ([]byte, []int) {
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Collected) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *Collected) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *Collected) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *Collected) GetDropped() int64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+func (x *Collected) GetDroppedLines() int64 {
+	if x != nil {
+		return x.DroppedLines
+	}
+	return 0
+}
+
+func (x *Collected) GetSpillPath() string {
+	if x != nil {
+		return x.SpillPath
+	}
+	return ""
+}
+
+func (x *Collected) GetSpillBytes() int64 {
+	if x != nil {
+		return x.SpillBytes
+	}
+	return 0
+}
+
+func (x *Collected) GetSpillComplete() bool {
+	if x != nil {
+		return x.SpillComplete
+	}
+	return false
+}
+
+func (x *Collected) GetSpillReason() string {
+	if x != nil {
+		return x.SpillReason
+	}
+	return ""
+}
+
+func (x *Collected) GetSpillError() string {
+	if x != nil {
+		return x.SpillError
+	}
+	return ""
+}
+
 type RunResult struct {
-	state      protoimpl.MessageState  `protogen:"open.v1"`
-	ExitCode   *int32                  `protobuf:"varint,1,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
-	Signal     string                  `protobuf:"bytes,2,opt,name=signal,proto3" json:"signal,omitempty"`
-	TimedOut   bool                    `protobuf:"varint,3,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
-	Aborted    bool                    `protobuf:"varint,4,opt,name=aborted,proto3" json:"aborted,omitempty"`
-	TimeoutMs  int64                   `protobuf:"varint,5,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	Stdout     *subprocessv1.Collected `protobuf:"bytes,6,opt,name=stdout,proto3" json:"stdout,omitempty"`
-	Stderr     *subprocessv1.Collected `protobuf:"bytes,7,opt,name=stderr,proto3" json:"stderr,omitempty"`
-	Sandbox    *SandboxInfo            `protobuf:"bytes,8,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
-	DurationMs int64                   `protobuf:"varint,9,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ExitCode   *int32                 `protobuf:"varint,1,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	Signal     string                 `protobuf:"bytes,2,opt,name=signal,proto3" json:"signal,omitempty"`
+	TimedOut   bool                   `protobuf:"varint,3,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	Aborted    bool                   `protobuf:"varint,4,opt,name=aborted,proto3" json:"aborted,omitempty"`
+	TimeoutMs  int64                  `protobuf:"varint,5,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	Stdout     *Collected             `protobuf:"bytes,6,opt,name=stdout,proto3" json:"stdout,omitempty"`
+	Stderr     *Collected             `protobuf:"bytes,7,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	Sandbox    *SandboxInfo           `protobuf:"bytes,8,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	DurationMs int64                  `protobuf:"varint,9,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
 	// The resolved working directory the command ran in.
 	Workdir       string `protobuf:"bytes,10,opt,name=workdir,proto3" json:"workdir,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -432,7 +561,7 @@ type RunResult struct {
 
 func (x *RunResult) Reset() {
 	*x = RunResult{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[4]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -444,7 +573,7 @@ func (x *RunResult) String() string {
 func (*RunResult) ProtoMessage() {}
 
 func (x *RunResult) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[4]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -457,7 +586,7 @@ func (x *RunResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunResult.ProtoReflect.Descriptor instead.
 func (*RunResult) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{4}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RunResult) GetExitCode() int32 {
@@ -495,14 +624,14 @@ func (x *RunResult) GetTimeoutMs() int64 {
 	return 0
 }
 
-func (x *RunResult) GetStdout() *subprocessv1.Collected {
+func (x *RunResult) GetStdout() *Collected {
 	if x != nil {
 		return x.Stdout
 	}
 	return nil
 }
 
-func (x *RunResult) GetStderr() *subprocessv1.Collected {
+func (x *RunResult) GetStderr() *Collected {
 	if x != nil {
 		return x.Stderr
 	}
@@ -541,7 +670,7 @@ type StartResponse struct {
 
 func (x *StartResponse) Reset() {
 	*x = StartResponse{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[5]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -553,7 +682,7 @@ func (x *StartResponse) String() string {
 func (*StartResponse) ProtoMessage() {}
 
 func (x *StartResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[5]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -566,7 +695,7 @@ func (x *StartResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartResponse.ProtoReflect.Descriptor instead.
 func (*StartResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{5}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StartResponse) GetId() string {
@@ -599,7 +728,7 @@ type ProcessRef struct {
 
 func (x *ProcessRef) Reset() {
 	*x = ProcessRef{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[6]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -611,7 +740,7 @@ func (x *ProcessRef) String() string {
 func (*ProcessRef) ProtoMessage() {}
 
 func (x *ProcessRef) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[6]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -624,7 +753,7 @@ func (x *ProcessRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessRef.ProtoReflect.Descriptor instead.
 func (*ProcessRef) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{6}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ProcessRef) GetId() string {
@@ -644,15 +773,15 @@ type ProcessRead struct {
 	State           *ProcessState          `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
 	// Each stream's counts and spill file, as ctx.subprocess reported them;
 	// their data is empty (it is in stdout and stderr).
-	StdoutFacts   *subprocessv1.Collected `protobuf:"bytes,7,opt,name=stdout_facts,json=stdoutFacts,proto3" json:"stdout_facts,omitempty"`
-	StderrFacts   *subprocessv1.Collected `protobuf:"bytes,8,opt,name=stderr_facts,json=stderrFacts,proto3" json:"stderr_facts,omitempty"`
+	StdoutFacts   *Collected `protobuf:"bytes,7,opt,name=stdout_facts,json=stdoutFacts,proto3" json:"stdout_facts,omitempty"`
+	StderrFacts   *Collected `protobuf:"bytes,8,opt,name=stderr_facts,json=stderrFacts,proto3" json:"stderr_facts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProcessRead) Reset() {
 	*x = ProcessRead{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[7]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -664,7 +793,7 @@ func (x *ProcessRead) String() string {
 func (*ProcessRead) ProtoMessage() {}
 
 func (x *ProcessRead) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[7]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -677,7 +806,7 @@ func (x *ProcessRead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessRead.ProtoReflect.Descriptor instead.
 func (*ProcessRead) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{7}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ProcessRead) GetStdout() []byte {
@@ -722,14 +851,14 @@ func (x *ProcessRead) GetState() *ProcessState {
 	return nil
 }
 
-func (x *ProcessRead) GetStdoutFacts() *subprocessv1.Collected {
+func (x *ProcessRead) GetStdoutFacts() *Collected {
 	if x != nil {
 		return x.StdoutFacts
 	}
 	return nil
 }
 
-func (x *ProcessRead) GetStderrFacts() *subprocessv1.Collected {
+func (x *ProcessRead) GetStderrFacts() *Collected {
 	if x != nil {
 		return x.StderrFacts
 	}
@@ -748,7 +877,7 @@ type ProcessState struct {
 
 func (x *ProcessState) Reset() {
 	*x = ProcessState{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[8]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +889,7 @@ func (x *ProcessState) String() string {
 func (*ProcessState) ProtoMessage() {}
 
 func (x *ProcessState) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[8]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +902,7 @@ func (x *ProcessState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessState.ProtoReflect.Descriptor instead.
 func (*ProcessState) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{8}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ProcessState) GetStatus() string {
@@ -806,7 +935,7 @@ type KillResponse struct {
 
 func (x *KillResponse) Reset() {
 	*x = KillResponse{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[9]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -818,7 +947,7 @@ func (x *KillResponse) String() string {
 func (*KillResponse) ProtoMessage() {}
 
 func (x *KillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[9]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -831,7 +960,7 @@ func (x *KillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillResponse.ProtoReflect.Descriptor instead.
 func (*KillResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{9}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *KillResponse) GetKilled() bool {
@@ -845,7 +974,7 @@ var File_plugins_shell_shellv1_shell_proto protoreflect.FileDescriptor
 
 const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\n" +
-	"!plugins/shell/shellv1/shell.proto\x12\fdsh.shell.v1\x1a0plugins/subprocess/subprocessv1/subprocess.proto\"d\n" +
+	"!plugins/shell/shellv1/shell.proto\x12\fdsh.shell.v1\"d\n" +
 	"\rSandboxPolicy\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12%\n" +
 	"\x0ewritable_roots\x18\x02 \x03(\tR\rwritableRoots\x12\x18\n" +
@@ -895,16 +1024,31 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\x06denied\x18\x02 \x01(\bR\x06denied\x12 \n" +
 	"\venforcement\x18\x03 \x01(\tR\venforcement\x12#\n" +
 	"\rrunner_failed\x18\x04 \x01(\bR\frunnerFailed\x12!\n" +
-	"\fdenied_paths\x18\x05 \x03(\tR\vdeniedPaths\"\x85\x03\n" +
+	"\fdenied_paths\x18\x05 \x03(\tR\vdeniedPaths\"\xbd\x02\n" +
+	"\tCollected\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x03R\x05total\x12\x1c\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x12\x18\n" +
+	"\adropped\x18\x04 \x01(\x03R\adropped\x12#\n" +
+	"\rdropped_lines\x18\x06 \x01(\x03R\fdroppedLines\x12\x1d\n" +
+	"\n" +
+	"spill_path\x18\x05 \x01(\tR\tspillPath\x12\x1f\n" +
+	"\vspill_bytes\x18\a \x01(\x03R\n" +
+	"spillBytes\x12%\n" +
+	"\x0espill_complete\x18\b \x01(\bR\rspillComplete\x12!\n" +
+	"\fspill_reason\x18\t \x01(\tR\vspillReason\x12\x1f\n" +
+	"\vspill_error\x18\n" +
+	" \x01(\tR\n" +
+	"spillError\"\xfb\x02\n" +
 	"\tRunResult\x12 \n" +
 	"\texit_code\x18\x01 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
 	"\x06signal\x18\x02 \x01(\tR\x06signal\x12\x1b\n" +
 	"\ttimed_out\x18\x03 \x01(\bR\btimedOut\x12\x18\n" +
 	"\aaborted\x18\x04 \x01(\bR\aaborted\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\x124\n" +
-	"\x06stdout\x18\x06 \x01(\v2\x1c.dsh.subprocess.v1.CollectedR\x06stdout\x124\n" +
-	"\x06stderr\x18\a \x01(\v2\x1c.dsh.subprocess.v1.CollectedR\x06stderr\x123\n" +
+	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\x12/\n" +
+	"\x06stdout\x18\x06 \x01(\v2\x17.dsh.shell.v1.CollectedR\x06stdout\x12/\n" +
+	"\x06stderr\x18\a \x01(\v2\x17.dsh.shell.v1.CollectedR\x06stderr\x123\n" +
 	"\asandbox\x18\b \x01(\v2\x19.dsh.shell.v1.SandboxInfoR\asandbox\x12\x1f\n" +
 	"\vduration_ms\x18\t \x01(\x03R\n" +
 	"durationMs\x12\x18\n" +
@@ -918,16 +1062,16 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\asandbox\x18\x03 \x01(\v2\x19.dsh.shell.v1.SandboxInfoR\asandbox\"\x1c\n" +
 	"\n" +
 	"ProcessRef\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\xdf\x02\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xd5\x02\n" +
 	"\vProcessRead\x12\x16\n" +
 	"\x06stdout\x18\x01 \x01(\fR\x06stdout\x12\x16\n" +
 	"\x06stderr\x18\x02 \x01(\fR\x06stderr\x12\x14\n" +
 	"\x05lossy\x18\x03 \x01(\bR\x05lossy\x12*\n" +
 	"\x11stdout_spill_path\x18\x04 \x01(\tR\x0fstdoutSpillPath\x12*\n" +
 	"\x11stderr_spill_path\x18\x05 \x01(\tR\x0fstderrSpillPath\x120\n" +
-	"\x05state\x18\x06 \x01(\v2\x1a.dsh.shell.v1.ProcessStateR\x05state\x12?\n" +
-	"\fstdout_facts\x18\a \x01(\v2\x1c.dsh.subprocess.v1.CollectedR\vstdoutFacts\x12?\n" +
-	"\fstderr_facts\x18\b \x01(\v2\x1c.dsh.subprocess.v1.CollectedR\vstderrFacts\"n\n" +
+	"\x05state\x18\x06 \x01(\v2\x1a.dsh.shell.v1.ProcessStateR\x05state\x12:\n" +
+	"\fstdout_facts\x18\a \x01(\v2\x17.dsh.shell.v1.CollectedR\vstdoutFacts\x12:\n" +
+	"\fstderr_facts\x18\b \x01(\v2\x17.dsh.shell.v1.CollectedR\vstderrFacts\"n\n" +
 	"\fProcessState\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12 \n" +
 	"\texit_code\x18\x02 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
@@ -958,52 +1102,52 @@ func file_plugins_shell_shellv1_shell_proto_rawDescGZIP() []byte {
 	return file_plugins_shell_shellv1_shell_proto_rawDescData
 }
 
-var file_plugins_shell_shellv1_shell_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_plugins_shell_shellv1_shell_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_plugins_shell_shellv1_shell_proto_goTypes = []any{
-	(*SandboxPolicy)(nil),          // 0: dsh.shell.v1.SandboxPolicy
-	(*ExecRequest)(nil),            // 1: dsh.shell.v1.ExecRequest
-	(*ExecSpec)(nil),               // 2: dsh.shell.v1.ExecSpec
-	(*SandboxInfo)(nil),            // 3: dsh.shell.v1.SandboxInfo
-	(*RunResult)(nil),              // 4: dsh.shell.v1.RunResult
-	(*StartResponse)(nil),          // 5: dsh.shell.v1.StartResponse
-	(*ProcessRef)(nil),             // 6: dsh.shell.v1.ProcessRef
-	(*ProcessRead)(nil),            // 7: dsh.shell.v1.ProcessRead
-	(*ProcessState)(nil),           // 8: dsh.shell.v1.ProcessState
-	(*KillResponse)(nil),           // 9: dsh.shell.v1.KillResponse
-	nil,                            // 10: dsh.shell.v1.ExecRequest.EnvEntry
-	nil,                            // 11: dsh.shell.v1.ExecRequest.DshEnvEntry
-	nil,                            // 12: dsh.shell.v1.ExecSpec.EnvEntry
-	nil,                            // 13: dsh.shell.v1.ExecSpec.DshEnvEntry
-	(*subprocessv1.Collected)(nil), // 14: dsh.subprocess.v1.Collected
+	(*SandboxPolicy)(nil), // 0: dsh.shell.v1.SandboxPolicy
+	(*ExecRequest)(nil),   // 1: dsh.shell.v1.ExecRequest
+	(*ExecSpec)(nil),      // 2: dsh.shell.v1.ExecSpec
+	(*SandboxInfo)(nil),   // 3: dsh.shell.v1.SandboxInfo
+	(*Collected)(nil),     // 4: dsh.shell.v1.Collected
+	(*RunResult)(nil),     // 5: dsh.shell.v1.RunResult
+	(*StartResponse)(nil), // 6: dsh.shell.v1.StartResponse
+	(*ProcessRef)(nil),    // 7: dsh.shell.v1.ProcessRef
+	(*ProcessRead)(nil),   // 8: dsh.shell.v1.ProcessRead
+	(*ProcessState)(nil),  // 9: dsh.shell.v1.ProcessState
+	(*KillResponse)(nil),  // 10: dsh.shell.v1.KillResponse
+	nil,                   // 11: dsh.shell.v1.ExecRequest.EnvEntry
+	nil,                   // 12: dsh.shell.v1.ExecRequest.DshEnvEntry
+	nil,                   // 13: dsh.shell.v1.ExecSpec.EnvEntry
+	nil,                   // 14: dsh.shell.v1.ExecSpec.DshEnvEntry
 }
 var file_plugins_shell_shellv1_shell_proto_depIdxs = []int32{
-	10, // 0: dsh.shell.v1.ExecRequest.env:type_name -> dsh.shell.v1.ExecRequest.EnvEntry
-	11, // 1: dsh.shell.v1.ExecRequest.dsh_env:type_name -> dsh.shell.v1.ExecRequest.DshEnvEntry
+	11, // 0: dsh.shell.v1.ExecRequest.env:type_name -> dsh.shell.v1.ExecRequest.EnvEntry
+	12, // 1: dsh.shell.v1.ExecRequest.dsh_env:type_name -> dsh.shell.v1.ExecRequest.DshEnvEntry
 	0,  // 2: dsh.shell.v1.ExecRequest.sandbox_policy:type_name -> dsh.shell.v1.SandboxPolicy
-	12, // 3: dsh.shell.v1.ExecSpec.env:type_name -> dsh.shell.v1.ExecSpec.EnvEntry
-	13, // 4: dsh.shell.v1.ExecSpec.dsh_env:type_name -> dsh.shell.v1.ExecSpec.DshEnvEntry
+	13, // 3: dsh.shell.v1.ExecSpec.env:type_name -> dsh.shell.v1.ExecSpec.EnvEntry
+	14, // 4: dsh.shell.v1.ExecSpec.dsh_env:type_name -> dsh.shell.v1.ExecSpec.DshEnvEntry
 	0,  // 5: dsh.shell.v1.ExecSpec.sandbox_policy:type_name -> dsh.shell.v1.SandboxPolicy
-	14, // 6: dsh.shell.v1.RunResult.stdout:type_name -> dsh.subprocess.v1.Collected
-	14, // 7: dsh.shell.v1.RunResult.stderr:type_name -> dsh.subprocess.v1.Collected
+	4,  // 6: dsh.shell.v1.RunResult.stdout:type_name -> dsh.shell.v1.Collected
+	4,  // 7: dsh.shell.v1.RunResult.stderr:type_name -> dsh.shell.v1.Collected
 	3,  // 8: dsh.shell.v1.RunResult.sandbox:type_name -> dsh.shell.v1.SandboxInfo
 	3,  // 9: dsh.shell.v1.StartResponse.sandbox:type_name -> dsh.shell.v1.SandboxInfo
-	8,  // 10: dsh.shell.v1.ProcessRead.state:type_name -> dsh.shell.v1.ProcessState
-	14, // 11: dsh.shell.v1.ProcessRead.stdout_facts:type_name -> dsh.subprocess.v1.Collected
-	14, // 12: dsh.shell.v1.ProcessRead.stderr_facts:type_name -> dsh.subprocess.v1.Collected
+	9,  // 10: dsh.shell.v1.ProcessRead.state:type_name -> dsh.shell.v1.ProcessState
+	4,  // 11: dsh.shell.v1.ProcessRead.stdout_facts:type_name -> dsh.shell.v1.Collected
+	4,  // 12: dsh.shell.v1.ProcessRead.stderr_facts:type_name -> dsh.shell.v1.Collected
 	1,  // 13: dsh.shell.v1.Shell.Resolve:input_type -> dsh.shell.v1.ExecRequest
 	2,  // 14: dsh.shell.v1.Shell.Run:input_type -> dsh.shell.v1.ExecSpec
 	2,  // 15: dsh.shell.v1.Shell.Start:input_type -> dsh.shell.v1.ExecSpec
 	1,  // 16: dsh.shell.v1.Shell.Exec:input_type -> dsh.shell.v1.ExecRequest
-	6,  // 17: dsh.shell.v1.Shell.ReadOutput:input_type -> dsh.shell.v1.ProcessRef
-	6,  // 18: dsh.shell.v1.Shell.Kill:input_type -> dsh.shell.v1.ProcessRef
-	6,  // 19: dsh.shell.v1.Shell.Wait:input_type -> dsh.shell.v1.ProcessRef
+	7,  // 17: dsh.shell.v1.Shell.ReadOutput:input_type -> dsh.shell.v1.ProcessRef
+	7,  // 18: dsh.shell.v1.Shell.Kill:input_type -> dsh.shell.v1.ProcessRef
+	7,  // 19: dsh.shell.v1.Shell.Wait:input_type -> dsh.shell.v1.ProcessRef
 	2,  // 20: dsh.shell.v1.Shell.Resolve:output_type -> dsh.shell.v1.ExecSpec
-	4,  // 21: dsh.shell.v1.Shell.Run:output_type -> dsh.shell.v1.RunResult
-	5,  // 22: dsh.shell.v1.Shell.Start:output_type -> dsh.shell.v1.StartResponse
-	4,  // 23: dsh.shell.v1.Shell.Exec:output_type -> dsh.shell.v1.RunResult
-	7,  // 24: dsh.shell.v1.Shell.ReadOutput:output_type -> dsh.shell.v1.ProcessRead
-	9,  // 25: dsh.shell.v1.Shell.Kill:output_type -> dsh.shell.v1.KillResponse
-	8,  // 26: dsh.shell.v1.Shell.Wait:output_type -> dsh.shell.v1.ProcessState
+	5,  // 21: dsh.shell.v1.Shell.Run:output_type -> dsh.shell.v1.RunResult
+	6,  // 22: dsh.shell.v1.Shell.Start:output_type -> dsh.shell.v1.StartResponse
+	5,  // 23: dsh.shell.v1.Shell.Exec:output_type -> dsh.shell.v1.RunResult
+	8,  // 24: dsh.shell.v1.Shell.ReadOutput:output_type -> dsh.shell.v1.ProcessRead
+	10, // 25: dsh.shell.v1.Shell.Kill:output_type -> dsh.shell.v1.KillResponse
+	9,  // 26: dsh.shell.v1.Shell.Wait:output_type -> dsh.shell.v1.ProcessState
 	20, // [20:27] is the sub-list for method output_type
 	13, // [13:20] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
@@ -1016,15 +1160,15 @@ func file_plugins_shell_shellv1_shell_proto_init() {
 	if File_plugins_shell_shellv1_shell_proto != nil {
 		return
 	}
-	file_plugins_shell_shellv1_shell_proto_msgTypes[4].OneofWrappers = []any{}
-	file_plugins_shell_shellv1_shell_proto_msgTypes[8].OneofWrappers = []any{}
+	file_plugins_shell_shellv1_shell_proto_msgTypes[5].OneofWrappers = []any{}
+	file_plugins_shell_shellv1_shell_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_shell_shellv1_shell_proto_rawDesc), len(file_plugins_shell_shellv1_shell_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
