@@ -287,9 +287,11 @@ func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, remo
 			// A key another entry held (one the plan removes) moves with
 			// its dependents reloading; the entry's own keeps them if it
 			// can.
-			_, owner, _ := h.reg.Lookup(k.key)
-			own := owner == c.oldScope
-			if _, err := c.scope.Replace(k.key, k.ep, keep && own); err != nil {
+			deps := registry.ReloadDependents
+			if _, owner, _ := h.reg.Lookup(k.key); keep && owner == c.oldScope {
+				deps = registry.KeepDependents
+			}
+			if _, err := c.scope.Replace(k.key, k.ep, deps); err != nil {
 				h.log.Error("taking a key over", "id", c.st.ID, "key", k.key, "error", err)
 			}
 		}
@@ -307,6 +309,13 @@ func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, remo
 			h.log.Info("plugin reloaded", "id", c.st.ID, "binary", c.st.Binary, "consumers_kept", keep)
 		}
 	}
+	for _, st := range p.Steps {
+		if en := h.find(st.ID); st.Action == plan.Keep && en != nil {
+			en.mu.Lock()
+			en.e = st.Entry // the same, perhaps on another line
+			en.mu.Unlock()
+		}
+	}
 	h.mu.Lock()
 	next := make([]*entry, 0, len(p.Comp.Plugins))
 	h.byID = map[string]*entry{}
@@ -321,9 +330,6 @@ func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, remo
 		en := byID[e.ID]
 		if e.Disabled {
 			en = &entry{h: h, id: e.ID, e: e}
-			if old := byID[e.ID]; old != nil && old.e.Disabled {
-				en = old
-			}
 		} else {
 			h.byID[e.ID] = en
 		}

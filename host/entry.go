@@ -57,7 +57,8 @@ type procTarget struct {
 }
 
 func (en *entry) errorf(format string, args ...any) error {
-	return &EntryError{Pos: en.e.Pos, ID: en.e.ID, Err: fmt.Errorf(format, args...)}
+	e, _, _ := en.view()
+	return &EntryError{Pos: e.Pos, ID: en.id, Err: fmt.Errorf(format, args...)}
 }
 
 func (en *entry) current() *load {

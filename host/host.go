@@ -159,8 +159,8 @@ func Start(ctx context.Context, comp *composition.Composition, opts Options) (*H
 	}
 	h.binStamps = map[string]fileStamp{}
 	for _, en := range h.entryList() {
-		if en.binary != "" {
-			h.binStamps[en.e.ID] = stamp(en.binary)
+		if bin := en.bin(); bin != "" {
+			h.binStamps[en.id] = stamp(bin)
 		}
 	}
 	return h, nil

@@ -59,7 +59,7 @@ func (ld *load) touch(key string) {
 	if !ld.slot.touch(key) {
 		return
 	}
-	h, id := ld.en.h, ld.en.e.ID
+	h, id := ld.en.h, ld.en.id
 	// An effect of the caller's scope: when the caller goes away, the
 	// provider drops what the caller registered with it. A scope that is
 	// already unloading admits no effect; its calls still go through.
@@ -186,7 +186,7 @@ func (h *Host) applyEntryAs(en *entry, spec applySpec) func(context.Context, *re
 // may have crashed), not yet in the slot.
 func (h *Host) applyProcess(ctx context.Context, en *entry, s *registry.Scope, sl *slot, desc *pluginv1.Description, proc *pluginproc.Process, target procTarget) (*load, *pluginv1.ApplyResponse, error) {
 	ld := &load{en: en, desc: desc, target: target, scope: s, slot: sl, proc: proc, started: time.Now()}
-	dir, err := h.rt.pluginDir(en.e.ID)
+	dir, err := h.rt.pluginDir(en.id)
 	if err != nil {
 		return ld, nil, err
 	}
@@ -197,7 +197,7 @@ func (h *Host) applyProcess(ctx context.Context, en *entry, s *registry.Scope, s
 	actx, cancel := context.WithTimeout(ctx, max(controlTimeout, h.startTimeout()))
 	defer cancel()
 	resp, err := proc.Apply(actx, &pluginv1.ApplyRequest{
-		Id:           en.e.ID,
+		Id:           en.id,
 		ConfigJson:   target.config,
 		HostBrokerId: brokerID,
 		RuntimeDir:   dir,

@@ -71,7 +71,7 @@ func (en *entry) waitBackoff(ctx context.Context) error {
 	loop, next, n := en.sup.loop, en.sup.nextStart, len(en.sup.crashes)
 	en.mu.Unlock()
 	if loop {
-		return fmt.Errorf("crash loop: %d crashes within %v; fix it, then run `dsh reload %s`", n, crashWindow, en.e.ID)
+		return fmt.Errorf("crash loop: %d crashes within %v; fix it, then run `dsh reload %s`", n, crashWindow, en.id)
 	}
 	if d := time.Until(next); d > 0 {
 		t := time.NewTimer(d)

@@ -42,8 +42,8 @@ func (h *Host) Watch(ctx context.Context, interval time.Duration, lookup func(st
 	}
 	bins := map[string]seenBinary{}
 	for _, en := range h.entryList() {
-		if st, ok := h.binStamps[en.e.ID]; ok {
-			bins[en.e.ID] = seenBinary{en.binary, st}
+		if st, ok := h.binStamps[en.id]; ok {
+			bins[en.id] = seenBinary{en.bin(), st}
 		}
 	}
 	t := time.NewTicker(interval)
@@ -70,25 +70,26 @@ func (h *Host) Watch(ctx context.Context, interval time.Duration, lookup func(st
 			// Entries added or moved by the edit are watched from their
 			// current build.
 			for _, en := range h.entryList() {
-				if b, ok := bins[en.e.ID]; (!ok || b.path != en.binary) && en.binary != "" {
-					bins[en.e.ID] = seenBinary{en.binary, stamp(en.binary)}
+				if b, ok := bins[en.id]; (!ok || b.path != en.bin()) && en.bin() != "" {
+					bins[en.id] = seenBinary{en.bin(), stamp(en.bin())}
 				}
 			}
 			report("composition "+h.comp.File, err)
 			continue
 		}
 		for _, en := range h.entryList() {
-			if en.binary == "" || en.e.Disabled {
+			e, bin, _ := en.view()
+			if bin == "" || e.Disabled {
 				continue
 			}
-			b, ok := bins[en.e.ID]
-			if !ok || b.path != en.binary {
-				bins[en.e.ID] = seenBinary{en.binary, stamp(en.binary)}
+			b, ok := bins[en.id]
+			if !ok || b.path != bin {
+				bins[en.id] = seenBinary{bin, stamp(bin)}
 				continue
 			}
-			if st := stamp(en.binary); st != b.st && st.size > 0 {
-				bins[en.e.ID] = seenBinary{en.binary, st}
-				report("rebuilt "+en.binary, h.Reload(ctx, en.e.ID))
+			if st := stamp(bin); st != b.st && st.size > 0 {
+				bins[en.id] = seenBinary{bin, st}
+				report("rebuilt "+bin, h.Reload(ctx, en.id))
 			}
 		}
 	}

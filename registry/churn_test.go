@@ -98,7 +98,7 @@ func (c *churn) apply(level int, deps []Dep, seed uint64) func(context.Context, 
 		case 0:
 			return errors.New("churn failure")
 		case 1:
-			if _, err := s.Replace(key, s.ID(), rng.IntN(2) == 0); err != nil {
+			if _, err := s.Replace(key, s.ID(), dependents(rng.IntN(2) == 0)); err != nil {
 				return err
 			}
 		case 2: // provide and take it back while still loading
@@ -163,7 +163,7 @@ func (c *churn) step(rng *rand.Rand) {
 		if op == 6 {
 			w, err = s.Provide(key, "outside")
 		} else {
-			w, err = s.Replace(key, "outside", rng.IntN(2) == 0)
+			w, err = s.Replace(key, "outside", dependents(rng.IntN(2) == 0))
 		}
 		if err == nil {
 			c.mu.Lock()

@@ -696,7 +696,7 @@ func TestReplace(t *testing.T) {
 			x := mustAdd(t, r, Spec{ID: "x"})
 			settle(t, r)
 
-			if _, err := x.Replace("k", "v2", keep); err != nil {
+			if _, err := x.Replace("k", "v2", dependents(keep)); err != nil {
 				t.Fatal(err)
 			}
 			if v, owner, ok := r.Lookup("k"); !ok || v != "v2" || owner != x {
@@ -736,7 +736,7 @@ func TestReplace(t *testing.T) {
 				settle(t, r)
 				replaced, release := make(chan struct{}), make(chan struct{})
 				x := mustAdd(t, r, Spec{ID: "x", Apply: func(_ context.Context, s *Scope) error {
-					if _, err := s.Replace("k", "new", true); err != nil {
+					if _, err := s.Replace("k", "new", KeepDependents); err != nil {
 						return err
 					}
 					close(replaced)
@@ -770,7 +770,7 @@ func TestReplace(t *testing.T) {
 		r := newReg(t, nil)
 		x := mustAdd(t, r, Spec{ID: "x"})
 		settle(t, r)
-		w, err := x.Replace("k", 1, false)
+		w, err := x.Replace("k", 1, ReloadDependents)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1240,4 +1240,11 @@ func BenchmarkLookup(b *testing.B) {
 			b.Fatal("not found")
 		}
 	}
+}
+
+func dependents(keep bool) Dependents {
+	if keep {
+		return KeepDependents
+	}
+	return ReloadDependents
 }

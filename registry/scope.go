@@ -142,14 +142,16 @@ func (s *Scope) Provide(key string, value any) (func(), error) {
 // service effect becomes inert: it leaves the old scope's effect list and
 // its withdraw function does nothing any more.
 //
-// With keepDependents the provision keeps its token: dependents stay active
-// and untouched and Lookup returns the new value at once. Without it a new
-// token is made, so dependents reload against the new value.
+// With KeepDependents the provision keeps its token: dependents stay active
+// and untouched and Lookup returns the new value at once. With
+// ReloadDependents a new token is made, so dependents reload against the
+// new value.
 //
 // From a Loading scope the take-over happens when the scope turns Active,
 // so a provider that fails never displaces the old one. The returned
 // function withdraws the key like Provide's.
-func (s *Scope) Replace(key string, value any, keepDependents bool) (func(), error) {
+func (s *Scope) Replace(key string, value any, dependents Dependents) (func(), error) {
+	keepDependents := dependents == KeepDependents
 	r := s.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -186,6 +188,18 @@ func (s *Scope) Replace(key string, value any, keepDependents bool) (func(), err
 	r.kickLocked()
 	return func() { r.withdraw(p) }, nil
 }
+
+// Dependents says what a Replace does to the scopes that inject the key.
+type Dependents int
+
+const (
+	// ReloadDependents unloads them and loads them again against the new
+	// value (their provider's state for them is gone).
+	ReloadDependents Dependents = iota
+	// KeepDependents leaves them active: the new value serves them as the
+	// old one did.
+	KeepDependents
+)
 
 // provisionLocked registers a new service effect of s with a fresh token.
 func (s *Scope) provisionLocked(key string, value any) *provision {
