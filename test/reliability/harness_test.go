@@ -99,6 +99,7 @@ type serve struct {
 	cmd    *exec.Cmd
 	cs     *mcp.ClientSession
 	rtBase string // XDG_RUNTIME_DIR of the host
+	file   string // the composition file it serves
 	stderr *syncBuffer
 	// links holds the titles of the resource links of the last tool call.
 	links []string
@@ -138,7 +139,8 @@ func launch(t *testing.T, ctx context.Context, rtBase string, env []string, comp
 	t.Helper()
 	s := &serve{rtBase: rtBase, stderr: &syncBuffer{}}
 	argv := append([]string{"serve"}, args...)
-	argv = append(argv, writeComp(t, compYAML))
+	s.file = writeComp(t, compYAML)
+	argv = append(argv, s.file)
 	s.cmd = exec.Command(filepath.Join(binDir, "dsh"), argv...)
 	s.cmd.Env = append(append(os.Environ(), env...), "XDG_RUNTIME_DIR="+s.rtBase)
 	s.cmd.Stderr = s.stderr
