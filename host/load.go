@@ -94,93 +94,6 @@ func (ld *load) touch(key string) {
 // controlTimeout bounds the host's own calls to a plugin (apply, release).
 const controlTimeout = 10 * time.Second
 
-// applySpec is what a scope's Apply starts and provides.
-type applySpec struct {
-	desc   *pluginv1.Description
-	target procTarget // the binary, its pin and the config every process of the scope starts from
-	first  *spare     // the process described for the plan, used by the first Apply
-	// staging receives the keys a running scope holds while this one
-	// applies: a plan's commit takes them over.
-	staging *staging
-}
-
-// applyEntryAs is the registry's Apply for a scope of en: take (or start)
-// the process, serve the host to it, send Apply, then provide its keys.
-func (h *Host) applyEntryAs(en *entry, spec applySpec) func(context.Context, *registry.Scope) error {
-	return func(ctx context.Context, s *registry.Scope) error {
-		if err := en.waitBackoff(ctx); err != nil {
-			return err
-		}
-		proc := spec.first.take()
-		if proc == nil {
-			var err error
-			if proc, err = h.startProcess(ctx, en.id, spec.target.binary, spec.target.sha256); err != nil {
-				return err
-			}
-		}
-		sl := newSlot()
-		var first *load // until the slot holds a process
-		// First effect, so it is disposed last: the process outlives every
-		// registration it made. It stops whichever process the slot holds
-		// by then, and ends a restart under way.
-		if _, err := s.Effect("process of "+en.id, func(ctx context.Context) error {
-			ld := sl.close()
-			if ld == nil {
-				ld = first
-			}
-			if ld == nil {
-				return proc.Stop(ctx)
-			}
-			ld.stopping.Store(true)
-			en.clearCurrent(ld)
-			ld.drain(ctx, h.drainTimeout())
-			sctx, cancel := context.WithTimeout(ctx, h.stopTimeout())
-			defer cancel()
-			return ld.proc.Stop(sctx)
-		}); err != nil {
-			_ = proc.Stop(context.WithoutCancel(ctx))
-			return err
-		}
-		// Processes the plugin owns (spawned without naming another owner)
-		// go with it; disposed before the plugin process itself stops.
-		if _, err := s.Effect("processes of "+en.id, func(ctx context.Context) error {
-			return h.sub.ReleaseOwner(ctx, en.id)
-		}); err != nil {
-			_ = proc.Stop(context.WithoutCancel(ctx))
-			return err
-		}
-		ld, resp, err := h.applyProcess(ctx, en, s, sl, spec.desc, proc, spec.target)
-		first = ld
-		if err != nil {
-			return h.crashedDuringApply(ld, ctx, err)
-		}
-		sl.set(ld)
-		spec.staging.reset(ld)
-		if cur := en.getScope(); cur == nil || cur == s {
-			// A plan's new scope becomes current at its commit.
-			en.setCurrent(ld)
-		}
-		for _, p := range spec.desc.Provides {
-			ep := &endpoint{id: en.id, slot: sl, services: map[string]bool{}, kinds: describedKinds(p)}
-			for _, svc := range p.GrpcServices {
-				ep.services[svc] = true
-			}
-			if f := resp.Facts[p.Key]; f != nil {
-				ep.facts = f.Values
-			}
-			if _, owner, held := h.reg.Lookup(p.Key); held && owner != s {
-				spec.staging.add(p.Key, ep)
-				continue
-			}
-			if _, err := s.Provide(p.Key, ep); err != nil {
-				return err
-			}
-		}
-		h.watch(ld)
-		return nil
-	}
-}
-
 // applyProcess makes proc a load of scope s in slot sl: the host server it
 // talks to, then Apply. On error the load is returned too (the process
 // may have crashed), not yet in the slot.
@@ -203,12 +116,6 @@ func (h *Host) applyProcess(ctx context.Context, en *entry, s *registry.Scope, s
 		RuntimeDir:   dir,
 	})
 	return ld, resp, err
-}
-
-// watch supervises a load that is serving: its exit and its pulse.
-func (h *Host) watch(ld *load) {
-	go h.watchExit(ld)
-	go h.pulse(ld)
 }
 
 // inflight counts a process's calls in flight; drain waits for none.

@@ -85,6 +85,12 @@ func (en *entry) waitBackoff(ctx context.Context) error {
 	return nil
 }
 
+// watch supervises a load that is serving: its exit and its pulse.
+func (h *Host) watch(ld *load) {
+	go h.watchExit(ld)
+	go h.pulse(ld)
+}
+
 // watchExit turns an unexpected exit into a supervised restart. A crash is
 // not a withdrawal: the process is replaced in its slot (RESTARTING) while
 // its scope, services and tools stay; only a crash loop withdraws them.
