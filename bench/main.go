@@ -52,7 +52,7 @@ func main() {
 	peers := flag.Bool("peers", true, "also measure two MCP shell servers from the npm registry")
 	swaps := flag.Int("swaps", 3, "executor reloads under load")
 	outRounds := flag.Int("output-rounds", 9, "1 GiB runs (each interleaved with a cat baseline)")
-	only := flag.String("only", "", "run only these sections (comma-separated: start,calls,run,output,mcp,reload)")
+	only := flag.String("only", "", "run only these sections (comma-separated: start,calls,run,output,mcp,reload,transcript)")
 	flag.Parse()
 	want := func(name string) bool {
 		return *only == "" || strings.Contains(","+*only+",", ","+name+",")
@@ -81,6 +81,9 @@ func main() {
 	}
 	if want("reload") {
 		reloadUnderLoad(dir, *swaps)
+	}
+	if want("transcript") {
+		transcriptChars(dir)
 	}
 }
 
