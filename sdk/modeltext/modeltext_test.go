@@ -169,3 +169,62 @@ func FuzzTail(f *testing.F) {
 		checkCut(t, in, budget, Tail(in, budget, partial))
 	})
 }
+
+func TestTailView(t *testing.T) {
+	cases := []struct {
+		name         string
+		in           string
+		budget       int
+		partial      bool
+		want         string
+		bytes, lines int64
+	}{
+		{"fits", "a\nb\n", 10, false, "a\nb\n", 0, 0},
+		{"whole lines", "290857\n290858\n290859\n", 14, false, "290858\n290859\n", 7, 1},
+		{"cleaned lines count cleaned", "\x1b[31mred\x1b[0m\n\x1b[32mgreen\x1b[0m\n", 10, false, "red\ngreen\n", 0, 0},
+		{"the cut is between raw lines", "\x1b[31mred\x1b[0m\n\x1b[32mgreen\x1b[0m\n", 6, false, "green\n", 13, 1},
+		{"a progress bar is one line", "10%\r50%\r100%\ndone\n", 10, false, "100%\ndone\n", 0, 0},
+		{"the last line alone is too long", "ab\n" + strings.Repeat("x", 10), 4, false, "xxxx", 9, 1},
+		{"partial start left out", "858\n290859\n", 100, true, "290859\n", 4, 1},
+		{"a partial line only", "858", 100, true, "858", 0, 0},
+		{"zero budget", "abc\n", 0, false, "", 4, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := TailView([]byte(tc.in), tc.budget, tc.partial)
+			if string(v.Text) != tc.want || v.OmittedBytes != tc.bytes || v.OmittedLines != tc.lines {
+				t.Fatalf("TailView(%q, %d, %v) = %q, %d bytes, %d lines omitted; want %q, %d, %d",
+					tc.in, tc.budget, tc.partial, v.Text, v.OmittedBytes, v.OmittedLines, tc.want, tc.bytes, tc.lines)
+			}
+		})
+	}
+}
+
+func FuzzTailView(f *testing.F) {
+	f.Add([]byte("a\x1b[1mb\nc\rd\n"), 3, false)
+	f.Add([]byte("é😀\n\x1b]52;c;x\nx"), 2, true)
+	f.Fuzz(func(t *testing.T, in []byte, budget int, partial bool) {
+		budget %= 1 << 12
+		v := TailView(in, budget, partial)
+		if n := utf8.RuneCount(v.Text); n > max(budget, 0) {
+			t.Fatalf("%d code points shown, budget %d", n, budget)
+		}
+		if !utf8.Valid(v.Text) {
+			t.Fatalf("not UTF-8: %q", v.Text)
+		}
+		if v.OmittedBytes < 0 || v.OmittedBytes > int64(len(in)) {
+			t.Fatalf("omitted %d of %d bytes", v.OmittedBytes, len(in))
+		}
+		// Cleaning is line by line: what is shown ends the cleaned input.
+		if all, _ := Clean(in); !bytes.HasSuffix(all, v.Text) {
+			t.Fatalf("%q is not a tail of the cleaned input %q", v.Text, all)
+		}
+		// Whole raw lines shown: the text is the cleaned rest of the input,
+		// and the counts are exact.
+		if rest, _ := Clean(in[v.OmittedBytes:]); bytes.Equal(rest, v.Text) {
+			if want := int64(bytes.Count(in[:v.OmittedBytes], newline)); v.OmittedLines != want {
+				t.Fatalf("omitted lines %d, want %d", v.OmittedLines, want)
+			}
+		}
+	})
+}
