@@ -82,8 +82,9 @@ type ToolInfo struct {
 
 // Tools lists the registered tools, sorted by name.
 func (h *Host) Tools() []ToolInfo {
-	var out []ToolInfo
-	for _, t := range h.tools.List() {
+	list := h.tools.List()
+	out := make([]ToolInfo, 0, len(list))
+	for _, t := range list {
 		out = append(out, ToolInfo{
 			Name:        t.Spec.Name,
 			Title:       t.Spec.Title,
@@ -162,14 +163,14 @@ func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMe
 	callID, end := h.calls.begin(owner, t.Plugin)
 	defer end()
 	ctx = metadata.AppendToOutgoingContext(ctx, sdk.MetaCall, callID, sdk.MetaCaller, "host")
-	// Counted like relayed calls, so a reload or swap of the tool's plugin
-	// lets the call finish before the old process stops.
 	// The owner's jobs this plugin registered that finished since its last
 	// call go with the call, as facts the tool words.
 	var finished []*jobsv1.Job
 	for _, snap := range h.jobs.TakeNoticesFor(owner, t.Plugin) {
 		finished = append(finished, hjobs.JobProto(snap))
 	}
+	// Counted like relayed calls, so a reload or swap of the tool's plugin
+	// lets the call finish before the old process stops.
 	ld.inflight.begin()
 	res, err := tools.NewHandlerClient(ld.proc.Conn()).Call(ctx, &tools.CallRequest{Name: name, Arguments: args, Owner: owner, FinishedJobs: finished})
 	ld.inflight.end()
