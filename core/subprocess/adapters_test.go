@@ -3,17 +3,15 @@ package subprocess
 import (
 	"context"
 	"errors"
-	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/internal/seam"
+	"github.com/dshrun/dsh/internal/seam/seamtest"
 	"github.com/dshrun/dsh/sdk"
 )
 
@@ -40,23 +38,9 @@ func (f *fakeProcesses) Wait(ctx context.Context, id string) (*Result, error) {
 	return f.wait(ctx, id)
 }
 
-// serveFake serves impl through NewServer on an in-memory connection and
-// returns a Client on it.
+// serveFake serves impl through NewServer and returns a Client on it.
 func serveFake(t *testing.T, impl Processes) *Client {
-	t.Helper()
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
-	subprocessv1.RegisterSubprocessServer(srv, NewServer(impl))
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufconn",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return NewClient(conn)
+	return NewClient(seamtest.Conn(t, func(s *grpc.Server) { subprocessv1.RegisterSubprocessServer(s, NewServer(impl)) }))
 }
 
 // Each kind of error crosses the wire and comes back as itself, with the

@@ -3,16 +3,14 @@ package tools
 import (
 	"context"
 	"errors"
-	"net"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/dshrun/dsh/core/tools/toolsv1"
 	"github.com/dshrun/dsh/internal/seam"
+	"github.com/dshrun/dsh/internal/seam/seamtest"
 	"github.com/dshrun/dsh/sdk"
 )
 
@@ -30,24 +28,12 @@ type fakeHandler func(context.Context, *CallRequest) (*CallResult, error)
 
 func (f fakeHandler) Call(ctx context.Context, r *CallRequest) (*CallResult, error) { return f(ctx, r) }
 
-// serve registers the adapters of reg and h on an in-memory connection
-// and returns the connection.
+// serve serves the adapters of reg and h and returns a connection to them.
 func serve(t *testing.T, reg Registrar, h Handler) *grpc.ClientConn {
-	t.Helper()
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
-	toolsv1.RegisterToolsServer(srv, NewServer(reg))
-	toolsv1.RegisterToolHandlerServer(srv, NewHandlerServer(h))
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufconn",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
+	return seamtest.Conn(t, func(s *grpc.Server) {
+		toolsv1.RegisterToolsServer(s, NewServer(reg))
+		toolsv1.RegisterToolHandlerServer(s, NewHandlerServer(h))
+	})
 }
 
 // Each kind of error crosses the wire and comes back as itself, with the

@@ -5,17 +5,15 @@ package subprocess
 import (
 	"context"
 	"errors"
-	"net"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/dshrun/dsh/core/subprocess"
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
+	"github.com/dshrun/dsh/internal/seam/seamtest"
 )
 
 type ownerKey struct{}
@@ -25,23 +23,15 @@ type ownerKey struct{}
 // names, and each failure travels as the code the contract gives it.
 func TestServerStampsOwnersAndCodes(t *testing.T) {
 	m := newManager(t)
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	stamp := grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		return h(context.WithValue(ctx, ownerKey{}, "agent"), req)
-	}))
-	subprocessv1.RegisterSubprocessServer(srv, &Server{M: m, Caller: "bash", Owner: func(ctx context.Context) (string, bool) {
-		o, ok := ctx.Value(ownerKey{}).(string)
-		return o, ok
-	}})
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Stop()
-	conn, err := grpc.NewClient("passthrough:///bufconn",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	})
+	conn := seamtest.Conn(t, func(s *grpc.Server) {
+		subprocessv1.RegisterSubprocessServer(s, &Server{M: m, Caller: "bash", Owner: func(ctx context.Context) (string, bool) {
+			o, ok := ctx.Value(ownerKey{}).(string)
+			return o, ok
+		}})
+	}, stamp)
 	raw, c := subprocessv1.NewSubprocessClient(conn), subprocess.NewClient(conn)
 	ctx := context.Background()
 

@@ -3,16 +3,14 @@ package tools
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/dshrun/dsh/core/tools"
 	"github.com/dshrun/dsh/core/tools/toolsv1"
+	"github.com/dshrun/dsh/internal/seam/seamtest"
 	"github.com/dshrun/dsh/sdk"
 )
 
@@ -200,19 +198,7 @@ func TestRegistryThroughTheAdapter(t *testing.T) {
 	a := &caller{id: "a", slot: &slot{}, declared: []string{"bash"}}
 	b := &caller{id: "b", slot: &slot{}, declared: []string{"bash"}}
 	dial := func(c *caller) *tools.Client {
-		lis := bufconn.Listen(1 << 20)
-		srv := grpc.NewServer()
-		toolsv1.RegisterToolsServer(srv, tools.NewServer(r.For(c)))
-		go func() { _ = srv.Serve(lis) }()
-		t.Cleanup(srv.Stop)
-		conn, err := grpc.NewClient("passthrough:///bufconn",
-			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-			grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		return tools.NewClient(conn)
+		return tools.NewClient(seamtest.Conn(t, func(s *grpc.Server) { toolsv1.RegisterToolsServer(s, tools.NewServer(r.For(c))) }))
 	}
 	ctx := context.Background()
 	if err := dial(a).Register(ctx, spec("bash", "d")); err != nil {
