@@ -61,9 +61,6 @@ type Options struct {
 	// WatchdogExe, if set, is the dsh binary: it is started as a watchdog
 	// that kills every command tree if the host is killed.
 	WatchdogExe string
-	// ToolsChanged, if set, is called after a tool is registered or
-	// withdrawn (front ends send tools/list_changed).
-	ToolsChanged func()
 }
 
 // Host is a loaded composition.
@@ -75,7 +72,7 @@ type Host struct {
 	reg     *registry.Registry
 	sub     *subprocess.Manager // ctx.subprocess
 	jobs    *jobs.Manager       // ctx.jobs
-	tools   toolRegistry        // ctx.tools
+	tools   *toolRegistry       // ctx.tools
 	calls   calls               // the tool calls in flight and whom they serve
 	entries []*entry            // in composition order
 	// changeMu serializes changes of the running composition (reloads,
@@ -254,7 +251,7 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 		rt:      rt,
 		sub:     sub,
 		jobs:    jobs.New(jobs.Config{Sub: sub}),
-		tools:   toolRegistry{tools: map[string]*tool{}},
+		tools:   newToolRegistry(),
 		byID:    map[string]*entry{},
 		applied: comp,
 	}
@@ -317,6 +314,7 @@ func (h *Host) Close(ctx context.Context) error {
 			errs = append(errs, h.reg.Close(ctx))
 		}
 		h.bg.Wait()
+		h.tools.Close()
 		h.jobs.Close()
 		errs = append(errs, h.sub.Close(ctx))
 		errs = append(errs, h.rt.remove())

@@ -96,7 +96,7 @@ func TestUndeclaredToolIsRefused(t *testing.T) {
 	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), `did not declare tool "sneaky"`) {
 		t.Fatalf("undeclared tool: %v", err)
 	}
-	if _, ok := h.tools.get("sneaky"); ok {
+	if _, ok := h.tools.Get("sneaky"); ok {
 		t.Fatal("the undeclared tool was registered")
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -155,7 +154,6 @@ plugins:
 // crash of shell-env (caller_state) causes. The tools stay listed, once.
 func TestRestartsSendNoListChanged(t *testing.T) {
 	h, changed := startCountingListChanges(t, pulseYAML)
-	base := changed.Load()
 	for _, id := range []string{"tools", "bash", "env"} {
 		toolsPid := pidOf(h, "tools")
 		killAndWaitRestart(t, h, id)
@@ -171,8 +169,8 @@ func TestRestartsSendNoListChanged(t *testing.T) {
 		if r := callTool(t, h, "agent", "bash", bashCall("echo ok")); r.Text != "ok" {
 			t.Fatalf("after a crash of %s: %q", id, r.Text)
 		}
-		if n := changed.Load() - base; n != 0 {
-			t.Errorf("a crash of %s sent tools/list_changed %d time(s)", id, n)
+		if changed() {
+			t.Errorf("a crash of %s sent tools/list_changed", id)
 		}
 		if names := h.Tools(); len(names) != 3 {
 			t.Errorf("tools after a crash of %s: %v", id, names)
@@ -185,16 +183,15 @@ func TestRestartsSendNoListChanged(t *testing.T) {
 // reason, its tools are withdrawn (tools/list_changed), calls fail at once;
 // `dsh reload` brings both back.
 func TestCrashLoopWithdrawsThenReloadRecovers(t *testing.T) {
-	var changed atomic.Int64
-	opts := testOptions(t, nil)
-	opts.ToolsChanged = func() { changed.Add(1) }
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	h, err := Start(ctx, writeComp(t, toolsYAML), opts)
+	h, err := Start(ctx, writeComp(t, toolsYAML), testOptions(t, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Close(context.Background())
+	changes, stop := h.ToolChanges()
+	defer stop()
 	for i := 0; i < crashLimit-1; i++ {
 		killAndWaitRestart(t, h, "bash")
 	}
@@ -210,7 +207,9 @@ func TestCrashLoopWithdrawsThenReloadRecovers(t *testing.T) {
 			t.Fatalf("after %d crashes: bash %s %q, tools %s %q, tools listed %v", crashLimit, st, why, tst, twhy, h.Tools())
 		}
 	}
-	if changed.Load() == 0 {
+	select {
+	case <-changes:
+	case <-time.After(5 * time.Second):
 		t.Error("the tools were withdrawn without tools/list_changed")
 	}
 	if _, err := h.CallTool(ctx, "agent", "bash", []byte(`{"command":"true"}`)); err == nil {

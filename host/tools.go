@@ -5,178 +5,73 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"regexp"
-	"slices"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
+	"github.com/dshrun/dsh/core/tools"
 	"github.com/dshrun/dsh/core/tools/toolsv1"
 	hjobs "github.com/dshrun/dsh/host/core/jobs"
-	"github.com/dshrun/dsh/internal/schemacheck"
+	htools "github.com/dshrun/dsh/host/core/tools"
 	"github.com/dshrun/dsh/sdk"
 )
 
-// ctx.tools: the model-facing tools plugins register. A registration is an
-// effect of the registering plugin's scope, so a plugin's tools vanish with
-// it; a name held by one plugin is refused to another with both named.
+// ctx.tools is the registry of host/core/tools; what it needs of the host
+// is here: each plugin as its Caller, each slot as its Slot.
 
-type tool struct {
-	spec   *toolsv1.ToolSpec
-	plugin string // entry id
-	label  string
-	schema *schemacheck.Schema
-	// by is the process that registered it; calls go to whichever process
-	// holds its slot by then (a restarted one registers its tools again).
-	by *load
-}
+// toolRegistry is the host's ctx.tools.
+type toolRegistry = htools.Registry[toolSlot]
 
-type toolRegistry struct {
-	mu      sync.Mutex
-	tools   map[string]*tool
-	changed func()
-}
+func newToolRegistry() *toolRegistry { return htools.New[toolSlot]() }
 
-var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+// toolSlot is a slot as the tool registry sees it.
+type toolSlot struct{ *slot }
 
-// add registers t. Another process of the same plugin entry takes the
-// tool over: a later process of the same scope (a restart or a swap,
-// renewed: the scope's effect that removes it is already there), or the
-// new scope of a make-before-break reload. prev is what it replaced.
-func (r *toolRegistry) add(t *tool) (prev *tool, renewed bool, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if cur, ok := r.tools[t.spec.Name]; ok {
-		if cur.plugin != t.plugin || t.by == nil || cur.by == nil {
-			return nil, false, status.Errorf(codes.AlreadyExists, "tool %q is already registered by plugin %s; plugin %s cannot register it",
-				t.spec.Name, cur.label, t.label)
-		}
-		r.tools[t.spec.Name] = t
-		return cur, cur.by.slot == t.by.slot, nil
+func (s toolSlot) Live() bool { return s.live() }
+
+// toolCaller is a plugin as the tool registry sees it.
+type toolCaller struct{ c caller }
+
+func (t toolCaller) ID() string    { return t.c.callerID() }
+func (t toolCaller) Label() string { return t.c.callerLabel() }
+
+func (t toolCaller) Serving() (toolSlot, []string, bool) {
+	ld := t.c.self()
+	if ld == nil {
+		return toolSlot{}, nil, false
 	}
-	r.tools[t.spec.Name] = t
-	return nil, false, nil
+	return toolSlot{ld.slot}, ld.desc.Tools, true
 }
 
-// drop removes the registration of name made by slot's scope, or gives
-// the tool back to prev when prev's scope still serves. It reports whether
-// the listing changed.
-func (r *toolRegistry) drop(name string, slot *slot, prev *tool) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	cur, ok := r.tools[name]
-	if !ok || cur.by.slot != slot {
-		return false
-	}
-	if prev != nil && prev.by.slot.live() {
-		r.tools[name] = prev
-		return !proto.Equal(prev.spec, cur.spec)
-	}
-	delete(r.tools, name)
-	return true
+func (t toolCaller) AddEffect(label string, dispose func(context.Context) error) error {
+	return t.c.addEffect(label, dispose)
 }
 
-// remove drops the tool name if keep says it is the registration to drop.
-func (r *toolRegistry) remove(name string, keep func(*tool) bool) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if cur, ok := r.tools[name]; ok && keep(cur) {
-		delete(r.tools, name)
-		return true
-	}
-	return false
-}
-
-func (r *toolRegistry) get(name string) (*tool, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	t, ok := r.tools[name]
-	return t, ok
-}
-
-// toolsServer serves dsh.tools.v1.Tools to one plugin.
+// toolsServer serves dsh.tools.v1.Tools to one plugin: the registry
+// through the seam's adapter.
 type toolsServer struct {
 	toolsv1.UnimplementedToolsServer
 	h *Host
 	c caller
 }
 
-func (s *toolsServer) Register(_ context.Context, spec *toolsv1.ToolSpec) (*toolsv1.RegisterResponse, error) {
-	if !toolName.MatchString(spec.Name) {
-		return nil, status.Errorf(codes.InvalidArgument, "tool name %q: use 1 to 64 letters, digits, '_' or '-'", spec.Name)
-	}
-	sch, err := schemacheck.Compile([]byte(spec.InputSchema))
-	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "tool %q: input %v", spec.Name, err)
-	}
-	by := s.c.self()
-	if by == nil {
-		return nil, status.Error(codes.FailedPrecondition, "this caller cannot serve tool calls")
-	}
-	if !slices.Contains(by.desc.Tools, spec.Name) {
-		return nil, status.Errorf(codes.PermissionDenied, "plugin %s did not declare tool %q: add it to its description's Tools list (it declares %v)",
-			s.c.callerLabel(), spec.Name, by.desc.Tools)
-	}
-	t := &tool{
-		spec:   spec,
-		plugin: s.c.callerID(),
-		label:  s.c.callerLabel(),
-		schema: sch,
-		by:     by,
-	}
-	prev, renewed, err := s.h.tools.add(t)
-	if err != nil {
-		return nil, err
-	}
-	// Clients hear of a takeover only if what they list changed.
-	changed := prev == nil || !proto.Equal(prev.spec, spec)
-	if renewed {
-		if changed {
-			s.h.toolsChanged()
-		}
-		return &toolsv1.RegisterResponse{}, nil
-	}
-	// The registration is an effect of the caller's scope. When the scope
-	// goes while the one it took the tool over from still serves (a
-	// reload that failed), the tool goes back to that one.
-	slot := by.slot
-	drop := func() bool { return s.h.tools.drop(spec.Name, slot, prev) }
-	if err := s.c.addEffect("tool "+spec.Name, func(context.Context) error {
-		if drop() {
-			s.h.toolsChanged()
-		}
-		return nil
-	}); err != nil {
-		drop()
-		return nil, status.Errorf(codes.FailedPrecondition, "tool %q: %v", spec.Name, err)
-	}
-	if changed {
-		s.h.toolsChanged()
-	}
-	return &toolsv1.RegisterResponse{}, nil
+func (s *toolsServer) adapter() *tools.Server { return tools.NewServer(s.h.tools.For(toolCaller{s.c})) }
+
+func (s *toolsServer) Register(ctx context.Context, spec *tools.ToolSpec) (*toolsv1.RegisterResponse, error) {
+	return s.adapter().Register(ctx, spec)
 }
 
-func (s *toolsServer) Unregister(_ context.Context, req *toolsv1.UnregisterRequest) (*toolsv1.UnregisterResponse, error) {
-	by := s.c.self()
-	if by == nil || !s.h.tools.remove(req.Name, func(cur *tool) bool { return cur.by.slot == by.slot }) {
-		return nil, status.Errorf(codes.NotFound, "tool %q is not registered by plugin %s", req.Name, s.c.callerLabel())
-	}
-	s.h.toolsChanged()
-	return &toolsv1.UnregisterResponse{}, nil
+func (s *toolsServer) Unregister(ctx context.Context, req *toolsv1.UnregisterRequest) (*toolsv1.UnregisterResponse, error) {
+	return s.adapter().Unregister(ctx, req)
 }
 
-func (h *Host) toolsChanged() {
-	if h.opts.ToolsChanged != nil {
-		h.opts.ToolsChanged()
-	}
-}
+// ToolChanges subscribes to changes of Tools (front ends send
+// tools/list_changed): after a change the channel holds one value until
+// it is received, however many changes came meanwhile, and it is closed
+// by stop or when the host closes.
+func (h *Host) ToolChanges() (changes <-chan struct{}, stop func()) { return h.tools.Changes() }
 
 // ToolInfo describes a registered tool.
 type ToolInfo struct {
@@ -187,19 +82,17 @@ type ToolInfo struct {
 
 // Tools lists the registered tools, sorted by name.
 func (h *Host) Tools() []ToolInfo {
-	h.tools.mu.Lock()
-	defer h.tools.mu.Unlock()
-	out := make([]ToolInfo, 0, len(h.tools.tools))
-	for _, t := range h.tools.tools {
+	list := h.tools.List()
+	out := make([]ToolInfo, 0, len(list))
+	for _, t := range list {
 		out = append(out, ToolInfo{
-			Name:        t.spec.Name,
-			Title:       t.spec.Title,
-			Description: t.spec.Description,
-			InputSchema: json.RawMessage(t.spec.InputSchema),
-			Plugin:      t.plugin,
+			Name:        t.Spec.Name,
+			Title:       t.Spec.Title,
+			Description: t.Spec.Description,
+			InputSchema: json.RawMessage(t.Spec.InputSchema),
+			Plugin:      t.Plugin,
 		})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
@@ -235,7 +128,7 @@ func (e *ArgumentsError) Error() string { return fmt.Sprintf("tool %q: %s", e.To
 // *ArgumentsError for an unknown tool or arguments that do not fit its
 // schema, and with another error when the tool itself failed to answer.
 func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMessage) (*ToolResult, error) {
-	t, ok := h.tools.get(name)
+	t, ok := h.tools.Get(name)
 	if !ok {
 		var names []string
 		for _, ti := range h.Tools() {
@@ -246,7 +139,7 @@ func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMe
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	vs, err := t.schema.Validate(args)
+	vs, err := t.Schema.Validate(args)
 	if err != nil {
 		return nil, &ArgumentsError{Tool: name, Msg: "arguments: " + err.Error()}
 	}
@@ -261,29 +154,28 @@ func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMe
 	// theirs is the deadline that speaks.
 	ctx, cancel := context.WithTimeout(ctx, h.callTimeout()+5*time.Second)
 	defer cancel()
-	ld, err := t.by.slot.get(ctx, t.plugin, h.restartWait())
+	ld, err := t.Slot.get(ctx, t.Plugin, h.restartWait())
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: %w", name, err)
 	}
 	// The owner travels as a call id only the host stamps (see calls.go);
 	// the request's owner field is for the tool's words and logs.
-	callID, end := h.calls.begin(owner, t.plugin)
+	callID, end := h.calls.begin(owner, t.Plugin)
 	defer end()
 	ctx = metadata.AppendToOutgoingContext(ctx, sdk.MetaCall, callID, sdk.MetaCaller, "host")
-	// Counted like relayed calls, so a reload or swap of the tool's plugin
-	// lets the call finish before the old process stops.
 	// The owner's jobs this plugin registered that finished since its last
 	// call go with the call, as facts the tool words.
 	var finished []*jobsv1.Job
-	for _, snap := range h.jobs.TakeNoticesFor(owner, t.plugin) {
+	for _, snap := range h.jobs.TakeNoticesFor(owner, t.Plugin) {
 		finished = append(finished, hjobs.JobProto(snap))
 	}
+	// Counted like relayed calls, so a reload or swap of the tool's plugin
+	// lets the call finish before the old process stops.
 	ld.inflight.begin()
-	res, err := toolsv1.NewToolHandlerClient(ld.proc.Conn()).Call(ctx, &toolsv1.CallRequest{Name: name, Arguments: args, Owner: owner, FinishedJobs: finished})
+	res, err := tools.NewHandlerClient(ld.proc.Conn()).Call(ctx, &tools.CallRequest{Name: name, Arguments: args, Owner: owner, FinishedJobs: finished})
 	ld.inflight.end()
 	if err != nil {
-		err = gone(ctx, ld, err)
-		return nil, fmt.Errorf("tool %q: %s", name, status.Convert(err).Message())
+		return nil, fmt.Errorf("tool %q: %w", name, sdk.FromRPC(gone(ctx, ld, err)))
 	}
 	out := &ToolResult{Text: res.Text, Structured: res.Structured, IsError: res.IsError}
 	dir := h.sub.OwnerDir(owner)

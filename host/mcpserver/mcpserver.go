@@ -66,8 +66,7 @@ const SpillScheme = "dsh-spill"
 
 const instructions = `dsh runs shell commands for you. Use the bash tool for one-shot commands (each in a fresh shell); background jobs are read with job_output and stopped with job_kill. Long outputs are cut to their end; what was cut is kept in spill files where the disk allows (the result says whether a file holds all of it), which are also offered as resources.`
 
-// New makes a Server and mirrors the host's tools. Call Sync whenever the
-// host's tools change (host.Options.ToolsChanged).
+// New makes a Server that mirrors the host's tools until the host closes.
 func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
@@ -95,7 +94,14 @@ func New(opts Options) *Server {
 		MIMEType:    "text/plain",
 	}, s.readSpill)
 	s.srv.AddReceivingMiddleware(keepEmptyText)
+	// Subscribed before the first Sync, so no change is missed.
+	changes, _ := s.h.ToolChanges()
 	s.Sync()
+	go func() {
+		for range changes {
+			s.Sync()
+		}
+	}()
 	return s
 }
 

@@ -35,7 +35,30 @@ func (p *shellEnv) Describe() sdk.Description {
 }
 
 func (p *shellEnv) Register(s *grpc.Server) {
-	shellenvv1.RegisterShellEnvServer(s, &shellenv.Server{Registry: p.reg})
+	shellenvv1.RegisterShellEnvServer(s, shellenv.NewServer(facts{p.reg}))
+}
+
+// facts is ctx.shellEnv over the plugin's registry. The owner of a
+// registration is the calling plugin as the host names it (sdk.Caller),
+// never one the request could name.
+type facts struct{ reg *shellenv.Registry }
+
+var _ shellenv.Env = facts{}
+
+func (f facts) Collect(context.Context) (shellenv.Snapshot, error) { return f.reg.Collect(), nil }
+
+func (f facts) Register(ctx context.Context, name, value string) error {
+	return f.reg.Register(sdk.Caller(ctx), name, value)
+}
+
+func (f facts) Unregister(ctx context.Context, name string) error {
+	return f.reg.Unregister(sdk.Caller(ctx), name)
+}
+
+func (f facts) List(context.Context) ([]shellenv.Fact, error) { return f.reg.List(), nil }
+
+func (f facts) Watch(ctx context.Context, send func(shellenv.Snapshot) error) error {
+	return f.reg.Watch(ctx, send)
 }
 
 func (p *shellEnv) Apply(_ context.Context, host *sdk.Host, raw json.RawMessage) error {

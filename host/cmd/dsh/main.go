@@ -23,7 +23,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -303,12 +302,6 @@ func serveWith(comp *composition.Composition, opts host.Options, g globals, stde
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var current atomic.Pointer[mcpserver.Server]
-	opts.ToolsChanged = func() {
-		if m := current.Load(); m != nil {
-			m.Sync()
-		}
-	}
 	started := time.Now()
 	h, err := host.Start(ctx, comp, opts)
 	if err != nil {
@@ -322,8 +315,6 @@ func serveWith(comp *composition.Composition, opts host.Options, g globals, stde
 		ProgressInterval: g.progress,
 		ReleaseGrace:     g.grace,
 	})
-	current.Store(m)
-	m.Sync() // tools registered between Start and Store
 	fmt.Fprintf(stderr, "dsh serve: %s ready in %s\n", comp.File, time.Since(started).Round(time.Millisecond))
 	printStatus(stderr, h.Status())
 	go h.Watch(ctx, time.Second, os.LookupEnv, func(what string, err error) {

@@ -438,3 +438,54 @@ func TestStatusAndReload(t *testing.T) {
 		t.Fatalf("socket mode: %v %v", fi.Mode(), err)
 	}
 }
+
+// A session hears tools/list_changed when what it lists changes, and not
+// when a reload keeps the same tools.
+func TestMCPToolsListChanged(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rt := t.TempDir()
+	f := comp(t, toolsComp)
+	cmd := exec.Command(filepath.Join(binDir, "dsh"), "serve", f)
+	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+rt)
+	changed := make(chan struct{}, 16)
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	listed := func() int {
+		tools, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(tools.Tools)
+	}
+	if n := listed(); n != 3 {
+		t.Fatalf("tools at start: %d", n)
+	}
+
+	if _, errOut, code := dsh(t, []string{"XDG_RUNTIME_DIR=" + rt}, "reload", "tools"); code != 0 {
+		t.Fatalf("reload: exit %d %s", code, errOut)
+	}
+	select {
+	case <-changed:
+		t.Error("a reload that keeps the tools sent tools/list_changed")
+	case <-time.After(time.Second):
+	}
+
+	if err := os.WriteFile(f, []byte(toolsComp+"    disabled: true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("the tools were withdrawn without tools/list_changed")
+	}
+	if n := listed(); n != 0 {
+		t.Errorf("tools after the tool plugin was disabled: %d", n)
+	}
+}

@@ -5,26 +5,27 @@ import (
 	"errors"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"github.com/dshrun/dsh/core/subprocess"
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
+	"github.com/dshrun/dsh/internal/seam"
 )
 
-// Server serves a Manager to one plugin as dsh.subprocess.v1.Subprocess.
-// Caller is that plugin's entry id. Owner tells, for a request, the agent
-// whose call it serves (stamped by the host); a request that serves none
-// acts for the plugin itself. The owner a request names is not used: no
-// plugin chooses whom a process belongs to.
-type Server struct {
-	subprocessv1.UnimplementedSubprocessServer
+// Service is ctx.subprocess for one plugin: a Manager's processes, as the
+// core/subprocess seam's Processes. Caller is that plugin's entry id.
+// Owner tells, for a request, the agent whose call it serves (stamped by
+// the host); a request that serves none acts for the plugin itself. The
+// owner a request names is not used: no plugin chooses whom a process
+// belongs to.
+type Service struct {
 	M      *Manager
 	Caller string
 	Owner  func(context.Context) (string, bool)
 }
 
+var _ subprocess.Processes = (*Service)(nil)
+
 // owner is whom the request acts for.
-func (s *Server) owner(ctx context.Context) string {
+func (s *Service) owner(ctx context.Context) string {
 	if s.Owner != nil {
 		if o, ok := s.Owner(ctx); ok {
 			return o
@@ -33,9 +34,7 @@ func (s *Server) owner(ctx context.Context) string {
 	return s.Caller
 }
 
-var _ subprocessv1.SubprocessServer = (*Server)(nil)
-
-func (s *Server) spec(ctx context.Context, req *subprocessv1.SpawnRequest) Spec {
+func (s *Service) spec(ctx context.Context, req *subprocess.SpawnRequest) Spec {
 	spec := Spec{
 		Argv:           req.Argv,
 		Dir:            req.Dir,
@@ -55,9 +54,12 @@ func (s *Server) spec(ctx context.Context, req *subprocessv1.SpawnRequest) Spec 
 	return spec
 }
 
-func (s *Server) Run(ctx context.Context, req *subprocessv1.SpawnRequest) (*subprocessv1.Result, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, status.Error(codes.Canceled, "run: the call was already cancelled")
+// errCancelledRun is a Run whose call was cancelled before it began.
+var errCancelledRun = seam.New(context.Canceled, "run: the call was already cancelled")
+
+func (s *Service) Run(ctx context.Context, req *subprocess.SpawnRequest) (*subprocess.Result, error) {
+	if ctx.Err() != nil {
+		return nil, errCancelledRun
 	}
 	spec := s.spec(ctx, req)
 	// The call's context is the caller's abort: if the caller goes away
@@ -72,7 +74,7 @@ func (s *Server) Run(ctx context.Context, req *subprocessv1.SpawnRequest) (*subp
 	return ResultProto(p.Result()), nil
 }
 
-func (s *Server) Start(ctx context.Context, req *subprocessv1.SpawnRequest) (*subprocessv1.StartResponse, error) {
+func (s *Service) Start(ctx context.Context, req *subprocess.SpawnRequest) (*subprocess.Started, error) {
 	spec := s.spec(ctx, req)
 	spec.Timeout = 0 // background processes have no timeout
 	var p *Process
@@ -84,24 +86,24 @@ func (s *Server) Start(ctx context.Context, req *subprocessv1.SpawnRequest) (*su
 			return nil, spawnError(err)
 		}
 	}
-	return &subprocessv1.StartResponse{Id: p.ID, Pid: int32(p.Pid)}, nil
+	return &subprocess.Started{Id: p.ID, Pid: int32(p.Pid)}, nil
 }
 
-func (s *Server) get(ctx context.Context, id string) (*Process, error) {
+func (s *Service) get(ctx context.Context, id string) (*Process, error) {
 	p, err := s.M.Get(s.owner(ctx), id)
 	if err != nil {
-		return nil, status.Error(codes.NotFound, err.Error())
+		return nil, subprocess.NotFound(err)
 	}
 	return p, nil
 }
 
-func (s *Server) Read(ctx context.Context, ref *subprocessv1.ProcessRef) (*subprocessv1.ReadResponse, error) {
-	p, err := s.get(ctx, ref.Id)
+func (s *Service) Read(ctx context.Context, id string) (*subprocess.ReadResult, error) {
+	p, err := s.get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	r := p.Read()
-	resp := &subprocessv1.ReadResponse{
+	resp := &subprocess.ReadResult{
 		Stdout: collectedProto(r.Stdout),
 		Stderr: collectedProto(r.Stderr),
 		Lossy:  r.Lossy,
@@ -115,33 +117,70 @@ func (s *Server) Read(ctx context.Context, ref *subprocessv1.ProcessRef) (*subpr
 	return resp, nil
 }
 
-func (s *Server) Kill(ctx context.Context, ref *subprocessv1.ProcessRef) (*subprocessv1.KillResponse, error) {
-	p, err := s.get(ctx, ref.Id)
+func (s *Service) Kill(ctx context.Context, id string) (bool, error) {
+	p, err := s.get(ctx, id)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
-	return &subprocessv1.KillResponse{Killed: p.Kill()}, nil
+	return p.Kill(), nil
 }
 
-func (s *Server) Wait(ctx context.Context, ref *subprocessv1.ProcessRef) (*subprocessv1.Result, error) {
-	p, err := s.get(ctx, ref.Id)
+func (s *Service) Wait(ctx context.Context, id string) (*subprocess.Result, error) {
+	p, err := s.get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	select {
 	case <-p.Done():
 	case <-ctx.Done():
-		return nil, status.FromContextError(ctx.Err()).Err()
+		return nil, ctx.Err()
 	}
 	return ResultProto(p.Result()), nil
 }
 
+// spawnError is a failed spawn in the seam's words: what the Manager
+// refuses to start is ErrCannotStart, anything else is the host's failure.
 func spawnError(err error) error {
 	var se *Error
 	if errors.As(err, &se) {
-		return status.Error(codes.FailedPrecondition, err.Error())
+		return subprocess.CannotStart(err)
 	}
-	return status.Error(codes.Internal, err.Error())
+	return err
+}
+
+// Server is a Service served as dsh.subprocess.v1.Subprocess through the
+// seam's adapter, for registering with a grpc.Server as it is.
+type Server struct {
+	subprocessv1.UnimplementedSubprocessServer
+	M      *Manager
+	Caller string
+	Owner  func(context.Context) (string, bool)
+}
+
+var _ subprocessv1.SubprocessServer = (*Server)(nil)
+
+func (s *Server) adapter() *subprocess.Server {
+	return subprocess.NewServer(&Service{M: s.M, Caller: s.Caller, Owner: s.Owner})
+}
+
+func (s *Server) Run(ctx context.Context, req *subprocess.SpawnRequest) (*subprocess.Result, error) {
+	return s.adapter().Run(ctx, req)
+}
+
+func (s *Server) Start(ctx context.Context, req *subprocess.SpawnRequest) (*subprocess.Started, error) {
+	return s.adapter().Start(ctx, req)
+}
+
+func (s *Server) Read(ctx context.Context, ref *subprocessv1.ProcessRef) (*subprocess.ReadResult, error) {
+	return s.adapter().Read(ctx, ref)
+}
+
+func (s *Server) Kill(ctx context.Context, ref *subprocessv1.ProcessRef) (*subprocessv1.KillResponse, error) {
+	return s.adapter().Kill(ctx, ref)
+}
+
+func (s *Server) Wait(ctx context.Context, ref *subprocessv1.ProcessRef) (*subprocess.Result, error) {
+	return s.adapter().Wait(ctx, ref)
 }
 
 // ResultProto converts a Result for the wire.

@@ -10,10 +10,8 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/dshrun/dsh/plugins/shell/shellenv/shellenvv1"
-	"github.com/dshrun/dsh/sdk"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -25,13 +23,51 @@ func serve(t *testing.T, sock string, srv shellenvv1.ShellEnvServer) (stop func(
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Registrations name their owner the way the host does.
-	s := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		return h(metadata.NewIncomingContext(ctx, metadata.Pairs(sdk.MetaCaller, "tester")), req)
-	}))
+	s := grpc.NewServer()
 	shellenvv1.RegisterShellEnvServer(s, srv)
 	go func() { _ = s.Serve(l) }()
 	return s.Stop
+}
+
+// dial is a Client on the provider at sock.
+func dial(t *testing.T, sock string) *Client {
+	t.Helper()
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return NewClient(conn)
+}
+
+// fakeEnv is an Env made of functions, for the adapters.
+type fakeEnv struct {
+	collect    func(context.Context) (Snapshot, error)
+	register   func(ctx context.Context, name, value string) error
+	unregister func(ctx context.Context, name string) error
+	list       func(context.Context) ([]Fact, error)
+	watch      func(ctx context.Context, send func(Snapshot) error) error
+}
+
+func (f *fakeEnv) Collect(ctx context.Context) (Snapshot, error) { return f.collect(ctx) }
+func (f *fakeEnv) Register(ctx context.Context, name, value string) error {
+	return f.register(ctx, name, value)
+}
+func (f *fakeEnv) Unregister(ctx context.Context, name string) error { return f.unregister(ctx, name) }
+func (f *fakeEnv) List(ctx context.Context) ([]Fact, error)          { return f.list(ctx) }
+func (f *fakeEnv) Watch(ctx context.Context, send func(Snapshot) error) error {
+	return f.watch(ctx, send)
+}
+
+// over is an Env over reg whose registrations are owner's.
+func over(reg *Registry, owner string) *fakeEnv {
+	return &fakeEnv{
+		collect:    func(context.Context) (Snapshot, error) { return reg.Collect(), nil },
+		register:   func(_ context.Context, name, value string) error { return reg.Register(owner, name, value) },
+		unregister: func(_ context.Context, name string) error { return reg.Unregister(owner, name) },
+		list:       func(context.Context) ([]Fact, error) { return reg.List(), nil },
+		watch:      reg.Watch,
+	}
 }
 
 func waitFor(t *testing.T, what string, f func() bool) {
@@ -54,14 +90,9 @@ func (f *Follower) live() *Snapshot {
 func TestFollowerFollowsAndFallsBack(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "env.sock")
 	reg := NewRegistry("/h")
-	stop := serve(t, sock, &Server{Registry: reg})
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	stop := serve(t, sock, NewServer(over(reg, "tester")))
 	ctx := context.Background()
-	f := NewClient(conn).Follow()
+	f := dial(t, sock).Follow()
 	defer f.Close()
 
 	waitFor(t, "the first snapshot", func() bool { return f.live() != nil })
@@ -93,7 +124,7 @@ func TestFollowerFollowsAndFallsBack(t *testing.T) {
 
 	// A new provider on the same address: followed again.
 	reg2 := NewRegistry("/h2")
-	stop2 := serve(t, sock, &Server{Registry: reg2})
+	stop2 := serve(t, sock, NewServer(over(reg2, "tester")))
 	defer stop2()
 	waitFor(t, "the new provider's snapshot", func() bool { s := f.live(); return s != nil && s.Env["DSH_HOME"] == "/h2" })
 }
@@ -113,12 +144,7 @@ func TestFollowerWithoutWatchCollects(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "env.sock")
 	reg := NewRegistry("/h")
 	defer serve(t, sock, collectOnly{reg: reg})()
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	f := NewClient(conn).Follow()
+	f := dial(t, sock).Follow()
 	defer f.Close()
 	for i := 0; i < 3; i++ {
 		if err := reg.Register("p", "DSH_N", string(rune('a'+i))); err != nil {

@@ -4,59 +4,59 @@ import (
 	"context"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
+	"github.com/dshrun/dsh/internal/seam"
 	"github.com/dshrun/dsh/plugins/shell/shellenv/shellenvv1"
-	"github.com/dshrun/dsh/sdk"
 )
 
-// Server serves a Registry as dsh.shellenv.v1.ShellEnv. The owner of a
-// registration is the calling plugin as the host names it (sdk.Caller).
+// Server serves an Env as dsh.shellenv.v1.ShellEnv: the one place where
+// the seam's errors become status codes.
 type Server struct {
 	shellenvv1.UnimplementedShellEnvServer
-	Registry *Registry
+	impl Env
 }
+
+// NewServer wraps an implementation for Register(*grpc.Server).
+func NewServer(impl Env) *Server { return &Server{impl: impl} }
 
 var _ shellenvv1.ShellEnvServer = (*Server)(nil)
 
-func (s *Server) Collect(context.Context, *shellenvv1.CollectRequest) (*shellenvv1.Snapshot, error) {
-	snap := s.Registry.Collect()
-	return &shellenvv1.Snapshot{Env: snap.Env, Generation: snap.Generation}, nil
+func (s *Server) Collect(ctx context.Context, _ *shellenvv1.CollectRequest) (*shellenvv1.Snapshot, error) {
+	snap, err := s.impl.Collect(ctx)
+	if err != nil {
+		return nil, seam.ToStatus(err, kinds...)
+	}
+	return snapshotProto(snap), nil
 }
 
 func (s *Server) Register(ctx context.Context, req *shellenvv1.RegisterRequest) (*shellenvv1.RegisterResponse, error) {
-	if err := s.Registry.Register(sdk.Caller(ctx), req.Name, req.Value); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+	if err := s.impl.Register(ctx, req.Name, req.Value); err != nil {
+		return nil, seam.ToStatus(err, kinds...)
 	}
 	return &shellenvv1.RegisterResponse{}, nil
 }
 
 func (s *Server) Unregister(ctx context.Context, req *shellenvv1.UnregisterRequest) (*shellenvv1.UnregisterResponse, error) {
-	if err := s.Registry.Unregister(sdk.Caller(ctx), req.Name); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+	if err := s.impl.Unregister(ctx, req.Name); err != nil {
+		return nil, seam.ToStatus(err, kinds...)
 	}
 	return &shellenvv1.UnregisterResponse{}, nil
 }
 
-func (s *Server) Watch(_ *shellenvv1.WatchRequest, stream grpc.ServerStreamingServer[shellenvv1.Snapshot]) error {
-	for {
-		snap, changed := s.Registry.Watch()
-		if err := stream.Send(&shellenvv1.Snapshot{Env: snap.Env, Generation: snap.Generation}); err != nil {
-			return err
-		}
-		select {
-		case <-changed:
-		case <-stream.Context().Done():
-			return nil
-		}
+func (s *Server) List(ctx context.Context, _ *shellenvv1.ListRequest) (*shellenvv1.ListResponse, error) {
+	facts, err := s.impl.List(ctx)
+	if err != nil {
+		return nil, seam.ToStatus(err, kinds...)
 	}
-}
-
-func (s *Server) List(context.Context, *shellenvv1.ListRequest) (*shellenvv1.ListResponse, error) {
 	resp := &shellenvv1.ListResponse{}
-	for _, f := range s.Registry.List() {
+	for _, f := range facts {
 		resp.Facts = append(resp.Facts, &shellenvv1.Fact{Name: f.Name, Value: f.Value, Owner: f.Owner})
 	}
 	return resp, nil
+}
+
+func (s *Server) Watch(_ *shellenvv1.WatchRequest, stream grpc.ServerStreamingServer[shellenvv1.Snapshot]) error {
+	return seam.ToStatus(s.impl.Watch(stream.Context(), func(snap Snapshot) error {
+		return stream.Send(snapshotProto(snap))
+	}), kinds...)
 }

@@ -1,12 +1,16 @@
 // Package shellenv is the service definition of ctx.shellEnv: the registry
 // of trusted DSH_* facts that shell tools hand to every execution. It holds
-// the Go contract ([Env]), the fact registry a provider keeps ([Registry]),
-// and the gRPC adapters ([Client], [Server]) over the shellenvv1 protobuf
-// contract. It starts no processes and does no I/O.
+// the Go contract ([Env]) and its errors, the fact registry a provider
+// keeps ([Registry]), the gRPC adapters over the shellenvv1 protobuf
+// contract ([Client] implements Env over a connection, [NewServer] serves
+// an implementation; only they deal in status codes), and the [Follower]
+// that keeps a consumer's snapshot current. It starts no processes and
+// does no I/O.
 package shellenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,7 +33,10 @@ const (
 	OwnerConfig  = "config"
 )
 
-// Env is the ctx.shellEnv contract.
+// Env is the ctx.shellEnv contract: what a provider implements and what
+// consumers call. The caller is the plugin the host names in the request
+// (sdk.Caller). Errors are ErrRefused, the caller's context error, or the
+// sdk vocabulary.
 type Env interface {
 	// Collect returns one trusted snapshot of every current fact.
 	Collect(ctx context.Context) (Snapshot, error)
@@ -38,7 +45,16 @@ type Env interface {
 	Register(ctx context.Context, name, value string) error
 	Unregister(ctx context.Context, name string) error
 	List(ctx context.Context) ([]Fact, error)
+	// Watch calls send with the current snapshot, then with a new one
+	// after every change, one at a time, until ctx ends (nil) or send
+	// fails (its error). Optional: a provider without it fails with
+	// sdk.ErrUnimplemented.
+	Watch(ctx context.Context, send func(Snapshot) error) error
 }
+
+// ErrRefused is a registration or removal the registry refuses: a name
+// that is no fact's, one another owner holds, one not registered.
+var ErrRefused = errors.New("fact refused")
 
 // Snapshot is a copy of the facts at one moment.
 type Snapshot struct {
@@ -99,6 +115,8 @@ type FactError struct {
 func (e *FactError) Error() string {
 	return fmt.Sprintf("shellEnv: fact %q (from %q): %s", e.Name, e.Owner, e.Reason)
 }
+
+func (e *FactError) Is(target error) bool { return target == ErrRefused }
 
 // Register sets name=value for owner. A name owned by someone else is
 // refused with the current owner named; the owner may update its own fact.
@@ -166,11 +184,23 @@ func (r *Registry) Collect() Snapshot {
 	return r.snapshot()
 }
 
-// Watch returns a snapshot and a channel that is closed at the next change.
-func (r *Registry) Watch() (Snapshot, <-chan struct{}) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.snapshot(), r.changed
+// Watch calls send with a snapshot now and after every change until ctx
+// ends (nil) or send fails (its error). Changes made while send runs give
+// one snapshot.
+func (r *Registry) Watch(ctx context.Context, send func(Snapshot) error) error {
+	for {
+		r.mu.Lock()
+		snap, changed := r.snapshot(), r.changed
+		r.mu.Unlock()
+		if err := send(snap); err != nil {
+			return err
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil
+		}
+	}
 }
 
 func (r *Registry) snapshot() Snapshot {
