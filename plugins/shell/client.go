@@ -3,13 +3,12 @@ package shell
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 
+	"github.com/dshrun/dsh/internal/seam"
 	"github.com/dshrun/dsh/plugins/shell/shellv1"
 	"github.com/dshrun/dsh/sdk"
 )
@@ -161,16 +160,4 @@ func (p *Process) Wait(ctx context.Context) (*ProcessState, error) { return p.c.
 // clientError is a failed call in the seam's words: the seam's own errors
 // (ErrInvalid, ErrCannotRun) come back as such, the rest in the sdk
 // vocabulary, the operation named.
-func clientError(op string, err error) error {
-	err = sdk.FromRPC(err)
-	var e *sdk.Error
-	if errors.As(err, &e) {
-		switch e.Code {
-		case codes.InvalidArgument:
-			return Invalid(e.Msg)
-		case codes.FailedPrecondition:
-			return CannotRun(e.Msg)
-		}
-	}
-	return fmt.Errorf("%s: %w", op, err)
-}
+func clientError(op string, err error) error { return seam.CallError(op, err, kinds...) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/dshrun/dsh/internal/seam"
 	"github.com/dshrun/dsh/plugins/shell/shellv1"
 )
 
@@ -35,17 +36,8 @@ var (
 	ErrCannotRun = errors.New("cannot run")
 )
 
-// seamError is an error of kind with the message the caller reads.
-type seamError struct {
-	kind error
-	msg  string
-}
-
-func (e *seamError) Error() string        { return e.msg }
-func (e *seamError) Is(target error) bool { return target == e.kind }
-
 // Invalid is an ErrInvalid saying why.
-func Invalid(msg string) error { return &seamError{ErrInvalid, msg} }
+func Invalid(msg string) error { return seam.New(ErrInvalid, msg) }
 
 // CannotRun is an ErrCannotRun saying why.
-func CannotRun(msg string) error { return &seamError{ErrCannotRun, msg} }
+func CannotRun(msg string) error { return seam.New(ErrCannotRun, msg) }

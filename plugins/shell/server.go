@@ -2,11 +2,11 @@ package shell
 
 import (
 	"context"
-	"errors"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/dshrun/dsh/internal/seam"
 	"github.com/dshrun/dsh/plugins/shell/shellv1"
 )
 
@@ -65,23 +65,11 @@ func (s *Server) Wait(ctx context.Context, ref *shellv1.ProcessRef) (*ProcessSta
 	return r, toStatus(err)
 }
 
-// toStatus gives an implementation's error its code. Errors that already
-// carry a status (the sdk vocabulary, a call further down) keep it.
-func toStatus(err error) error {
-	var se interface{ GRPCStatus() *status.Status }
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, ErrInvalid):
-		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, ErrCannotRun):
-		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, err.Error())
-	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, err.Error())
-	case errors.As(err, &se):
-		return se.GRPCStatus().Err()
-	}
-	return status.Error(codes.Internal, err.Error())
+// kinds are the seam's own errors and the codes they travel as.
+var kinds = []seam.Kind{
+	{Err: ErrInvalid, Code: codes.InvalidArgument},
+	{Err: ErrCannotRun, Code: codes.FailedPrecondition},
 }
+
+// toStatus gives an implementation's error its code.
+func toStatus(err error) error { return seam.ToStatus(err, kinds...) }
