@@ -61,9 +61,9 @@ func (h *Host) addCore() error {
 // registerCore serves the core services on one plugin's host server.
 func (h *Host) registerCore(s *grpc.Server, c caller) {
 	owner := h.ownerFor(c.callerID())
-	subprocessv1.RegisterSubprocessServer(s, &hsub.Server{M: h.sub, Caller: c.callerID(), Owner: owner})
+	subprocessv1.RegisterSubprocessServer(s, subprocess.NewServer(&hsub.Service{M: h.sub, Caller: c.callerID(), Owner: owner}))
 	jobsv1.RegisterJobsServer(s, &hjobs.Server{M: h.jobs, Caller: c.callerID(), Owner: owner})
-	toolsv1.RegisterToolsServer(s, &toolsServer{h: h, c: c})
+	toolsv1.RegisterToolsServer(s, tools.NewServer(h.tools.For(toolCaller{c})))
 }
 
 // coreInterceptors apply the capability check to the core services (the

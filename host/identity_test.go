@@ -18,6 +18,7 @@ import (
 
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
+	"github.com/dshrun/dsh/core/tools"
 	"github.com/dshrun/dsh/core/tools/toolsv1"
 	hsub "github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/sdk"
@@ -91,7 +92,7 @@ func TestPluginCannotChooseTheOwner(t *testing.T) {
 func TestUndeclaredToolIsRefused(t *testing.T) {
 	h := startTools(t, toolsYAML)
 	ld := h.find("tools").current()
-	srv := &toolsServer{h: h, c: ld}
+	srv := tools.NewServer(h.tools.For(toolCaller{ld}))
 	_, err := srv.Register(context.Background(), &toolsv1.ToolSpec{Name: "sneaky", Description: "d", InputSchema: `{"type":"object"}`})
 	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), `did not declare tool "sneaky"`) {
 		t.Fatalf("undeclared tool: %v", err)

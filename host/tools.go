@@ -12,7 +12,6 @@ import (
 
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
 	"github.com/dshrun/dsh/core/tools"
-	"github.com/dshrun/dsh/core/tools/toolsv1"
 	hjobs "github.com/dshrun/dsh/host/core/jobs"
 	htools "github.com/dshrun/dsh/host/core/tools"
 	"github.com/dshrun/dsh/sdk"
@@ -47,24 +46,6 @@ func (t toolCaller) Serving() (toolSlot, []string, bool) {
 
 func (t toolCaller) AddEffect(label string, dispose func(context.Context) error) error {
 	return t.c.addEffect(label, dispose)
-}
-
-// toolsServer serves dsh.tools.v1.Tools to one plugin: the registry
-// through the seam's adapter.
-type toolsServer struct {
-	toolsv1.UnimplementedToolsServer
-	h *Host
-	c caller
-}
-
-func (s *toolsServer) adapter() *tools.Server { return tools.NewServer(s.h.tools.For(toolCaller{s.c})) }
-
-func (s *toolsServer) Register(ctx context.Context, spec *tools.ToolSpec) (*toolsv1.RegisterResponse, error) {
-	return s.adapter().Register(ctx, spec)
-}
-
-func (s *toolsServer) Unregister(ctx context.Context, req *toolsv1.UnregisterRequest) (*toolsv1.UnregisterResponse, error) {
-	return s.adapter().Unregister(ctx, req)
 }
 
 // ToolChanges subscribes to changes of Tools (front ends send

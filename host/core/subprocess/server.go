@@ -148,41 +148,6 @@ func spawnError(err error) error {
 	return err
 }
 
-// Server is a Service served as dsh.subprocess.v1.Subprocess through the
-// seam's adapter, for registering with a grpc.Server as it is.
-type Server struct {
-	subprocessv1.UnimplementedSubprocessServer
-	M      *Manager
-	Caller string
-	Owner  func(context.Context) (string, bool)
-}
-
-var _ subprocessv1.SubprocessServer = (*Server)(nil)
-
-func (s *Server) adapter() *subprocess.Server {
-	return subprocess.NewServer(&Service{M: s.M, Caller: s.Caller, Owner: s.Owner})
-}
-
-func (s *Server) Run(ctx context.Context, req *subprocess.SpawnRequest) (*subprocess.Result, error) {
-	return s.adapter().Run(ctx, req)
-}
-
-func (s *Server) Start(ctx context.Context, req *subprocess.SpawnRequest) (*subprocess.Started, error) {
-	return s.adapter().Start(ctx, req)
-}
-
-func (s *Server) Read(ctx context.Context, ref *subprocessv1.ProcessRef) (*subprocess.ReadResult, error) {
-	return s.adapter().Read(ctx, ref)
-}
-
-func (s *Server) Kill(ctx context.Context, ref *subprocessv1.ProcessRef) (*subprocessv1.KillResponse, error) {
-	return s.adapter().Kill(ctx, ref)
-}
-
-func (s *Server) Wait(ctx context.Context, ref *subprocessv1.ProcessRef) (*subprocess.Result, error) {
-	return s.adapter().Wait(ctx, ref)
-}
-
 // ResultProto converts a Result for the wire.
 func ResultProto(r Result) *subprocessv1.Result {
 	out := &subprocessv1.Result{

@@ -27,10 +27,10 @@ func TestServerStampsOwnersAndCodes(t *testing.T) {
 		return h(context.WithValue(ctx, ownerKey{}, "agent"), req)
 	})
 	conn := seamtest.Conn(t, func(s *grpc.Server) {
-		subprocessv1.RegisterSubprocessServer(s, &Server{M: m, Caller: "bash", Owner: func(ctx context.Context) (string, bool) {
+		subprocessv1.RegisterSubprocessServer(s, subprocess.NewServer(&Service{M: m, Caller: "bash", Owner: func(ctx context.Context) (string, bool) {
 			o, ok := ctx.Value(ownerKey{}).(string)
 			return o, ok
-		}})
+		}}))
 	}, stamp)
 	raw, c := subprocessv1.NewSubprocessClient(conn), subprocess.NewClient(conn)
 	ctx := context.Background()
