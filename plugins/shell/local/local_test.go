@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
+	csub "github.com/dshrun/dsh/core/subprocess"
 	"github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/plugins/shell"
 	"github.com/dshrun/dsh/plugins/shell/shellv1"
@@ -188,7 +189,7 @@ func realSub(t *testing.T, environ ...string) subprocessv1.SubprocessClient {
 	}
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer()
-	subprocessv1.RegisterSubprocessServer(srv, &subprocess.Server{M: m, Caller: "bash"})
+	subprocessv1.RegisterSubprocessServer(srv, csub.NewServer(&subprocess.Service{M: m, Caller: "bash"}))
 	go func() { _ = srv.Serve(lis) }()
 	conn, err := grpc.NewClient("passthrough:///bufconn",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
