@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
-	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	csub "github.com/dshrun/dsh/core/subprocess"
+	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/plugins/shell"
 	"github.com/dshrun/dsh/plugins/shell/shellv1"
