@@ -67,8 +67,8 @@ func (s *Server) Read(ctx context.Context, ref *jobsv1.JobRef) (*jobsv1.JobRead,
 		Lossy:           r.Lossy,
 		StdoutSpillPath: r.Stdout.SpillPath,
 		StderrSpillPath: r.Stderr.SpillPath,
-		StdoutFacts:     subprocess.FactsProto(r.Stdout),
-		StderrFacts:     subprocess.FactsProto(r.Stderr),
+		StdoutFacts:     factsProto(r.Stdout),
+		StderrFacts:     factsProto(r.Stderr),
 	}, nil
 }
 
@@ -106,6 +106,22 @@ func grpcError(err error) error {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	}
 	return status.Error(codes.FailedPrecondition, err.Error())
+}
+
+// factsProto is a stream's facts without its data (JobRead carries the
+// data in its own fields).
+func factsProto(c subprocess.Collected) *jobsv1.Collected {
+	return &jobsv1.Collected{
+		Total:         c.Total,
+		Truncated:     c.Truncated,
+		Dropped:       c.Dropped,
+		DroppedLines:  c.DroppedLines,
+		SpillPath:     c.SpillPath,
+		SpillBytes:    c.SpillBytes,
+		SpillComplete: c.SpillComplete,
+		SpillReason:   string(c.SpillReason),
+		SpillError:    c.SpillError,
+	}
 }
 
 // JobProto converts a Snapshot for the wire.
