@@ -69,7 +69,7 @@ func (p *jobProcess) Forget() { p.h.sub.Forget(p.proc.ID) }
 func (p *jobProcess) ReadOutput(ctx context.Context) (jobs.Output, error) {
 	r, err := p.proc.ReadOutput(ctx)
 	if err != nil {
-		return jobs.Output{}, p.failed("read the output", err)
+		return jobs.Output{}, p.failed("read the output of", err)
 	}
 	st, err := jobStateOf(r.State)
 	if err != nil {
