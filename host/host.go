@@ -250,11 +250,11 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 		comp:    comp,
 		rt:      rt,
 		sub:     sub,
-		jobs:    jobs.New(jobs.Config{Sub: sub}),
 		tools:   newToolRegistry(),
 		byID:    map[string]*entry{},
 		applied: comp,
 	}
+	h.jobs = jobs.New(jobs.Config{Open: h.openJobProcess})
 	h.indexServices()
 	return h, nil
 }

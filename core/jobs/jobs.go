@@ -10,3 +10,8 @@ const Key = "jobs"
 
 // ServiceName is the gRPC service the host serves under Key.
 var ServiceName = jobsv1.Jobs_ServiceDesc.ServiceName
+
+// DefaultShellKey is the executor a registration that names none means:
+// ctx.shell (the key of package plugins/shell, spelled out so that this
+// contract does not depend on that one).
+const DefaultShellKey = "shell"

@@ -19,6 +19,11 @@
 //     read that lost bytes is Lossy and names the spill files.
 //   - Processes belong to ctx.subprocess, not to the executor: handles
 //     survive an executor reload.
+//   - ctx.jobs reaches a background process only through ReadOutput, Kill
+//     and Wait, on whichever provider holds the key then: the executor is
+//     the one consuming reader, so what it adds to a read or a state (a
+//     sandbox's denials) is what the agent gets. A Wait cut by a reload is
+//     asked again of the new provider.
 package shell
 
 import (

@@ -179,7 +179,7 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 		if err != nil {
 			return errorResult("%s", grpcMessage(err))
 		}
-		job, err := p.jobs.Register(ctx, &jobsv1.RegisterRequest{ProcessId: proc.ID, Owner: owner, Command: a.Command, Description: a.Description})
+		job, err := p.jobs.Register(ctx, &jobsv1.RegisterRequest{ProcessId: proc.ID, ShellKey: shell.Key, Owner: owner, Command: a.Command, Description: a.Description})
 		if err != nil {
 			_, _ = proc.Kill(context.WithoutCancel(ctx))
 			return errorResult("%s", grpcMessage(err))

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
-	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/plugins/shell"
 )
 
@@ -130,8 +129,8 @@ func TestRenderReadGolden(t *testing.T) {
 }
 
 // noData is a stream's facts without its data, as JobRead carries them.
-func noData(c *shell.Collected) *subprocessv1.Collected {
-	return &subprocessv1.Collected{
+func noData(c *shell.Collected) *jobsv1.Collected {
+	return &jobsv1.Collected{
 		Total: c.Total, Truncated: c.Truncated, Dropped: c.Dropped, DroppedLines: c.DroppedLines,
 		SpillPath: c.SpillPath, SpillBytes: c.SpillBytes, SpillComplete: c.SpillComplete,
 		SpillReason: c.SpillReason, SpillError: c.SpillError,

@@ -1,12 +1,19 @@
-// Package jobs is ctx.jobs: background jobs on top of ctx.subprocess. It
-// owns job ids, the owner of each job (an agent), consuming reads, kill,
-// the per-owner cap on live jobs, completion notices for the owner, and
-// forgetting finished jobs once their final output is read or after a
-// retention period. Processes stay ctx.subprocess's: a job outlives the
-// plugin (and the executor) that started it and dies with the composition.
+// Package jobs is ctx.jobs: background jobs on top of the executors that
+// start them. It owns job ids, the owner of each job (an agent), consuming
+// reads, kill, the per-owner cap on live jobs, completion notices for the
+// owner, and forgetting finished jobs once their final output is read or
+// after a retention period.
+//
+// A job holds a Process: a handle that reaches the process through the
+// executor that started it, never the process table itself, so there is
+// one consuming reader per process and the executor can say what its
+// process did (a sandbox's denials, a runner that failed). Processes stay
+// ctx.subprocess's: a job outlives the plugin (and the executor) that
+// started it and dies with the composition.
 package jobs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -14,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dshrun/dsh/host/core/subprocess"
+	"github.com/dshrun/dsh/core/jobs/jobsv1"
 )
 
 // Defaults.
@@ -23,6 +30,18 @@ const (
 	DefaultRetention   = 30 * time.Minute
 )
 
+// The bounds of the backoff between two failed Waits: short, since a
+// reload or a restart in place takes well under a second, and bounded, so
+// a finished job is noticed soon after its executor is back.
+const (
+	waitRetryMin = 50 * time.Millisecond
+	waitRetryMax = time.Second
+)
+
+// killTimeout bounds each kill of a released owner's jobs: ctx.subprocess
+// kills whatever is left when it releases the owner.
+const killTimeout = 5 * time.Second
+
 // Errors a caller can branch on.
 var (
 	ErrNotFound = errors.New("no such job")
@@ -30,9 +49,65 @@ var (
 	ErrTooMany  = errors.New("too many live jobs")
 )
 
+// Status of a job's process.
+type Status string
+
+const (
+	Running   Status = "running"
+	Completed Status = "completed" // the process exited by itself
+	Killed    Status = "killed"    // a signal (ours or another's) ended it
+)
+
+// State is how a job's process stands.
+type State struct {
+	Status Status
+	// ExitCode is the exit status once finished; -1 when killed.
+	ExitCode int
+	// Signal names the signal that ended it ("SIGKILL"), if one did.
+	Signal string
+}
+
+func (s State) finished() bool { return s.Status == Completed || s.Status == Killed }
+
+// Output is one consuming read of a job's process: what it printed since
+// the previous read and how it stands.
+type Output struct {
+	Stdout, Stderr []byte
+	// Lossy is true when bytes produced since the previous read were
+	// dropped; the spill files hold them.
+	Lossy                    bool
+	StdoutSpill, StderrSpill string
+	// Each stream's counts and spill file; their data is in Stdout and
+	// Stderr.
+	StdoutFacts, StderrFacts *jobsv1.Collected
+	State                    State
+}
+
+// Process is ctx.jobs' handle on a job's process. It reaches the process
+// through the executor that started it, which interprets what it ran: the
+// handle may fail while that executor restarts or reloads, and then works
+// again with its successor, so a job outlives both.
+type Process interface {
+	// ReadOutput consumes what the process printed since the previous
+	// read.
+	ReadOutput(ctx context.Context) (Output, error)
+	// Kill terminates the process's tree; false once it had finished.
+	Kill(ctx context.Context) (bool, error)
+	// Wait blocks until the process has finished. It fails when the
+	// executor cannot be reached; the process runs on regardless.
+	Wait(ctx context.Context) (State, error)
+	// Pid is the process id of the job's main process.
+	Pid() int
+	// Forget releases what holds a finished process once its job is gone.
+	Forget()
+}
+
 // Config configures a Manager.
 type Config struct {
-	Sub *subprocess.Manager
+	// Open returns the handle of process processID, started by the
+	// provider of key (an executor) for owner. It refuses a process that
+	// is not owner's: only a process of the same owner can become its job.
+	Open func(ctx context.Context, owner, key, processID string) (Process, error)
 	// MaxPerOwner caps live (running) jobs per owner; 0 means 16.
 	MaxPerOwner int
 	// Retention is how long a finished job stays readable when nobody
@@ -45,6 +120,11 @@ type Config struct {
 // Manager holds jobs. Safe for concurrent use.
 type Manager struct {
 	cfg Config
+	// ctx ends every job's wait when the manager closes.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// waits counts the jobs' waiting goroutines; Close waits for them.
+	waits sync.WaitGroup
 
 	mu      sync.Mutex
 	next    int
@@ -65,7 +145,9 @@ type Job struct {
 	ID, Owner, Command, Description string
 	Plugin                          string // entry id of the plugin that registered it
 	Started                         time.Time
-	proc                            *subprocess.Process
+	proc                            Process
+	stop                            context.CancelFunc // ends its wait
+	state                           State              // as its wait last reported
 	finished                        time.Time
 	timer                           *time.Timer
 }
@@ -75,9 +157,21 @@ type Snapshot struct {
 	ID, Owner, Command, Description string
 	Started                         time.Time
 	Pid                             int
-	Status                          subprocess.Status
+	Status                          Status
 	ExitCode                        int
 	Signal                          string
+}
+
+// Registration is a process to adopt as a job.
+type Registration struct {
+	// Plugin is the entry id of the plugin registering it, whose tool
+	// calls are told when the job finishes (TakeNoticesFor).
+	Plugin string
+	Owner  string
+	// Key is the executor that started the process; the job reaches the
+	// process through it.
+	Key                             string
+	ProcessID, Command, Description string
 }
 
 // New makes a Manager.
@@ -91,22 +185,16 @@ func New(cfg Config) *Manager {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Manager{cfg: cfg, jobs: map[string]*Job{}, notices: map[string][]pending{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Manager{cfg: cfg, ctx: ctx, cancel: cancel, jobs: map[string]*Job{}, notices: map[string][]pending{}}
 }
 
-// Register adopts the process with id processID as a job of owner.
-func (m *Manager) Register(owner, processID, command, description string) (Snapshot, error) {
-	return m.RegisterBy("", owner, processID, command, description)
-}
-
-// RegisterBy is Register for plugin (an entry id), whose tool calls are then
-// told when the job finishes (TakeNoticesFor).
-func (m *Manager) RegisterBy(plugin, owner, processID, command, description string) (Snapshot, error) {
-	if owner == "" {
+// Register adopts a process as a job of r.Owner.
+func (m *Manager) Register(ctx context.Context, r Registration) (Snapshot, error) {
+	if r.Owner == "" {
 		return Snapshot{}, errors.New("jobs: a job needs an owner")
 	}
-	// Only a process of the same owner can become its job.
-	p, err := m.cfg.Sub.Get(owner, processID)
+	p, err := m.cfg.Open(ctx, r.Owner, r.Key, r.ProcessID)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("jobs: %w", err)
 	}
@@ -117,42 +205,80 @@ func (m *Manager) RegisterBy(plugin, owner, processID, command, description stri
 	}
 	live := 0
 	for _, j := range m.jobs {
-		if j.Owner == owner && j.finished.IsZero() {
+		if j.Owner == r.Owner && j.finished.IsZero() {
 			live++
 		}
 	}
 	if live >= m.cfg.MaxPerOwner {
-		return Snapshot{}, fmt.Errorf("%w: %d jobs of %q are running (the cap); kill or wait for one first", ErrTooMany, live, owner)
+		return Snapshot{}, fmt.Errorf("%w: %d jobs of %q are running (the cap); kill or wait for one first", ErrTooMany, live, r.Owner)
 	}
 	m.next++
+	wctx, stop := context.WithCancel(m.ctx)
 	j := &Job{
 		ID:          "j" + strconv.Itoa(m.next),
-		Owner:       owner,
-		Command:     command,
-		Description: description,
-		Plugin:      plugin,
+		Owner:       r.Owner,
+		Command:     r.Command,
+		Description: r.Description,
+		Plugin:      r.Plugin,
 		Started:     m.cfg.Now(),
 		proc:        p,
+		stop:        stop,
+		state:       State{Status: Running},
 	}
 	m.jobs[j.ID] = j
-	go m.watch(j)
+	m.waits.Add(1)
+	go m.watch(wctx, j)
 	return m.snapshot(j), nil
 }
 
 // watch queues the completion notice and arms the retention timer.
-func (m *Manager) watch(j *Job) {
-	<-j.proc.Done()
-	r := j.proc.Result()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.jobs[j.ID]; !ok || m.closed {
+func (m *Manager) watch(ctx context.Context, j *Job) {
+	defer m.waits.Done()
+	st, ok := m.wait(ctx, j)
+	if !ok {
 		return
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.jobs[j.ID] != j || m.closed {
+		return
+	}
+	j.state = st
 	j.finished = m.cfg.Now()
 	snap := m.snapshot(j)
-	snap.Status, snap.ExitCode, snap.Signal = r.Status, r.ExitCode, r.Signal
 	m.notices[j.Owner] = append(m.notices[j.Owner], pending{j.ID, j.Plugin, snap})
 	j.timer = time.AfterFunc(m.cfg.Retention, func() { m.forget(j.ID) })
+}
+
+// wait waits for the job's process to finish, asking again after a
+// failure: the executor may be restarting or reloading, and the process
+// runs on meanwhile. It gives up only when ctx ends (the job was
+// forgotten or the manager closed).
+func (m *Manager) wait(ctx context.Context, j *Job) (State, bool) {
+	delay := waitRetryMin
+	for {
+		began := time.Now()
+		st, err := j.proc.Wait(ctx)
+		if err == nil && st.finished() {
+			return st, true
+		}
+		if ctx.Err() != nil {
+			return State{}, false
+		}
+		// A wait that was served a while before it was cut (a reload)
+		// starts the backoff over.
+		if time.Since(began) > waitRetryMax {
+			delay = waitRetryMin
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return State{}, false
+		case <-t.C:
+		}
+		delay = min(2*delay, waitRetryMax)
+	}
 }
 
 // TakeNotices returns and clears owner's pending completion notices: the
@@ -188,6 +314,8 @@ func (m *Manager) take(owner string, mine func(plugin string) bool) []Snapshot {
 }
 
 func (m *Manager) get(owner, id string) (*Job, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	j, ok := m.jobs[id]
 	if !ok {
 		return nil, fmt.Errorf("%w %q (finished jobs are forgotten once their final output was read)", ErrNotFound, id)
@@ -200,31 +328,38 @@ func (m *Manager) get(owner, id string) (*Job, error) {
 
 // Read consumes the job's new output. A read that returns the final output
 // of a finished job forgets the job.
-func (m *Manager) Read(owner, id string) (Snapshot, subprocess.Read, error) {
-	m.mu.Lock()
+func (m *Manager) Read(ctx context.Context, owner, id string) (Snapshot, Output, error) {
 	j, err := m.get(owner, id)
-	m.mu.Unlock()
 	if err != nil {
-		return Snapshot{}, subprocess.Read{}, err
+		return Snapshot{}, Output{}, err
 	}
-	r := j.proc.Read()
-	snap := m.snapshotLocked(j)
-	snap.Status, snap.ExitCode, snap.Signal = r.Status, r.ExitCode, r.Signal
-	if r.Status != subprocess.Running {
+	out, err := j.proc.ReadOutput(ctx)
+	if err != nil {
+		return Snapshot{}, Output{}, fmt.Errorf("read job %s: %w", id, err)
+	}
+	m.mu.Lock()
+	snap := m.snapshot(j)
+	m.mu.Unlock()
+	if out.State.finished() {
+		snap.Status, snap.ExitCode, snap.Signal = out.State.Status, out.State.ExitCode, out.State.Signal
 		m.forget(id)
+	} else {
+		snap.Status, snap.ExitCode, snap.Signal = Running, 0, ""
 	}
-	return snap, r, nil
+	return snap, out, nil
 }
 
 // Kill terminates the job's tree; false once it had finished.
-func (m *Manager) Kill(owner, id string) (bool, error) {
-	m.mu.Lock()
+func (m *Manager) Kill(ctx context.Context, owner, id string) (bool, error) {
 	j, err := m.get(owner, id)
-	m.mu.Unlock()
 	if err != nil {
 		return false, err
 	}
-	return j.proc.Kill(), nil
+	killed, err := j.proc.Kill(ctx)
+	if err != nil {
+		return false, fmt.Errorf("kill job %s: %w", id, err)
+	}
+	return killed, nil
 }
 
 // List returns owner's jobs, oldest first.
@@ -244,36 +379,51 @@ func (m *Manager) List(owner string) []Snapshot {
 }
 
 // ReleaseOwner kills and forgets every job of owner (its session ended).
+// The kills run together, each bounded: the owner's processes are killed
+// by ctx.subprocess too when it releases the owner.
 func (m *Manager) ReleaseOwner(owner string) {
 	m.mu.Lock()
-	var ps []*subprocess.Process
+	var gone []*Job
 	for id, j := range m.jobs {
 		if j.Owner == owner {
-			ps = append(ps, j.proc)
-			if j.timer != nil {
-				j.timer.Stop()
-			}
+			gone = append(gone, j)
+			m.drop(j)
 			delete(m.jobs, id)
-			m.cfg.Sub.Forget(j.proc.ID)
 		}
 	}
 	delete(m.notices, owner)
 	m.mu.Unlock()
-	for _, p := range ps {
-		p.Kill()
+	var wg sync.WaitGroup
+	for _, j := range gone {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
+			defer cancel()
+			_, _ = j.proc.Kill(ctx)
+			j.proc.Forget()
+		})
 	}
+	wg.Wait()
 }
 
-// Close forgets every job; ctx.subprocess kills the processes.
+// Close forgets every job and waits for their waits to end;
+// ctx.subprocess kills the processes.
 func (m *Manager) Close() {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.closed = true
 	for id, j := range m.jobs {
-		if j.timer != nil {
-			j.timer.Stop()
-		}
+		m.drop(j)
 		delete(m.jobs, id)
+	}
+	m.mu.Unlock()
+	m.cancel()
+	m.waits.Wait()
+}
+
+// drop ends a job's wait and its retention timer; m.mu is held.
+func (m *Manager) drop(j *Job) {
+	j.stop()
+	if j.timer != nil {
+		j.timer.Stop()
 	}
 }
 
@@ -281,35 +431,32 @@ func (m *Manager) Close() {
 // output already knows it finished.
 func (m *Manager) forget(id string) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if j, ok := m.jobs[id]; ok {
-		ns := m.notices[j.Owner][:0]
-		for _, n := range m.notices[j.Owner] {
-			if n.job != id {
-				ns = append(ns, n)
-			}
-		}
-		if len(ns) == 0 {
-			delete(m.notices, j.Owner)
-		} else {
-			m.notices[j.Owner] = ns
-		}
-		if j.timer != nil {
-			j.timer.Stop()
-		}
-		delete(m.jobs, id)
-		m.cfg.Sub.Forget(j.proc.ID)
+	j, ok := m.jobs[id]
+	if !ok {
+		m.mu.Unlock()
+		return
 	}
+	ns := m.notices[j.Owner][:0]
+	for _, n := range m.notices[j.Owner] {
+		if n.job != id {
+			ns = append(ns, n)
+		}
+	}
+	if len(ns) == 0 {
+		delete(m.notices, j.Owner)
+	} else {
+		m.notices[j.Owner] = ns
+	}
+	m.drop(j)
+	delete(m.jobs, id)
+	m.mu.Unlock()
+	j.proc.Forget()
 }
 
-func (m *Manager) snapshotLocked(j *Job) Snapshot {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.snapshot(j)
-}
-
+// snapshot is j as its wait last saw it; m.mu is held.
 func (m *Manager) snapshot(j *Job) Snapshot {
-	s := Snapshot{ID: j.ID, Owner: j.Owner, Command: j.Command, Description: j.Description, Started: j.Started, Pid: j.proc.Pid}
-	s.Status, s.ExitCode, s.Signal = j.proc.State()
-	return s
+	return Snapshot{
+		ID: j.ID, Owner: j.Owner, Command: j.Command, Description: j.Description, Started: j.Started,
+		Pid: j.proc.Pid(), Status: j.state.Status, ExitCode: j.state.ExitCode, Signal: j.state.Signal,
+	}
 }

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,7 +40,16 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Sub = sub
+	cfg.Open = func(_ context.Context, owner, key, id string) (Process, error) {
+		if key != "shell" {
+			return nil, fmt.Errorf("no executor %q", key)
+		}
+		p, err := sub.Get(owner, id)
+		if err != nil {
+			return nil, err
+		}
+		return &tableProcess{sub: sub, p: p}, nil
+	}
 	f := &fixture{t: t, sub: sub, m: New(cfg)}
 	t.Cleanup(func() {
 		f.m.Close()
@@ -50,6 +60,45 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 		}
 	})
 	return f
+}
+
+// bg is the context of the calls that are not about contexts.
+var bg = context.Background()
+
+// register registers process id as a job of owner, started by ctx.shell.
+func (f *fixture) register(owner, id, command, description string) (Snapshot, error) {
+	return f.m.Register(bg, Registration{Owner: owner, Key: "shell", ProcessID: id, Command: command, Description: description})
+}
+
+// tableProcess reaches a process of ctx.subprocess directly, as an
+// executor over it does: these tests run real processes.
+type tableProcess struct {
+	sub *subprocess.Manager
+	p   *subprocess.Process
+}
+
+func (t *tableProcess) Pid() int { return t.p.Pid }
+func (t *tableProcess) Forget()  { t.sub.Forget(t.p.ID) }
+
+func (t *tableProcess) Kill(context.Context) (bool, error) { return t.p.Kill(), nil }
+
+func (t *tableProcess) Wait(ctx context.Context) (State, error) {
+	select {
+	case <-t.p.Done():
+	case <-ctx.Done():
+		return State{}, ctx.Err()
+	}
+	r := t.p.Result()
+	return State{Status: Status(r.Status), ExitCode: r.ExitCode, Signal: r.Signal}, nil
+}
+
+func (t *tableProcess) ReadOutput(context.Context) (Output, error) {
+	r := t.p.Read()
+	return Output{
+		Stdout: r.Stdout.Data, Stderr: r.Stderr.Data, Lossy: r.Lossy,
+		StdoutSpill: r.Stdout.SpillPath, StderrSpill: r.Stderr.SpillPath,
+		State: State{Status: Status(r.Status), ExitCode: r.ExitCode, Signal: r.Signal},
+	}, nil
 }
 
 // spawn starts a bash script as a process of ctx.subprocess, not yet a job.
@@ -72,7 +121,7 @@ func (f *fixture) spawnAs(owner, script string) *subprocess.Process {
 func (f *fixture) start(owner, script string) (Snapshot, *subprocess.Process) {
 	f.t.Helper()
 	p := f.spawnAs(owner, script)
-	snap, err := f.m.Register(owner, p.ID, script, "test job")
+	snap, err := f.register(owner, p.ID, script, "test job")
 	if err != nil {
 		f.t.Fatalf("register %q: %v", script, err)
 	}
@@ -109,12 +158,12 @@ func (f *fixture) settled(owner string) {
 	var snap Snapshot
 	eventually(f.t, "the finished job stops counting as live", func() bool {
 		var err error
-		snap, err = f.m.Register(owner, p.ID, "probe", "")
+		snap, err = f.register(owner, p.ID, "probe", "")
 		return err == nil
 	})
 	done(f.t, p)
 	eventually(f.t, "the probe job is read away", func() bool {
-		_, _, err := f.m.Read(owner, snap.ID)
+		_, _, err := f.m.Read(bg, owner, snap.ID)
 		return errors.Is(err, ErrNotFound)
 	})
 }
@@ -127,13 +176,13 @@ func TestIDsAndSnapshots(t *testing.T) {
 	if a.ID != "j1" || b.ID != "j2" || c.ID != "j3" {
 		t.Fatalf("ids %q %q %q, want j1 j2 j3 (one sequence across owners)", a.ID, b.ID, c.ID)
 	}
-	if a.Owner != "agent" || a.Command != "sleep 600" || a.Description != "test job" || a.Pid != pa.Pid || a.Status != subprocess.Running || a.Started.IsZero() {
+	if a.Owner != "agent" || a.Command != "sleep 600" || a.Description != "test job" || a.Pid != pa.Pid || a.Status != Running || a.Started.IsZero() {
 		t.Fatalf("snapshot %+v (pid %d)", a, pa.Pid)
 	}
-	if _, err := f.m.Register("", pa.ID, "x", ""); err == nil || !strings.Contains(err.Error(), "needs an owner") {
+	if _, err := f.register("", pa.ID, "x", ""); err == nil || !strings.Contains(err.Error(), "needs an owner") {
 		t.Fatalf("register without an owner: %v", err)
 	}
-	if _, err := f.m.Register("agent", "p999-nope", "x", ""); err == nil || !strings.Contains(err.Error(), "p999-nope") {
+	if _, err := f.register("agent", "p999-nope", "x", ""); err == nil || !strings.Contains(err.Error(), "p999-nope") {
 		t.Fatalf("register of an unknown process: %v", err)
 	}
 }
@@ -142,24 +191,24 @@ func TestOwnersAreSeparate(t *testing.T) {
 	f := newFixture(t, Config{})
 	a, _ := f.start("agent", "sleep 600")
 	for _, op := range []func() error{
-		func() error { _, _, err := f.m.Read("other", a.ID); return err },
-		func() error { _, err := f.m.Kill("other", a.ID); return err },
+		func() error { _, _, err := f.m.Read(bg, "other", a.ID); return err },
+		func() error { _, err := f.m.Kill(bg, "other", a.ID); return err },
 	} {
 		if err := op(); !errors.Is(err, ErrForeign) || !strings.Contains(err.Error(), a.ID) {
 			t.Fatalf("another owner's job: %v, want ErrForeign naming %s", err, a.ID)
 		}
 	}
-	if _, _, err := f.m.Read("agent", "j99"); !errors.Is(err, ErrNotFound) {
+	if _, _, err := f.m.Read(bg, "agent", "j99"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown job: %v", err)
 	}
-	if _, err := f.m.Kill("agent", "j99"); !errors.Is(err, ErrNotFound) {
+	if _, err := f.m.Kill(bg, "agent", "j99"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("kill of an unknown job: %v", err)
 	}
 	if l := f.m.List("other"); len(l) != 0 {
 		t.Fatalf("another owner lists %+v", l)
 	}
 	// The foreign attempts changed nothing: the job still runs.
-	if l := f.m.List("agent"); len(l) != 1 || l[0].Status != subprocess.Running {
+	if l := f.m.List("agent"); len(l) != 1 || l[0].Status != Running {
 		t.Fatalf("list after foreign attempts: %+v", l)
 	}
 }
@@ -193,29 +242,29 @@ func TestReadsConsumeAndTheFinalReadForgets(t *testing.T) {
 	snap, p := f.start("agent", "echo first; while [ ! -e "+gate+" ]; do sleep 0.02; done; echo second >&2; exit 3")
 	var out string
 	eventually(t, "the first line is read", func() bool {
-		s, r, err := f.m.Read("agent", snap.ID)
+		s, r, err := f.m.Read(bg, "agent", snap.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.Status != subprocess.Running {
+		if s.Status != Running {
 			t.Fatalf("finished before the gate: %+v", s)
 		}
-		out += string(r.Stdout.Data)
+		out += string(r.Stdout)
 		return out == "first\n"
 	})
 	// A read right after returns nothing new.
-	if _, r, err := f.m.Read("agent", snap.ID); err != nil || len(r.Stdout.Data) != 0 {
-		t.Fatalf("second read: %q %v", r.Stdout.Data, err)
+	if _, r, err := f.m.Read(bg, "agent", snap.ID); err != nil || len(r.Stdout) != 0 {
+		t.Fatalf("second read: %q %v", r.Stdout, err)
 	}
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	done(t, p)
-	s, r, err := f.m.Read("agent", snap.ID)
-	if err != nil || s.Status != subprocess.Completed || s.ExitCode != 3 || string(r.Stderr.Data) != "second\n" || len(r.Stdout.Data) != 0 {
-		t.Fatalf("final read: %+v %q %q %v", s, r.Stdout.Data, r.Stderr.Data, err)
+	s, r, err := f.m.Read(bg, "agent", snap.ID)
+	if err != nil || s.Status != Completed || s.ExitCode != 3 || string(r.Stderr) != "second\n" || len(r.Stdout) != 0 {
+		t.Fatalf("final read: %+v %q %q %v", s, r.Stdout, r.Stderr, err)
 	}
-	if _, _, err := f.m.Read("agent", snap.ID); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "forgotten") {
+	if _, _, err := f.m.Read(bg, "agent", snap.ID); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "forgotten") {
 		t.Fatalf("read after the final read: %v", err)
 	}
 	if _, err := f.sub.Get("", p.ID); err == nil {
@@ -233,7 +282,7 @@ func TestNotices(t *testing.T) {
 	done(t, p)
 	f.settled("agent")
 	n := f.m.TakeNotices("agent")
-	if len(n) != 1 || n[0].ID != "j1" || n[0].Status != subprocess.Completed || n[0].ExitCode != 4 || n[0].Command != long {
+	if len(n) != 1 || n[0].ID != "j1" || n[0].Status != Completed || n[0].ExitCode != 4 || n[0].Command != long {
 		t.Fatalf("notices %+v, want j1 completed with code 4 and its whole command", n)
 	}
 	if n := f.m.TakeNotices("agent"); len(n) != 0 {
@@ -242,7 +291,7 @@ func TestNotices(t *testing.T) {
 
 	// A killed job, and a command of several lines shown by its first.
 	snap, p := f.start("agent", "sleep 600\necho never")
-	if _, err := f.m.Kill("agent", snap.ID); err != nil {
+	if _, err := f.m.Kill(bg, "agent", snap.ID); err != nil {
 		t.Fatal(err)
 	}
 	done(t, p)
@@ -251,7 +300,7 @@ func TestNotices(t *testing.T) {
 		t.Fatalf("another owner got %+v", n)
 	}
 	n = f.m.TakeNotices("agent")
-	if len(n) != 1 || n[0].ID != snap.ID || n[0].Status != subprocess.Killed || !strings.HasPrefix(n[0].Signal, "SIG") || n[0].Command != "sleep 600\necho never" {
+	if len(n) != 1 || n[0].ID != snap.ID || n[0].Status != Killed || !strings.HasPrefix(n[0].Signal, "SIG") || n[0].Command != "sleep 600\necho never" {
 		t.Fatalf("notice of a killed job: %+v", n)
 	}
 
@@ -259,7 +308,7 @@ func TestNotices(t *testing.T) {
 	snap, p = f.start("agent", "true")
 	done(t, p)
 	f.settled("agent")
-	if _, _, err := f.m.Read("agent", snap.ID); err != nil {
+	if _, _, err := f.m.Read(bg, "agent", snap.ID); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.m.TakeNotices("agent"); len(n) != 0 {
@@ -268,7 +317,7 @@ func TestNotices(t *testing.T) {
 	snap, p = f.start("agent", "true")
 	done(t, p)
 	f.settled("agent")
-	if n := f.m.TakeNotices("agent"); len(n) != 1 || n[0].ID != snap.ID || n[0].Status != subprocess.Completed || n[0].ExitCode != 0 {
+	if n := f.m.TakeNotices("agent"); len(n) != 1 || n[0].ID != snap.ID || n[0].Status != Completed || n[0].ExitCode != 0 {
 		t.Fatalf("notice of a clean exit: %+v", n)
 	}
 }
@@ -278,25 +327,25 @@ func TestLiveJobCap(t *testing.T) {
 	a, pa := f.start("agent", "sleep 600")
 	f.start("agent", "sleep 600")
 	p := f.spawn("sleep 600")
-	_, err := f.m.Register("agent", p.ID, "third", "")
+	_, err := f.register("agent", p.ID, "third", "")
 	if !errors.Is(err, ErrTooMany) || !strings.Contains(err.Error(), `2 jobs of "agent"`) {
 		t.Fatalf("third live job: %v, want ErrTooMany", err)
 	}
 	// The cap is per owner.
-	if _, err := f.m.Register("other", f.spawnAs("other", "sleep 600").ID, "other's", ""); err != nil {
+	if _, err := f.register("other", f.spawnAs("other", "sleep 600").ID, "other's", ""); err != nil {
 		t.Fatalf("another owner under its own cap: %v", err)
 	}
 	// A finished job no longer counts, read or not.
-	if killed, err := f.m.Kill("agent", a.ID); err != nil || !killed {
+	if killed, err := f.m.Kill(bg, "agent", a.ID); err != nil || !killed {
 		t.Fatalf("kill: %v %v", killed, err)
 	}
 	done(t, pa)
 	q := f.spawn("sleep 600")
 	eventually(t, "a slot frees once a job finished", func() bool {
-		_, err := f.m.Register("agent", q.ID, "after", "")
+		_, err := f.register("agent", q.ID, "after", "")
 		return err == nil
 	})
-	if killed, err := f.m.Kill("agent", a.ID); err != nil || killed {
+	if killed, err := f.m.Kill(bg, "agent", a.ID); err != nil || killed {
 		t.Fatalf("kill of a finished job: %v %v, want false", killed, err)
 	}
 }
@@ -307,7 +356,7 @@ func TestDefaultCapIs16(t *testing.T) {
 		f.start("agent", "sleep 600")
 	}
 	p := f.spawn("sleep 600")
-	if _, err := f.m.Register("agent", p.ID, "17th", ""); !errors.Is(err, ErrTooMany) {
+	if _, err := f.register("agent", p.ID, "17th", ""); !errors.Is(err, ErrTooMany) {
 		t.Fatalf("17th live job: %v, want ErrTooMany", err)
 	}
 }
@@ -320,7 +369,7 @@ func TestRetentionForgetsUnreadJobs(t *testing.T) {
 		_, err := f.sub.Get("", p.ID)
 		return len(f.m.List("agent")) == 0 && err != nil
 	})
-	if _, _, err := f.m.Read("agent", snap.ID); !errors.Is(err, ErrNotFound) {
+	if _, _, err := f.m.Read(bg, "agent", snap.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("read after the retention: %v", err)
 	}
 	// Its notice went with it: it would point at a job that is gone.
@@ -330,7 +379,7 @@ func TestRetentionForgetsUnreadJobs(t *testing.T) {
 	// A running job is never forgotten by the retention.
 	run, _ := f.start("agent", "sleep 600")
 	time.Sleep(200 * time.Millisecond)
-	if _, _, err := f.m.Read("agent", run.ID); err != nil {
+	if _, _, err := f.m.Read(bg, "agent", run.ID); err != nil {
 		t.Fatalf("running job after the retention period: %v", err)
 	}
 }
@@ -344,7 +393,7 @@ func TestReleaseOwner(t *testing.T) {
 	b, pb := f.start("other", "sleep 600")
 	f.m.ReleaseOwner("agent")
 	done(t, pa)
-	if _, _, err := f.m.Read("agent", a.ID); !errors.Is(err, ErrNotFound) {
+	if _, _, err := f.m.Read(bg, "agent", a.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("read of a released job: %v", err)
 	}
 	if n := f.m.TakeNotices("agent"); len(n) != 0 {
@@ -355,7 +404,7 @@ func TestReleaseOwner(t *testing.T) {
 	}
 	// The other owner's job runs on, and its end is not noticed as
 	// anyone else's.
-	if s, _, err := f.m.Read("other", b.ID); err != nil || s.Status != subprocess.Running {
+	if s, _, err := f.m.Read(bg, "other", b.ID); err != nil || s.Status != Running {
 		t.Fatalf("other owner's job after the release: %+v %v", s, err)
 	}
 	select {
@@ -372,10 +421,10 @@ func TestClose(t *testing.T) {
 	a, pa := f.start("agent", "sleep 600")
 	f.m.Close()
 	p := f.spawn("true")
-	if _, err := f.m.Register("agent", p.ID, "late", ""); err == nil || !strings.Contains(err.Error(), "shutting down") {
+	if _, err := f.register("agent", p.ID, "late", ""); err == nil || !strings.Contains(err.Error(), "shutting down") {
 		t.Fatalf("register after Close: %v", err)
 	}
-	if _, _, err := f.m.Read("agent", a.ID); !errors.Is(err, ErrNotFound) {
+	if _, _, err := f.m.Read(bg, "agent", a.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("read after Close: %v", err)
 	}
 	// Close leaves the processes to ctx.subprocess, which kills them at
@@ -440,11 +489,11 @@ func TestServerErrorsAndProto(t *testing.T) {
 		status string
 		code   *int32
 	}{
-		{Snapshot{Status: subprocess.Completed, ExitCode: 0}, "completed", new(int32(0))},
-		{Snapshot{Status: subprocess.Completed, ExitCode: 7}, "completed", new(int32(7))},
-		{Snapshot{Status: subprocess.Killed, ExitCode: -1}, "killed", new(int32(-1))},
-		{Snapshot{Status: subprocess.Killed, Signal: "SIGKILL"}, "killed", nil},
-		{Snapshot{Status: subprocess.Running}, "running", nil},
+		{Snapshot{Status: Completed, ExitCode: 0}, "completed", new(int32(0))},
+		{Snapshot{Status: Completed, ExitCode: 7}, "completed", new(int32(7))},
+		{Snapshot{Status: Killed, ExitCode: -1}, "killed", new(int32(-1))},
+		{Snapshot{Status: Killed, Signal: "SIGKILL"}, "killed", nil},
+		{Snapshot{Status: Running}, "running", nil},
 	} {
 		j := JobProto(c.snap)
 		if j.Status != c.status || (j.ExitCode == nil) != (c.code == nil) || c.code != nil && *j.ExitCode != *c.code {
@@ -457,7 +506,7 @@ func TestServerErrorsAndProto(t *testing.T) {
 func TestNoticesForThePluginThatRegistered(t *testing.T) {
 	f := newFixture(t, Config{})
 	p := f.spawn("true")
-	snap, err := f.m.RegisterBy("tools", "agent", p.ID, "true", "")
+	snap, err := f.m.Register(bg, Registration{Plugin: "tools", Owner: "agent", Key: "shell", ProcessID: p.ID, Command: "true"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/dshrun/dsh/core/jobs"
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
-	"github.com/dshrun/dsh/host/core/subprocess"
 )
 
 // Server serves a Manager as dsh.jobs.v1.Jobs. Owner tells, for a
@@ -21,6 +21,10 @@ type Server struct {
 	// Caller is the plugin served: the one its jobs' notices go to.
 	Caller string
 	Owner  func(context.Context) (string, bool)
+	// Reaches, if set, refuses an executor key the plugin served may not
+	// call: a job extends the owner's call to the executor, which the
+	// plugin could not have done itself.
+	Reaches func(key string) error
 }
 
 // errNoOwner refuses a request that serves no agent's call.
@@ -44,7 +48,19 @@ func (s *Server) Register(ctx context.Context, req *jobsv1.RegisterRequest) (*jo
 	if err != nil {
 		return nil, err
 	}
-	snap, err := s.M.RegisterBy(s.Caller, owner, req.ProcessId, req.Command, req.Description)
+	key := req.ShellKey
+	if key == "" {
+		key = jobs.DefaultShellKey
+	}
+	if s.Reaches != nil {
+		if err := s.Reaches(key); err != nil {
+			return nil, err
+		}
+	}
+	snap, err := s.M.Register(ctx, Registration{
+		Plugin: s.Caller, Owner: owner, Key: key,
+		ProcessID: req.ProcessId, Command: req.Command, Description: req.Description,
+	})
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -56,19 +72,19 @@ func (s *Server) Read(ctx context.Context, ref *jobsv1.JobRef) (*jobsv1.JobRead,
 	if err != nil {
 		return nil, err
 	}
-	snap, r, err := s.M.Read(owner, ref.Id)
+	snap, out, err := s.M.Read(ctx, owner, ref.Id)
 	if err != nil {
 		return nil, grpcError(err)
 	}
 	return &jobsv1.JobRead{
 		Job:             JobProto(snap),
-		Stdout:          r.Stdout.Data,
-		Stderr:          r.Stderr.Data,
-		Lossy:           r.Lossy,
-		StdoutSpillPath: r.Stdout.SpillPath,
-		StderrSpillPath: r.Stderr.SpillPath,
-		StdoutFacts:     subprocess.FactsProto(r.Stdout),
-		StderrFacts:     subprocess.FactsProto(r.Stderr),
+		Stdout:          out.Stdout,
+		Stderr:          out.Stderr,
+		Lossy:           out.Lossy,
+		StdoutSpillPath: out.StdoutSpill,
+		StderrSpillPath: out.StderrSpill,
+		StdoutFacts:     out.StdoutFacts,
+		StderrFacts:     out.StderrFacts,
 	}, nil
 }
 
@@ -77,7 +93,7 @@ func (s *Server) Kill(ctx context.Context, ref *jobsv1.JobRef) (*jobsv1.KillResp
 	if err != nil {
 		return nil, err
 	}
-	killed, err := s.M.Kill(owner, ref.Id)
+	killed, err := s.M.Kill(ctx, owner, ref.Id)
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -97,6 +113,7 @@ func (s *Server) List(ctx context.Context, _ *jobsv1.ListRequest) (*jobsv1.ListR
 }
 
 func grpcError(err error) error {
+	var se interface{ GRPCStatus() *status.Status }
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
@@ -104,6 +121,9 @@ func grpcError(err error) error {
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, ErrTooMany):
 		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.As(err, &se):
+		// The executor's failure (one restarting, gone), in our words.
+		return status.Error(se.GRPCStatus().Code(), err.Error())
 	}
 	return status.Error(codes.FailedPrecondition, err.Error())
 }
@@ -120,14 +140,14 @@ func JobProto(s Snapshot) *jobsv1.Job {
 		Pid:           int32(s.Pid),
 	}
 	switch s.Status {
-	case subprocess.Running:
+	case Running:
 		j.Status = "running"
-	case subprocess.Completed:
+	case Completed:
 		j.Status = "completed"
 	default:
 		j.Status = "killed"
 	}
-	if s.Status != subprocess.Running && s.Signal == "" {
+	if s.Status != Running && s.Signal == "" {
 		code := int32(s.ExitCode)
 		j.ExitCode = &code
 	}

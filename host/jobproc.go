@@ -1,0 +1,190 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/dshrun/dsh/core/jobs/jobsv1"
+	"github.com/dshrun/dsh/host/core/jobs"
+	"github.com/dshrun/dsh/plugins/shell"
+	"github.com/dshrun/dsh/plugins/shell/shellv1"
+	"github.com/dshrun/dsh/sdk"
+)
+
+// ctx.jobs reaches each job's process through the executor that started
+// it (the shell contract's ReadOutput, Kill and Wait), not through the
+// process table: the executor is the process's one consuming reader, and
+// it says what its process did (a sandbox's denials, a runner that
+// failed). Each call goes to the key's current provider, so a job lives on
+// across the executor's reloads and crashes.
+
+// openJobProcess is ctx.jobs' Open: the handle of process id, started by
+// the provider of key, for owner.
+func (h *Host) openJobProcess(_ context.Context, owner, key, id string) (jobs.Process, error) {
+	if key == "" {
+		key = shell.Key
+	}
+	// The table says whose the process is (and its pid); nothing is read
+	// from it.
+	p, err := h.sub.Get(owner, id)
+	if err != nil {
+		return nil, err
+	}
+	ep, ok := h.endpoint(key)
+	if !ok {
+		return nil, sdk.HostError(codes.Unavailable, sdk.ReasonNotProvided, fmt.Sprintf("no provider of %q is active", key))
+	}
+	if !ep.services[shell.ServiceName] {
+		return nil, sdk.HostError(codes.InvalidArgument, sdk.ReasonUnknownService, fmt.Sprintf("%q is provided by %q, which does not serve %s: it is no executor", key, ep.id, shell.ServiceName))
+	}
+	c := shell.NewClient(ownerConn{hostConn: hostConn{h: h, key: key}, owner: owner}, "")
+	return &jobProcess{h: h, key: key, proc: c.Attach(id), pid: p.Pid}, nil
+}
+
+// jobProcess is a job's handle on its process.
+type jobProcess struct {
+	h    *Host
+	key  string
+	proc *shell.Process
+	pid  int
+	// warned is set once a failed wait that is not the executor being away
+	// was logged, until a wait succeeds.
+	warned atomic.Bool
+}
+
+var _ jobs.Process = (*jobProcess)(nil)
+
+func (p *jobProcess) Pid() int { return p.pid }
+
+// Forget drops the finished process from ctx.subprocess's table (its spill
+// files stay until its owner is released).
+func (p *jobProcess) Forget() { p.h.sub.Forget(p.proc.ID) }
+
+func (p *jobProcess) ReadOutput(ctx context.Context) (jobs.Output, error) {
+	r, err := p.proc.ReadOutput(ctx)
+	if err != nil {
+		return jobs.Output{}, p.failed("read the output of", err)
+	}
+	st, err := jobStateOf(r.State)
+	if err != nil {
+		return jobs.Output{}, err
+	}
+	return jobs.Output{
+		Stdout:      r.Stdout,
+		Stderr:      r.Stderr,
+		Lossy:       r.Lossy,
+		StdoutSpill: r.StdoutSpillPath,
+		StderrSpill: r.StderrSpillPath,
+		StdoutFacts: factsOf(r.StdoutFacts),
+		StderrFacts: factsOf(r.StderrFacts),
+		State:       st,
+	}, nil
+}
+
+func (p *jobProcess) Kill(ctx context.Context) (bool, error) {
+	killed, err := p.proc.Kill(ctx)
+	if err != nil {
+		return false, p.failed("kill", err)
+	}
+	return killed, nil
+}
+
+func (p *jobProcess) Wait(ctx context.Context) (jobs.State, error) {
+	r, err := p.proc.Wait(ctx)
+	if err == nil {
+		p.warned.Store(false)
+		return jobStateOf(r)
+	}
+	// ctx.jobs asks again. An executor that is away (restarting, reloaded,
+	// not yet provided) is expected; anything else is worth a word, once.
+	away := errors.Is(err, sdk.ErrProviderGone) || errors.Is(err, sdk.ErrNotProvided) || ctx.Err() != nil || isCanceled(err)
+	if !away && !p.warned.Swap(true) {
+		p.h.log.Warn("cannot wait for a job's process through its executor; asking again", "key", p.key, "process", p.proc.ID, "error", err)
+	}
+	return jobs.State{}, p.failed("wait for", err)
+}
+
+// failed words a failed call on the process for ctx.jobs' caller, keeping
+// its kind (and status code) but not the client's words, which name the
+// process id.
+func (p *jobProcess) failed(op string, err error) error {
+	var e *sdk.Error
+	if errors.As(err, &e) {
+		err = e
+	}
+	return fmt.Errorf("%s the process through ctx.%s: %w", op, p.key, err)
+}
+
+// isCanceled is a call cut as its provider's connection closed.
+func isCanceled(err error) bool {
+	var e *sdk.Error
+	return errors.As(err, &e) && e.Code == codes.Canceled
+}
+
+// jobStateOf is an executor's process state in ctx.jobs' words.
+func jobStateOf(s *shell.ProcessState) (jobs.State, error) {
+	st := jobs.State{Status: jobs.Status(s.GetStatus()), ExitCode: -1, Signal: s.GetSignal()}
+	switch st.Status {
+	case jobs.Running, jobs.Completed, jobs.Killed:
+	default:
+		return jobs.State{}, fmt.Errorf("the executor reported the process as %q, which is none of running, completed, killed", s.GetStatus())
+	}
+	if s.ExitCode != nil {
+		st.ExitCode = int(*s.ExitCode)
+	}
+	return st, nil
+}
+
+// factsOf is a stream's facts as ctx.jobs reports them: the same fields,
+// without the data (a read carries it in its own fields).
+func factsOf(c *shell.Collected) *jobsv1.Collected {
+	if c == nil {
+		return nil
+	}
+	return &jobsv1.Collected{
+		Total:         c.Total,
+		Truncated:     c.Truncated,
+		Dropped:       c.Dropped,
+		DroppedLines:  c.DroppedLines,
+		SpillPath:     c.SpillPath,
+		SpillBytes:    c.SpillBytes,
+		SpillComplete: c.SpillComplete,
+		SpillReason:   c.SpillReason,
+		SpillError:    c.SpillError,
+	}
+}
+
+// ownerConn is a hostConn whose calls act for owner rather than for the
+// host: each gets a call id of owner's that reaches the provider, so the
+// provider's own ctx.subprocess calls carry owner and pass the owner
+// check of the job's process.
+type ownerConn struct {
+	hostConn
+	owner string
+}
+
+func (c ownerConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	ld, err := c.provider(ctx)
+	if err != nil {
+		return err
+	}
+	id, end := c.h.calls.begin(c.owner, ld.en.id)
+	defer end()
+	ctx = metadata.AppendToOutgoingContext(ctx, sdk.MetaCaller, "host", sdk.MetaCall, id)
+	// A Wait lasts as long as the job: a reload must not drain it. The
+	// old provider's stop cuts it, and ctx.jobs asks the new one.
+	if method != shellv1.Shell_Wait_FullMethodName {
+		ld.inflight.begin()
+		defer ld.inflight.end()
+	}
+	if err := ld.proc.Conn().Invoke(ctx, method, args, reply, opts...); err != nil {
+		return gone(ctx, ld, err)
+	}
+	return nil
+}
