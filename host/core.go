@@ -62,7 +62,7 @@ func (h *Host) addCore() error {
 func (h *Host) registerCore(s *grpc.Server, c caller) {
 	owner := h.ownerFor(c.callerID())
 	subprocessv1.RegisterSubprocessServer(s, subprocess.NewServer(&hsub.Service{M: h.sub, Caller: c.callerID(), Owner: owner}))
-	jobsv1.RegisterJobsServer(s, &hjobs.Server{M: h.jobs, Caller: c.callerID(), Owner: owner, Reaches: func(key string) error { return h.authorize(c, key) }})
+	jobsv1.RegisterJobsServer(s, jobs.NewServer(&hjobs.Service{M: h.jobs, Caller: c.callerID(), Owner: owner, Reaches: func(key string) error { return h.authorize(c, key) }}))
 	toolsv1.RegisterToolsServer(s, tools.NewServer(h.tools.For(toolCaller{c})))
 }
 

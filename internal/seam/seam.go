@@ -49,7 +49,7 @@ var shared = []Kind{
 }
 
 // ToStatus gives an implementation's error its code: the first of the
-// seam's kinds it is, else a shared one, else the status it already
+// seam's kinds it is, else a shared one, else the code of the status it
 // carries (the sdk vocabulary, a call further down), else INTERNAL. The
 // message is the error's own.
 func ToStatus(err error, kinds ...Kind) error {
@@ -66,7 +66,12 @@ func ToStatus(err error, kinds ...Kind) error {
 	var se interface{ GRPCStatus() *status.Status }
 	if errors.As(err, &se) {
 		if st := se.GRPCStatus(); st != nil {
-			return st.Err()
+			if e, ok := se.(error); ok && e == err {
+				return st.Err()
+			}
+			// Wrapped on the way up: the code it came with, the words
+			// added since.
+			return status.Error(st.Code(), err.Error())
 		}
 	}
 	return status.Error(codes.Internal, err.Error())

@@ -28,7 +28,7 @@ type toolBash struct {
 	log  hclog.Logger
 	sh   *shell.Client
 	env  *shellenv.Follower
-	jobs jobsv1.JobsClient
+	jobs *jobs.Client
 }
 
 func (p *toolBash) Describe() sdk.Description {
@@ -70,7 +70,7 @@ func (p *toolBash) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessag
 	// Every command needs the DSH_* snapshot: following it keeps a round
 	// trip (two hops through the host) off each call.
 	p.env = shellenv.NewClient(host.Conn(shellenv.Key)).Follow()
-	p.jobs = jobsv1.NewJobsClient(host.Conn(jobs.Key))
+	p.jobs = jobs.NewClient(host.Conn(jobs.Key))
 	// The executor's own defaults go into the description the model reads.
 	def, err := p.sh.Resolve(ctx, &shell.ExecRequest{Command: "true"})
 	if err != nil {
@@ -179,7 +179,7 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 		if err != nil {
 			return errorResult("%s", grpcMessage(err))
 		}
-		job, err := p.jobs.Register(ctx, &jobsv1.RegisterRequest{ProcessId: proc.ID, ShellKey: shell.Key, Owner: owner, Command: a.Command, Description: a.Description})
+		job, err := p.jobs.Register(ctx, &jobs.RegisterRequest{ProcessId: proc.ID, ShellKey: shell.Key, Command: a.Command, Description: a.Description})
 		if err != nil {
 			_, _ = proc.Kill(context.WithoutCancel(ctx))
 			return errorResult("%s", grpcMessage(err))
@@ -206,7 +206,7 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 }
 
 func (p *toolBash) jobOutput(ctx context.Context, owner, id string) *toolsv1.CallResult {
-	r, err := p.jobs.Read(ctx, &jobsv1.JobRef{Id: id, Owner: owner})
+	r, err := p.jobs.Read(ctx, id)
 	if err != nil {
 		return errorResult("%s", grpcMessage(err))
 	}
@@ -215,11 +215,11 @@ func (p *toolBash) jobOutput(ctx context.Context, owner, id string) *toolsv1.Cal
 }
 
 func (p *toolBash) jobKill(ctx context.Context, owner, id string) *toolsv1.CallResult {
-	r, err := p.jobs.Kill(ctx, &jobsv1.JobRef{Id: id, Owner: owner})
+	killed, err := p.jobs.Kill(ctx, id)
 	if err != nil {
 		return errorResult("%s", grpcMessage(err))
 	}
-	if !r.Killed {
+	if !killed {
 		return &toolsv1.CallResult{Text: "[job " + id + " had already finished; read its output with job_output]"}
 	}
 	p.log.Info("job killed", "owner", owner, "job", id)

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	cjobs "github.com/dshrun/dsh/core/jobs"
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
 )
 
@@ -298,7 +299,7 @@ func TestServerThroughTheHandle(t *testing.T) {
 	f := newFakes(t, Config{}, map[string]*fakeProcess{"agent-1": p, "agent-2": {}})
 	type ownerKey struct{}
 	var reached []string
-	s := &Server{M: f.m, Caller: "tools",
+	s := cjobs.NewServer(&Service{M: f.m, Caller: "tools",
 		Owner: func(ctx context.Context) (string, bool) {
 			o, ok := ctx.Value(ownerKey{}).(string)
 			return o, ok
@@ -310,7 +311,7 @@ func TestServerThroughTheHandle(t *testing.T) {
 			}
 			return nil
 		},
-	}
+	})
 	ctx := context.WithValue(bg, ownerKey{}, "agent")
 	j, err := s.Register(ctx, &jobsv1.RegisterRequest{ProcessId: "agent-1", Command: "make"})
 	if err != nil || j.Pid != 7 || j.Id != "j1" {

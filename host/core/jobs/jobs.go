@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dshrun/dsh/core/jobs"
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
 )
 
@@ -44,9 +45,9 @@ const killTimeout = 5 * time.Second
 
 // Errors a caller can branch on.
 var (
-	ErrNotFound = errors.New("no such job")
-	ErrForeign  = errors.New("job belongs to another owner")
-	ErrTooMany  = errors.New("too many live jobs")
+	ErrNotFound = jobs.ErrNotFound
+	ErrForeign  = jobs.ErrForeign
+	ErrTooMany  = jobs.ErrTooMany
 )
 
 // Status of a job's process.

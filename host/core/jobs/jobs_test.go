@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	cjobs "github.com/dshrun/dsh/core/jobs"
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
 	"github.com/dshrun/dsh/host/core/subprocess"
 )
@@ -442,10 +443,10 @@ func TestServerErrorsAndProto(t *testing.T) {
 	// The owner is the host's to stamp: here a context value stands for
 	// the call id.
 	type ownerKey struct{}
-	s := &Server{M: f.m, Owner: func(ctx context.Context) (string, bool) {
+	s := cjobs.NewServer(&Service{M: f.m, Owner: func(ctx context.Context) (string, bool) {
 		o, ok := ctx.Value(ownerKey{}).(string)
 		return o, ok
-	}}
+	}})
 	as := func(owner string) context.Context { return context.WithValue(context.Background(), ownerKey{}, owner) }
 	ctx := as("agent")
 	p := f.spawn("sleep 600")

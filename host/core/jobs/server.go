@@ -2,21 +2,19 @@ package jobs
 
 import (
 	"context"
-	"errors"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/dshrun/dsh/core/jobs"
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
+	"github.com/dshrun/dsh/internal/seam"
+	"github.com/dshrun/dsh/sdk"
 )
 
-// Server serves a Manager as dsh.jobs.v1.Jobs. Owner tells, for a
-// request, the agent whose call it serves (stamped by the host); jobs
-// belong to agents, so a request that serves none is refused. The owner a
-// request names is not used.
-type Server struct {
-	jobsv1.UnimplementedJobsServer
+// Service is ctx.jobs for one plugin: the Manager behind the seam
+// (jobs.NewServer serves it). Owner tells, for a request, the agent whose
+// call it serves (stamped by the host); jobs belong to agents, so a
+// request that serves none is refused. The owner a request names is not
+// used.
+type Service struct {
 	M *Manager
 	// Caller is the plugin served: the one its jobs' notices go to.
 	Caller string
@@ -27,10 +25,12 @@ type Server struct {
 	Reaches func(key string) error
 }
 
-// errNoOwner refuses a request that serves no agent's call.
-var errNoOwner = status.Error(codes.PermissionDenied, "jobs belong to an agent, and this request serves no agent's tool call (make it while serving one, with the context the call came with)")
+var _ jobs.Jobs = (*Service)(nil)
 
-func (s *Server) owner(ctx context.Context) (string, error) {
+// errNoOwner refuses a request that serves no agent's call.
+var errNoOwner = seam.New(sdk.ErrPermissionDenied, "jobs belong to an agent, and this request serves no agent's tool call (make it while serving one, with the context the call came with)")
+
+func (s *Service) owner(ctx context.Context) (string, error) {
 	if s.Owner == nil {
 		return "", errNoOwner
 	}
@@ -41,9 +41,7 @@ func (s *Server) owner(ctx context.Context) (string, error) {
 	return o, nil
 }
 
-var _ jobsv1.JobsServer = (*Server)(nil)
-
-func (s *Server) Register(ctx context.Context, req *jobsv1.RegisterRequest) (*jobsv1.Job, error) {
+func (s *Service) Register(ctx context.Context, req *jobs.RegisterRequest) (*jobs.Job, error) {
 	owner, err := s.owner(ctx)
 	if err != nil {
 		return nil, err
@@ -62,21 +60,21 @@ func (s *Server) Register(ctx context.Context, req *jobsv1.RegisterRequest) (*jo
 		ProcessID: req.ProcessId, Command: req.Command, Description: req.Description,
 	})
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, err
 	}
 	return JobProto(snap), nil
 }
 
-func (s *Server) Read(ctx context.Context, ref *jobsv1.JobRef) (*jobsv1.JobRead, error) {
+func (s *Service) Read(ctx context.Context, id string) (*jobs.JobRead, error) {
 	owner, err := s.owner(ctx)
 	if err != nil {
 		return nil, err
 	}
-	snap, out, err := s.M.Read(ctx, owner, ref.Id)
+	snap, out, err := s.M.Read(ctx, owner, id)
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, err
 	}
-	return &jobsv1.JobRead{
+	return &jobs.JobRead{
 		Job:             JobProto(snap),
 		Stdout:          out.Stdout,
 		Stderr:          out.Stderr,
@@ -88,44 +86,24 @@ func (s *Server) Read(ctx context.Context, ref *jobsv1.JobRef) (*jobsv1.JobRead,
 	}, nil
 }
 
-func (s *Server) Kill(ctx context.Context, ref *jobsv1.JobRef) (*jobsv1.KillResponse, error) {
+func (s *Service) Kill(ctx context.Context, id string) (bool, error) {
 	owner, err := s.owner(ctx)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
-	killed, err := s.M.Kill(ctx, owner, ref.Id)
-	if err != nil {
-		return nil, grpcError(err)
-	}
-	return &jobsv1.KillResponse{Killed: killed}, nil
+	return s.M.Kill(ctx, owner, id)
 }
 
-func (s *Server) List(ctx context.Context, _ *jobsv1.ListRequest) (*jobsv1.ListResponse, error) {
+func (s *Service) List(ctx context.Context) ([]*jobs.Job, error) {
 	owner, err := s.owner(ctx)
 	if err != nil {
 		return nil, err
 	}
-	resp := &jobsv1.ListResponse{}
+	var out []*jobs.Job
 	for _, snap := range s.M.List(owner) {
-		resp.Jobs = append(resp.Jobs, JobProto(snap))
+		out = append(out, JobProto(snap))
 	}
-	return resp, nil
-}
-
-func grpcError(err error) error {
-	var se interface{ GRPCStatus() *status.Status }
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, ErrForeign):
-		return status.Error(codes.PermissionDenied, err.Error())
-	case errors.Is(err, ErrTooMany):
-		return status.Error(codes.ResourceExhausted, err.Error())
-	case errors.As(err, &se):
-		// The executor's failure (one restarting, gone), in our words.
-		return status.Error(se.GRPCStatus().Code(), err.Error())
-	}
-	return status.Error(codes.FailedPrecondition, err.Error())
+	return out, nil
 }
 
 // JobProto converts a Snapshot for the wire.
