@@ -24,7 +24,6 @@ import (
 )
 
 type toolBash struct {
-	toolsv1.UnimplementedToolHandlerServer
 	log  hclog.Logger
 	sh   *shell.Client
 	env  *shellenv.Follower
@@ -44,7 +43,9 @@ func (p *toolBash) Describe() sdk.Description {
 	}
 }
 
-func (p *toolBash) Register(s *grpc.Server) { toolsv1.RegisterToolHandlerServer(s, p) }
+var _ tools.Handler = (*toolBash)(nil)
+
+func (p *toolBash) Register(s *grpc.Server) { toolsv1.RegisterToolHandlerServer(s, tools.NewHandlerServer(p)) }
 
 func (p *toolBash) Dispose(context.Context) error {
 	if p.env != nil {
