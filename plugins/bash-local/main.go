@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/dshrun/dsh/core/subprocess"
-	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/plugins/shell"
 	"github.com/dshrun/dsh/plugins/shell/local"
 	"github.com/dshrun/dsh/plugins/shell/shellv1"
@@ -41,7 +40,7 @@ func (p *bashLocal) Apply(_ context.Context, host *sdk.Host, raw json.RawMessage
 		return err
 	}
 	p.exec.Cfg = cfg
-	p.exec.Sub = subprocessv1.NewSubprocessClient(host.Conn(subprocess.Key))
+	p.exec.Sub = subprocess.NewClient(host.Conn(subprocess.Key))
 	return nil
 }
 

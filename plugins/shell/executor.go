@@ -34,6 +34,9 @@ type Started = shellv1.StartResponse
 var (
 	ErrInvalid   = errors.New("invalid request")
 	ErrCannotRun = errors.New("cannot run")
+	// ErrNotFound is a process id the caller cannot reach (unknown,
+	// forgotten, or another owner's).
+	ErrNotFound = errors.New("no such process")
 )
 
 // Invalid is an ErrInvalid saying why.
@@ -41,3 +44,6 @@ func Invalid(msg string) error { return seam.New(ErrInvalid, msg) }
 
 // CannotRun is an ErrCannotRun saying why.
 func CannotRun(msg string) error { return seam.New(ErrCannotRun, msg) }
+
+// NotFound is an ErrNotFound saying which.
+func NotFound(msg string) error { return seam.New(ErrNotFound, msg) }

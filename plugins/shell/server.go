@@ -69,6 +69,7 @@ func (s *Server) Wait(ctx context.Context, ref *shellv1.ProcessRef) (*ProcessSta
 var kinds = []seam.Kind{
 	{Err: ErrInvalid, Code: codes.InvalidArgument},
 	{Err: ErrCannotRun, Code: codes.FailedPrecondition},
+	{Err: ErrNotFound, Code: codes.NotFound},
 }
 
 // toStatus gives an implementation's error its code.

@@ -45,7 +45,9 @@ func (p *toolBash) Describe() sdk.Description {
 
 var _ tools.Handler = (*toolBash)(nil)
 
-func (p *toolBash) Register(s *grpc.Server) { toolsv1.RegisterToolHandlerServer(s, tools.NewHandlerServer(p)) }
+func (p *toolBash) Register(s *grpc.Server) {
+	toolsv1.RegisterToolHandlerServer(s, tools.NewHandlerServer(p))
+}
 
 func (p *toolBash) Dispose(context.Context) error {
 	if p.env != nil {

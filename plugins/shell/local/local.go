@@ -14,8 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"google.golang.org/grpc/codes"
-
+	"github.com/dshrun/dsh/core/subprocess"
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/plugins/shell"
 	"github.com/dshrun/dsh/sdk"
@@ -112,7 +111,7 @@ var EnvOverrides = map[string]string{
 // shell.NewServer).
 type Executor struct {
 	Cfg Config
-	Sub subprocessv1.SubprocessClient
+	Sub subprocess.Processes // usually subprocess.NewClient(host.Conn(subprocess.Key))
 	// Argv turns a resolved spec into the command line, e.g.
 	// ["bash", "-c", spec.Command]. It is the one thing executors differ in.
 	Argv func(spec *shell.ExecSpec) []string
@@ -121,12 +120,14 @@ type Executor struct {
 var _ shell.Executor = (*Executor)(nil)
 
 // subprocessError is a ctx.subprocess failure in the seam's words: a
-// command that cannot be started is ErrCannotRun; the rest keep their kind.
+// command that cannot be started is ErrCannotRun, a process the caller
+// cannot reach ErrNotFound; the rest keep their kind.
 func subprocessError(err error) error {
-	err = sdk.FromRPC(err)
-	var e *sdk.Error
-	if errors.As(err, &e) && e.Code == codes.FailedPrecondition {
-		return shell.CannotRun(e.Msg)
+	switch {
+	case errors.Is(err, subprocess.ErrCannotStart):
+		return shell.CannotRun(err.Error())
+	case errors.Is(err, subprocess.ErrNotFound):
+		return shell.NotFound(err.Error())
 	}
 	return err
 }
@@ -251,7 +252,7 @@ func (e *Executor) Start(ctx context.Context, spec *shell.ExecSpec) (*shell.Star
 }
 
 func (e *Executor) ReadOutput(ctx context.Context, id string) (*shell.ProcessRead, error) {
-	r, err := e.Sub.Read(ctx, &subprocessv1.ProcessRef{Id: id})
+	r, err := e.Sub.Read(ctx, id)
 	if err != nil {
 		return nil, subprocessError(err)
 	}
@@ -270,15 +271,15 @@ func (e *Executor) ReadOutput(ctx context.Context, id string) (*shell.ProcessRea
 }
 
 func (e *Executor) Kill(ctx context.Context, id string) (bool, error) {
-	r, err := e.Sub.Kill(ctx, &subprocessv1.ProcessRef{Id: id})
+	killed, err := e.Sub.Kill(ctx, id)
 	if err != nil {
 		return false, subprocessError(err)
 	}
-	return r.Killed, nil
+	return killed, nil
 }
 
 func (e *Executor) Wait(ctx context.Context, id string) (*shell.ProcessState, error) {
-	r, err := e.Sub.Wait(ctx, &subprocessv1.ProcessRef{Id: id})
+	r, err := e.Sub.Wait(ctx, id)
 	if err != nil {
 		return nil, subprocessError(err)
 	}

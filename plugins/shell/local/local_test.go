@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -178,7 +179,7 @@ func TestEnvLayers(t *testing.T) {
 
 // realSub serves a real ctx.subprocess over an in-memory gRPC connection,
 // the way the host serves it to an executor.
-func realSub(t *testing.T, environ ...string) subprocessv1.SubprocessClient {
+func realSub(t *testing.T, environ ...string) csub.Processes {
 	t.Helper()
 	m, err := subprocess.New(subprocess.Config{
 		SpillDir: filepath.Join(t.TempDir(), "spill"),
@@ -206,7 +207,7 @@ func realSub(t *testing.T, environ ...string) subprocessv1.SubprocessClient {
 			t.Errorf("close ctx.subprocess: %v", err)
 		}
 	})
-	return subprocessv1.NewSubprocessClient(conn)
+	return csub.NewClient(conn)
 }
 
 func realExecutor(t *testing.T, environ ...string) *Executor {
@@ -359,23 +360,24 @@ func TestBackground(t *testing.T) {
 // stubSub answers Run with a fixed error: what a ctx.subprocess that is
 // older or broken might say.
 type stubSub struct {
-	subprocessv1.SubprocessClient
+	csub.Processes
 	err error
 	got *subprocessv1.SpawnRequest
 }
 
-func (s *stubSub) Run(_ context.Context, req *subprocessv1.SpawnRequest, _ ...grpc.CallOption) (*subprocessv1.Result, error) {
+func (s *stubSub) Run(_ context.Context, req *csub.SpawnRequest) (*csub.Result, error) {
 	s.got = req
 	return nil, s.err
 }
 
-func (s *stubSub) Start(_ context.Context, req *subprocessv1.SpawnRequest, _ ...grpc.CallOption) (*subprocessv1.StartResponse, error) {
+func (s *stubSub) Start(_ context.Context, req *csub.SpawnRequest) (*csub.Started, error) {
 	s.got = req
 	return &subprocessv1.StartResponse{Id: "p1-x", Pid: 7}, s.err
 }
 
 func TestExecDoesNotPassOnUnimplemented(t *testing.T) {
-	stub := &stubSub{err: status.Error(codes.Unimplemented, "no Run here")}
+	// As subprocess.Client hands errors on: in the seam's words.
+	stub := &stubSub{err: sdk.FromRPC(status.Error(codes.Unimplemented, "no Run here"))}
 	e := &Executor{Cfg: testConfig(), Sub: stub, Argv: bashArgv}
 	_, err := shell.NewServer(e).Exec(context.Background(), &shell.ExecRequest{Command: "true"})
 	// UNIMPLEMENTED from Exec would read as "this executor has no Exec".
@@ -387,14 +389,14 @@ func TestExecDoesNotPassOnUnimplemented(t *testing.T) {
 	if _, err := shell.NewServer(e).Run(context.Background(), spec); status.Code(err) != codes.Unimplemented {
 		t.Fatalf("run: %v", err)
 	}
-	stub.err = status.Error(codes.FailedPrecondition, "no shell")
+	stub.err = csub.CannotStart(errors.New("no shell"))
 	if _, err := shell.NewServer(e).Exec(context.Background(), &shell.ExecRequest{Command: "true"}); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("exec over a failed spawn: %v", err)
 	}
 }
 
 func TestSpawnRequests(t *testing.T) {
-	stub := &stubSub{err: status.Error(codes.Internal, "x")}
+	stub := &stubSub{err: errors.New("x")}
 	e := &Executor{Cfg: testConfig(), Sub: stub, Argv: func(s *shell.ExecSpec) []string { return []string{"sh", "-c", s.Command, "argv0"} }}
 	spec, _ := shell.NewServer(e).Resolve(context.Background(), &shell.ExecRequest{Command: "cmd", Workdir: "w", TimeoutMs: 200, MaxOutputBytes: 9, Stdin: []byte("s"), HasStdin: true, Owner: "o", Env: map[string]string{"K": "v"}})
 	_, _ = shell.NewServer(e).Run(context.Background(), spec)
