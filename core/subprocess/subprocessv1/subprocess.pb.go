@@ -97,8 +97,13 @@ type SpawnRequest struct {
 	// For Start: a spawn failure yields a handle already settled as killed,
 	// with the error on stderr, instead of an error.
 	SettleFailure bool `protobuf:"varint,11,opt,name=settle_failure,json=settleFailure,proto3" json:"settle_failure,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// A stream starts its spill file once it holds more than this many
+	// bytes, even within max_output_bytes: a tool that shows less than it
+	// retains still has a file to name for the rest. 0 means
+	// max_output_bytes.
+	SpillAfterBytes int64 `protobuf:"varint,12,opt,name=spill_after_bytes,json=spillAfterBytes,proto3" json:"spill_after_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SpawnRequest) Reset() {
@@ -206,6 +211,13 @@ func (x *SpawnRequest) GetSettleFailure() bool {
 		return x.SettleFailure
 	}
 	return false
+}
+
+func (x *SpawnRequest) GetSpillAfterBytes() int64 {
+	if x != nil {
+		return x.SpillAfterBytes
+	}
+	return 0
 }
 
 type StartResponse struct {
@@ -665,7 +677,7 @@ var File_core_subprocess_subprocessv1_subprocess_proto protoreflect.FileDescript
 
 const file_core_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
 	"\n" +
-	"-core/subprocess/subprocessv1/subprocess.proto\x12\x11dsh.subprocess.v1\"\xa4\x03\n" +
+	"-core/subprocess/subprocessv1/subprocess.proto\x12\x11dsh.subprocess.v1\"\xd0\x03\n" +
 	"\fSpawnRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
 	"\x03dir\x18\x02 \x01(\tR\x03dir\x12:\n" +
@@ -679,7 +691,8 @@ const file_core_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
 	"\x10max_output_bytes\x18\t \x01(\x03R\x0emaxOutputBytes\x12&\n" +
 	"\x0fmax_spill_bytes\x18\n" +
 	" \x01(\x03R\rmaxSpillBytes\x12%\n" +
-	"\x0esettle_failure\x18\v \x01(\bR\rsettleFailure\x1a6\n" +
+	"\x0esettle_failure\x18\v \x01(\bR\rsettleFailure\x12*\n" +
+	"\x11spill_after_bytes\x18\f \x01(\x03R\x0fspillAfterBytes\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"1\n" +

@@ -36,14 +36,15 @@ func (s *Service) owner(ctx context.Context) string {
 
 func (s *Service) spec(ctx context.Context, req *subprocess.SpawnRequest) Spec {
 	spec := Spec{
-		Argv:           req.Argv,
-		Dir:            req.Dir,
-		Env:            req.Env,
-		Owner:          s.owner(ctx),
-		Timeout:        time.Duration(req.TimeoutMs) * time.Millisecond,
-		Grace:          time.Duration(req.GraceMs) * time.Millisecond,
-		MaxOutputBytes: int(req.MaxOutputBytes),
-		MaxSpillBytes:  req.MaxSpillBytes,
+		Argv:            req.Argv,
+		Dir:             req.Dir,
+		Env:             req.Env,
+		Owner:           s.owner(ctx),
+		Timeout:         time.Duration(req.TimeoutMs) * time.Millisecond,
+		Grace:           time.Duration(req.GraceMs) * time.Millisecond,
+		MaxOutputBytes:  int(req.MaxOutputBytes),
+		MaxSpillBytes:   req.MaxSpillBytes,
+		SpillAfterBytes: int(min(req.SpillAfterBytes, 1<<40)),
 	}
 	if req.HasStdin {
 		spec.Stdin = req.Stdin

@@ -277,3 +277,23 @@ func TestSpillNotCreated(t *testing.T) {
 		t.Fatalf("echo: %+v", r.Stdout)
 	}
 }
+
+// SpillAfterBytes starts the spill file within the retention: the output
+// is whole in memory (not cut) and whole in the file too.
+func TestSpillAfterBytes(t *testing.T) {
+	m := newManager(t)
+	const n = 5_000
+	r := bash(t, m, fmt.Sprintf(digitsCmd, n), func(s *Spec) { s.MaxOutputBytes, s.SpillAfterBytes = 64_000, 1_000 })
+	if r.Stdout.Truncated || !bytes.Equal(r.Stdout.Data, digits(n)) {
+		t.Fatalf("retained %d of %d bytes (truncated %v)", len(r.Stdout.Data), n, r.Stdout.Truncated)
+	}
+	b, err := os.ReadFile(r.Stdout.SpillPath)
+	if err != nil || !bytes.Equal(b, digits(n)) || !r.Stdout.SpillComplete || r.Stdout.SpillBytes != n {
+		t.Fatalf("spill file %q: %d bytes, complete %v, %v", r.Stdout.SpillPath, len(b), r.Stdout.SpillComplete, err)
+	}
+	// Below the threshold nothing spills.
+	r = bash(t, m, fmt.Sprintf(digitsCmd, 900), func(s *Spec) { s.SpillAfterBytes = 1_000 })
+	if r.Stdout.SpillPath != "" {
+		t.Fatalf("a spill file for 900 bytes: %s", r.Stdout.SpillPath)
+	}
+}

@@ -62,6 +62,7 @@ type stream struct {
 	path     string
 	maxOut   int
 	maxSpill int64
+	spillAt  int // bytes held before the spill file starts (at most maxOut)
 
 	mu       sync.Mutex
 	unread   *retention.TextRetainer
@@ -84,10 +85,19 @@ func newStream(m *Manager, spec Spec, id, name string) *stream {
 		path:     filepath.Join(m.ownerDir(spec.Owner), id+"."+name),
 		maxOut:   spec.MaxOutputBytes,
 		maxSpill: spec.MaxSpillBytes,
+		spillAt:  spillAt(spec),
 		// Collected output is bytes: no line scan in the retainer; the
 		// stream counts newlines itself, one bytes.Count per write.
 		unread: retention.NewTextRetainer(retention.Tail, spec.MaxOutputBytes, retention.WithoutLineCount()),
 	}
+}
+
+// spillAt is how much of a stream is held before its spill file starts.
+func spillAt(spec Spec) int {
+	if n := spec.SpillAfterBytes; n > 0 && n < spec.MaxOutputBytes {
+		return n
+	}
+	return spec.MaxOutputBytes
 }
 
 // Most commands print little, so a stream starts with a small buffer and
@@ -144,7 +154,7 @@ func (s *stream) Write(p []byte) (int, error) {
 	s.lines += int64(bytes.Count(p, newline))
 	_, _ = s.unread.Write(p)
 	if !s.spilling {
-		if len(s.pending)+len(p) <= s.maxOut {
+		if len(s.pending)+len(p) <= s.spillAt {
 			s.pending = append(s.pending, p...)
 			return len(p), nil
 		}

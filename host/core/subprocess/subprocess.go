@@ -102,6 +102,9 @@ type Spec struct {
 	MaxOutputBytes int
 	// MaxSpillBytes caps each stream's spill file; 0 means 64 MiB.
 	MaxSpillBytes int64
+	// SpillAfterBytes starts a stream's spill file once it holds more than
+	// this, within MaxOutputBytes too; 0 means MaxOutputBytes.
+	SpillAfterBytes int
 }
 
 // Error is an infrastructure failure: the command could not be started.

@@ -158,18 +158,19 @@ func (e *Executor) Resolve(ctx context.Context, req *shell.ExecRequest) (*shell.
 		owner = sdk.Caller(ctx)
 	}
 	return &shell.ExecSpec{
-		Command:        req.Command,
-		Workdir:        filepath.Clean(wd),
-		TimeoutMs:      timeout,
-		MaxOutputBytes: maxOut,
-		MaxSpillBytes:  e.Cfg.MaxSpillBytes,
-		GraceMs:        e.Cfg.GraceMs,
-		Stdin:          req.Stdin,
-		HasStdin:       req.HasStdin,
-		Env:            req.Env,
-		DshEnv:         req.DshEnv,
-		Owner:          owner,
-		SandboxPolicy:  req.SandboxPolicy,
+		Command:         req.Command,
+		Workdir:         filepath.Clean(wd),
+		TimeoutMs:       timeout,
+		MaxOutputBytes:  maxOut,
+		MaxSpillBytes:   e.Cfg.MaxSpillBytes,
+		SpillAfterBytes: min(max(req.SpillAfterBytes, 0), maxOut),
+		GraceMs:         e.Cfg.GraceMs,
+		Stdin:           req.Stdin,
+		HasStdin:        req.HasStdin,
+		Env:             req.Env,
+		DshEnv:          req.DshEnv,
+		Owner:           owner,
+		SandboxPolicy:   req.SandboxPolicy,
 	}, nil
 }
 
@@ -191,16 +192,17 @@ func Env(spec *shell.ExecSpec) map[string]string {
 
 func (e *Executor) spawn(spec *shell.ExecSpec) *subprocessv1.SpawnRequest {
 	return &subprocessv1.SpawnRequest{
-		Argv:           e.Argv(spec),
-		Dir:            spec.Workdir,
-		Env:            Env(spec),
-		Stdin:          spec.Stdin,
-		HasStdin:       spec.HasStdin,
-		Owner:          spec.Owner,
-		TimeoutMs:      spec.TimeoutMs,
-		GraceMs:        spec.GraceMs,
-		MaxOutputBytes: spec.MaxOutputBytes,
-		MaxSpillBytes:  spec.MaxSpillBytes,
+		Argv:            e.Argv(spec),
+		Dir:             spec.Workdir,
+		Env:             Env(spec),
+		Stdin:           spec.Stdin,
+		HasStdin:        spec.HasStdin,
+		Owner:           spec.Owner,
+		TimeoutMs:       spec.TimeoutMs,
+		GraceMs:         spec.GraceMs,
+		MaxOutputBytes:  spec.MaxOutputBytes,
+		MaxSpillBytes:   spec.MaxSpillBytes,
+		SpillAfterBytes: spec.SpillAfterBytes,
 	}
 }
 

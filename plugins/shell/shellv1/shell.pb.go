@@ -100,8 +100,12 @@ type ExecRequest struct {
 	// Who background processes belong to (an agent); empty means the caller.
 	Owner         string         `protobuf:"bytes,9,opt,name=owner,proto3" json:"owner,omitempty"`
 	SandboxPolicy *SandboxPolicy `protobuf:"bytes,10,opt,name=sandbox_policy,json=sandboxPolicy,proto3" json:"sandbox_policy,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Each stream spills to its file once it holds more than this many
+	// bytes (a tool that shows less than the executor retains needs a file
+	// for the rest); 0 means once it outgrows the retention.
+	SpillAfterBytes int64 `protobuf:"varint,11,opt,name=spill_after_bytes,json=spillAfterBytes,proto3" json:"spill_after_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ExecRequest) Reset() {
@@ -204,22 +208,30 @@ func (x *ExecRequest) GetSandboxPolicy() *SandboxPolicy {
 	return nil
 }
 
+func (x *ExecRequest) GetSpillAfterBytes() int64 {
+	if x != nil {
+		return x.SpillAfterBytes
+	}
+	return 0
+}
+
 type ExecSpec struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	Command        string                 `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
-	Workdir        string                 `protobuf:"bytes,2,opt,name=workdir,proto3" json:"workdir,omitempty"`
-	TimeoutMs      int64                  `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	MaxOutputBytes int64                  `protobuf:"varint,4,opt,name=max_output_bytes,json=maxOutputBytes,proto3" json:"max_output_bytes,omitempty"`
-	MaxSpillBytes  int64                  `protobuf:"varint,5,opt,name=max_spill_bytes,json=maxSpillBytes,proto3" json:"max_spill_bytes,omitempty"`
-	GraceMs        int64                  `protobuf:"varint,6,opt,name=grace_ms,json=graceMs,proto3" json:"grace_ms,omitempty"`
-	Stdin          []byte                 `protobuf:"bytes,7,opt,name=stdin,proto3" json:"stdin,omitempty"`
-	HasStdin       bool                   `protobuf:"varint,8,opt,name=has_stdin,json=hasStdin,proto3" json:"has_stdin,omitempty"`
-	Env            map[string]string      `protobuf:"bytes,9,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	DshEnv         map[string]string      `protobuf:"bytes,10,rep,name=dsh_env,json=dshEnv,proto3" json:"dsh_env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Owner          string                 `protobuf:"bytes,11,opt,name=owner,proto3" json:"owner,omitempty"`
-	SandboxPolicy  *SandboxPolicy         `protobuf:"bytes,12,opt,name=sandbox_policy,json=sandboxPolicy,proto3" json:"sandbox_policy,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Command         string                 `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
+	Workdir         string                 `protobuf:"bytes,2,opt,name=workdir,proto3" json:"workdir,omitempty"`
+	TimeoutMs       int64                  `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	MaxOutputBytes  int64                  `protobuf:"varint,4,opt,name=max_output_bytes,json=maxOutputBytes,proto3" json:"max_output_bytes,omitempty"`
+	MaxSpillBytes   int64                  `protobuf:"varint,5,opt,name=max_spill_bytes,json=maxSpillBytes,proto3" json:"max_spill_bytes,omitempty"`
+	GraceMs         int64                  `protobuf:"varint,6,opt,name=grace_ms,json=graceMs,proto3" json:"grace_ms,omitempty"`
+	Stdin           []byte                 `protobuf:"bytes,7,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	HasStdin        bool                   `protobuf:"varint,8,opt,name=has_stdin,json=hasStdin,proto3" json:"has_stdin,omitempty"`
+	Env             map[string]string      `protobuf:"bytes,9,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	DshEnv          map[string]string      `protobuf:"bytes,10,rep,name=dsh_env,json=dshEnv,proto3" json:"dsh_env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Owner           string                 `protobuf:"bytes,11,opt,name=owner,proto3" json:"owner,omitempty"`
+	SandboxPolicy   *SandboxPolicy         `protobuf:"bytes,12,opt,name=sandbox_policy,json=sandboxPolicy,proto3" json:"sandbox_policy,omitempty"`
+	SpillAfterBytes int64                  `protobuf:"varint,13,opt,name=spill_after_bytes,json=spillAfterBytes,proto3" json:"spill_after_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ExecSpec) Reset() {
@@ -334,6 +346,13 @@ func (x *ExecSpec) GetSandboxPolicy() *SandboxPolicy {
 		return x.SandboxPolicy
 	}
 	return nil
+}
+
+func (x *ExecSpec) GetSpillAfterBytes() int64 {
+	if x != nil {
+		return x.SpillAfterBytes
+	}
+	return 0
 }
 
 type SandboxInfo struct {
@@ -978,7 +997,7 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\rSandboxPolicy\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12%\n" +
 	"\x0ewritable_roots\x18\x02 \x03(\tR\rwritableRoots\x12\x18\n" +
-	"\anetwork\x18\x03 \x01(\bR\anetwork\"\x80\x04\n" +
+	"\anetwork\x18\x03 \x01(\bR\anetwork\"\xac\x04\n" +
 	"\vExecRequest\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\tR\acommand\x12\x18\n" +
 	"\aworkdir\x18\x02 \x01(\tR\aworkdir\x12\x1d\n" +
@@ -991,13 +1010,14 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\adsh_env\x18\b \x03(\v2%.dsh.shell.v1.ExecRequest.DshEnvEntryR\x06dshEnv\x12\x14\n" +
 	"\x05owner\x18\t \x01(\tR\x05owner\x12B\n" +
 	"\x0esandbox_policy\x18\n" +
-	" \x01(\v2\x1b.dsh.shell.v1.SandboxPolicyR\rsandboxPolicy\x1a6\n" +
+	" \x01(\v2\x1b.dsh.shell.v1.SandboxPolicyR\rsandboxPolicy\x12*\n" +
+	"\x11spill_after_bytes\x18\v \x01(\x03R\x0fspillAfterBytes\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
 	"\vDshEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xba\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe6\x04\n" +
 	"\bExecSpec\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\tR\acommand\x12\x18\n" +
 	"\aworkdir\x18\x02 \x01(\tR\aworkdir\x12\x1d\n" +
@@ -1012,7 +1032,8 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\adsh_env\x18\n" +
 	" \x03(\v2\".dsh.shell.v1.ExecSpec.DshEnvEntryR\x06dshEnv\x12\x14\n" +
 	"\x05owner\x18\v \x01(\tR\x05owner\x12B\n" +
-	"\x0esandbox_policy\x18\f \x01(\v2\x1b.dsh.shell.v1.SandboxPolicyR\rsandboxPolicy\x1a6\n" +
+	"\x0esandbox_policy\x18\f \x01(\v2\x1b.dsh.shell.v1.SandboxPolicyR\rsandboxPolicy\x12*\n" +
+	"\x11spill_after_bytes\x18\r \x01(\x03R\x0fspillAfterBytes\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
