@@ -28,6 +28,8 @@ type toolBash struct {
 	sh   *shell.Client
 	env  *shellenv.Follower
 	jobs *jobs.Client
+	// maxChars is the model budget of one result, in characters.
+	maxChars int
 }
 
 func (p *toolBash) Describe() sdk.Description {
@@ -56,12 +58,21 @@ func (p *toolBash) Dispose(context.Context) error {
 	return nil
 }
 
-// config is tool-bash's config: it takes none.
-type config struct{}
+// config is tool-bash's config.
+type config struct {
+	// MaxOutputChars is the model budget of one result (stdout and stderr
+	// together); the executor's maxOutputBytes is what it retains.
+	MaxOutputChars int `json:"maxOutputChars" minimum:"100" desc:"characters of output one result shows, stdout and stderr together (30000)"`
+}
 
 func (p *toolBash) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage) error {
-	if _, err := sdk.DecodeConfig[config](raw); err != nil {
+	cfg, err := sdk.DecodeConfig[config](raw)
+	if err != nil {
 		return err
+	}
+	p.maxChars = cfg.MaxOutputChars
+	if p.maxChars <= 0 {
+		p.maxChars = DefaultMaxOutputChars
 	}
 	p.log = host.Logger()
 	svc, err := host.Lookup(ctx, shell.Key)
@@ -166,11 +177,13 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 		p.log.Warn("ctx.shellEnv is unreachable; the command gets the last DSH_* snapshot", "owner", owner, "generation", snap.Generation)
 	}
 	req := &shell.ExecRequest{
-		Command:   a.Command,
-		Workdir:   a.Workdir,
-		TimeoutMs: a.TimeoutMs,
-		Owner:     owner,
-		DshEnv:    snap.Env,
+		// A stream the budget may cut spills to a file from the start.
+		SpillAfterBytes: int64(p.maxChars / 2),
+		Command:         a.Command,
+		Workdir:         a.Workdir,
+		TimeoutMs:       a.TimeoutMs,
+		Owner:           owner,
+		DshEnv:          snap.Env,
 	}
 	if a.RunInBackground {
 		spec, err := p.sh.Resolve(ctx, req)
@@ -205,7 +218,8 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 	}
 	p.log.Info("command", "owner", owner, "command", a.Command, "workdir", res.Workdir, "exit", exit,
 		"timed_out", res.TimedOut, "aborted", res.Aborted, "duration_ms", time.Since(start).Milliseconds())
-	return &toolsv1.CallResult{Text: renderRun(res), Structured: runStructured(res), IsError: runFailed(res), Resources: resources(res.Stdout, res.Stderr)}
+	text, out, errs := renderRun(res, p.maxChars)
+	return &toolsv1.CallResult{Text: text, Structured: runStructured(res, out, errs), IsError: runFailed(res), Resources: resources(out, errs)}
 }
 
 func (p *toolBash) jobOutput(ctx context.Context, owner, id string) *toolsv1.CallResult {
@@ -214,7 +228,8 @@ func (p *toolBash) jobOutput(ctx context.Context, owner, id string) *toolsv1.Cal
 		return errorResult("%s", grpcMessage(err))
 	}
 	failed := r.Job.Status != shell.StatusRunning && (r.Job.ExitCode == nil || *r.Job.ExitCode != 0)
-	return &toolsv1.CallResult{Text: renderRead(r), Structured: jobStructured(r.Job, r), IsError: failed, Resources: resources(r.StdoutFacts, r.StderrFacts)}
+	text, out, errs := renderRead(r, p.maxChars)
+	return &toolsv1.CallResult{Text: text, Structured: jobStructured(r.Job, r, out, errs), IsError: failed, Resources: resources(out, errs)}
 }
 
 func (p *toolBash) jobKill(ctx context.Context, owner, id string) *toolsv1.CallResult {

@@ -1,28 +1,94 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
 	"github.com/dshrun/dsh/core/tools/toolsv1"
 	"github.com/dshrun/dsh/plugins/shell"
+	"github.com/dshrun/dsh/sdk/modeltext"
 )
 
-// text turns output bytes into text; invalid UTF-8 shows as U+FFFD.
-func text(b []byte) string { return strings.ToValidUTF8(string(b), "\uFFFD") }
+// DefaultMaxOutputChars is the model budget of one result: what stdout
+// and stderr together may show, in characters.
+const DefaultMaxOutputChars = 30_000
+
+// view is one stream as the model reads it: its cleaned last lines within
+// its share of the budget, or nothing when it is binary, and what it does
+// not show (the executor's retention and the budget together).
+type view struct {
+	name   string // "output" or "stderr"
+	text   []byte
+	binary bool
+	// omittedBytes and omittedLines count, in the raw stream, what comes
+	// before the first byte shown (everything, for binary output).
+	omittedBytes, omittedLines int64
+	removed                    modeltext.Removed
+	c                          collected // facts: totals, spill file
+}
+
+// omitted reports whether the model does not see the whole stream.
+func (v view) omitted() bool { return v.binary || v.omittedBytes > 0 }
+
+// views makes the two streams' views within a budget of max characters:
+// each gets the smaller of its length and half, and what one leaves the
+// other may use. A binary stream shows nothing and leaves its share.
+func views(stdout, stderr []byte, so, se collected, max int) (view, view) {
+	out, errs := view{name: "output", c: so}, view{name: "stderr", c: se}
+	out.binary, errs.binary = modeltext.IsBinary(stdout), modeltext.IsBinary(stderr)
+	length := func(v view, b []byte) int {
+		if v.binary {
+			return 0
+		}
+		cleaned, _ := modeltext.Clean(b)
+		return utf8.RuneCount(cleaned)
+	}
+	shareOut, shareErr := modeltext.Share(max, length(out, stdout), length(errs, stderr))
+	fill := func(v *view, b []byte, share int) {
+		if v.binary {
+			v.omittedBytes, v.omittedLines = v.c.GetDropped()+int64(len(b)), v.c.GetDroppedLines()+int64(bytes.Count(b, newline))
+			return
+		}
+		tv := modeltext.TailView(b, share, v.c.GetDropped() > 0)
+		v.text, v.removed = tv.Text, tv.Removed
+		v.omittedBytes = v.c.GetDropped() + tv.OmittedBytes
+		v.omittedLines = v.c.GetDroppedLines() + tv.OmittedLines
+	}
+	fill(&out, stdout, shareOut)
+	fill(&errs, stderr, shareErr)
+	return out, errs
+}
+
+var newline = []byte{'\n'}
 
 // body is stdout, then stderr in a [stderr] section.
-func body(stdout, stderr []byte) string {
-	out := text(stdout)
-	if len(stderr) > 0 {
-		if out != "" && !strings.HasSuffix(out, "\n") {
-			out += "\n"
+func body(out, errs view) string {
+	s := string(out.text)
+	if len(errs.text) > 0 {
+		if s != "" && !strings.HasSuffix(s, "\n") {
+			s += "\n"
 		}
-		out += "[stderr]\n" + text(stderr)
+		s += "[stderr]\n" + string(errs.text)
+	}
+	return s
+}
+
+// notices are the lines that say what a view leaves out.
+func notices(vs ...view) []string {
+	var out []string
+	for _, v := range vs {
+		switch {
+		case v.binary:
+			out = append(out, binaryNotice(v))
+		case v.omittedBytes > 0:
+			out = append(out, cutNotice(v))
+		}
 	}
 	return out
 }
@@ -45,16 +111,12 @@ func exitMarker(code *int32, signal string) string {
 	return strings.TrimPrefix(shell.ExitMarker(c, signal), "\n")
 }
 
-// renderRun is the model-facing text of a foreground run: body, truncation
-// notices, the timeout line, the exit marker last.
-func renderRun(r *shell.RunResult) string {
-	var markers []string
-	if r.Stdout.GetTruncated() {
-		markers = append(markers, cutNotice("output", r.Stdout))
-	}
-	if r.Stderr.GetTruncated() {
-		markers = append(markers, cutNotice("stderr", r.Stderr))
-	}
+// renderRun is the model-facing text of a foreground run within max
+// characters of output: body, what it leaves out, the timeout line, the
+// exit marker last.
+func renderRun(r *shell.RunResult, max int) (string, view, view) {
+	out, errs := views(r.Stdout.GetData(), r.Stderr.GetData(), r.Stdout, r.Stderr, max)
+	markers := notices(out, errs)
 	if r.TimedOut {
 		markers = append(markers, fmt.Sprintf("[timed out after %dms]", r.TimeoutMs))
 	}
@@ -64,7 +126,7 @@ func renderRun(r *shell.RunResult) string {
 	if m := exitMarker(r.ExitCode, r.Signal); m != "" {
 		markers = append(markers, m)
 	}
-	return assemble(body(r.Stdout.GetData(), r.Stderr.GetData()), markers)
+	return assemble(body(out, errs), markers), out, errs
 }
 
 // collected is one stream's counts and spill file, as a ctx.shell run
@@ -81,30 +143,44 @@ type collected interface {
 	GetSpillError() string
 }
 
-// cutNotice says what of a cut stream ("output" or "stderr") was left out
-// and where it is: the spill file when it holds every byte, what part of
-// it the spill file holds and why no more, or that it is lost and why. It
-// never names a file as the full output unless it is.
-func cutNotice(stream string, c collected) string {
+// cutNotice says how much of a stream the model does not see and where it
+// is: the spill file when it holds every byte, what part of it the file
+// holds and why no more, or that it is lost and why. It never names a file
+// as the full output unless it is.
+func cutNotice(v view) string {
 	lines := "lines"
-	if c.GetDroppedLines() == 1 {
+	if v.omittedLines == 1 {
 		lines = "line"
 	}
-	n := fmt.Sprintf("[%s truncated: %s bytes (%s %s) omitted", stream, thousands(c.GetDropped()), thousands(c.GetDroppedLines()), lines)
+	return fmt.Sprintf("[%s truncated: %s bytes (%s %s) omitted%s]", v.name, thousands(v.omittedBytes), thousands(v.omittedLines), lines, whereIs(v))
+}
+
+// binaryNotice stands for a stream that is not text.
+func binaryNotice(v view) string {
+	where := whereIs(v)
+	if where == "; no spill file was reported" {
+		where = "; not shown (pipe it through xxd or od to read it)"
+	}
+	return fmt.Sprintf("[binary %s: %s bytes%s]", v.name, thousands(v.omittedBytes), where)
+}
+
+// whereIs is where the rest of a stream is, after "; ".
+func whereIs(v view) string {
+	c, stream := v.c, v.name
 	path := c.GetSpillPath()
 	switch {
 	case path != "" && c.GetSpillComplete():
-		return n + "; full " + stream + ": " + path + "]"
+		return "; full " + stream + ": " + path
 	case path != "" && c.GetSpillReason() != "":
-		return fmt.Sprintf("%s; partial %s (first %s of %s bytes; %s): %s]", n, stream,
+		return fmt.Sprintf("; partial %s (first %s of %s bytes; %s): %s", stream,
 			thousands(c.GetSpillBytes()), thousands(c.GetTotal()), spillReason(c), path)
 	case path != "":
 		// An executor that names a spill file but not how much it holds.
-		return n + "; " + stream + " so far, perhaps not all of it: " + path + "]"
+		return "; " + stream + " so far, perhaps not all of it: " + path
 	case c.GetSpillReason() != "":
-		return n + " and lost: " + spillReason(c) + "]"
+		return " and lost: " + spillReason(c)
 	}
-	return n + "; no spill file was reported]"
+	return "; no spill file was reported"
 }
 
 // spillReason words a spill file's reason for holding less than its stream.
@@ -159,18 +235,34 @@ func runFailed(r *shell.RunResult) bool {
 }
 
 // streamFacts are a stream's facts in structured content: the numbers and
-// the spill file's state behind its truncation notice.
+// the spill file's state behind its notice, and what cleaning removed.
 type streamFacts struct {
-	TotalBytes   int64  `json:"totalBytes"`
+	TotalBytes int64 `json:"totalBytes"`
+	// Truncated is set when the model does not see the whole stream;
+	// Omitted* count what it does not see (the executor's retention and
+	// the tool's budget together).
 	Truncated    bool   `json:"truncated"`
 	OmittedBytes int64  `json:"omittedBytes,omitempty"`
 	OmittedLines int64  `json:"omittedLines,omitempty"`
+	ShownChars   int    `json:"shownChars"`
+	Binary       bool   `json:"binary,omitempty"`
 	SpillPath    string `json:"spillPath,omitempty"`
 	SpillBytes   int64  `json:"spillBytes,omitempty"`
 	// Set once the stream spilled, or was cut without a spill file.
 	SpillComplete *bool  `json:"spillComplete,omitempty"`
 	SpillReason   string `json:"spillReason,omitempty"`
 	SpillError    string `json:"spillError,omitempty"`
+	// Cleaned counts what was taken out of the text shown: terminal
+	// control sequences, other controls, carriage-return overwrites,
+	// invalid UTF-8 (the spill file keeps the raw bytes).
+	Cleaned *cleanedFacts `json:"cleaned,omitempty"`
+}
+
+type cleanedFacts struct {
+	Sequences  int `json:"sequences,omitempty"`
+	Controls   int `json:"controls,omitempty"`
+	Overwrites int `json:"overwrites,omitempty"`
+	Invalid    int `json:"invalidUtf8,omitempty"`
 }
 
 type runFacts struct {
@@ -184,25 +276,31 @@ type runFacts struct {
 	Stderr     streamFacts `json:"stderr"`
 }
 
-func facts(c collected) streamFacts {
+func facts(v view) streamFacts {
+	c := v.c
 	f := streamFacts{
 		TotalBytes:   c.GetTotal(),
-		Truncated:    c.GetTruncated(),
-		OmittedBytes: c.GetDropped(),
-		OmittedLines: c.GetDroppedLines(),
+		Truncated:    v.omitted(),
+		OmittedBytes: v.omittedBytes,
+		OmittedLines: v.omittedLines,
+		ShownChars:   utf8.RuneCount(v.text),
+		Binary:       v.binary,
 		SpillPath:    c.GetSpillPath(),
 		SpillBytes:   c.GetSpillBytes(),
 		SpillReason:  c.GetSpillReason(),
 		SpillError:   c.GetSpillError(),
 	}
-	if c.GetTruncated() || c.GetSpillPath() != "" || c.GetSpillReason() != "" {
+	if v.omitted() || c.GetSpillPath() != "" || c.GetSpillReason() != "" {
 		complete := c.GetSpillComplete()
 		f.SpillComplete = &complete
+	}
+	if r := v.removed; r.Any() {
+		f.Cleaned = &cleanedFacts{r.Sequences, r.Controls, r.Overwrites, r.Invalid}
 	}
 	return f
 }
 
-func runStructured(r *shell.RunResult) []byte {
+func runStructured(r *shell.RunResult, out, errs view) []byte {
 	b, _ := json.Marshal(runFacts{
 		ExitCode:   r.ExitCode,
 		Signal:     r.Signal,
@@ -210,8 +308,8 @@ func runStructured(r *shell.RunResult) []byte {
 		Aborted:    r.Aborted,
 		TimeoutMs:  r.TimeoutMs,
 		DurationMs: r.DurationMs,
-		Stdout:     facts(r.Stdout),
-		Stderr:     facts(r.Stderr),
+		Stdout:     facts(out),
+		Stderr:     facts(errs),
 	})
 	return b
 }
@@ -221,17 +319,12 @@ func renderStarted(j *jobsv1.Job) string {
 	return fmt.Sprintf("[job %s started (pid %d); read its output with job_output, stop it with job_kill]", j.Id, j.Pid)
 }
 
-// renderRead is the text of a job_output read: the new output, a notice
-// for each stream that lost bytes before they were read, the job's state,
-// the exit marker last.
-func renderRead(r *jobsv1.JobRead) string {
-	var markers []string
-	if r.StdoutFacts.GetTruncated() {
-		markers = append(markers, cutNotice("output", r.StdoutFacts))
-	}
-	if r.StderrFacts.GetTruncated() {
-		markers = append(markers, cutNotice("stderr", r.StderrFacts))
-	}
+// renderRead is the text of a job_output read within max characters of
+// output: the new output, what it leaves out (the executor's retention
+// and the budget together), the job's state, the exit marker last.
+func renderRead(r *jobsv1.JobRead, max int) (string, view, view) {
+	out, errs := views(r.Stdout, r.Stderr, r.StdoutFacts, r.StderrFacts, max)
+	markers := notices(out, errs)
 	j := r.Job
 	if j.Status == shell.StatusRunning {
 		markers = append(markers, "[job "+j.Id+" is still running]")
@@ -241,7 +334,7 @@ func renderRead(r *jobsv1.JobRead) string {
 			markers = append(markers, m)
 		}
 	}
-	return assemble(body(r.Stdout, r.Stderr), markers)
+	return assemble(body(out, errs), markers), out, errs
 }
 
 type jobFacts struct {
@@ -255,10 +348,11 @@ type jobFacts struct {
 	Pid      int32        `json:"pid,omitempty"`
 }
 
-func jobStructured(j *jobsv1.Job, r *jobsv1.JobRead) []byte {
+// jobStructured is a job's facts; with a read, its streams' too.
+func jobStructured(j *jobsv1.Job, r *jobsv1.JobRead, vs ...view) []byte {
 	f := jobFacts{JobID: j.Id, Status: j.Status, ExitCode: j.ExitCode, Signal: j.Signal, Pid: j.Pid}
-	if r != nil {
-		out, errs := facts(r.StdoutFacts), facts(r.StderrFacts)
+	if r != nil && len(vs) == 2 {
+		out, errs := facts(vs[0]), facts(vs[1])
 		f.Lossy, f.Stdout, f.Stderr = r.Lossy, &out, &errs
 	}
 	b, _ := json.Marshal(f)
@@ -277,7 +371,8 @@ func renderNotices(finished []*jobsv1.Job) string {
 		case j.ExitCode != nil && *j.ExitCode != 0:
 			how = "exited with code " + strconv.Itoa(int(*j.ExitCode))
 		}
-		lines = append(lines, fmt.Sprintf("[job %s finished: %s; read its output with job_output] %s", j.Id, how, oneLine(j.Command, 80)))
+		cmd, _ := modeltext.Clean([]byte(j.Command))
+		lines = append(lines, fmt.Sprintf("[job %s finished: %s; read its output with job_output] %s", j.Id, how, oneLine(string(cmd), 80)))
 	}
 	return strings.Join(lines, "\n")
 }
@@ -297,21 +392,18 @@ func oneLine(s string, n int) string {
 	return string(r)
 }
 
-// resources are the spill files a result names, for the front end to
-// offer (MCP resource links).
-func resources(streams ...collected) []*toolsv1.Resource {
+// resources are the spill files of the streams the model does not see
+// whole, for the front end to offer (MCP resource links).
+func resources(vs ...view) []*toolsv1.Resource {
 	var out []*toolsv1.Resource
-	for i, c := range streams {
-		if c.GetSpillPath() == "" {
+	for _, v := range vs {
+		c := v.c
+		if c.GetSpillPath() == "" || !v.omitted() {
 			continue
 		}
-		what := "output"
-		if i == 1 {
-			what = "stderr"
-		}
-		title := "full " + what
+		title := "full " + v.name
 		if !c.GetSpillComplete() {
-			title = "partial " + what
+			title = "partial " + v.name
 		}
 		out = append(out, &toolsv1.Resource{Path: c.GetSpillPath(), Title: title, Complete: c.GetSpillComplete()})
 	}

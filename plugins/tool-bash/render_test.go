@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +51,21 @@ func spilled(data string, total, droppedLines int64, path string, spillBytes int
 	}
 }
 
+// numbers is "from\n" .. "to\n".
+func numbers(from, to int) []byte {
+	var b bytes.Buffer
+	for i := from; i <= to; i++ {
+		fmt.Fprintf(&b, "%d\n", i)
+	}
+	return b.Bytes()
+}
+
+// spillAll is a stream retained whole and also in a complete spill file
+// (it outgrew spill_after_bytes).
+func spillAll(data []byte) *shell.Collected {
+	return &shell.Collected{Data: data, Total: int64(len(data)), SpillPath: "/s/all.stdout", SpillBytes: int64(len(data)), SpillComplete: true}
+}
+
 func withError(c *shell.Collected, e string) *shell.Collected {
 	c.SpillError = e
 	return c
@@ -87,12 +104,24 @@ func TestRenderGolden(t *testing.T) {
 		"truncated-lost-disk-full": {ExitCode: code(0),
 			Stdout: withError(spilled("0123456789\n", 1000000, 85091, "", 0, "disk_full"), "no space left on device"),
 			Stderr: withError(spilled("w\n", 64002, 1, "", 0, "create_error"), "permission denied")},
+		// What the model is shown of what was retained: the budget, binary
+		// output, terminal control sequences.
+		"budget-both-streams": {ExitCode: code(0),
+			Stdout: spillAll(numbers(1, 20000)), Stderr: spillAll(numbers(1, 3000))},
+		"budget-one-stream": {ExitCode: code(0), Stdout: spillAll(numbers(1, 20000)), Stderr: out("one warning\n")},
+		"budget-after-retention": {ExitCode: code(0),
+			Stdout: spilled(string(numbers(1, 64000))[5:], 1924895, 290857, "/s/p8.stdout", 1924895, ""), Stderr: out("")},
+		"budget-one-long-line": {ExitCode: code(0), Stdout: spillAll([]byte(strings.Repeat("x", 50000) + "\n")), Stderr: out("")},
+		"binary":               {ExitCode: code(0), Stdout: spillAll(append([]byte("\x7fELF\x02\x01\x00\x00"), make([]byte, 20000)...)), Stderr: out("")},
+		"binary-small":         {ExitCode: code(0), Stdout: out("\x00\x01\x02\x03"), Stderr: out("")},
+		"clean-colours":        {ExitCode: code(1), Stdout: out("\x1b[32m✓\x1b[0m parses\n\x1b[1;31m✗ reads the port\x1b[0m\n"), Stderr: out("\x1b]52;c;Y3VybA==\x07oops\n")},
+		"clean-progress":       {ExitCode: code(0), Stdout: out("installing 10%\rinstalling 50%\rinstalling 100%\r\ndone\n"), Stderr: out("")},
 		"truncated-unreported": {ExitCode: code(0),
 			Stdout: &shell.Collected{Data: []byte("z\n"), Total: 100000, Truncated: true, Dropped: 99998, DroppedLines: 49999, SpillPath: "/s/p7.stdout"},
 			Stderr: &shell.Collected{Data: []byte("q\n"), Total: 100000, Truncated: true, Dropped: 99998, DroppedLines: 49999}},
 	}
 	for name, r := range cases {
-		text := renderRun(r)
+		text, _, _ := renderRun(r, DefaultMaxOutputChars)
 		golden(t, "run-"+name, text)
 		// The exit marker is always recoverable.
 		st := shell.ParseExitStatus(text)
@@ -123,7 +152,8 @@ func TestRenderReadGolden(t *testing.T) {
 			StderrFacts: noData(spilled("oops\n", 70000, 1, "", 0, "create_error"))},
 	}
 	for name, r := range cases {
-		golden(t, "read-"+name, renderRead(r))
+		text, _, _ := renderRead(r, DefaultMaxOutputChars)
+		golden(t, "read-"+name, text)
 	}
 	golden(t, "started", renderStarted(&jobsv1.Job{Id: "j7", Pid: 4242}))
 }
@@ -143,10 +173,16 @@ func TestStructuredFacts(t *testing.T) {
 	r := &shell.RunResult{ExitCode: code(0),
 		Stdout: spilled("0123456789\n", 22000000, 1999999, "/s/p3.stdout", 4177920, "disk_full"),
 		Stderr: out("fine\n")}
-	golden(t, "facts-run-disk-full", string(runStructured(r))+"\n")
+	_, so, se := renderRun(r, DefaultMaxOutputChars)
+	golden(t, "facts-run-disk-full", string(runStructured(r, so, se))+"\n")
 	read := &jobsv1.JobRead{Job: &jobsv1.Job{Id: "j6", Status: "running"}, Stdout: []byte("tail\n"), Lossy: true, StdoutSpillPath: "/s/p10.stdout",
 		StdoutFacts: noData(spilled("tail\n", 200000, 31999, "/s/p10.stdout", 200000, "")), StderrFacts: noData(out(""))}
-	golden(t, "facts-read-lossy", string(jobStructured(read.Job, read))+"\n")
+	_, so, se = renderRead(read, DefaultMaxOutputChars)
+	golden(t, "facts-read-lossy", string(jobStructured(read.Job, read, so, se))+"\n")
+	// What cleaning took out, and binary output, are facts too.
+	r = &shell.RunResult{ExitCode: code(0), Stdout: out("\x1b[31mred\x1b[0m\r\nbar 10%\rbar 100%\n"), Stderr: out("\x00\x01")}
+	_, so, se = renderRun(r, DefaultMaxOutputChars)
+	golden(t, "facts-run-cleaned", string(runStructured(r, so, se))+"\n")
 }
 
 func TestThousands(t *testing.T) {

@@ -280,10 +280,14 @@ func stringLen(b []byte) int {
 }
 
 // IsBinary reports whether b is better not shown as text: it holds a NUL
-// byte, or more than one byte in ten of it is not UTF-8.
+// byte, or at least 16 bytes of which more than a quarter are not UTF-8
+// (one stray byte in a line of text is shown, as U+FFFD).
 func IsBinary(b []byte) bool {
 	if bytes.IndexByte(b, 0) >= 0 {
 		return true
+	}
+	if len(b) < 16 {
+		return false
 	}
 	invalid := 0
 	for i := 0; i < len(b); {
@@ -293,5 +297,5 @@ func IsBinary(b []byte) bool {
 		}
 		i += n
 	}
-	return invalid > 0 && invalid*10 > len(b)
+	return invalid*4 > len(b)
 }

@@ -62,9 +62,11 @@ func TestIsBinary(t *testing.T) {
 		"text\n":                               false,
 		"":                                     false,
 		"a\x00b":                               true,
-		"\x7fELF\x02\x01\x01\xff\xfe":          true,
+		"\x7fELF\x02\x01\x01\x00":              true,
 		"mostly text with one \xff byte in it": false,
-		"héllo wörld":                          false,
+		"a\xffb\n":                             false,
+		"\xff\xfe\xfd\xfc\xfb\xfa\xf9\xf8\xf7\xf6\xf5\xf4\xf3\xf2\xf1\xf0": true,
+		"héllo wörld": false,
 	} {
 		if got := IsBinary([]byte(in)); got != want {
 			t.Errorf("IsBinary(%q) = %v, want %v", in, got, want)
