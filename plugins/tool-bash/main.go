@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -160,8 +161,10 @@ func (p *toolBash) call(ctx context.Context, req *toolsv1.CallRequest) (*toolsv1
 	return errorResult("tool-bash has no tool %q", req.Name), nil
 }
 
+// errorResult is a call that could not do what it was asked: one line, in
+// brackets, that names the thing.
 func errorResult(format string, args ...any) *toolsv1.CallResult {
-	return &toolsv1.CallResult{Text: "error: " + fmt.Sprintf(format, args...), IsError: true}
+	return &toolsv1.CallResult{Text: "[" + fmt.Sprintf(format, args...) + "]", IsError: true}
 }
 
 func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.CallResult {
@@ -171,7 +174,7 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 	}
 	snap, err := p.env.Snapshot(ctx)
 	if err != nil {
-		return errorResult("collect the DSH_* environment: %s", grpcMessage(err))
+		return errorResult("the DSH_* environment could not be read, so nothing was run: %s", failure(err))
 	}
 	if snap.Stale {
 		p.log.Warn("ctx.shellEnv is unreachable; the command gets the last DSH_* snapshot", "owner", owner, "generation", snap.Generation)
@@ -188,17 +191,17 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 	if a.RunInBackground {
 		spec, err := p.sh.Resolve(ctx, req)
 		if err != nil {
-			return errorResult("%s", grpcMessage(err))
+			return errorResult("%s", failure(err))
 		}
 		spec.DshEnv = snap.Env // the trusted layer is ours to give, whatever Resolve did
 		proc, err := p.sh.StartProcess(ctx, spec)
 		if err != nil {
-			return errorResult("%s", grpcMessage(err))
+			return errorResult("%s", failure(err))
 		}
 		job, err := p.jobs.Register(ctx, &jobs.RegisterRequest{ProcessId: proc.ID, ShellKey: shell.Key, Command: a.Command, Description: a.Description})
 		if err != nil {
 			_, _ = proc.Kill(context.WithoutCancel(ctx))
-			return errorResult("%s", grpcMessage(err))
+			return errorResult("%s", failure(err))
 		}
 		p.log.Info("command started", "owner", owner, "command", a.Command, "workdir", spec.Workdir, "job", job.Id, "pid", job.Pid)
 		return &toolsv1.CallResult{Text: renderStarted(job), Structured: jobStructured(job, nil)}
@@ -207,7 +210,7 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 	res, err := p.sh.Exec(ctx, req)
 	if err != nil {
 		p.log.Info("command failed to run", "owner", owner, "command", a.Command, "workdir", a.Workdir, "error", err)
-		return errorResult("%s", grpcMessage(err))
+		return errorResult("%s", failure(err))
 	}
 	exit := "0"
 	switch {
@@ -225,7 +228,7 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 func (p *toolBash) jobOutput(ctx context.Context, owner, id string) *toolsv1.CallResult {
 	r, err := p.jobs.Read(ctx, id)
 	if err != nil {
-		return errorResult("%s", grpcMessage(err))
+		return errorResult("%s", failure(err))
 	}
 	failed := r.Job.Status != shell.StatusRunning && (r.Job.ExitCode == nil || *r.Job.ExitCode != 0)
 	text, out, errs := renderRead(r, p.maxChars)
@@ -235,7 +238,7 @@ func (p *toolBash) jobOutput(ctx context.Context, owner, id string) *toolsv1.Cal
 func (p *toolBash) jobKill(ctx context.Context, owner, id string) *toolsv1.CallResult {
 	killed, err := p.jobs.Kill(ctx, id)
 	if err != nil {
-		return errorResult("%s", grpcMessage(err))
+		return errorResult("%s", failure(err))
 	}
 	if !killed {
 		return &toolsv1.CallResult{Text: "[job " + id + " had already finished; read its output with job_output]"}
@@ -244,9 +247,20 @@ func (p *toolBash) jobKill(ctx context.Context, owner, id string) *toolsv1.CallR
 	return &toolsv1.CallResult{Text: "[job " + id + " killed; its final output is readable with job_output]"}
 }
 
-// grpcMessage is what the model reads of a failed call: the message the
-// other side gave, without the transport's wrapping or the client's
-// operation prefix.
-func grpcMessage(err error) string { return sdk.FromRPC(err).Error() }
+// failure is what the model reads of a call that failed: the words of the
+// side that refused or failed (a missing workdir, an executor that is
+// restarting or gone), without the transport's or the client's wrapping.
+func failure(err error) string {
+	var e *sdk.Error
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "aborted before the command finished"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the call ran out of time before the command finished"
+	case errors.As(err, &e):
+		return e.Msg
+	}
+	return err.Error()
+}
 
 func main() { sdk.Serve(&toolBash{}) }

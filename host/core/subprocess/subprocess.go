@@ -29,6 +29,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,16 +112,43 @@ type Spec struct {
 type Error struct {
 	Op   string // "workdir", "lookup", "start", "closed"
 	Argv []string
+	Dir  string // the working directory, for "workdir"
 	Err  error
 }
 
+// Error says what could not be started in a plain sentence that names the
+// thing (the working directory, the program): it reaches the model as is.
 func (e *Error) Error() string {
 	name := ""
 	if len(e.Argv) > 0 {
 		name = e.Argv[0]
 	}
-	return fmt.Sprintf("subprocess %s %q: %v", e.Op, name, e.Err)
+	switch e.Op {
+	case "workdir":
+		switch {
+		case errors.Is(e.Err, fs.ErrNotExist):
+			return fmt.Sprintf("workdir %s does not exist", e.Dir)
+		case errors.Is(e.Err, fs.ErrPermission):
+			return fmt.Sprintf("workdir %s cannot be entered (permission denied)", e.Dir)
+		case errors.Is(e.Err, errNotDir):
+			return fmt.Sprintf("workdir %s is not a directory", e.Dir)
+		}
+		return fmt.Sprintf("workdir %s cannot be used: %v", e.Dir, errText(e.Err))
+	case "lookup":
+		if errors.Is(e.Err, exec.ErrNotFound) {
+			return fmt.Sprintf("%s is not installed (not found on PATH)", name)
+		}
+		return fmt.Sprintf("%s cannot be run: %v", name, errText(e.Err))
+	case "closed":
+		return "the host is shutting down; nothing was started"
+	}
+	if name == "" {
+		return fmt.Sprintf("nothing to start: %v", e.Err)
+	}
+	return fmt.Sprintf("%s could not be started: %v", name, errText(e.Err))
 }
+
+var errNotDir = errors.New("not a directory")
 
 func (e *Error) Unwrap() error { return e.Err }
 
@@ -209,9 +237,9 @@ func (m *Manager) Spawn(spec Spec) (*Process, error) {
 	}
 	if fi, err := os.Stat(spec.Dir); err != nil || !fi.IsDir() {
 		if err == nil {
-			err = errors.New("not a directory")
+			err = errNotDir
 		}
-		return nil, &Error{Op: "workdir", Argv: spec.Argv, Err: fmt.Errorf("%s: %w", spec.Dir, err)}
+		return nil, &Error{Op: "workdir", Argv: spec.Argv, Dir: spec.Dir, Err: err}
 	}
 	env := m.Env(spec.Env)
 	path, err := lookPath(spec.Argv[0], env)
@@ -382,7 +410,7 @@ func lookPath(name string, env []string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%q not found on PATH %q", name, path)
+	return "", fmt.Errorf("%w on PATH %q", exec.ErrNotFound, path)
 }
 
 // SignalName is "SIGKILL" for syscall.SIGKILL.

@@ -40,11 +40,17 @@ func (l *lockedBuffer) String() string {
 // anyone allowed to look.
 func environOf(t *testing.T, pid int) []string {
 	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
-		t.Fatalf("environ of %d: %v", pid, err)
+	// A process reads as having no environment for a moment while it
+	// execs: ask again until it has one.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		if err != nil {
+			t.Fatalf("environ of %d: %v", pid, err)
+		}
+		if len(b) > 0 || time.Now().After(deadline) {
+			return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		}
 	}
-	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 }
 
 // checkWatchdogEnv fails unless the watchdog's environment holds only the
