@@ -31,7 +31,7 @@ func transcriptChars(dir string) {
 	check(transcript.Repo(repo))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rs, err := transcript.Run(ctx, dir, repo, home, true)
+	rs, descs, err := transcript.RunListing(ctx, dir, repo, home, true)
 	check(err)
 	fmt.Printf("what the model reads over the transcript (%d tool calls; characters)\n", len(rs))
 	fmt.Printf("  %-36s %10s %10s %10s %10s\n", "step", "raw", "dsh", "claude", "codex")
@@ -49,8 +49,9 @@ func transcriptChars(dir string) {
 		fmt.Printf("  %-36s %10d %10d %10d %10d\n", trim(r.Step.Name, 36), rn, n, c, x)
 	}
 	fmt.Printf("  %-36s %10d %10d %10d %10d\n", "total", raw, dsh, claude, codex)
-	fmt.Printf("  dsh reads %.2fx of Claude Code's limit and %.2fx of Codex's over the session\n\n",
+	fmt.Printf("  dsh reads %.2fx of Claude Code's limit and %.2fx of Codex's over the session\n",
 		float64(dsh)/float64(claude), float64(dsh)/float64(codex))
+	fmt.Printf("  the bash tool's description: %d characters\n\n", utf8.RuneCountInString(descs["bash"]))
 }
 
 func trim(s string, n int) string {

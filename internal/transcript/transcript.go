@@ -135,9 +135,16 @@ func Env(home string) []string {
 // command also runs under plain bash in a copy of the repository state at
 // that point (the same commands, one after the other).
 func Run(ctx context.Context, binDir, repo, home string, raw bool) ([]Result, error) {
+	rs, _, err := RunListing(ctx, binDir, repo, home, raw)
+	return rs, err
+}
+
+// RunListing is Run that also returns each tool's description as the
+// session listed it.
+func RunListing(ctx context.Context, binDir, repo, home string, raw bool) ([]Result, map[string]string, error) {
 	comp := filepath.Join(home, "comp.yaml")
 	if err := os.WriteFile(comp, []byte(composition), 0o600); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cmd := exec.Command(filepath.Join(binDir, "dsh"), "serve", comp)
 	cmd.Dir = repo
@@ -145,9 +152,17 @@ func Run(ctx context.Context, binDir, repo, home string, raw bool) ([]Result, er
 	client := mcp.NewClient(&mcp.Implementation{Name: "transcript", Version: "1"}, nil)
 	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 10 * time.Second}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
+		return nil, nil, fmt.Errorf("connect: %w", err)
 	}
 	defer cs.Close()
+	descs := map[string]string{}
+	listed, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tools/list: %w", err)
+	}
+	for _, t := range listed.Tools {
+		descs[t.Name] = t.Description
+	}
 	var out []Result
 	job := ""
 	for _, st := range Steps() {
@@ -160,7 +175,7 @@ func Run(ctx context.Context, binDir, repo, home string, raw bool) ([]Result, er
 		}
 		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: st.Tool, Arguments: args})
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", st.Name, err)
+			return nil, nil, fmt.Errorf("%s: %w", st.Name, err)
 		}
 		res := Result{Step: st, IsError: r.IsError}
 		var texts []string
@@ -177,10 +192,10 @@ func Run(ctx context.Context, binDir, repo, home string, raw bool) ([]Result, er
 	}
 	if raw {
 		if err := rawOutputs(ctx, repo, home, out); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return out, nil
+	return out, descs, nil
 }
 
 var jobRE = regexp.MustCompile(`\bj[0-9]+\b`)

@@ -95,7 +95,7 @@ func (p *toolBash) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessag
 	if err != nil {
 		return fmt.Errorf("ask the executor for its limits: %w", err)
 	}
-	return tools.Register(ctx, host.Conn(tools.Key), toolSpecs(mode, def.TimeoutMs, max.TimeoutMs)...)
+	return tools.Register(ctx, host.Conn(tools.Key), toolSpecs(mode, def.TimeoutMs, max.TimeoutMs, p.maxChars)...)
 }
 
 // bashArgs are the bash tool's arguments (validated by the host against

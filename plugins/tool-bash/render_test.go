@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
 	"github.com/dshrun/dsh/plugins/shell"
@@ -196,16 +197,20 @@ func TestThousands(t *testing.T) {
 func TestToolSpecsGolden(t *testing.T) {
 	for name, mode := range map[string]shell.SandboxMode{"local": "", "sandboxed": shell.WorkspaceWrite} {
 		var b strings.Builder
-		for _, s := range toolSpecs(mode, 120000, 600000) {
+		for _, s := range toolSpecs(mode, 120000, 600000, DefaultMaxOutputChars) {
 			b.WriteString("## " + s.Name + " — " + s.Title + "\n" + s.Description + "\n\nschema: " + s.InputSchema + "\n\n")
 		}
 		golden(t, "tools-"+name, b.String())
 	}
+	// The description teaches the budget in few words.
+	if d := toolSpecs("", 120000, 600000, DefaultMaxOutputChars)[0].Description; utf8.RuneCountInString(d) > 1200 || !strings.Contains(d, "30,000 characters") {
+		t.Errorf("the bash description is %d characters (at most 1,200) and must say the budget:\n%s", utf8.RuneCountInString(d), d)
+	}
 	// The sandbox fields appear only under a sandboxing executor.
-	if strings.Contains(toolSpecs("", 1, 2)[0].InputSchema, "sandbox_permissions") {
+	if strings.Contains(toolSpecs("", 1, 2, 100)[0].InputSchema, "sandbox_permissions") {
 		t.Error("sandbox_permissions advertised without a sandboxing executor")
 	}
-	if !strings.Contains(toolSpecs(shell.ReadOnly, 1, 2)[0].InputSchema, "justification") {
+	if !strings.Contains(toolSpecs(shell.ReadOnly, 1, 2, 100)[0].InputSchema, "justification") {
 		t.Error("justification missing under a sandboxing executor")
 	}
 }

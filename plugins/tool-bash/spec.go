@@ -14,7 +14,7 @@ var escalationTargets = []string{string(shell.WorkspaceWrite), string(shell.Dang
 
 // toolSpecs are the three tools. The sandbox fields appear only when the
 // composed executor sandboxes (mode != "").
-func toolSpecs(mode shell.SandboxMode, defaultTimeoutMs, maxTimeoutMs int64) []*toolsv1.ToolSpec {
+func toolSpecs(mode shell.SandboxMode, defaultTimeoutMs, maxTimeoutMs int64, maxChars int) []*toolsv1.ToolSpec {
 	props := map[string]any{
 		"command":     map[string]any{"type": "string", "minLength": 1, "description": "The bash command to run."},
 		"description": map[string]any{"type": "string", "description": "What the command does, in five to ten words."},
@@ -23,7 +23,7 @@ func toolSpecs(mode shell.SandboxMode, defaultTimeoutMs, maxTimeoutMs int64) []*
 		"workdir":           map[string]any{"type": "string", "description": "Working directory for this command (instead of cd)."},
 		"run_in_background": map[string]any{"type": "boolean", "description": "Start the command as a background job and return its id at once."},
 	}
-	desc := bashDescription(defaultTimeoutMs, maxTimeoutMs)
+	desc := bashDescription(defaultTimeoutMs, maxTimeoutMs, maxChars)
 	if mode != "" {
 		props["sandbox_permissions"] = map[string]any{"type": "string", "enum": escalationTargets,
 			"description": fmt.Sprintf("Run this one command with more access than the sandbox's %s mode; needs a justification and approval.", mode)}
@@ -51,15 +51,15 @@ func toolSpecs(mode shell.SandboxMode, defaultTimeoutMs, maxTimeoutMs int64) []*
 	}
 }
 
-func bashDescription(defaultTimeoutMs, maxTimeoutMs int64) string {
+func bashDescription(defaultTimeoutMs, maxTimeoutMs int64, maxChars int) string {
 	return fmt.Sprintf(`Run a bash command and return its output.
 
-- Each call runs in a fresh shell: the working directory, variables and functions do not carry over to the next call. Pass `+"`workdir`"+` instead of using cd.
-- Commands have no terminal and stdin is closed, so anything that prompts fails instead of waiting. Pagers and colours are off.
+- Each call runs in a fresh shell: the working directory, variables and functions do not carry over. Pass `+"`workdir`"+` instead of using cd.
+- No terminal and stdin is closed: anything that prompts fails instead of waiting.
 - A command is killed with every process it started after `+"`timeoutMs`"+` (default %d ms, at most %d ms).
-- The output is stdout, then stderr after a `+"`[stderr]`"+` line. Long output is cut to its end and `+"`[output truncated; full output: <file>]`"+` names a file that holds all of it: read that file (head, grep, sed -n) rather than running the command again.
-- How the command ended is the last line: nothing for exit code 0, `+"`[exit code: N]`"+` otherwise, or `+"`[timed out after <ms>ms]`"+` followed by `+"`[killed by signal: SIGTERM]`"+` (or another signal).
-- `+"`run_in_background: true`"+` starts the command as a job and returns its id at once, with no timeout. Read what it printed since the last read with job_output and stop it with job_kill; you are told when it finishes. Use it for servers, watchers and anything long.`, defaultTimeoutMs, maxTimeoutMs)
+- You see stdout, then stderr after a `+"`[stderr]`"+` line: at most %s characters of the two, their last lines. `+"`[output truncated: … omitted; full output: <file>]`"+` names a file with all of it: read that (grep, sed -n, tail) instead of running the command again. Colours and other terminal codes are removed; binary output is not shown.
+- How it ended is the last line: nothing for exit code 0, else `+"`[exit code: N]`"+`, or `+"`[timed out after <ms>ms]`"+` and `+"`[killed by signal: SIGTERM]`"+`.
+- `+"`run_in_background: true`"+` starts a job and returns its id at once, with no timeout: read its new output with job_output, stop it with job_kill; you are told when it finishes. Use it for servers, watchers and anything long.`, defaultTimeoutMs, maxTimeoutMs, thousands(int64(maxChars)))
 }
 
 func mustJSON(v any) string {
