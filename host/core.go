@@ -61,7 +61,14 @@ func (h *Host) addCore() error {
 // registerCore serves the core services on one plugin's host server.
 func (h *Host) registerCore(s *grpc.Server, c caller) {
 	owner := h.ownerFor(c.callerID())
-	subprocessv1.RegisterSubprocessServer(s, subprocess.NewServer(&hsub.Service{M: h.sub, Caller: c.callerID(), Owner: owner}))
+	call := func(ctx context.Context) string {
+		id := callOf(ctx)
+		if _, ok := h.calls.owner(id, c.callerID()); !ok {
+			return ""
+		}
+		return id
+	}
+	subprocessv1.RegisterSubprocessServer(s, subprocess.NewServer(&hsub.Service{M: h.sub, Caller: c.callerID(), Owner: owner, Call: call}))
 	jobsv1.RegisterJobsServer(s, jobs.NewServer(&hjobs.Service{M: h.jobs, Caller: c.callerID(), Owner: owner, Reaches: func(key string) error { return h.authorize(c, key) }}))
 	toolsv1.RegisterToolsServer(s, tools.NewServer(h.tools.For(toolCaller{c})))
 }

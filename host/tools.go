@@ -15,6 +15,7 @@ import (
 	hjobs "github.com/dshrun/dsh/host/core/jobs"
 	htools "github.com/dshrun/dsh/host/core/tools"
 	"github.com/dshrun/dsh/sdk"
+	"github.com/dshrun/dsh/sdk/modeltext"
 )
 
 // ctx.tools is the registry of host/core/tools; what it needs of the host
@@ -150,6 +151,10 @@ func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMe
 	for _, snap := range h.jobs.TakeNoticesFor(owner, t.Plugin) {
 		finished = append(finished, hjobs.JobProto(snap))
 	}
+	if pr, ok := ctx.Value(progressKey{}).(Progress); ok && pr.Report != nil {
+		stop := h.watchCall(callID, pr)
+		defer stop()
+	}
 	// Counted like relayed calls, so a reload or swap of the tool's plugin
 	// lets the call finish before the old process stops.
 	ld.inflight.begin()
@@ -178,4 +183,54 @@ func (h *Host) SpillDir(owner string) string { return h.sub.OwnerDir(owner) }
 func (h *Host) ReleaseOwner(ctx context.Context, owner string) error {
 	h.jobs.ReleaseOwner(owner)
 	return h.sub.ReleaseOwner(ctx, owner)
+}
+
+// Progress asks CallTool to report a running call's latest output line:
+// the first report comes within a second of the start, then at most one a
+// second when the line changed, and at least one every Keepalive (0: none)
+// so clients that time out without progress keep waiting. Without it a
+// call costs nothing more.
+type Progress struct {
+	Report    func(line string) // the line cleaned and bounded; "" before any output
+	Keepalive time.Duration
+}
+
+type progressKey struct{}
+
+// WithProgress is ctx for a CallTool that reports progress.
+func WithProgress(ctx context.Context, p Progress) context.Context {
+	return context.WithValue(ctx, progressKey{}, p)
+}
+
+// progressLine bounds what one progress report shows of a line.
+const progressLine = 200
+
+// watchCall reports call's latest output line until stop.
+func (h *Host) watchCall(call string, pr Progress) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTimer(500 * time.Millisecond)
+		defer t.Stop()
+		last, sent, lastAt := "", false, time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			cleaned, _ := modeltext.Clean(h.sub.LatestLine(call))
+			line := string(modeltext.Tail(cleaned, progressLine, false).Text)
+			if !sent || line != last || (pr.Keepalive > 0 && time.Since(lastAt) >= pr.Keepalive) {
+				pr.Report(line)
+				last, sent, lastAt = line, true, time.Now()
+			}
+			t.Reset(time.Second)
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
 }

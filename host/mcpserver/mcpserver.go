@@ -193,11 +193,14 @@ func (s *Server) initialized(_ context.Context, req *mcp.InitializedRequest) {
 func (s *Server) handler(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		owner := s.owner(req.Session)
+		callCtx := ctx
 		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
-			stop := s.progress(ctx, req.Session, tok, name)
-			defer stop()
+			callCtx = host.WithProgress(ctx, host.Progress{
+				Report:    s.reporter(ctx, req.Session, tok, name),
+				Keepalive: s.opts.ProgressInterval,
+			})
 		}
-		res, err := s.h.CallTool(ctx, owner, name, req.Params.Arguments)
+		res, err := s.h.CallTool(callCtx, owner, name, req.Params.Arguments)
 		if err != nil {
 			// Bad arguments and failed calls are tool errors the model can
 			// read, not protocol errors.
@@ -221,31 +224,19 @@ func modelText(err error) string {
 	return rpcPrefix.ReplaceAllString(err.Error(), "")
 }
 
-// progress reports, every interval, how long the call has run, so clients
-// that time requests out can extend their wait.
-func (s *Server) progress(ctx context.Context, ss *mcp.ServerSession, tok any, name string) func() {
-	done := make(chan struct{})
+// reporter sends a running call's progress to a client that sent a
+// progress token: how long it has run, and the latest line it printed as
+// the message (the host paces the reports and cleans the line).
+func (s *Server) reporter(ctx context.Context, ss *mcp.ServerSession, tok any, name string) func(line string) {
 	start := time.Now()
-	go func() {
-		t := time.NewTicker(s.opts.ProgressInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				secs := time.Since(start).Seconds()
-				_ = ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-					ProgressToken: tok,
-					Progress:      secs,
-					Message:       fmt.Sprintf("%s running for %.0fs", name, secs),
-				})
-			}
+	return func(line string) {
+		secs := time.Since(start).Seconds()
+		msg := line
+		if msg == "" {
+			msg = fmt.Sprintf("%s running for %.0fs", name, secs)
 		}
-	}()
-	return func() { close(done) }
+		_ = ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: secs, Message: msg})
+	}
 }
 
 // spillLinks offers the spill files the result refers to as resource

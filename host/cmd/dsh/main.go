@@ -71,7 +71,7 @@ Flags (before or after the command):
   --http ADDR          (serve) MCP over streamable HTTP on ADDR (e.g. 127.0.0.1:8765) instead of stdio
   --no-auth            (serve) no bearer token on HTTP; refused unless ADDR is loopback
   --session-timeout D  (serve) close idle HTTP sessions after D (default 30m)
-  --progress-interval D (serve) progress notifications while a call runs, every D (default 5s)
+  --progress-interval D (serve) the longest a running call goes without a progress notification (default 5s)
   --release-grace D    (serve) kill an ended HTTP session's jobs after D (default 10s)
 The plugin path is the folder of the dsh binary, then $DSH_PLUGIN_PATH, then --plugin-path.
 `

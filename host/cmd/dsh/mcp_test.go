@@ -70,12 +70,12 @@ func TestMCPStdio(t *testing.T) {
 	defer cancel()
 	cmd := exec.Command(filepath.Join(binDir, "dsh"), "serve", "--progress-interval", "200ms", comp(t, toolsComp))
 	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir())
-	var progress []float64
+	var progress []string
 	var mu sync.Mutex
 	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
 			mu.Lock()
-			progress = append(progress, r.Params.Progress)
+			progress = append(progress, r.Params.Message)
 			mu.Unlock()
 		},
 	})
@@ -135,17 +135,18 @@ func TestMCPStdio(t *testing.T) {
 		t.Fatalf("spill resource: %d bytes", len(got))
 	}
 
-	// Progress while a call runs, for a client that asked for it.
-	params := &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "sleep 1", "description": "wait"}}
+	// Progress while a call runs, for a client that asked for it: the
+	// latest line the command printed.
+	params := &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "echo first-line; sleep 1.2; echo second-line; sleep 1.2", "description": "wait"}}
 	params.SetProgressToken("p1")
 	if _, err := cs.CallTool(ctx, params); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
-	n := len(progress)
+	got := strings.Join(progress, " | ")
 	mu.Unlock()
-	if n < 2 {
-		t.Errorf("%d progress notifications during a 1s call at 200ms", n)
+	if !strings.Contains(got, "first-line") || !strings.Contains(got, "second-line") {
+		t.Errorf("progress during a 2.4s call: %q", got)
 	}
 
 	// Cancellation aborts the command and its tree.

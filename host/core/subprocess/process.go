@@ -326,3 +326,6 @@ func (p *Process) Read() Read {
 	}
 	return r
 }
+
+// startedAt is when it started (set before the Manager lists it).
+func (p *Process) startedAt() time.Time { return p.started }

@@ -20,6 +20,9 @@ type Service struct {
 	M      *Manager
 	Caller string
 	Owner  func(context.Context) (string, bool)
+	// Call, if set, is the host-stamped call a request serves ("" for
+	// none): a front end finds a running call's output by it.
+	Call func(context.Context) string
 }
 
 var _ subprocess.Processes = (*Service)(nil)
@@ -34,12 +37,20 @@ func (s *Service) owner(ctx context.Context) string {
 	return s.Caller
 }
 
+func (s *Service) call(ctx context.Context) string {
+	if s.Call == nil {
+		return ""
+	}
+	return s.Call(ctx)
+}
+
 func (s *Service) spec(ctx context.Context, req *subprocess.SpawnRequest) Spec {
 	spec := Spec{
 		Argv:            req.Argv,
 		Dir:             req.Dir,
 		Env:             req.Env,
 		Owner:           s.owner(ctx),
+		Call:            s.call(ctx),
 		Timeout:         time.Duration(req.TimeoutMs) * time.Millisecond,
 		Grace:           time.Duration(req.GraceMs) * time.Millisecond,
 		MaxOutputBytes:  int(req.MaxOutputBytes),

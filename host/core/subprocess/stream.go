@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -248,6 +249,19 @@ func (s *stream) finish() {
 	if s.spilled == 0 {
 		_ = os.Remove(s.path)
 	}
+}
+
+// lastLine is the last line of the unread output as it stands (a line
+// still being written included), without consuming anything.
+func (s *stream) lastLine() []byte {
+	s.mu.Lock()
+	res := s.unread.Result()
+	s.mu.Unlock()
+	tail := strings.TrimRight(res.Head+res.Tail, "\n")
+	if i := strings.LastIndexByte(tail, '\n'); i >= 0 {
+		tail = tail[i+1:]
+	}
+	return []byte(tail)
 }
 
 // collect returns the unread output; consume starts a new unread window.

@@ -106,6 +106,9 @@ type Spec struct {
 	// SpillAfterBytes starts a stream's spill file once it holds more than
 	// this, within MaxOutputBytes too; 0 means MaxOutputBytes.
 	SpillAfterBytes int
+	// Call is the host-stamped call the process serves, if any
+	// (LatestLine finds it by that).
+	Call string
 }
 
 // Error is an infrastructure failure: the command could not be started.
@@ -161,6 +164,7 @@ type Manager struct {
 	spill  spillBudget
 	// bigPipes counts the pipes grown for streams pouring output.
 	bigPipes atomic.Int32
+	peeks    atomic.Int64 // LatestLine calls
 
 	// ambient is the host's environment, scrubbed once: without
 	// credentials and without DSH_*.
@@ -420,3 +424,32 @@ func SignalName(sig syscall.Signal) string {
 	}
 	return "SIG" + strconv.Itoa(int(sig))
 }
+
+// LatestLine is the last line of output the newest running process of
+// call holds (stdout's, else stderr's), raw: as it stands, without
+// consuming it; "" when there is none. It costs nothing unless asked.
+func (m *Manager) LatestLine(call string) []byte {
+	if call == "" {
+		return nil
+	}
+	m.peeks.Add(1)
+	var newest *Process
+	m.mu.Lock()
+	for _, p := range m.procs {
+		if p.spec.Call == call && !p.finished() && (newest == nil || p.startedAt().After(newest.startedAt())) {
+			newest = p
+		}
+	}
+	m.mu.Unlock()
+	if newest == nil {
+		return nil
+	}
+	if line := newest.stdout.lastLine(); len(line) > 0 {
+		return line
+	}
+	return newest.stderr.lastLine()
+}
+
+// Peeks counts LatestLine calls, for tests that check a call without a
+// progress token costs nothing.
+func (m *Manager) Peeks() int64 { return m.peeks.Load() }
