@@ -41,9 +41,10 @@ import (
 
 // Exit codes.
 const (
-	exitOK      = 0
-	exitFailure = 1 // the host failed while running
-	exitBadUse  = 2 // bad arguments, bad composition, a plugin that would not load
+	exitOK          = 0
+	exitFailure     = 1   // the host failed while running
+	exitBadUse      = 2   // bad arguments, bad composition, a plugin that would not load
+	exitInterrupted = 130 // dsh call interrupted (SIGINT or SIGTERM), as shells report it
 )
 
 var version = "dev"
@@ -573,6 +574,10 @@ func call(comp *composition.Composition, opts host.Options, tool, args string, a
 	case errors.As(err, &ae):
 		fmt.Fprintf(stderr, "dsh call: %v\n", err)
 		return exitBadUse
+	case err != nil && ctx.Err() != nil:
+		// Interrupted: the command's tree was killed with the call.
+		fmt.Fprintf(stderr, "dsh call: interrupted; %s was stopped, with every process it started\n", tool)
+		return exitInterrupted
 	case err != nil:
 		fmt.Fprintf(stderr, "dsh call: %v\n", err)
 		return exitFailure

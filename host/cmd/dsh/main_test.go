@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -276,5 +279,38 @@ func TestDefaultComposition(t *testing.T) {
 	out, errOut, code := dsh(t, nil, "call", f, "bash", `{"command":"echo $DSH_COMPOSITION","description":"d"}`)
 	if code != 0 || out != "default\n" {
 		t.Fatalf("exit %d, stdout %q, stderr %s", code, out, errOut)
+	}
+}
+
+// An interrupted dsh call stops the command's tree and says so in one
+// sentence, with the shell's status for SIGINT.
+func TestCallInterrupted(t *testing.T) {
+	n := 400000 + os.Getpid()%99999
+	marker := strconv.Itoa(n)
+	// The shell spells the number out, so only the sleep's argv has it.
+	cmd := exec.Command(filepath.Join(binDir, "dsh"), "call", comp(t, toolsComp), "bash",
+		fmt.Sprintf(`{"command":"sleep $((%d + 1))","description":"d"}`, n-1))
+	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); len(testplugins.Matching("sleep "+marker)) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the command did not start")
+		}
+	}
+	_ = cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("exit: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "dsh call: interrupted; bash was stopped") || strings.Contains(stderr.String(), "dsh call: tool") {
+		t.Fatalf("stderr: %s", stderr.String())
+	}
+	if left := testplugins.Matching("sleep " + marker); len(left) > 0 {
+		t.Fatalf("the command outlived the interrupted call: %v", left)
 	}
 }
