@@ -358,6 +358,22 @@ func TestSpawnFailures(t *testing.T) {
 	if !errors.As(err, &se) || se.Op != "lookup" {
 		t.Fatalf("missing program: %v", err)
 	}
+	// Each says what it could not use in a plain sentence that names it:
+	// the model reads it as is.
+	file := filepath.Join(t.TempDir(), "f")
+	_ = os.WriteFile(file, nil, 0o600)
+	for _, c := range []struct {
+		spec Spec
+		want string
+	}{
+		{Spec{Argv: []string{"bash"}, Dir: "/nonexistent/dir"}, "workdir /nonexistent/dir does not exist"},
+		{Spec{Argv: []string{"bash"}, Dir: file}, "workdir " + file + " is not a directory"},
+		{Spec{Argv: []string{"no-such-program-xyz"}, Dir: t.TempDir()}, "no-such-program-xyz is not installed (not found on PATH)"},
+	} {
+		if _, err := m.Spawn(c.spec); err == nil || err.Error() != c.want {
+			t.Errorf("spawn %v in %s: %v, want %q", c.spec.Argv, c.spec.Dir, err, c.want)
+		}
+	}
 }
 
 func TestKillAndOwners(t *testing.T) {
