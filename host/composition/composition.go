@@ -19,9 +19,12 @@ const (
 
 // Composition is a composition file, read, interpolated and checked.
 type Composition struct {
-	File     string // absolute path of the file
-	Dir      string // its directory; path entries are relative to it
-	Host     HostSettings
+	File string // absolute path of the file
+	Dir  string // its directory; path entries are relative to it
+	Host HostSettings
+	// Sandbox is the sandbox policy; nil when the file has no sandbox
+	// section (no executor may sandbox then).
+	Sandbox  *Sandbox
 	Settings map[string]map[string]any // namespace -> settings; never nil
 	Plugins  []Entry                   // in file order, disabled ones included
 

@@ -1,0 +1,201 @@
+package composition
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Sandbox is the composition's sandbox section: the policy the host serves
+// as ctx.sandboxPolicy to sandboxing executors. Paths are absolute, clean
+// and with symlinks resolved.
+type Sandbox struct {
+	DefaultMode   string   // ModeReadOnly, ModeWorkspaceWrite or ModeDangerFullAccess
+	WorkspaceRoot string   // writable in workspace-write mode
+	WritableRoots []string // more writable roots, beside the workspace
+	Network       bool     // network reachable from confined commands
+	// ProtectedPaths stay read-only inside the writable roots: .git/config,
+	// .git/hooks, .claude and .codex of each root, the composition file,
+	// and those the section adds.
+	ProtectedPaths []string
+	UnixSockets    []string // unix sockets at these paths may be reached
+	Pos            Pos      // where the section is
+}
+
+// The sandbox modes.
+const (
+	ModeReadOnly         = "read-only"
+	ModeWorkspaceWrite   = "workspace-write"
+	ModeDangerFullAccess = "danger-full-access"
+)
+
+var (
+	sandboxModes = []string{ModeReadOnly, ModeWorkspaceWrite, ModeDangerFullAccess}
+	sandboxKeys  = []string{"defaultMode", "workspaceRoot", "writableRoots", "network", "protectedPaths", "unixSockets"}
+	// protectedInRoot are kept read-only in every writable root: what
+	// would let a command change how the agent's tools or git behave
+	// later. A commit still works: .git/index, objects and refs stay
+	// writable.
+	protectedInRoot = []string{".git/config", ".git/hooks", ".claude", ".codex"}
+)
+
+// sandbox reads the sandbox section.
+func (p *parser) sandbox(c *Composition, kp pair, v any) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		if v != nil && p.usable(kp.val) {
+			p.errorf(kp.val, "sandbox must be a map with keys %s, got %s", strings.Join(sandboxKeys, ", "), describe(v))
+		}
+		return
+	}
+	sb := &Sandbox{DefaultMode: ModeWorkspaceWrite, Pos: p.pos(kp.key)}
+	home, _ := p.lookup("HOME")
+	root := func(n pair, s string) (string, bool) {
+		path := s
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(c.Dir, path)
+		}
+		real, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			p.errorf(n.val, "sandbox.%s: %s does not exist (relative paths are from the composition's folder, %s)", n.name, path, c.Dir)
+			return "", false
+		}
+		if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+			p.errorf(n.val, "sandbox.%s: %s is not a directory", n.name, path)
+			return "", false
+		}
+		if real == "/" || (home != "" && sameDir(real, home)) {
+			p.errorf(n.val, "sandbox.%s: %s cannot be a writable root: it would leave nothing outside the sandbox worth protecting (use a project folder)", n.name, real)
+			return "", false
+		}
+		return real, true
+	}
+	path := func(s string) string {
+		if !filepath.IsAbs(s) {
+			s = filepath.Join(c.Dir, s)
+		}
+		if real, err := filepath.EvalSymlinks(s); err == nil {
+			return real
+		}
+		return filepath.Clean(s)
+	}
+	strs := func(sp pair) ([]string, bool) {
+		list, ok := m[sp.name].([]any)
+		if !ok {
+			p.errorf(sp.val, "sandbox.%s must be a list of paths, got %s", sp.name, describe(m[sp.name]))
+			return nil, false
+		}
+		var out []string
+		for _, item := range list {
+			s, ok := item.(string)
+			if !ok || s == "" {
+				p.errorf(sp.val, "sandbox.%s: want paths, got %s", sp.name, describe(item))
+				return nil, false
+			}
+			out = append(out, s)
+		}
+		return out, true
+	}
+	workspace := "."
+	var workspacePair pair
+	var networkSet bool
+	var extraProtected []string
+	for _, sp := range pairs(kp.val) {
+		if !p.usable(sp.val) {
+			continue
+		}
+		switch sp.name {
+		case "defaultMode":
+			s, _ := m[sp.name].(string)
+			if !slices.Contains(sandboxModes, s) {
+				p.errorf(sp.val, "sandbox.defaultMode: want one of %s, got %s", strings.Join(sandboxModes, ", "), describe(m[sp.name]))
+				continue
+			}
+			sb.DefaultMode = s
+		case "workspaceRoot":
+			s, ok := m[sp.name].(string)
+			if !ok || s == "" {
+				p.errorf(sp.val, "sandbox.workspaceRoot must be a path, got %s", describe(m[sp.name]))
+				continue
+			}
+			workspace, workspacePair = s, sp
+		case "writableRoots":
+			list, ok := strs(sp)
+			for _, s := range list {
+				if r, ok := root(sp, s); ok {
+					sb.WritableRoots = append(sb.WritableRoots, r)
+				}
+			}
+			_ = ok
+		case "network":
+			b, ok := m[sp.name].(bool)
+			if !ok {
+				p.errorf(sp.val, "sandbox.network must be true or false, got %s", describe(m[sp.name]))
+				continue
+			}
+			sb.Network, networkSet = b, true
+		case "protectedPaths":
+			list, _ := strs(sp)
+			for _, s := range list {
+				extraProtected = append(extraProtected, path(s))
+			}
+		case "unixSockets":
+			list, _ := strs(sp)
+			for _, s := range list {
+				sb.UnixSockets = append(sb.UnixSockets, path(s))
+			}
+		default:
+			p.errorf(sp.key, "unknown sandbox key %q (allowed: %s)", sp.name, strings.Join(sandboxKeys, ", "))
+		}
+	}
+	if workspacePair.val == nil {
+		workspacePair = pair{name: "workspaceRoot", key: kp.key, val: kp.key}
+	}
+	if r, ok := root(workspacePair, workspace); ok {
+		sb.WorkspaceRoot = r
+	}
+	if !networkSet {
+		// Off where commands are confined; danger-full-access confines
+		// nothing.
+		sb.Network = sb.DefaultMode == ModeDangerFullAccess
+	}
+	for _, r := range append([]string{sb.WorkspaceRoot}, sb.WritableRoots...) {
+		if r == "" {
+			continue
+		}
+		for _, rel := range protectedInRoot {
+			sb.ProtectedPaths = append(sb.ProtectedPaths, filepath.Join(r, rel))
+		}
+	}
+	sb.ProtectedPaths = append(sb.ProtectedPaths, c.File)
+	for _, x := range extraProtected {
+		if !slices.Contains(sb.ProtectedPaths, x) {
+			sb.ProtectedPaths = append(sb.ProtectedPaths, x)
+		}
+	}
+	c.Sandbox = sb
+}
+
+// sameDir reports whether a and b are the same directory.
+func sameDir(a, b string) bool {
+	if real, err := filepath.EvalSymlinks(b); err == nil {
+		b = real
+	}
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
+}
+
+// String says the policy in one line, for logs and dsh config.
+func (s *Sandbox) String() string {
+	if s == nil {
+		return "no sandbox section"
+	}
+	return fmt.Sprintf("%s, workspace %s, %d more writable roots, network %v, %d protected paths, %d unix sockets",
+		s.DefaultMode, s.WorkspaceRoot, len(s.WritableRoots), s.Network, len(s.ProtectedPaths), len(s.UnixSockets))
+}

@@ -1,0 +1,100 @@
+package composition
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func loadSandbox(t *testing.T, dir, yaml string, env map[string]string) (*Composition, error) {
+	t.Helper()
+	file := filepath.Join(dir, "comp.yaml")
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return Load(file, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+}
+
+func TestSandboxSection(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"ws", "cache", "home"} {
+		_ = os.Mkdir(filepath.Join(dir, d), 0o755)
+	}
+	_ = os.Symlink(filepath.Join(dir, "ws"), filepath.Join(dir, "link"))
+	env := map[string]string{"HOME": filepath.Join(dir, "home"), "WS": "ws"}
+
+	c, err := loadSandbox(t, dir, "plugins: []\n", env)
+	if err != nil || c.Sandbox != nil {
+		t.Fatalf("no section: %+v %v", c.Sandbox, err)
+	}
+
+	c, err = loadSandbox(t, dir, "sandbox: {}\nplugins: []\n", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := c.Sandbox
+	if sb.DefaultMode != ModeWorkspaceWrite || sb.WorkspaceRoot != dir || sb.Network {
+		t.Fatalf("defaults: %+v", sb)
+	}
+	for _, want := range []string{filepath.Join(dir, ".git/config"), filepath.Join(dir, ".git/hooks"), filepath.Join(dir, ".claude"), filepath.Join(dir, ".codex"), c.File} {
+		if !slices.Contains(sb.ProtectedPaths, want) {
+			t.Errorf("protected paths %v lack %s", sb.ProtectedPaths, want)
+		}
+	}
+	if slices.Contains(sb.ProtectedPaths, filepath.Join(dir, ".git/index")) {
+		t.Error(".git/index is protected: commits would fail")
+	}
+
+	c, err = loadSandbox(t, dir, `sandbox:
+  defaultMode: read-only
+  workspaceRoot: ${WS}
+  writableRoots: [cache, link]
+  protectedPaths: [ws/secrets]
+  unixSockets: [run/agent.sock]
+plugins: []
+`, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb = c.Sandbox
+	ws := filepath.Join(dir, "ws")
+	if sb.DefaultMode != ModeReadOnly || sb.WorkspaceRoot != ws || !slices.Equal(sb.WritableRoots, []string{filepath.Join(dir, "cache"), ws}) {
+		t.Fatalf("section: %+v", sb)
+	}
+	if !slices.Contains(sb.ProtectedPaths, filepath.Join(ws, "secrets")) || !slices.Contains(sb.ProtectedPaths, filepath.Join(dir, "cache", ".git/hooks")) {
+		t.Fatalf("protected: %v", sb.ProtectedPaths)
+	}
+	if !slices.Equal(sb.UnixSockets, []string{filepath.Join(dir, "run/agent.sock")}) {
+		t.Fatalf("unix sockets: %v", sb.UnixSockets)
+	}
+	c, err = loadSandbox(t, dir, "sandbox: {defaultMode: danger-full-access}\nplugins: []\n", env)
+	if err != nil || !c.Sandbox.Network {
+		t.Fatalf("danger-full-access leaves the network on: %+v %v", c.Sandbox, err)
+	}
+	c, err = loadSandbox(t, dir, "sandbox: {network: true}\nplugins: []\n", env)
+	if err != nil || !c.Sandbox.Network {
+		t.Fatalf("network on: %+v %v", c.Sandbox, err)
+	}
+
+	for _, bad := range []struct{ yaml, want string }{
+		{"sandbox:\n  workspaceRoot: /\nplugins: []\n", `comp.yaml:2: sandbox.workspaceRoot: / cannot be a writable root`},
+		{"sandbox:\n  workspaceRoot: home\nplugins: []\n", "cannot be a writable root"},
+		{"sandbox:\n  writableRoots: [" + filepath.Join(dir, "home") + "]\nplugins: []\n", "sandbox.writableRoots: " + filepath.Join(dir, "home") + " cannot be a writable root"},
+		{"sandbox:\n  workspaceRoot: nowhere\nplugins: []\n", "sandbox.workspaceRoot: " + filepath.Join(dir, "nowhere") + " does not exist"},
+		{"sandbox:\n  workspaceRoot: comp.yaml\nplugins: []\n", "is not a directory"},
+		{"sandbox:\n  defaultMode: strict\nplugins: []\n", `comp.yaml:2: sandbox.defaultMode: want one of read-only, workspace-write, danger-full-access, got the string "strict"`},
+		{"sandbox:\n  network: maybe\nplugins: []\n", "sandbox.network must be true or false"},
+		{"sandbox:\n  roots: [a]\nplugins: []\n", `unknown sandbox key "roots"`},
+		{"sandbox: on\nplugins: []\n", "sandbox must be a map"},
+	} {
+		_, err := loadSandbox(t, dir, bad.yaml, env)
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%q: %v, want %q", bad.yaml, err, bad.want)
+		}
+	}
+}
