@@ -339,6 +339,9 @@ func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, remo
 	h.mu.Unlock()
 	h.applied = p.Comp
 	h.indexServices()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.startTimeout()+controlTimeout)
+	h.setSandbox(sctx, p.Comp.Sandbox)
+	cancel()
 
 	for _, c := range changes {
 		if c.oldScope != nil {

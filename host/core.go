@@ -8,10 +8,13 @@ import (
 
 	"github.com/dshrun/dsh/core/jobs"
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
+	"github.com/dshrun/dsh/core/sandbox"
+	"github.com/dshrun/dsh/core/sandbox/sandboxv1"
 	"github.com/dshrun/dsh/core/subprocess"
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/core/tools"
 	"github.com/dshrun/dsh/core/tools/toolsv1"
+	"github.com/dshrun/dsh/host/composition"
 	hjobs "github.com/dshrun/dsh/host/core/jobs"
 	hsub "github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/registry"
@@ -31,6 +34,9 @@ var coreServices = map[string][]string{
 	subprocess.Key: {subprocess.ServiceName},
 	jobs.Key:       {jobs.ServiceName},
 	tools.Key:      {tools.ServiceName},
+	// Provided whether or not the composition has a sandbox section: Get
+	// says why there is no policy, in words a user can act on.
+	sandbox.PolicyKey: {sandbox.PolicyServiceName},
 }
 
 // coreValue is the registry value of a core key.
@@ -43,7 +49,8 @@ func isCore(key string) bool {
 
 // addCore adds the host's scope, providing every core key.
 func (h *Host) addCore() error {
-	_, err := h.reg.Add(registry.Spec{
+	var err error
+	h.core, err = h.reg.Add(registry.Spec{
 		ID:    CoreScope,
 		Label: "the dsh host",
 		Apply: func(_ context.Context, s *registry.Scope) error {
@@ -71,6 +78,7 @@ func (h *Host) registerCore(s *grpc.Server, c caller) {
 	subprocessv1.RegisterSubprocessServer(s, subprocess.NewServer(&hsub.Service{M: h.sub, Caller: c.callerID(), Owner: owner, Call: call}))
 	jobsv1.RegisterJobsServer(s, jobs.NewServer(&hjobs.Service{M: h.jobs, Caller: c.callerID(), Owner: owner, Reaches: func(key string) error { return h.authorize(c, key) }}))
 	toolsv1.RegisterToolsServer(s, tools.NewServer(h.tools.For(toolCaller{c})))
+	sandboxv1.RegisterSandboxPolicyServer(s, sandbox.NewServer(h.sandbox))
 }
 
 // coreInterceptors apply the capability check to the core services (the
@@ -98,5 +106,23 @@ func (h *Host) coreInterceptors(c caller) []grpc.ServerOption {
 			}
 			return handler(srv, ss)
 		}),
+	}
+}
+
+// setSandbox applies an edited sandbox section. A changed policy is a new
+// provision of its key: the plugins that inject it reload and read it
+// again (a tool that advertises escalation registers its tools anew).
+func (h *Host) setSandbox(ctx context.Context, section *composition.Sandbox) {
+	if !h.sandbox.Set(section) || h.core == nil {
+		return
+	}
+	h.log.Info("sandbox policy changed", "policy", section.String())
+	if _, err := h.core.Replace(sandbox.PolicyKey, coreValue{key: sandbox.PolicyKey}, registry.ReloadDependents); err != nil {
+		h.log.Error("sandbox policy not provided anew", "error", err)
+		return
+	}
+	// The edit is done once its injectors have read the new policy.
+	if err := h.reg.Settled(ctx); err != nil {
+		h.log.Warn("waiting for the sandbox policy's injectors", "error", err)
 	}
 }

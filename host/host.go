@@ -30,6 +30,7 @@ import (
 
 	"github.com/dshrun/dsh/host/composition"
 	"github.com/dshrun/dsh/host/core/jobs"
+	hsandbox "github.com/dshrun/dsh/host/core/sandbox"
 	"github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/host/plan"
 	"github.com/dshrun/dsh/host/pluginproc"
@@ -73,6 +74,8 @@ type Host struct {
 	sub     *subprocess.Manager // ctx.subprocess
 	jobs    *jobs.Manager       // ctx.jobs
 	tools   *toolRegistry       // ctx.tools
+	sandbox *hsandbox.Service   // ctx.sandboxPolicy
+	core    *registry.Scope     // the host's own scope, which provides the core keys
 	calls   calls               // the tool calls in flight and whom they serve
 	entries []*entry            // in composition order
 	// changeMu serializes changes of the running composition (reloads,
@@ -251,6 +254,7 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 		rt:      rt,
 		sub:     sub,
 		tools:   newToolRegistry(),
+		sandbox: hsandbox.New(comp.Sandbox),
 		byID:    map[string]*entry{},
 		applied: comp,
 	}

@@ -31,13 +31,22 @@ type probe struct {
 
 // Describe depends only on the entry id the host gave the process, so one
 // binary can play several roles in graph tests: an id "cyc-x-y" provides x
-// and injects y.
+// and injects y (and "policy-x", below).
 func (p *probe) Describe() sdk.Description {
 	provides := []sdk.Provide{{Key: "probe"}}
 	inject := []sdk.Inject{{Key: shellenv.Key}, {Key: "nobody", Optional: true}}
-	if parts := strings.Split(os.Getenv(sdk.EnvPluginID), "-"); len(parts) == 3 && parts[0] == "cyc" {
+	id := os.Getenv(sdk.EnvPluginID)
+	if parts := strings.Split(id, "-"); len(parts) == 3 && parts[0] == "cyc" {
 		provides = []sdk.Provide{{Key: parts[1]}}
 		inject = []sdk.Inject{{Key: parts[2]}}
+	}
+	// "policy-x" provides x and injects ctx.sandboxPolicy; "policy-owner"
+	// tries to provide ctx.sandboxPolicy itself.
+	if key, ok := strings.CutPrefix(id, "policy-"); ok {
+		provides, inject = []sdk.Provide{{Key: key}}, []sdk.Inject{{Key: "sandboxPolicy"}}
+		if key == "owner" {
+			provides, inject = []sdk.Provide{{Key: "sandboxPolicy"}}, nil
+		}
 	}
 	return sdk.Description{
 		Name:         "probe",

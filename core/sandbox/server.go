@@ -1,0 +1,25 @@
+package sandbox
+
+import (
+	"context"
+
+	"github.com/dshrun/dsh/core/sandbox/sandboxv1"
+	"github.com/dshrun/dsh/internal/seam"
+)
+
+// Server serves Policies as dsh.sandbox.v1.SandboxPolicy: the one place
+// where the seam's errors become status codes.
+type Server struct {
+	sandboxv1.UnimplementedSandboxPolicyServer
+	impl Policies
+}
+
+// NewServer wraps an implementation for registering with a grpc.Server.
+func NewServer(impl Policies) *Server { return &Server{impl: impl} }
+
+var _ sandboxv1.SandboxPolicyServer = (*Server)(nil)
+
+func (s *Server) Get(ctx context.Context, _ *sandboxv1.GetPolicyRequest) (*Policy, error) {
+	p, err := s.impl.Get(ctx)
+	return p, seam.ToStatus(err, kinds...)
+}
