@@ -121,11 +121,30 @@ func (c *Composition) Masked() map[string]any {
 		}
 		host["scrub"] = scrub
 	}
-	return map[string]any{
+	out := map[string]any{
 		"host":     host,
 		"settings": settings,
 		"plugins":  plugins,
 	}
+	if sb := c.Sandbox; sb != nil {
+		// Paths, resolved: what the policy really is.
+		out["sandbox"] = map[string]any{
+			"defaultMode":    sb.DefaultMode,
+			"workspaceRoot":  sb.WorkspaceRoot,
+			"writableRoots":  orEmpty(sb.WritableRoots),
+			"network":        sb.Network,
+			"protectedPaths": orEmpty(sb.ProtectedPaths),
+			"unixSockets":    orEmpty(sb.UnixSockets),
+		}
+	}
+	return out
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // maskValue copies v, masking as Masked says; key is v's key ("" for none).
