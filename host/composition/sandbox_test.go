@@ -72,6 +72,10 @@ plugins: []
 	if !slices.Equal(sb.UnixSockets, []string{filepath.Join(dir, "run/agent.sock")}) {
 		t.Fatalf("unix sockets: %v", sb.UnixSockets)
 	}
+	// dsh config prints the policy as resolved.
+	if m, ok := c.Masked()["sandbox"].(map[string]any); !ok || m["workspaceRoot"] != ws || m["defaultMode"] != ModeReadOnly {
+		t.Fatalf("masked: %v", c.Masked()["sandbox"])
+	}
 	c, err = loadSandbox(t, dir, "sandbox: {defaultMode: danger-full-access}\nplugins: []\n", env)
 	if err != nil || !c.Sandbox.Network {
 		t.Fatalf("danger-full-access leaves the network on: %+v %v", c.Sandbox, err)
