@@ -342,6 +342,7 @@ func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, remo
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.startTimeout()+controlTimeout)
 	h.setSandbox(sctx, p.Comp.Sandbox)
 	cancel()
+	h.approval.Set(p.Comp.Approval) // read at each request: no reload needed
 
 	for _, c := range changes {
 		if c.oldScope != nil {

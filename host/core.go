@@ -6,6 +6,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/dshrun/dsh/core/approval"
+	"github.com/dshrun/dsh/core/approval/approvalv1"
 	"github.com/dshrun/dsh/core/jobs"
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
 	"github.com/dshrun/dsh/core/sandbox"
@@ -15,6 +17,7 @@ import (
 	"github.com/dshrun/dsh/core/tools"
 	"github.com/dshrun/dsh/core/tools/toolsv1"
 	"github.com/dshrun/dsh/host/composition"
+	happroval "github.com/dshrun/dsh/host/core/approval"
 	hjobs "github.com/dshrun/dsh/host/core/jobs"
 	hsub "github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/registry"
@@ -37,6 +40,7 @@ var coreServices = map[string][]string{
 	// Provided whether or not the composition has a sandbox section: Get
 	// says why there is no policy, in words a user can act on.
 	sandbox.PolicyKey: {sandbox.PolicyServiceName},
+	approval.Key:      {approval.ServiceName},
 }
 
 // coreValue is the registry value of a core key.
@@ -79,6 +83,7 @@ func (h *Host) registerCore(s *grpc.Server, c caller) {
 	jobsv1.RegisterJobsServer(s, jobs.NewServer(&hjobs.Service{M: h.jobs, Caller: c.callerID(), Owner: owner, Reaches: func(key string) error { return h.authorize(c, key) }}))
 	toolsv1.RegisterToolsServer(s, tools.NewServer(h.tools.For(toolCaller{c})))
 	sandboxv1.RegisterSandboxPolicyServer(s, sandbox.NewServer(h.sandbox))
+	approvalv1.RegisterApprovalServer(s, approval.NewServer(&happroval.Service{Policy: h.approval, Caller: c.callerID(), Owner: owner}))
 }
 
 // coreInterceptors apply the capability check to the core services (the

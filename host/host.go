@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/dshrun/dsh/host/composition"
+	happroval "github.com/dshrun/dsh/host/core/approval"
 	"github.com/dshrun/dsh/host/core/jobs"
 	hsandbox "github.com/dshrun/dsh/host/core/sandbox"
 	"github.com/dshrun/dsh/host/core/subprocess"
@@ -66,18 +67,19 @@ type Options struct {
 
 // Host is a loaded composition.
 type Host struct {
-	opts    Options
-	log     hclog.Logger
-	comp    *composition.Composition
-	rt      *runtimeDir
-	reg     *registry.Registry
-	sub     *subprocess.Manager // ctx.subprocess
-	jobs    *jobs.Manager       // ctx.jobs
-	tools   *toolRegistry       // ctx.tools
-	sandbox *hsandbox.Service   // ctx.sandboxPolicy
-	core    *registry.Scope     // the host's own scope, which provides the core keys
-	calls   calls               // the tool calls in flight and whom they serve
-	entries []*entry            // in composition order
+	opts     Options
+	log      hclog.Logger
+	comp     *composition.Composition
+	rt       *runtimeDir
+	reg      *registry.Registry
+	sub      *subprocess.Manager // ctx.subprocess
+	jobs     *jobs.Manager       // ctx.jobs
+	tools    *toolRegistry       // ctx.tools
+	sandbox  *hsandbox.Service   // ctx.sandboxPolicy
+	approval *happroval.Policy   // ctx.approval
+	core     *registry.Scope     // the host's own scope, which provides the core keys
+	calls    calls               // the tool calls in flight and whom they serve
+	entries  []*entry            // in composition order
 	// changeMu serializes changes of the running composition (reloads,
 	// applied edits), which read and then change entries.
 	changeMu sync.Mutex
@@ -248,15 +250,16 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 		opts.Logger.Warn("no watchdog: command trees may outlive a killed host", "error", err)
 	}
 	h := &Host{
-		opts:    opts,
-		log:     opts.Logger,
-		comp:    comp,
-		rt:      rt,
-		sub:     sub,
-		tools:   newToolRegistry(),
-		sandbox: hsandbox.New(comp.Sandbox),
-		byID:    map[string]*entry{},
-		applied: comp,
+		opts:     opts,
+		log:      opts.Logger,
+		comp:     comp,
+		rt:       rt,
+		sub:      sub,
+		tools:    newToolRegistry(),
+		sandbox:  hsandbox.New(comp.Sandbox),
+		approval: happroval.NewPolicy(comp.Approval, opts.Logger.Named("approval")),
+		byID:     map[string]*entry{},
+		applied:  comp,
 	}
 	h.jobs = jobs.New(jobs.Config{Open: h.openJobProcess})
 	h.indexServices()

@@ -24,7 +24,10 @@ type Composition struct {
 	Host HostSettings
 	// Sandbox is the sandbox policy; nil when the file has no sandbox
 	// section (no executor may sandbox then).
-	Sandbox  *Sandbox
+	Sandbox *Sandbox
+	// Approval is how ctx.approval decides; nil when the file has no
+	// approval section (every request is denied then).
+	Approval *Approval
 	Settings map[string]map[string]any // namespace -> settings; never nil
 	Plugins  []Entry                   // in file order, disabled ones included
 

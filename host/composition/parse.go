@@ -26,7 +26,7 @@ var (
 )
 
 var (
-	topKeys   = []string{"host", "settings", "sandbox", "plugins"}
+	topKeys   = []string{"host", "settings", "sandbox", "approval", "plugins"}
 	hostKeys  = []string{"startTimeout", "stopTimeout", "callTimeout", "pingInterval", "pingTimeout", "restartWait", "scrub"}
 	scrubKeys = []string{"extra", "keep"}
 	entryKeys = []string{"id", "name", "path", "sha256", "config", "disabled"}
@@ -160,6 +160,8 @@ func parse(file, abs string, data []byte, lookup func(string) (string, bool)) (*
 			p.host(c, kp, raw["host"])
 		case "sandbox":
 			p.sandbox(c, kp, raw["sandbox"])
+		case "approval":
+			p.approval(c, kp, raw["approval"])
 		case "settings":
 			p.settings(c, kp, raw["settings"])
 			c.settingsTaint = rootTaint.field("settings")

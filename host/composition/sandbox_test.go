@@ -102,3 +102,36 @@ plugins: []
 		}
 	}
 }
+
+func TestApprovalSection(t *testing.T) {
+	dir := t.TempDir()
+	c, err := loadSandbox(t, dir, `approval:
+  rules:
+    - {match: "npm install*", mode: workspace-write, decision: allow}
+    - {match: "rm *", decision: deny}
+  otherwise: deny
+plugins: []
+`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := c.Approval
+	if a.Otherwise != "deny" || len(a.Rules) != 2 || a.Rules[0].Match != "npm install*" || a.Rules[0].Mode != ModeWorkspaceWrite || a.Rules[1].Decision != "deny" || a.Rules[1].Pos.Line != 4 {
+		t.Fatalf("section: %+v", a)
+	}
+	if c, err := loadSandbox(t, dir, "approval: {}\nplugins: []\n", nil); err != nil || c.Approval.Otherwise != "ask" {
+		t.Fatalf("defaults: %+v %v", c.Approval, err)
+	}
+	for _, bad := range []struct{ yaml, want string }{
+		{"approval:\n  rules:\n    - {match: ls, decision: maybe}\nplugins: []\n", `comp.yaml:3: approval.rules entry 1: decision must be one of allow, deny, ask`},
+		{"approval:\n  rules:\n    - {match: ls, mode: strict, decision: allow}\nplugins: []\n", "mode must be one of read-only"},
+		{"approval:\n  rules:\n    - {decision: allow}\nplugins: []\n", "needs match and decision"},
+		{"approval:\n  rules:\n    - {match: ls, decision: allow, who: me}\nplugins: []\n", `unknown key "who"`},
+		{"approval:\n  otherwise: allow\nplugins: []\n", "approval.otherwise: want deny or ask"},
+		{"approval:\n  rules: ls\nplugins: []\n", "approval.rules must be a list"},
+	} {
+		if _, err := loadSandbox(t, dir, bad.yaml, nil); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%q: %v, want %q", bad.yaml, err, bad.want)
+		}
+	}
+}
