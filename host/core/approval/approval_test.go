@@ -97,7 +97,9 @@ func (failing) Approve(context.Context, *approval.Request) (*approval.Decision, 
 
 type silent struct{}
 
-func (silent) Approve(context.Context, *approval.Request) (*approval.Decision, error) { return nil, nil }
+func (silent) Approve(context.Context, *approval.Request) (*approval.Decision, error) {
+	return nil, nil
+}
 
 var errBoom = &boomErr{}
 
