@@ -10,11 +10,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
+	"github.com/dshrun/dsh/core/approval"
 	"github.com/dshrun/dsh/core/jobs"
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
 	"github.com/dshrun/dsh/core/tools"
@@ -31,6 +33,7 @@ type toolBash struct {
 	jobs *jobs.Client
 	// maxChars is the model budget of one result, in characters.
 	maxChars int
+	approver approval.Approver // ctx.approval, for escalations
 }
 
 func (p *toolBash) Describe() sdk.Description {
@@ -39,7 +42,7 @@ func (p *toolBash) Describe() sdk.Description {
 		Version: "0.1.0",
 		Summary: "the model-facing bash tool, with background jobs",
 		Inject: []sdk.Inject{
-			{Key: shell.Key}, {Key: shellenv.Key}, {Key: jobs.Key}, {Key: tools.Key},
+			{Key: shell.Key}, {Key: shellenv.Key}, {Key: jobs.Key}, {Key: tools.Key}, {Key: approval.Key},
 		},
 		ConfigSchema: sdk.SchemaOf[config](),
 		Tools:        []string{"bash", "job_output", "job_kill"},
@@ -86,6 +89,7 @@ func (p *toolBash) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessag
 	// trip (two hops through the host) off each call.
 	p.env = shellenv.NewClient(host.Conn(shellenv.Key)).Follow()
 	p.jobs = jobs.NewClient(host.Conn(jobs.Key))
+	p.approver = approval.NewClient(host.Conn(approval.Key))
 	// The executor's own defaults go into the description the model reads.
 	def, err := p.sh.Resolve(ctx, &shell.ExecRequest{Command: "true"})
 	if err != nil {
@@ -168,9 +172,9 @@ func errorResult(format string, args ...any) *toolsv1.CallResult {
 }
 
 func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.CallResult {
-	if a.SandboxPermissions != "" && a.SandboxPermissions != string(p.sh.SandboxMode()) {
-		// Escalation goes through ctx.approval, which fails closed.
-		return errorResult("sandbox escalation to %q needs an approval provider (ctx.approval), and this composition has none; nothing was run", a.SandboxPermissions)
+	policy, refused := p.escalate(ctx, a)
+	if refused != nil {
+		return refused
 	}
 	snap, err := p.env.Snapshot(ctx)
 	if err != nil {
@@ -187,6 +191,7 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 		TimeoutMs:       a.TimeoutMs,
 		Owner:           owner,
 		DshEnv:          snap.Env,
+		SandboxPolicy:   policy,
 	}
 	if a.RunInBackground {
 		spec, err := p.sh.Resolve(ctx, req)
@@ -245,6 +250,30 @@ func (p *toolBash) jobKill(ctx context.Context, owner, id string) *toolsv1.CallR
 	}
 	p.log.Info("job killed", "owner", owner, "job", id)
 	return &toolsv1.CallResult{Text: "[job " + id + " killed; its final output is readable with job_output]"}
+}
+
+// escalate asks ctx.approval for a run with more access than the
+// executor's sandbox mode, before anything runs: the approval covers this
+// one run, and any failure to get it is a refusal (nothing runs). It
+// returns the per-call policy to ask the executor for, or the refusal.
+func (p *toolBash) escalate(ctx context.Context, a bashArgs) (*shell.SandboxPolicy, *toolsv1.CallResult) {
+	mode := string(p.sh.SandboxMode())
+	if a.SandboxPermissions == "" || a.SandboxPermissions == mode {
+		return nil, nil
+	}
+	if strings.TrimSpace(a.Justification) == "" {
+		return nil, errorResult("sandbox escalation to %s needs a justification: say why the command needs more access; nothing was run", a.SandboxPermissions)
+	}
+	d := approval.Ask(ctx, p.approver, &approval.Request{
+		Kind: approval.KindSandboxEscalation, Tool: "bash", Command: a.Command,
+		TargetMode: a.SandboxPermissions, Reason: a.Justification,
+	})
+	if !d.Approved {
+		p.log.Info("escalation refused", "command", a.Command, "target_mode", a.SandboxPermissions, "reason", d.Reason, "decided_by", d.DecidedBy)
+		return nil, errorResult("sandbox escalation to %s was %s; nothing was run", a.SandboxPermissions, d.Reason)
+	}
+	p.log.Info("escalation approved", "command", a.Command, "target_mode", a.SandboxPermissions, "reason", d.Reason, "decided_by", d.DecidedBy)
+	return &shell.SandboxPolicy{Mode: a.SandboxPermissions}, nil
 }
 
 // failure is what the model reads of a call that failed: the words of the
