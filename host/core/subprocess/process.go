@@ -98,7 +98,12 @@ func (p *Process) start(path string, env []string) error {
 		cmd.Stdin, stdinW = r, w
 		defer r.Close()
 	}
-	err = cmd.Start()
+	waitFn := cmd.Wait
+	if p.spec.Confine != nil {
+		waitFn, err = startConfined(cmd, p.spec.Confine)
+	} else {
+		err = cmd.Start()
+	}
 	// The child has its copies; ours must go so EOF comes when it exits.
 	outW.Close()
 	errW.Close()
@@ -124,15 +129,16 @@ func (p *Process) start(path string, env []string) error {
 	readers.Add(2)
 	go p.stdout.pump(outR, &readers)
 	go p.stderr.pump(errR, &readers)
-	go p.wait(&readers, outR, errR)
+	go p.wait(&readers, outR, errR, waitFn)
 	go p.watch()
 	return nil
 }
 
-// wait reaps the main process, then ends the rest of its tree and drains
-// the output.
-func (p *Process) wait(readers *sync.WaitGroup, outR, errR *os.File) {
-	err := p.cmd.Wait()
+// wait reaps the main process (with waitFn, which is cmd.Wait or its
+// confined thread's), then ends the rest of its tree and drains the
+// output.
+func (p *Process) wait(readers *sync.WaitGroup, outR, errR *os.File, waitFn func() error) {
+	err := waitFn()
 	p.mu.Lock()
 	p.ended = time.Now()
 	p.exitCode, p.signal = 0, ""

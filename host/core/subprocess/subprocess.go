@@ -109,6 +109,11 @@ type Spec struct {
 	// Call is the host-stamped call the process serves, if any
 	// (LatestLine finds it by that).
 	Call string
+	// Confine, if set, restricts the calling OS thread (a sandbox
+	// runner's confinement): the command is forked from a thread that
+	// ran it, and waited on there, and that thread is never used again.
+	// An error means nothing was started.
+	Confine func() error
 }
 
 // Error is an infrastructure failure: the command could not be started.

@@ -1,0 +1,111 @@
+package sandbox
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dshrun/dsh/core/sandbox"
+	"github.com/dshrun/dsh/host/core/subprocess"
+)
+
+// run runs script under bash, confined by c when it is not nil.
+func run(t *testing.T, m *subprocess.Manager, dir string, c *Confinement, script string) subprocess.Result {
+	t.Helper()
+	spec := subprocess.Spec{Argv: []string{"bash", "-c", script}, Dir: dir, Owner: "test", Timeout: 20 * time.Second}
+	if c != nil {
+		spec.Confine = c.Confine
+	}
+	p, err := m.Spawn(spec)
+	if err != nil {
+		t.Fatalf("spawn %q: %v", script, err)
+	}
+	<-p.Done()
+	return p.Result()
+}
+
+// The first runner layers, on commands started through ctx.subprocess:
+// writes only in the writable roots, no network, no capabilities; and
+// nothing of it leaks into the host or into commands started unconfined.
+func TestConfinement(t *testing.T) {
+	ws, outside := t.TempDir(), t.TempDir()
+	m, err := subprocess.New(subprocess.Config{SpillDir: filepath.Join(t.TempDir(), "spill")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(t.Context())
+	c, err := Prepare(&sandbox.Policy{DefaultMode: sandbox.WorkspaceWrite, WorkspaceRoot: ws}, sandbox.WorkspaceWrite)
+	if err != nil {
+		t.Skipf("no Landlock ABI 5 here, so no runner: %v", err)
+	}
+	defer c.Close()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	port := lis.Addr().(*net.TCPAddr).Port
+
+	// Function that must keep working.
+	if r := run(t, m, ws, c, "echo inside > f && mkdir d && mv f d/g && cat d/g && echo x >/dev/null && ls | wc -l"); r.ExitCode != 0 || !strings.Contains(string(r.Stdout.Data), "inside") {
+		t.Fatalf("inside the workspace: exit %d %q %q", r.ExitCode, r.Stdout.Data, r.Stderr.Data)
+	}
+	probes := []struct {
+		name, script string
+		outsideFile  string // must not exist afterwards
+	}{
+		{"write outside", "echo x > " + outside + "/escaped", outside + "/escaped"},
+		{"write outside through a symlink", "ln -s " + outside + " link && echo x > link/via-link", outside + "/via-link"},
+		{"write /tmp", "echo x > /tmp/dsh-confine-" + fmt.Sprint(os.Getpid()), "/tmp/dsh-confine-" + fmt.Sprint(os.Getpid())},
+		{"touch outside", "touch " + outside + "/touched", outside + "/touched"},
+		{"write through a hard link into the workspace", "ln " + outside + "/orig hl && echo x >> hl", ""},
+		{"tcp to the host's loopback", fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && echo connected", port), ""},
+		{"capabilities", "grep -q '^CapEff:\\s*0*$' /proc/self/status || { echo has capabilities; exit 0; }; exit 1", ""},
+	}
+	// Each probe escapes when nothing confines it: a probe that fails for
+	// another reason would prove nothing.
+	if err := os.WriteFile(filepath.Join(outside, "orig"), []byte("orig\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, pr := range probes[:len(probes)-1] {
+		if r := run(t, m, ws, nil, pr.script); r.ExitCode != 0 {
+			t.Fatalf("%s does not escape unconfined either: exit %d %q", pr.name, r.ExitCode, r.Stderr.Data)
+		}
+		if pr.outsideFile != "" {
+			_ = os.Remove(pr.outsideFile)
+		}
+		_ = os.Remove(filepath.Join(ws, "link"))
+		_ = os.Remove(filepath.Join(ws, "hl"))
+		_ = os.WriteFile(filepath.Join(outside, "orig"), []byte("orig\n"), 0o600)
+	}
+	if r := run(t, m, ws, nil, probes[len(probes)-1].script); r.ExitCode != 0 {
+		t.Fatalf("the capability probe finds none unconfined (not root?): %q", r.Stdout.Data)
+	}
+	for _, pr := range probes {
+		r := run(t, m, ws, c, pr.script)
+		if r.ExitCode == 0 {
+			t.Errorf("%s: exit 0, want a failure (%q %q)", pr.name, r.Stdout.Data, r.Stderr.Data)
+		}
+		if pr.outsideFile != "" {
+			if _, err := os.Lstat(pr.outsideFile); err == nil {
+				t.Errorf("%s: %s exists", pr.name, pr.outsideFile)
+				_ = os.Remove(pr.outsideFile)
+			}
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(outside, "orig")); string(b) != "orig\n" {
+		t.Errorf("the outside file was changed: %q", b)
+	}
+	// Nothing leaked: an unconfined command, and the host itself, still
+	// write outside and connect.
+	if r := run(t, m, ws, nil, "echo x > "+outside+"/free && "+fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d", port)); r.ExitCode != 0 {
+		t.Fatalf("an unconfined command after confined ones: exit %d %q", r.ExitCode, r.Stderr.Data)
+	}
+	if err := os.WriteFile(filepath.Join(outside, "host"), nil, 0o600); err != nil {
+		t.Fatalf("the host after confined commands: %v", err)
+	}
+}
