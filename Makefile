@@ -40,7 +40,7 @@ run: build
 	$(BIN)/dsh serve $(COMPOSITION)
 
 bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 200x ./registry/ ./sdk/retention/
+	$(GO) test -run '^$$' -bench . -benchtime 200x ./registry/ ./sdk/retention/ ./host/core/sandbox/
 	$(GO) run ./bench
 
 $(TOOLS)/protoc-gen-go:

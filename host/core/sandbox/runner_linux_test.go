@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -108,4 +109,43 @@ func TestConfinement(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(outside, "host"), nil, 0o600); err != nil {
 		t.Fatalf("the host after confined commands: %v", err)
 	}
+}
+
+// BenchmarkTrue is `true` through ctx.subprocess, plain and confined, one
+// after the other in each round (the confinement's cost per command).
+func BenchmarkTrue(b *testing.B) {
+	ws := b.TempDir()
+	m, err := subprocess.New(subprocess.Config{SpillDir: filepath.Join(b.TempDir(), "spill")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close(b.Context())
+	c, err := Prepare(&sandbox.Policy{DefaultMode: sandbox.WorkspaceWrite, WorkspaceRoot: ws}, sandbox.WorkspaceWrite)
+	if err != nil {
+		b.Skipf("no Landlock ABI 5: %v", err)
+	}
+	defer c.Close()
+	spawn := func(confine func() error) time.Duration {
+		start := time.Now()
+		p, err := m.Spawn(subprocess.Spec{Argv: []string{"true"}, Dir: ws, Owner: "bench", Confine: confine})
+		if err != nil {
+			b.Fatal(err)
+		}
+		<-p.Done()
+		m.Forget(p.ID)
+		return time.Since(start)
+	}
+	var plain, confined []time.Duration
+	for b.Loop() {
+		plain = append(plain, spawn(nil))
+		confined = append(confined, spawn(c.Confine))
+	}
+	med := func(d []time.Duration) time.Duration {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	b.ReportMetric(float64(med(plain).Microseconds()), "plain-µs/median")
+	b.ReportMetric(float64(med(confined).Microseconds()), "confined-µs/median")
+	b.ReportMetric(float64((med(confined) - med(plain)).Microseconds()), "overhead-µs/median")
 }
