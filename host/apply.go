@@ -339,9 +339,7 @@ func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, remo
 	h.mu.Unlock()
 	h.applied = p.Comp
 	h.indexServices()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.startTimeout()+controlTimeout)
-	h.setSandbox(sctx, p.Comp.Sandbox)
-	cancel()
+	h.setSandbox(p.Comp.Sandbox) // its injectors reload; the change settles below
 	h.approval.Set(p.Comp.Approval) // read at each request: no reload needed
 
 	for _, c := range changes {
@@ -360,6 +358,14 @@ func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, remo
 		en.mu.Lock()
 		en.e.Disabled = true
 		en.mu.Unlock()
+	}
+	// A change is done once what it set off has settled: the dependents
+	// that reload against a taken-over key are active again (or say why
+	// not) when the caller hears back.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.startTimeout()+controlTimeout)
+	defer cancel()
+	if err := h.reg.Settled(sctx); err != nil {
+		h.log.Warn("waiting for the change to settle", "error", err)
 	}
 }
 

@@ -117,17 +117,12 @@ func (h *Host) coreInterceptors(c caller) []grpc.ServerOption {
 // setSandbox applies an edited sandbox section. A changed policy is a new
 // provision of its key: the plugins that inject it reload and read it
 // again (a tool that advertises escalation registers its tools anew).
-func (h *Host) setSandbox(ctx context.Context, section *composition.Sandbox) {
+func (h *Host) setSandbox(section *composition.Sandbox) {
 	if !h.sandbox.Set(section) || h.core == nil {
 		return
 	}
 	h.log.Info("sandbox policy changed", "policy", section.String())
 	if _, err := h.core.Replace(sandbox.PolicyKey, coreValue{key: sandbox.PolicyKey}, registry.ReloadDependents); err != nil {
 		h.log.Error("sandbox policy not provided anew", "error", err)
-		return
-	}
-	// The edit is done once its injectors have read the new policy.
-	if err := h.reg.Settled(ctx); err != nil {
-		h.log.Warn("waiting for the sandbox policy's injectors", "error", err)
 	}
 }
