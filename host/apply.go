@@ -339,7 +339,7 @@ func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, remo
 	h.mu.Unlock()
 	h.applied = p.Comp
 	h.indexServices()
-	h.setSandbox(p.Comp.Sandbox) // its injectors reload; the change settles below
+	h.setSandbox(p.Comp.Sandbox)    // its injectors reload; the change settles below
 	h.approval.Set(p.Comp.Approval) // read at each request: no reload needed
 
 	for _, c := range changes {
