@@ -17,16 +17,18 @@ const (
 	secbitNoRootLocked = 1 << 1
 )
 
-// landlockABI is the Landlock ABI the runner asks for, never less: ABI 5
-// is the first that handles device ioctls (granted on the terminal
-// devices below, so PTYs work inside).
-var landlockABI = landlock.V5
+// landlockFS is what Landlock restricts: the file system rights of ABI 5,
+// never fewer (ABI 5 is the first that handles device ioctls, granted on
+// the terminal devices below so PTYs work inside). The network is the
+// namespace's business: Landlock's TCP rules would also forbid a command
+// its own loopback.
+var landlockFS = landlock.Config{HandledAccessFS: landlock.V5.HandledAccessFS}
 
 // Confinement is one policy's restrictions, made ready once; Confine
 // applies them to the calling OS thread (a subprocess Spec.Confine).
 //
 // What it does today, on that thread: a network namespace of its own when
-// the network is off (nothing but a loopback that is down); no new
+// the network is off (nothing but its own loopback, up); no new
 // privileges; Landlock with read everywhere and write only in the mode's
 // writable roots and the terminal and null devices; every capability
 // dropped from the bounding set, with SECBIT_NOROOT so a command run as
@@ -60,7 +62,7 @@ func Prepare(p *sandbox.Policy, mode string) (*Confinement, error) {
 	if len(writable) > 0 {
 		rules = append(rules, landlock.RWDirs(writable...).WithRefer())
 	}
-	fd, flags, err := landlockABI.NewRulesetFD(rules...)
+	fd, flags, err := landlockFS.NewRulesetFD(rules...)
 	if err != nil {
 		return nil, fmt.Errorf("landlock (ABI %d) is not available: %w", 5, err)
 	}
@@ -76,6 +78,9 @@ func (c *Confinement) Confine() error {
 	if !c.network {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			return fmt.Errorf("a network namespace: %w", err)
+		}
+		if err := loopbackUp(); err != nil {
+			return fmt.Errorf("the loopback of the network namespace: %w", err)
 		}
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
@@ -96,4 +101,23 @@ func (c *Confinement) Confine() error {
 		}
 	}
 	return nil
+}
+
+// loopbackUp brings up "lo" in the calling thread's network namespace, so
+// a command can still serve and reach itself on 127.0.0.1 and ::1.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }

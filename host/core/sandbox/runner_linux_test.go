@@ -51,7 +51,11 @@ func TestConfinement(t *testing.T) {
 	defer lis.Close()
 	port := lis.Addr().(*net.TCPAddr).Port
 
-	// Function that must keep working.
+	// Function that must keep working: files in the workspace, and a
+	// server the command runs for itself on its own loopback.
+	if r := run(t, m, ws, c, `python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); c=socket.create_connection(s.getsockname()); a, _ = s.accept(); c.send(b"ok"); print(a.recv(2).decode())'`); r.ExitCode != 0 || strings.TrimSpace(string(r.Stdout.Data)) != "ok" {
+		t.Fatalf("its own loopback: exit %d %q %q", r.ExitCode, r.Stdout.Data, r.Stderr.Data)
+	}
 	if r := run(t, m, ws, c, "echo inside > f && mkdir d && mv f d/g && cat d/g && echo x >/dev/null && ls | wc -l"); r.ExitCode != 0 || !strings.Contains(string(r.Stdout.Data), "inside") {
 		t.Fatalf("inside the workspace: exit %d %q %q", r.ExitCode, r.Stdout.Data, r.Stderr.Data)
 	}
