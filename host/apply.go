@@ -46,35 +46,38 @@ func (h *Host) describe(ctx context.Context, comp *composition.Composition, want
 		out   = map[string]plan.Described{}
 		procs = map[string]*pluginproc.Process{}
 	)
+	set := func(id string, d plan.Described) {
+		mu.Lock()
+		defer mu.Unlock()
+		out[id] = d
+	}
 	for _, e := range comp.Plugins {
 		bin, err := comp.Resolve(e, h.opts.PluginPath)
 		if err != nil {
 			if !e.Disabled {
-				out[e.ID] = plan.Described{Err: err}
+				set(e.ID, plan.Described{Err: err})
 			}
 			continue
 		}
 		if !want(e, bin) {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			p, err := h.startProcess(ctx, e.ID, bin, e.SHA256)
-			mu.Lock()
-			defer mu.Unlock()
 			switch {
 			case err != nil && e.Disabled:
 			case err != nil:
-				out[e.ID] = plan.Described{Binary: bin, Err: &EntryError{Pos: e.Pos, ID: e.ID, Err: err}}
+				set(e.ID, plan.Described{Binary: bin, Err: &EntryError{Pos: e.Pos, ID: e.ID, Err: err}})
 			case e.Disabled:
-				out[e.ID] = plan.Described{Binary: bin, Desc: p.Description()}
-				h.stopProcess(p)
+				set(e.ID, plan.Described{Binary: bin, Desc: p.Description()})
+				h.stopProcess(p) // outside the lock: a stop may take its timeout
 			default:
-				out[e.ID] = plan.Described{Binary: bin, Desc: p.Description()}
+				set(e.ID, plan.Described{Binary: bin, Desc: p.Description()})
+				mu.Lock()
 				procs[e.ID] = p
+				mu.Unlock()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return out, procs
@@ -154,9 +157,6 @@ type stagedKey struct {
 }
 
 func (s *staging) reset(ld *load) {
-	if s == nil {
-		return
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.keys, s.ld = nil, ld

@@ -42,7 +42,6 @@ func TestCallProgress(t *testing.T) {
 		t.Fatalf("call: %v %+v", err, res)
 	}
 	mu.Lock()
-	defer mu.Unlock()
 	if len(reports) == 0 || reports[0].at > time.Second {
 		t.Fatalf("first report: %+v", reports)
 	}
@@ -67,5 +66,28 @@ func TestCallProgress(t *testing.T) {
 	}
 	if h.sub.Peeks() == 0 {
 		t.Error("no look at the output during a call with progress")
+	}
+	n := len(reports)
+	mu.Unlock()
+
+	// A cancelled call with progress stops reporting when it returns, and
+	// the session goes on.
+	cctx, ccancel := context.WithCancel(ctx)
+	time.AfterFunc(1500*time.Millisecond, ccancel)
+	args, _ = json.Marshal(bashCall("while :; do echo tick; sleep 0.3; done"))
+	if res, err := h.CallTool(cctx, "agent", "bash", args); err == nil && !res.IsError {
+		t.Fatalf("a cancelled call: %+v", res)
+	}
+	mu.Lock()
+	after := len(reports)
+	mu.Unlock()
+	time.Sleep(2500 * time.Millisecond)
+	mu.Lock()
+	if len(reports) != after || after <= n {
+		t.Errorf("reports: %d before the cancelled call, %d when it returned, %d later", n, after, len(reports))
+	}
+	mu.Unlock()
+	if r := callTool(t, h, "agent", "bash", bashCall("echo next")); r.Text != "next" {
+		t.Fatalf("after the cancelled call: %q", r.Text)
 	}
 }

@@ -148,7 +148,8 @@ func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMe
 	// The owner's jobs this plugin registered that finished since its last
 	// call go with the call, as facts the tool words.
 	var finished []*jobsv1.Job
-	for _, snap := range h.jobs.TakeNoticesFor(owner, t.Plugin) {
+	notices := h.jobs.TakeNoticesFor(owner, t.Plugin)
+	for _, snap := range notices {
 		finished = append(finished, hjobs.JobProto(snap))
 	}
 	if pr, ok := ctx.Value(progressKey{}).(Progress); ok && pr.Report != nil {
@@ -161,6 +162,8 @@ func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMe
 	res, err := tools.NewHandlerClient(ld.proc.Conn()).Call(ctx, &tools.CallRequest{Name: name, Arguments: args, Owner: owner, FinishedJobs: finished})
 	ld.inflight.end()
 	if err != nil {
+		// The tool never told them: the next call does.
+		h.jobs.GiveBack(owner, t.Plugin, notices)
 		return nil, fmt.Errorf("tool %q: %w", name, sdk.FromRPC(gone(ctx, ld, err)))
 	}
 	out := &ToolResult{Text: res.Text, Structured: res.Structured, IsError: res.IsError}

@@ -122,13 +122,12 @@ func (p *parser) sandbox(c *Composition, kp pair, v any) {
 			}
 			workspace, workspacePair = s, sp
 		case "writableRoots":
-			list, ok := strs(sp)
+			list, _ := strs(sp)
 			for _, s := range list {
 				if r, ok := root(sp, s); ok {
 					sb.WritableRoots = append(sb.WritableRoots, r)
 				}
 			}
-			_ = ok
 		case "network":
 			b, ok := m[sp.name].(bool)
 			if !ok {

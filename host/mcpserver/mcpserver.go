@@ -209,8 +209,8 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}, IsError: res.IsError}
 		if len(res.Structured) > 0 && json.Valid(res.Structured) {
 			out.StructuredContent = res.Structured
-			out.Content = append(out.Content, s.spillLinks(owner, res.Resources)...)
 		}
+		out.Content = append(out.Content, s.spillLinks(owner, res.Resources)...)
 		return out, nil
 	}
 }

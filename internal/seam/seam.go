@@ -66,8 +66,8 @@ func ToStatus(err error, kinds ...Kind) error {
 	var se interface{ GRPCStatus() *status.Status }
 	if errors.As(err, &se) {
 		if st := se.GRPCStatus(); st != nil {
-			if e, ok := se.(error); ok && e == err {
-				return st.Err()
+			if st.Message() == err.Error() {
+				return st.Err() // the status itself, details and all
 			}
 			// Wrapped on the way up: the code it came with, the words
 			// added since.

@@ -80,7 +80,7 @@ func (p *Policy) Decide(req *approval.Request) *approval.Decision {
 		case "deny":
 			return &approval.Decision{Reason: "denied by " + where, DecidedBy: approval.ByPolicy}
 		}
-		return ask(req, "asked by "+where)
+		return ask("asked by " + where)
 	}
 	if a.Otherwise == "deny" {
 		return &approval.Decision{Reason: "denied: no approval rule matches, and otherwise is deny", DecidedBy: approval.ByPolicy}
@@ -89,11 +89,11 @@ func (p *Policy) Decide(req *approval.Request) *approval.Decision {
 	if meta {
 		why += " (allow rules never match a command with ; & | < > ` $ ( ) or a newline)"
 	}
-	return ask(req, why)
+	return ask(why)
 }
 
 // ask is what "ask the user" is until a front end can ask: a denial.
-func ask(_ *approval.Request, why string) *approval.Decision {
+func ask(why string) *approval.Decision {
 	return &approval.Decision{Reason: "denied: this needs the user's approval (" + why + "), and no front end here can ask the user yet", DecidedBy: approval.ByNone}
 }
 

@@ -2,6 +2,7 @@ package approval
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -101,8 +102,4 @@ func (silent) Approve(context.Context, *approval.Request) (*approval.Decision, e
 	return nil, nil
 }
 
-var errBoom = &boomErr{}
-
-type boomErr struct{}
-
-func (*boomErr) Error() string { return "boom" }
+var errBoom = errors.New("boom")

@@ -294,6 +294,23 @@ func (m *Manager) TakeNoticesFor(owner, plugin string) []Snapshot {
 	return m.take(owner, func(p string) bool { return p == plugin })
 }
 
+// GiveBack returns notices TakeNoticesFor took for a call that then
+// failed: they are told with the owner's next call instead, first.
+func (m *Manager) GiveBack(owner, plugin string, snaps []Snapshot) {
+	if len(snaps) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	back := make([]pending, 0, len(snaps)+len(m.notices[owner]))
+	for _, s := range snaps {
+		if _, ok := m.jobs[s.ID]; ok { // not forgotten meanwhile
+			back = append(back, pending{s.ID, plugin, s})
+		}
+	}
+	m.notices[owner] = append(back, m.notices[owner]...)
+}
+
 func (m *Manager) take(owner string, mine func(plugin string) bool) []Snapshot {
 	m.mu.Lock()
 	defer m.mu.Unlock()

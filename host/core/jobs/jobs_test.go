@@ -523,3 +523,22 @@ func TestNoticesForThePluginThatRegistered(t *testing.T) {
 		t.Fatalf("taken twice: %+v", n)
 	}
 }
+
+// Notices taken for a call that failed come back, first, for the next.
+func TestGiveBack(t *testing.T) {
+	f := newFixture(t, Config{})
+	_, finished := f.start("agent", "true")
+	done(t, finished)
+	f.settled("agent")
+	taken := f.m.TakeNoticesFor("agent", "")
+	if len(taken) != 1 {
+		t.Fatalf("taken: %+v", taken)
+	}
+	f.m.GiveBack("agent", "", taken)
+	if again := f.m.TakeNoticesFor("agent", ""); len(again) != 1 || again[0].ID != taken[0].ID {
+		t.Fatalf("after giving back: %+v", again)
+	}
+	if none := f.m.TakeNoticesFor("agent", ""); len(none) != 0 {
+		t.Fatalf("told twice: %+v", none)
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dshrun/dsh/core/sandbox"
 	"github.com/dshrun/dsh/host/core/subprocess"
+	"github.com/dshrun/dsh/internal/testplugins"
 )
 
 // run runs script under bash, confined by c when it is not nil.
@@ -104,6 +105,33 @@ func TestConfinement(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(outside, "orig")); string(b) != "orig\n" {
 		t.Errorf("the outside file was changed: %q", b)
+	}
+	// A confined command that times out, and one that is killed, take
+	// their trees with them; the next confined command runs as before.
+	marker := fmt.Sprint(30000 + os.Getpid()%9999)
+	spec := subprocess.Spec{Argv: []string{"bash", "-c", "sleep " + marker + " & sleep " + marker}, Dir: ws, Owner: "test", Timeout: 200 * time.Millisecond, Grace: 100 * time.Millisecond, Confine: c.Confine}
+	p, err := m.Spawn(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	if r := p.Result(); !r.TimedOut {
+		t.Fatalf("the confined timeout: %+v", r)
+	}
+	spec.Timeout = 0
+	if p, err = m.Spawn(spec); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	p.Kill()
+	<-p.Done()
+	for deadline := time.Now().Add(5 * time.Second); len(testplugins.Matching("sleep "+marker)) > 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the confined trees outlived their timeout and kill: %v", testplugins.Matching("sleep "+marker))
+		}
+	}
+	if r := run(t, m, ws, c, "echo again > again && cat again"); r.ExitCode != 0 || strings.TrimSpace(string(r.Stdout.Data)) != "again" {
+		t.Fatalf("a confined command after a timeout and a kill: exit %d %q", r.ExitCode, r.Stderr.Data)
 	}
 	// Nothing leaked: an unconfined command, and the host itself, still
 	// write outside and connect.

@@ -193,12 +193,6 @@ func collectedProto(c Collected) *subprocessv1.Collected {
 	}
 }
 
-// FactsProto is a stream's facts without its data, for messages that carry
-// the data elsewhere.
-func FactsProto(c Collected) *subprocessv1.Collected {
-	c.Data = nil
-	return collectedProto(c)
-}
 
 func statusProto(s Status) subprocessv1.Status {
 	switch s {
