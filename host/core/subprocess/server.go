@@ -193,7 +193,6 @@ func collectedProto(c Collected) *subprocessv1.Collected {
 	}
 }
 
-
 func statusProto(s Status) subprocessv1.Status {
 	switch s {
 	case Running:
