@@ -66,7 +66,7 @@ func ToStatus(err error, kinds ...Kind) error {
 	var se interface{ GRPCStatus() *status.Status }
 	if errors.As(err, &se) {
 		if st := se.GRPCStatus(); st != nil {
-			if st.Message() == err.Error() {
+			if _, itself := err.(interface{ GRPCStatus() *status.Status }); itself {
 				return st.Err() // the status itself, details and all
 			}
 			// Wrapped on the way up: the code it came with, the words
