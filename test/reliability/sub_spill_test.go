@@ -21,8 +21,9 @@ func digits(n int) []byte {
 
 func digitsCmd(n int) string { return fmt.Sprintf("yes 0123456789 | head -c %d", n) }
 
-// The tail the bash tool keeps of each stream (the executor's default).
-const keptTail = 64000
+// The characters of output the bash tool shows by default (its
+// maxOutputChars): the tail shown is the stream's last whole lines within it.
+const budget = 30000
 
 // commas writes n the way notices do: 1234567 is "1,234,567".
 func commas(n int) string {
@@ -75,13 +76,19 @@ func readCut(t *testing.T, what, text string, stream []byte) cut {
 	default:
 		c.lost, c.reason = true, m[8]
 	}
-	// The body before the notice is the stream's tail, a last newline
-	// dropped by the layout.
+	// The body before the notice is the stream's last whole lines within
+	// the budget, a last newline dropped by the layout.
 	body := strings.Join(lines[:at], "\n")
-	omitted := stream[:len(stream)-keptTail]
-	if body != strings.TrimSuffix(string(stream[len(stream)-keptTail:]), "\n") {
-		t.Fatalf("%s: the text before the notice is not the stream's last %d bytes", what, keptTail)
+	kept := len(body)
+	if bytes.HasSuffix(stream, []byte("\n")) {
+		kept++
 	}
+	if kept > budget || kept < budget-100 || kept > len(stream) ||
+		strings.TrimSuffix(string(stream[len(stream)-kept:]), "\n") != body ||
+		stream[len(stream)-kept-1] != '\n' {
+		t.Fatalf("%s: the text before the notice (%d bytes) is not the stream's last whole lines within %d", what, kept, budget)
+	}
+	omitted := stream[:len(stream)-kept]
 	if c.omitted != len(omitted) || c.lines != bytes.Count(omitted, []byte("\n")) {
 		t.Fatalf("%s: %q: want %s bytes (%s lines)", what, c.line, commas(len(omitted)), commas(bytes.Count(omitted, []byte("\n"))))
 	}
