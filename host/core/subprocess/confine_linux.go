@@ -1,7 +1,6 @@
 package subprocess
 
 import (
-	"fmt"
 	"os/exec"
 	"runtime"
 
@@ -28,7 +27,7 @@ func startConfined(cmd *exec.Cmd, confine func() error) (wait func() error, err 
 			return
 		}
 		if err := confine(); err != nil {
-			started <- fmt.Errorf("sandbox: %w", err)
+			started <- &confineError{err}
 			return // the thread dies with what it got
 		}
 		if err := cmd.Start(); err != nil {

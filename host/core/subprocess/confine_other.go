@@ -10,5 +10,5 @@ import (
 // startConfined is Linux's: elsewhere a confined spawn is refused, never
 // run unconfined.
 func startConfined(*exec.Cmd, func() error) (func() error, error) {
-	return nil, errors.New("sandbox: confining a command is not supported on this system")
+	return nil, &confineError{errors.New("confining a command is not supported on this system")}
 }
