@@ -209,6 +209,10 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 			return errorResult("%s", failure(err))
 		}
 		p.log.Info("command started", "owner", owner, "command", a.Command, "workdir", spec.Workdir, "job", job.Id, "pid", job.Pid)
+		if proc.Sandbox.GetRunnerFailed() {
+			// Settled as killed: the job's output says why.
+			return &toolsv1.CallResult{Text: strings.Join(append([]string{renderStarted(job)}, sandboxMarkers(proc.Sandbox)...), "\n"), Structured: jobStructured(job, nil), IsError: true}
+		}
 		return &toolsv1.CallResult{Text: renderStarted(job), Structured: jobStructured(job, nil)}
 	}
 	start := time.Now()
