@@ -37,7 +37,9 @@ func (p *bashSandbox) Describe() sdk.Description {
 	}
 }
 
-func (p *bashSandbox) Register(s *grpc.Server) { shellv1.RegisterShellServer(s, shell.NewServer(p.exec)) }
+func (p *bashSandbox) Register(s *grpc.Server) {
+	shellv1.RegisterShellServer(s, shell.NewServer(p.exec))
+}
 
 func (p *bashSandbox) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage) error {
 	cfg, err := local.ParseConfig(raw)

@@ -22,7 +22,7 @@ import (
 // Executor is a shell.Executor that confines every command.
 type Executor struct {
 	*local.Executor
-	Policy  *sandbox.Policy    // the composition's, read at Apply
+	Policy  *sandbox.Policy   // the composition's, read at Apply
 	Sandbox sandbox.Sandboxes // ctx.sandbox
 
 	mu   sync.Mutex
