@@ -62,9 +62,7 @@ func judge(info *shell.SandboxInfo, sp *shell.SandboxPolicy, workdir string, std
 func pathsIn(line string) []string {
 	var out []string
 	for _, m := range quoted.FindAllStringSubmatch(line, -1) {
-		if looksLikePath(m[1]) {
-			out = append(out, m[1])
-		}
+		out = append(out, m[1]) // what tools quote in these errors is a file
 	}
 	if len(out) > 0 {
 		return out
