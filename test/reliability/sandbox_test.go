@@ -168,3 +168,48 @@ func lastLine(s string) string {
 	s = strings.TrimRight(s, "\n")
 	return s[strings.LastIndexByte(s, '\n')+1:]
 }
+
+// A policy edit on hot reload: the executor and the tool reload, the bash
+// tool's description says the new mode, the client hears
+// tools/list_changed, and commands run under the new mode.
+func TestSandboxPolicyEdit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ws := t.TempDir()
+	s := startServe(t, ctx, sandboxComp(ws, "workspace-write", ""))
+	describes := func(mode string) bool {
+		r, err := s.cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tool := range r.Tools {
+			if tool.Name == "bash" {
+				return strings.Contains(tool.Description, "Commands run in a "+mode+" sandbox")
+			}
+		}
+		return false
+	}
+	if !describes("workspace-write") {
+		t.Fatal("the bash tool does not say its sandbox mode")
+	}
+	f := fault(t, "sandbox: the policy edited to read-only while serving")
+	heard := s.listChanged.Load()
+	if err := os.WriteFile(s.file, []byte(sandboxComp(ws, "read-only", "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !describes("read-only"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the description never said read-only\n%s", s.stderr)
+		}
+	}
+	if s.listChanged.Load() == heard {
+		t.Fatal("the description changed without a tools/list_changed")
+	}
+	text, _ := s.bash(t, ctx, map[string]any{"command": "touch f", "workdir": ws})
+	if !strings.Contains(text, "[sandbox: file access denied under read-only mode]") {
+		t.Fatalf("a write in the workspace under read-only: %q", text)
+	}
+	mustNotExist(t, "a write under the edited policy", filepath.Join(ws, "f"))
+	s.commandsRun(t, ctx, 2)
+	f.Saw("description and runs follow the edit: %q", lastLine(text))
+}
