@@ -93,7 +93,7 @@ func (h *Host) registerCore(s *grpc.Server, c caller) {
 		}
 		return h.confineOptions(o)
 	}}))
-	approvalv1.RegisterApprovalServer(s, approval.NewServer(&happroval.Service{Policy: h.approval, Caller: c.callerID(), Owner: owner}))
+	approvalv1.RegisterApprovalServer(s, approval.NewServer(&happroval.Service{Policy: h.approval, Caller: c.callerID(), Owner: owner, Asker: h.askerFor(c.callerID())}))
 }
 
 // coreInterceptors apply the capability check to the core services (the
