@@ -25,9 +25,10 @@ import (
 )
 
 // The user's approval through the real binaries: tool-bash under an
-// executor that reports a sandbox mode (dsh-bash-pretend) asks ctx.approval
-// before an escalated run; the policy says ask; the host asks the MCP
-// client's user of the session that made the call.
+// executor that reports a sandbox mode (dsh-bash-pretend, which needs no
+// kernel support; dsh-bash-sandbox in one test) asks ctx.approval before
+// an escalated run; the policy says ask; the host asks the MCP client's
+// user of the session that made the call.
 
 var (
 	buildOnce sync.Once
@@ -42,7 +43,7 @@ func plugins(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		pkgs := map[string]string{"shell-env": "./plugins/shell-env", "tool-bash": "./plugins/tool-bash", "bash-pretend": "./host/mcpserver/internal/bashpretend"}
+		pkgs := map[string]string{"shell-env": "./plugins/shell-env", "tool-bash": "./plugins/tool-bash", "bash-sandbox": "./plugins/bash-sandbox", "bash-pretend": "./host/mcpserver/internal/bashpretend"}
 		args := []string{"build", "-o", binDir + string(os.PathSeparator)}
 		for _, p := range pkgs {
 			args = append(args, p)
@@ -67,6 +68,9 @@ func plugins(t *testing.T) string {
 }
 
 const approvalComp = `
+sandbox:
+  defaultMode: workspace-write
+  workspaceRoot: .
 approval:
   askTimeout: %s
   rules:
@@ -85,11 +89,17 @@ plugins:
 // on it; logs collects both their logs.
 func approvalHost(t *testing.T, askTimeout string) (*Server, *syncBuf) {
 	t.Helper()
+	return serveComp(t, fmt.Sprintf(approvalComp, askTimeout))
+}
+
+// serveComp starts a host on a composition, and a Server on it.
+func serveComp(t *testing.T, yaml string) (*Server, *syncBuf) {
+	t.Helper()
 	dir := plugins(t)
 	logs := &syncBuf{}
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Debug})
 	none := func(string) (string, bool) { return "", false }
-	comp, err := composition.Parse(filepath.Join(t.TempDir(), "comp.yaml"), fmt.Appendf(nil, approvalComp, askTimeout), none)
+	comp, err := composition.Parse(filepath.Join(t.TempDir(), "comp.yaml"), []byte(yaml), none)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -528,5 +538,67 @@ func TestUserApprovalTransports(t *testing.T) {
 	log := logs.String()
 	if during, back := strings.Count(log, "asking the user"), strings.Count(log, "the question goes back with the result"); during != 2 || back != 1 {
 		t.Errorf("%d questions put during the call and %d sent back, want 2 and 1", during, back)
+	}
+}
+
+// Under the real confining executor: a declined escalation runs nothing,
+// an approved one runs unconfined once, and the next command is confined
+// again.
+func TestUserApprovalUnderBashSandbox(t *testing.T) {
+	ws := t.TempDir()
+	s, _ := serveComp(t, `
+sandbox:
+  defaultMode: workspace-write
+  workspaceRoot: `+ws+`
+approval:
+  otherwise: ask
+plugins:
+  - id: env
+    name: shell-env
+  - id: bash
+    name: bash-sandbox
+  - id: tools
+    name: tool-bash
+`)
+	for _, v := range versions {
+		t.Run(v.name, func(t *testing.T) {
+			outside := t.TempDir()
+			no, yes := answers("decline"), accepts(true)
+			a, b := connectUser(t, s, v.version, no), connectUser(t, s, v.version, yes)
+			if got := plainBash(t, a, "true"); strings.Contains(got, "the sandbox cannot confine commands here") {
+				t.Skipf("no sandbox runner here: %s", got)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			declined := filepath.Join(outside, "declined")
+			text, isErr, err := escalate(ctx, a, "touch "+declined)
+			if err != nil || !isErr || !strings.Contains(text, "denied by the user (declined); nothing was run]") {
+				t.Fatalf("declined: %q %v %v", text, isErr, err)
+			}
+			mustNotExist(t, declined)
+			approved := filepath.Join(outside, "approved")
+			text, isErr, err = escalate(ctx, b, "touch "+approved)
+			if err != nil || isErr {
+				t.Fatalf("approved: %q %v %v", text, isErr, err)
+			}
+			if _, err := os.Stat(approved); err != nil {
+				t.Fatalf("the approved run did not write outside the workspace: %v", err)
+			}
+			again := filepath.Join(outside, "again")
+			if got := plainBash(t, b, "touch "+again); !strings.Contains(got, "[sandbox: file access denied") {
+				t.Fatalf("the run after the approved one: %q", got)
+			}
+			mustNotExist(t, again)
+			if len(no.questions()) != 1 || len(yes.questions()) != 1 {
+				t.Fatalf("asked %d and %d times, want once each", len(no.questions()), len(yes.questions()))
+			}
+		})
+	}
+}
+
+func mustNotExist(t *testing.T, path string) {
+	t.Helper()
+	if _, err := os.Lstat(path); err == nil {
+		t.Fatalf("%s exists: it ran", path)
 	}
 }
