@@ -404,7 +404,7 @@ func TestBubblewrap(t *testing.T) {
 				}
 				return ""
 			}, undo: func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) }},
-		probe{name: "a nested user namespace", script: static("unshare -Ur true")},
+		probe{name: "a nested user namespace", script: static("unshare -U true")},
 	)
 	if m.Cgroups() {
 		probes = append(probes, probe{name: "leave the command's cgroup", root: true, script: static(
@@ -443,7 +443,12 @@ func TestBubblewrap(t *testing.T) {
 			t.Fatalf("%s: undo did not restore the outside world: %s", pr.name, pr.escaped())
 		}
 		cleanWS()
-		r = confined(pr.script())
+		// The marker shows the command ran: bwrap failing to set up would
+		// refuse every probe and prove nothing.
+		r = confined("echo probe-ran; " + pr.script())
+		if !strings.HasPrefix(string(r.Stdout.Data), "probe-ran\n") {
+			t.Fatalf("%s: the confined command did not run: exit %d %q %q", pr.name, r.ExitCode, r.Stdout.Data, r.Stderr.Data)
+		}
 		if r.ExitCode == 0 {
 			t.Errorf("%s: exit 0 confined, want a failure (%q %q)", pr.name, r.Stdout.Data, r.Stderr.Data)
 		} else {
