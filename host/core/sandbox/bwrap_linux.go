@@ -33,21 +33,23 @@ import (
 //   - each unix socket bound at a path when Wrap runs (the host network
 //     namespace's, listed in /proc/net/unix) covered by the null device on
 //     a nodev mount, so connect() fails, unless Policy.UnixSockets names
-//     it (a named socket under a hidden directory is bound back in);
+//     it or a directory above it (one under a hidden directory is bound
+//     back in);
 //   - a fresh /dev (null, zero, full, random, urandom, tty, a private pts
 //     for PTYs) and a /proc of its own PID namespace: no other process can
 //     be seen, signalled or read (/proc/PID/environ);
 //   - no network but its own loopback (up) when the policy's network is
 //     off, which also cuts off abstract unix sockets;
-//   - user, IPC, UTS and cgroup namespaces of its own, no capabilities (the
-//     bounding set empty too), no_new_privs, no further user namespaces (so
-//     no unshare -U to gain mount rights), a new session (no TIOCSTI into
-//     a caller's terminal), and SIGKILL when bwrap dies.
+//   - user, IPC (no SysV shared memory or semaphores of the host's), UTS
+//     and cgroup namespaces of its own, no capabilities (the bounding set
+//     empty too), no_new_privs, no further user namespaces, a new session
+//     (no TIOCSTI into a caller's terminal), and SIGKILL when bwrap dies.
 //
 // What it does not block compared with [Confinement]:
-//   - file systems mounted on the host while the command runs appear inside
-//     writable (bwrap's mounts are slaves of the host's; Landlock's rules
-//     cover new mounts too);
+//   - file systems mounted on the host while the command runs, under a
+//     shared mount (systemd's default for /), appear inside writable:
+//     bwrap's mounts receive the host's as slaves (Landlock's rules cover
+//     new mounts too);
 //   - /dev and /dev/shm are a private writable tmpfs (gone with the
 //     command; Landlock forbids writing there).
 //
@@ -62,11 +64,11 @@ import (
 // (bwrap's rule), so a working directory under a hidden one is not kept;
 // a covered socket inside a writable root cannot be removed (EBUSY); a
 // socket that goes away between Wrap and the start makes bwrap fail before
-// the command runs (see Vanished), or, inside a writable root, leaves an
-// empty file in its place. It needs user namespaces (FindBubblewrap says so when the kernel
-// refuses them). No seccomp filter: bwrap reads one from a descriptor, and
-// the spawner passes none beyond stdio; without capabilities mount, ptrace
-// of others and the like fail anyway.
+// the command runs (see Vanished) or, inside a writable root, leaves an
+// empty file in its place. User namespaces are needed (FindBubblewrap
+// says so when the kernel refuses them). No seccomp filter: bwrap reads
+// one from a descriptor and the spawner passes none beyond stdio; without
+// capabilities, mount, ptrace of others and the like fail anyway.
 type Bubblewrap struct{ Path string } // the bwrap binary
 
 // probeTimeout bounds FindBubblewrap's trial run.
@@ -203,7 +205,7 @@ func (b *Bubblewrap) Wrap(p *sandbox.Policy, mode string, opt Options, argv []st
 		return nil, err
 	}
 	for _, s := range sockets {
-		if slices.Contains(allowed, s) || fresh(s) || slices.ContainsFunc(hides, func(h string) bool { return within(h, s) }) {
+		if fresh(s) || under(allowed, s) || under(hides, s) {
 			continue
 		}
 		args = append(args, "--ro-bind", "/dev/null", s)
@@ -267,6 +269,11 @@ func within(dir, path string) bool {
 
 // fresh reports whether path is under the /dev or /proc made anew inside.
 func fresh(path string) bool { return within("/dev", path) || within("/proc", path) }
+
+// under reports whether path is one of dirs or under one.
+func under(dirs []string, path string) bool {
+	return slices.ContainsFunc(dirs, func(d string) bool { return within(d, path) })
+}
 
 // deepestRoot is the innermost of roots that holds path.
 func deepestRoot(roots []string, path string) (string, bool) {

@@ -284,6 +284,18 @@ func TestBubblewrap(t *testing.T) {
 	startVictim()
 	t.Cleanup(func() { _ = victim.Process.Kill() })
 
+	// A host-side SysV shared memory segment, made again after the
+	// unconfined run removes it.
+	var shm int
+	newShm := func() {
+		var err error
+		if shm, err = unix.SysvShmGet(unix.IPC_PRIVATE, 4096, unix.IPC_CREAT|0o600); err != nil {
+			t.Fatalf("a SysV shared memory segment: %v", err)
+		}
+	}
+	newShm()
+	t.Cleanup(func() { _, _ = unix.SysvShmCtl(shm, unix.IPC_RMID, nil) })
+
 	tmpFile := fmt.Sprintf("/tmp/dsh-bwrap-%d", os.Getpid())
 	mnt := filepath.Join(ws, "mnt")
 	files := func() string {
@@ -405,6 +417,17 @@ func TestBubblewrap(t *testing.T) {
 				return ""
 			}, undo: func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) }},
 		probe{name: "a nested user namespace", script: static("unshare -U true")},
+		probe{name: "remove the host's SysV shared memory", script: func() string { return fmt.Sprintf("ipcrm -m %d", shm) },
+			escaped: func() string {
+				if _, err := unix.SysvShmCtl(shm, unix.IPC_STAT, &unix.SysvShmDesc{}); err != nil {
+					return "the segment is gone"
+				}
+				return ""
+			}, undo: func() {
+				if _, err := unix.SysvShmCtl(shm, unix.IPC_STAT, &unix.SysvShmDesc{}); err != nil {
+					newShm()
+				}
+			}},
 	)
 	if m.Cgroups() {
 		probes = append(probes, probe{name: "leave the command's cgroup", root: true, script: static(
