@@ -719,6 +719,60 @@ func TestBubblewrapVanished(t *testing.T) {
 	}
 }
 
+// The host's unix sockets are covered, but not the allowed ones (named, or
+// under a named directory) nor the ones a hidden directory hides already.
+func TestBubblewrapSocketCovers(t *testing.T) {
+	b := &Bubblewrap{Path: "/usr/bin/bwrap"}
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"allowed", "hidden"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	socks := map[string]string{} // name -> path
+	for _, name := range []string{"covered.sock", "named.sock", "allowed/in-dir.sock", "hidden/hidden.sock"} {
+		path := filepath.Join(dir, name)
+		lis, err := net.Listen("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lis.Close()
+		socks[name] = path
+	}
+	p := &sandbox.Policy{UnixSockets: []string{socks["named.sock"], dir + "/allowed"}}
+	argv, err := b.Wrap(p, sandbox.ReadOnly, Options{Hide: []string{dir + "/hidden"}}, []string{"true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(argv, " ")
+	for name, path := range socks {
+		covered := strings.Contains(got, "--ro-bind /dev/null "+path+" ")
+		if covered != (name == "covered.sock") {
+			t.Errorf("%s covered: %v, want %v (%s)", name, covered, !covered, got)
+		}
+	}
+}
+
+// FindBubblewrap says why it cannot use bwrap: not installed, or unable
+// to confine here (bwrap's own message).
+func TestFindBubblewrapSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("PATH", dir)
+	if _, err := FindBubblewrap(); err == nil || !strings.Contains(err.Error(), "install the bubblewrap package") {
+		t.Errorf("without bwrap: %v", err)
+	}
+	fake := "#!/bin/sh\necho 'bwrap: No permissions to create a new namespace' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(dir, "bwrap"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := FindBubblewrap(); err == nil || !strings.Contains(err.Error(), "cannot confine here") || !strings.Contains(err.Error(), "No permissions to create a new namespace") {
+		t.Errorf("with a bwrap that cannot confine: %v", err)
+	}
+}
+
 func TestSocketPaths(t *testing.T) {
 	in := `Num       RefCount Protocol Flags    Type St Inode Path
 0000000000000000: 00000002 00000000 00010000 0001 01 960137 /run/a.sock
