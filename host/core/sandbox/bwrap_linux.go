@@ -83,24 +83,40 @@ func FindBubblewrap() (*Bubblewrap, error) {
 		return nil, fmt.Errorf("bubblewrap is not installed (no bwrap on PATH; install the bubblewrap package): %w", err)
 	}
 	b := &Bubblewrap{Path: path}
-	argv, err := b.Wrap(&sandbox.Policy{DefaultMode: sandbox.ReadOnly}, sandbox.ReadOnly, Options{}, []string{"true"})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = "/"
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		why := strings.TrimSpace(stderr.String())
+	// A socket removed between the wrap and the run fails bwrap's set-up
+	// (Vanished); that says nothing about bwrap, so it is tried again.
+	for attempt := 1; ; attempt++ {
+		argv, err := b.Wrap(&sandbox.Policy{DefaultMode: sandbox.ReadOnly}, sandbox.ReadOnly, Options{}, []string{"true"})
+		if err != nil {
+			return nil, err
+		}
+		stderr, err := probe(argv)
+		if err == nil {
+			break
+		}
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && b.Vanished(argv, ee.ExitCode(), stderr) && attempt < 3 {
+			continue
+		}
+		why := strings.TrimSpace(string(stderr))
 		if why == "" {
 			why = "no message"
 		}
 		return nil, fmt.Errorf("bubblewrap (%s) cannot confine here (user, PID, network and mount namespaces are needed): %s: %w", path, why, err)
 	}
 	return b, nil
+}
+
+// probe runs argv from / with a bound on its time, and returns its stderr.
+func probe(argv []string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = "/"
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	return stderr.Bytes(), err
 }
 
 // Wrap returns the argv that runs argv confined under mode of p. opt.Hide

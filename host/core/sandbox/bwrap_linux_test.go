@@ -771,6 +771,14 @@ func TestFindBubblewrapSaysWhy(t *testing.T) {
 	if _, err := FindBubblewrap(); err == nil || !strings.Contains(err.Error(), "cannot confine here") || !strings.Contains(err.Error(), "No permissions to create a new namespace") {
 		t.Errorf("with a bwrap that cannot confine: %v", err)
 	}
+	// A mounted path that went away fails one try, not the finding.
+	flaky := "#!/bin/sh\nif [ ! -e " + dir + "/tried ]; then : > " + dir + "/tried; echo \"bwrap: Can't create file at /proc: Read-only file system\" >&2; exit 1; fi\n"
+	if err := os.WriteFile(filepath.Join(dir, "bwrap"), []byte(flaky), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := FindBubblewrap(); err != nil {
+		t.Errorf("with a bwrap that fails once on a vanished path: %v", err)
+	}
 }
 
 func TestSocketPaths(t *testing.T) {
