@@ -25,11 +25,12 @@ import (
 //
 // Inside, the command sees the host's file system read-only (`--ro-bind /
 // /`), with the mode's writable roots bound read-write over it, and:
-//   - each existing protected path inside a writable root bound read-only
-//     over it, and every directory between the root and it bound onto
+//   - each existing protected path (the policy's, and Options.ReadOnly)
+//     inside a writable root bound read-only over it, and every directory between the root and it bound onto
 //     itself, so none of them can be removed or renamed away and replaced
 //     (EBUSY: they are mount points);
-//   - each Options.Hide directory covered by an empty read-only tmpfs;
+//   - each Options.Hide directory covered by an empty read-only tmpfs, with
+//     the Options.Show directories inside it bound back read-only;
 //   - each unix socket bound at a path when Wrap runs (the host network
 //     namespace's, listed in /proc/net/unix) covered by the null device on
 //     a nodev mount, so connect() fails, unless Policy.UnixSockets names
@@ -150,11 +151,17 @@ func (b *Bubblewrap) Wrap(p *sandbox.Policy, mode string, opt Options, argv []st
 	if err != nil {
 		return nil, err
 	}
-	protected, err := existing("protected path", p.ProtectedPaths)
+	// The host's read-only paths (its plugin binaries) are kept like the
+	// policy's protected ones.
+	protected, err := existing("protected path", slices.Concat(p.ProtectedPaths, opt.ReadOnly))
 	if err != nil {
 		return nil, err
 	}
 	hides, err := existing("hidden directory", opt.Hide)
+	if err != nil {
+		return nil, err
+	}
+	shows, err := existing("shown directory", opt.Show)
 	if err != nil {
 		return nil, err
 	}
@@ -170,6 +177,7 @@ func (b *Bubblewrap) Wrap(p *sandbox.Policy, mode string, opt Options, argv []st
 	// Fresh mounts replace /dev and /proc: nothing of the host's there.
 	roots = slices.DeleteFunc(roots, fresh)
 	hides = outermost(slices.DeleteFunc(hides, fresh))
+	shows = outermost(shows)
 
 	args := []string{b.Path,
 		"--unshare-user", "--disable-userns",
@@ -209,6 +217,11 @@ func (b *Bubblewrap) Wrap(p *sandbox.Policy, mode string, opt Options, argv []st
 	args = append(args, "--dev", "/dev", "--proc", "/proc")
 	for _, h := range hides {
 		args = append(args, "--tmpfs", h)
+		for _, s := range shows {
+			if within(h, s) && s != h {
+				args = append(args, "--ro-bind", s, s)
+			}
+		}
 		for _, s := range allowed {
 			if within(h, s) && s != h {
 				args = append(args, "--bind", s, s)
@@ -221,7 +234,7 @@ func (b *Bubblewrap) Wrap(p *sandbox.Policy, mode string, opt Options, argv []st
 		return nil, err
 	}
 	for _, s := range sockets {
-		if fresh(s) || under(allowed, s) || under(hides, s) {
+		if fresh(s) || under(allowed, s) || (under(hides, s) && !under(shows, s)) {
 			continue
 		}
 		args = append(args, "--ro-bind", "/dev/null", s)

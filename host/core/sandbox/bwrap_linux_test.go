@@ -203,6 +203,17 @@ func TestBubblewrap(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(rt, "token"), []byte("secret-token-value\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The owner's spill files, shown inside the hidden directory, and a
+	// plugin binary of the host's inside the workspace, kept read-only.
+	spill, plugin := filepath.Join(rt, "spill", "test"), filepath.Join(ws, "bin", "dsh-plugin")
+	for _, f := range []struct{ path, text string }{{filepath.Join(spill, "out.txt"), "spilled\n"}, {plugin, "#!/bin/sh\n"}} {
+		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f.path, []byte(f.text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	orig := filepath.Join(outside, "orig")
 	stamp := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
 	resetOrig := func() {
@@ -261,7 +272,7 @@ func TestBubblewrap(t *testing.T) {
 		ProtectedPaths: []string{ws + "/.git/config", ws + "/.git/hooks", ws + "/.claude", ws + "/.codex"},
 		UnixSockets:    []string{allowedSock, hiddenSock},
 	}
-	opt := Options{Hide: []string{rt}}
+	opt := Options{Hide: []string{rt}, Show: []string{spill}, ReadOnly: []string{plugin}}
 	confined := func(script string) subprocess.Result {
 		return bwrapRun(t, m, b, p, sandbox.WorkspaceWrite, opt, ws, script)
 	}
@@ -299,7 +310,7 @@ func TestBubblewrap(t *testing.T) {
 	tmpFile := fmt.Sprintf("/tmp/dsh-bwrap-%d", os.Getpid())
 	mnt := filepath.Join(ws, "mnt")
 	files := func() string {
-		return snapshot(t, outside, rt, ws+"/.git/config", ws+"/.git/hooks", ws+"/.git/HEAD", ws+"/.git-away", tmpFile)
+		return snapshot(t, outside, rt, ws+"/.git/config", ws+"/.git/hooks", ws+"/.git/HEAD", ws+"/.git-away", ws+"/bin", ws+"/bin-away", tmpFile)
 	}
 	undoFiles := func() {
 		_ = os.Remove(tmpFile)
@@ -307,6 +318,21 @@ func TestBubblewrap(t *testing.T) {
 			_ = os.Remove(filepath.Join(outside, name))
 		}
 		_ = os.Remove(filepath.Join(rt, "planted"))
+		_ = os.Remove(filepath.Join(spill, "planted"))
+		if _, err := os.Stat(ws + "/bin-away"); err == nil {
+			if err := os.RemoveAll(ws + "/bin"); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(ws+"/bin-away", ws+"/bin"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(plugin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(plugin, stamp, stamp); err != nil {
+			t.Fatal(err)
+		}
 		resetOrig()
 		if _, err := os.Stat(ws + "/.git-away"); err == nil {
 			if err := os.RemoveAll(ws + "/.git"); err != nil {
@@ -378,6 +404,9 @@ func TestBubblewrap(t *testing.T) {
 	file("rename .git away and plant a hook", "mv .git .git-away && mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit")
 	file("rename .git/hooks away and plant a hook", "mv .git/hooks .git/hooks-away && mkdir .git/hooks && echo evil > .git/hooks/pre-commit")
 	file("write into the hidden runtime directory", "echo x > "+rt+"/planted")
+	file("write into the shown spill directory", "echo x > "+spill+"/planted")
+	file("overwrite the host's plugin binary in the workspace", "echo evil > bin/dsh-plugin")
+	file("rename the plugin's directory away and plant one", "mv bin bin-away && mkdir bin && echo evil > bin/dsh-plugin")
 	probes = append(probes, probe{name: "read the hidden runtime directory's token", script: static("cat " + rt + "/token"), leak: "secret-token-value"})
 	addNet := func(name string, l *listener, script string) {
 		esc, reset := count(l)
@@ -439,7 +468,7 @@ func TestBubblewrap(t *testing.T) {
 	cleanWS := func() {
 		ents, _ := os.ReadDir(ws)
 		for _, e := range ents {
-			if e.Name() != ".git" && e.Name() != "README" {
+			if e.Name() != ".git" && e.Name() != "README" && e.Name() != "bin" {
 				_ = os.RemoveAll(filepath.Join(ws, e.Name()))
 			}
 		}
@@ -509,6 +538,8 @@ func TestBubblewrap(t *testing.T) {
 		{"an allowed unix socket", pyConnect("AF_UNIX", fmt.Sprintf("%q", allowedSock)) + " && echo reached", "reached"},
 		{"an allowed unix socket inside the hidden directory", pyConnect("AF_UNIX", fmt.Sprintf("%q", hiddenSock)) + " && echo reached", "reached"},
 		{"reading outside the roots", "head -c 4 " + orig, "orig"},
+		{"reading the shown spill files, and nothing else of the hidden directory", "cat " + spill + "/out.txt && ls " + rt + " " + rt + "/spill", "spilled\n" + rt + ":\nallowed.sock\nspill\n\n" + rt + "/spill:\ntest"},
+		{"running the read-only plugin binary", "bin/dsh-plugin && echo ran", "ran"},
 	}
 	for _, w := range works {
 		r := confined(w.script)
@@ -650,16 +681,20 @@ func TestBubblewrapWrapArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Mkdir(filepath.Join(hidden, "inner"), 0o755); err != nil {
-		t.Fatal(err)
+	for _, d := range []string{"inner", "show/sub"} {
+		if err := os.MkdirAll(filepath.Join(hidden, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for _, d := range []string{".git/hooks", "a/b"} {
+	for _, d := range []string{".git/hooks", "a/b", "bin"} {
 		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(ws, ".git/config"), nil, 0o644); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{".git/config", "bin/plugin"} {
+		if err := os.WriteFile(filepath.Join(ws, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := os.Symlink(ws, filepath.Join(hidden, "link")); err != nil {
 		t.Fatal(err)
@@ -670,7 +705,12 @@ func TestBubblewrapWrapArgs(t *testing.T) {
 		// The ones missing are left out: nothing to bind.
 		ProtectedPaths: []string{ws + "/.git/hooks", ws + "/.git/config", ws + "/.claude", ws + "/a/b", "/etc/hostname"},
 	}
-	argv, err := b.Wrap(p, sandbox.WorkspaceWrite, Options{Hide: []string{hidden, hidden + "/inner", "/nonexistent-hide"}}, []string{"cmd", "--flag"})
+	opt := Options{
+		Hide:     []string{hidden, hidden + "/inner", "/nonexistent-hide"},
+		Show:     []string{hidden + "/show/sub", hidden + "/show", "/nonexistent-show"},
+		ReadOnly: []string{ws + "/bin/plugin"},
+	}
+	argv, err := b.Wrap(p, sandbox.WorkspaceWrite, opt, []string{"cmd", "--flag"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -679,9 +719,10 @@ func TestBubblewrapWrapArgs(t *testing.T) {
 	got = strings.TrimSuffix(got, sockets)
 	want := "/usr/bin/bwrap --unshare-user --disable-userns --unshare-pid --unshare-ipc --unshare-uts --unshare-cgroup-try --unshare-net --cap-drop ALL --new-session --die-with-parent --ro-bind / /" +
 		" --bind " + ws + " " + ws + " --bind " + ws + "/a " + ws + "/a" +
-		" --bind " + ws + "/.git " + ws + "/.git" +
+		" --bind " + ws + "/.git " + ws + "/.git --bind " + ws + "/bin " + ws + "/bin" +
 		" --ro-bind " + ws + "/.git/config " + ws + "/.git/config --ro-bind " + ws + "/.git/hooks " + ws + "/.git/hooks --ro-bind " + ws + "/a/b " + ws + "/a/b" +
-		" --dev /dev --proc /proc --tmpfs " + hidden + " --remount-ro " + hidden
+		" --ro-bind " + ws + "/bin/plugin " + ws + "/bin/plugin" +
+		" --dev /dev --proc /proc --tmpfs " + hidden + " --ro-bind " + hidden + "/show " + hidden + "/show --remount-ro " + hidden
 	if got != want {
 		t.Errorf("argv\n%s\nwant\n%s", got, want)
 	}
@@ -720,20 +761,21 @@ func TestBubblewrapVanished(t *testing.T) {
 }
 
 // The host's unix sockets are covered, but not the allowed ones (named, or
-// under a named directory) nor the ones a hidden directory hides already.
+// under a named directory) nor the ones a hidden directory hides already
+// (unless a shown directory brings them back).
 func TestBubblewrapSocketCovers(t *testing.T) {
 	b := &Bubblewrap{Path: "/usr/bin/bwrap"}
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{"allowed", "hidden"} {
-		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+	for _, d := range []string{"allowed", "hidden/shown"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	socks := map[string]string{} // name -> path
-	for _, name := range []string{"covered.sock", "named.sock", "allowed/in-dir.sock", "hidden/hidden.sock"} {
+	for _, name := range []string{"covered.sock", "named.sock", "allowed/in-dir.sock", "hidden/hidden.sock", "hidden/shown/shown.sock"} {
 		path := filepath.Join(dir, name)
 		lis, err := net.Listen("unix", path)
 		if err != nil {
@@ -743,14 +785,14 @@ func TestBubblewrapSocketCovers(t *testing.T) {
 		socks[name] = path
 	}
 	p := &sandbox.Policy{UnixSockets: []string{socks["named.sock"], dir + "/allowed"}}
-	argv, err := b.Wrap(p, sandbox.ReadOnly, Options{Hide: []string{dir + "/hidden"}}, []string{"true"})
+	argv, err := b.Wrap(p, sandbox.ReadOnly, Options{Hide: []string{dir + "/hidden"}, Show: []string{dir + "/hidden/shown"}}, []string{"true"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(argv, " ")
 	for name, path := range socks {
 		covered := strings.Contains(got, "--ro-bind /dev/null "+path+" ")
-		if covered != (name == "covered.sock") {
+		if covered != (name == "covered.sock" || name == "hidden/shown/shown.sock") {
 			t.Errorf("%s covered: %v, want %v (%s)", name, covered, !covered, got)
 		}
 	}
