@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/dshrun/dsh/core/sandbox"
@@ -31,11 +32,12 @@ import (
 //     (EBUSY: they are mount points);
 //   - each Options.Hide directory covered by an empty read-only tmpfs, with
 //     the Options.Show directories inside it bound back read-only;
-//   - each unix socket bound at a path when Wrap runs (the host network
-//     namespace's, listed in /proc/net/unix) covered by the null device on
-//     a nodev mount, so connect() fails, unless Policy.UnixSockets names
-//     it or a directory above it (one under a hidden directory is bound
-//     back in);
+//   - each unix socket bound at a path in the host's network namespace
+//     (listed in /proc/net/unix) for at least socketSettle (10 s) when
+//     Wrap runs covered by the null device on a nodev mount, so connect()
+//     fails, unless Policy.UnixSockets names it or a directory above it
+//     (one under a hidden directory is bound back in); each cover costs
+//     bwrap about 0.15 ms;
 //   - a fresh /dev (null, zero, full, random, urandom, tty, a private pts
 //     for PTYs) and a /proc of its own PID namespace: no other process can
 //     be seen, signalled or read (/proc/PID/environ);
@@ -54,8 +56,8 @@ import (
 //   - /dev and /dev/shm are a private writable tmpfs (gone with the
 //     command; Landlock forbids writing there).
 //
-// What neither blocks: unix sockets bound after Wrap ran, or by processes in
-// another network namespace; abstract unix sockets and the whole network
+// What neither blocks: unix sockets bound less than socketSettle before
+// Wrap ran or after it, or by processes in another network namespace; abstract unix sockets and the whole network
 // when the policy's network is on; writes through inherited descriptors; a
 // protected path that does not exist yet can be created.
 //
@@ -328,8 +330,15 @@ func outermost(sorted []string) []string {
 	return out
 }
 
+// socketSettle is how long a socket must have existed to be covered. bwrap
+// cannot mount over a path that is gone, and fails the whole start, so the
+// sockets that come and go (test suites', go-plugin's brokers') are left
+// alone; the services worth covering have been there longer.
+var socketSettle = 10 * time.Second
+
 // hostSockets are the unix sockets bound at a path in this network
-// namespace (their paths as bound, resolved), that exist as sockets now.
+// namespace (their paths as bound, resolved), that exist as sockets now
+// and have for socketSettle.
 func hostSockets() ([]string, error) {
 	f, err := os.Open("/proc/net/unix")
 	if err != nil {
@@ -346,9 +355,16 @@ func hostSockets() ([]string, error) {
 		if err != nil {
 			continue // gone, or not reachable by that name
 		}
-		if fi, err := os.Stat(real); err == nil && fi.Mode().Type() == fs.ModeSocket {
-			out = append(out, real)
+		fi, err := os.Stat(real)
+		if err != nil || fi.Mode().Type() != fs.ModeSocket {
+			continue
 		}
+		// The change time is the bind's (or a chmod right after it), and
+		// no one can set it back.
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && time.Since(time.Unix(st.Ctim.Unix())) < socketSettle {
+			continue
+		}
+		out = append(out, real)
 	}
 	return sortedSet(out), nil
 }
