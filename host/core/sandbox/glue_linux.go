@@ -1,8 +1,6 @@
 package sandbox
 
 import (
-	"errors"
-
 	"github.com/dshrun/dsh/core/sandbox"
 )
 
@@ -18,4 +16,10 @@ type staleNever struct{ *Confinement }
 
 func (staleNever) Stale() bool { return false }
 
-func findBubblewrap() (wrapper, error) { return nil, errors.New("bubblewrap runner not built") }
+func findBubblewrap() (wrapper, error) {
+	b, err := FindBubblewrap()
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
