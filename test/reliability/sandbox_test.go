@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -212,4 +213,36 @@ func TestSandboxPolicyEdit(t *testing.T) {
 	mustNotExist(t, "a write under the edited policy", filepath.Join(ws, "f"))
 	s.commandsRun(t, ctx, 2)
 	f.Saw("description and runs follow the edit: %q", lastLine(text))
+}
+
+// The same session under the bubblewrap runner: a denial, work and git in
+// the workspace, a timeout, the next commands.
+func TestSandboxBubblewrapSession(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap is not installed (apt-get install bubblewrap; .ci/run does)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	ws, outside := t.TempDir(), t.TempDir()
+	s := startServe(t, ctx, sandboxComp(ws, "workspace-write", "  runner: bubblewrap\n"))
+	f := fault(t, "sandbox (bubblewrap): a write outside, then git, a timeout, the next commands")
+	target := filepath.Join(outside, "escaped")
+	text, facts := s.tool(t, ctx, "bash", map[string]any{"command": "echo x > " + target, "workdir": ws})
+	sb, _ := facts["sandbox"].(map[string]any)
+	if !strings.Contains(text, "[sandbox: file access denied under workspace-write mode]") || sb["enforcement"] != "bubblewrap: bubblewrap" {
+		t.Fatalf("a denied write: %q %v", text, sb)
+	}
+	mustNotExist(t, "a write outside", target)
+	text, _ = s.tool(t, ctx, "bash", map[string]any{"workdir": ws, "command": "git init -q . && git config user.email a@b && git config user.name a && echo v1 > a && git add -A && git commit -qm one && git log --oneline | wc -l"})
+	if !strings.HasSuffix(text, "1") {
+		t.Fatalf("git in the workspace: %q", text)
+	}
+	if text, _ := s.tool(t, ctx, "bash", map[string]any{"command": "echo x > .git/config", "workdir": ws}); !strings.Contains(text, "[sandbox: file access denied") {
+		t.Fatalf("a protected path: %q", text)
+	}
+	if text, _ := s.tool(t, ctx, "bash", map[string]any{"command": "sleep 30", "timeoutMs": 300}); !strings.Contains(text, "[timed out after 300ms]") {
+		t.Fatalf("a timeout: %q", text)
+	}
+	s.commandsRun(t, ctx, 3)
+	f.Saw("denied, git works, .git/config refused, timeout, 3 commands after")
 }

@@ -114,6 +114,12 @@ func (e *Executor) confine(ctx context.Context, spec *shell.ExecSpec, req *subpr
 // Run runs confined and reads the denials out of the result.
 func (e *Executor) Run(ctx context.Context, spec *shell.ExecSpec) (*shell.RunResult, error) {
 	res, err := e.Executor.Run(ctx, spec)
+	if err == nil && launchFailed(res) && ctx.Err() == nil {
+		// Nothing ran: most often a path the wrapper was to mount went
+		// away in between (a unix socket its owner removed). Wrapped
+		// again, it is no longer there to mount.
+		res, err = e.Executor.Run(ctx, spec)
+	}
 	if err != nil {
 		return nil, err
 	}
