@@ -166,21 +166,49 @@ func listProcs() ([]proc, error) {
 		return nil, fmt.Errorf("waiting: list /proc: %w", err)
 	}
 	procs := make([]proc, 0, len(names))
+	buf := make([]byte, 1024)
 	for _, n := range names {
 		pid, err := strconv.Atoi(n)
 		if err != nil {
 			continue
 		}
-		if p, err := readStat(pid); err == nil {
+		if p, err := readStat(pid, buf); err == nil {
 			procs = append(procs, p)
 		}
 	}
 	return procs, nil
 }
 
-// readStat parses /proc/ID/stat, for a process or a thread.
-func readStat(id int) (proc, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(id) + "/stat")
+// readProc reads a small /proc file into buf. It is os.ReadFile without
+// what a scan of every process does not need (a stat, a non-blocking mode,
+// a new buffer): the scan is most of a Check's cost.
+func readProc(path string, buf []byte) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	n := 0
+	for n < len(buf) {
+		m, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	return buf[:n], nil
+}
+
+// readStat parses /proc/ID/stat, for a process or a thread; buf holds it
+// (its 52 fields fit in 1 KiB whatever the command's name).
+func readStat(id int, buf []byte) (proc, error) {
+	b, err := readProc("/proc/"+strconv.Itoa(id)+"/stat", buf)
 	if err != nil {
 		return proc{}, err
 	}
@@ -190,15 +218,24 @@ func readStat(id int) (proc, error) {
 	if open < 0 || end < open {
 		return proc{}, fmt.Errorf("waiting: /proc/%d/stat: no command name", id)
 	}
-	f := strings.Fields(string(b[end+1:]))
-	// state ppid pgrp session tty_nr tpgid …
-	if len(f) < 6 || len(f[0]) != 1 {
-		return proc{}, fmt.Errorf("waiting: /proc/%d/stat: %d fields", id, len(f))
+	// state ppid pgrp session tty_nr: the first five fields.
+	var f [5][]byte
+	rest := b[end+1:]
+	for i := range f {
+		rest = bytes.TrimLeft(rest, " ")
+		j := bytes.IndexByte(rest, ' ')
+		if j < 0 {
+			return proc{}, fmt.Errorf("waiting: /proc/%d/stat: too few fields", id)
+		}
+		f[i], rest = rest[:j], rest[j:]
+	}
+	if len(f[0]) != 1 {
+		return proc{}, fmt.Errorf("waiting: /proc/%d/stat: state %q", id, f[0])
 	}
 	p := proc{pid: id, state: f[0][0], comm: string(b[open+1 : end])}
-	p.pgrp, _ = strconv.Atoi(f[2])
-	p.session, _ = strconv.Atoi(f[3])
-	nr, _ := strconv.ParseInt(f[4], 10, 64)
+	p.pgrp, _ = strconv.Atoi(string(f[2]))
+	p.session, _ = strconv.Atoi(string(f[3]))
+	nr, _ := strconv.ParseInt(string(f[4]), 10, 64)
 	p.ttyNr = uint64(uint32(nr))
 	return p, nil
 }
@@ -240,7 +277,7 @@ func listTasks(procs []proc) []task {
 
 func look(tid int) glance {
 	g := glance{}
-	if st, err := readStat(tid); err == nil {
+	if st, err := readStat(tid, make([]byte, 1024)); err == nil {
 		g.state = st.state
 	} else {
 		g.err = err
