@@ -335,7 +335,7 @@ func TestBusyLoop(t *testing.T) {
 	sh := startShell(t)
 	sh.atPrompt()
 	sh.send("while :; do :; done\r")
-	sh.expect(Running, "bash", "running")
+	sh.expect(Running, "bash", "running (")
 	sh.stays(Running, 300*time.Millisecond)
 }
 
