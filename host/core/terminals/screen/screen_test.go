@@ -351,3 +351,28 @@ func TestWriteAfterClose(t *testing.T) {
 	}
 	s.Resize(30, 5) // no effect, no panic
 }
+
+// BenchmarkWrite feeds lines that scroll the main screen; BenchmarkWriteAlt
+// the same on the alternate screen (whose scrolled lines the emulator keeps
+// in a scrollback of its own, not exposed).
+func BenchmarkWrite(b *testing.B) {
+	benchWrite(b, "")
+}
+
+func BenchmarkWriteAlt(b *testing.B) {
+	benchWrite(b, "\x1b[?1049h")
+}
+
+func benchWrite(b *testing.B, prefix string) {
+	chunk := []byte(strings.Repeat("a line of some forty characters, and 123\r\n", 100))
+	s := New(80, 24, nil)
+	defer s.Close()
+	_, _ = s.Write([]byte(prefix))
+	b.SetBytes(int64(len(chunk)))
+	for b.Loop() {
+		if _, err := s.Write(chunk); err != nil {
+			b.Fatal(err)
+		}
+		s.Unread(0)
+	}
+}
