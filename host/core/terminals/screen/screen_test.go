@@ -195,6 +195,16 @@ func TestClearKeepsUnreadAndDropsSeen(t *testing.T) {
 	}
 }
 
+func TestResetKeepsUnread(t *testing.T) {
+	s := newScreen(t, 20, 6, nil)
+	feed(t, s, "seen\r\n$ ")
+	s.Read(1000)
+	feed(t, s, "echo x; reset\r\nx\r\n\x1bc$ ")
+	if r := s.Read(1000); r.Unread.Text != "$ echo x; reset\nx\n" || r.Viewport != "$" {
+		t.Errorf("Read after a reset = %q + %q", r.Unread.Text, r.Viewport)
+	}
+}
+
 func TestAltScreen(t *testing.T) {
 	s := newScreen(t, 20, 4, nil)
 	feed(t, s, "hello\r\n$ ")
