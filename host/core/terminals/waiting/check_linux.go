@@ -62,6 +62,7 @@ func (o Options) Check(master *os.File, shellPid int) (Result, error) {
 			res.StoppedJobs = append(res.StoppedJobs, Process{p.pid, p.comm})
 		}
 	}
+	slices.SortFunc(res.StoppedJobs, func(a, b Process) int { return a.Pid - b.Pid })
 	tasks := listTasks(group)
 	for i := range tasks {
 		tasks[i].first = look(tasks[i].tid)
@@ -310,19 +311,21 @@ const (
 type verdict struct {
 	activity
 	why string
+	// others are the descriptors a wait on the terminal watches besides.
+	others []string
 }
 
 // decide sets res from the threads' looks.
 func decide(res *Result, t *terminal, tasks []task, gap time.Duration) {
 	var best [readingTerm + 1]*task
-	var why [readingTerm + 1]string
+	var verdicts [readingTerm + 1]verdict
 	for i := range tasks {
 		tk := &tasks[i]
 		v := judge(t, tk, gap)
 		// Keep the newest process of each kind: in a pipeline or a
 		// command a shell started, that is the one the user asked for.
 		if b := best[v.activity]; b == nil || tk.pid > b.pid {
-			best[v.activity], why[v.activity] = tk, v.why
+			best[v.activity], verdicts[v.activity] = tk, v
 		}
 	}
 	pick := func(a activity, r Reason) bool {
@@ -331,7 +334,8 @@ func decide(res *Result, t *terminal, tasks []task, gap time.Duration) {
 			return false
 		}
 		res.Reason, res.Process = r, Process{tk.pid, tk.comm}
-		res.Detail = who(tk) + ": " + why[a]
+		res.Detail = who(tk) + ": " + verdicts[a].why
+		res.Others = verdicts[a].others
 		return true
 	}
 	switch {
@@ -361,58 +365,58 @@ func judge(t *terminal, tk *task, gap time.Duration) verdict {
 	for _, g := range []glance{a, b} {
 		switch {
 		case g.err != nil && (errors.Is(g.err, os.ErrNotExist) || errors.Is(g.err, unix.ESRCH)):
-			return verdict{gone, "exited"}
+			return verdict{activity: gone, why: "exited"}
 		case g.state == 'Z' || g.state == 'X':
-			return verdict{gone, "exited (a zombie)"}
+			return verdict{activity: gone, why: "exited (a zombie)"}
 		case stoppedState(g.state):
-			return verdict{stopped, fmt.Sprintf("stopped (state %c)", g.state)}
+			return verdict{activity: stopped, why: fmt.Sprintf("stopped (state %c)", g.state)}
 		}
 	}
 	for _, g := range []glance{a, b} {
 		switch {
 		case g.state == 'R':
-			return verdict{running, "running (state R)"}
+			return verdict{activity: running, why: "running (state R)"}
 		case g.err != nil:
-			return verdict{elsewhere, fmt.Sprintf("not conclusive: %v (reading a thread's system call needs ptrace rights over it)", g.err)}
+			return verdict{activity: elsewhere, why: fmt.Sprintf("not conclusive: %v (reading a thread's system call needs ptrace rights over it)", g.err)}
 		case g.syscall == "running":
-			return verdict{running, "running (its system call reads \"running\")"}
+			return verdict{activity: running, why: "running (its system call reads \"running\")"}
 		}
 	}
 	if a.syscall != b.syscall {
 		before, after := callName(a.syscall), callName(b.syscall)
 		if before == after {
-			return verdict{elsewhere, fmt.Sprintf("woke between two looks %v apart (in %s again, with other arguments)", gap, after)}
+			return verdict{activity: elsewhere, why: fmt.Sprintf("woke between two looks %v apart (in %s again, with other arguments)", gap, after)}
 		}
-		return verdict{elsewhere, fmt.Sprintf("woke between two looks %v apart (%s, then %s)", gap, before, after)}
+		return verdict{activity: elsewhere, why: fmt.Sprintf("woke between two looks %v apart (%s, then %s)", gap, before, after)}
 	}
 	if a.schedstat != b.schedstat {
 		// In the same call both times, but it ran in between: a loop
 		// that polls with a short timeout, or one fed as it reads.
-		return verdict{elsewhere, fmt.Sprintf("ran between two looks %v apart, in %s both times", gap, callName(b.syscall))}
+		return verdict{activity: elsewhere, why: fmt.Sprintf("ran between two looks %v apart, in %s both times", gap, callName(b.syscall))}
 	}
 	nr, args, ok := parseSyscall(b.syscall)
 	if !ok {
-		return verdict{elsewhere, fmt.Sprintf("blocked outside a system call (state %c, %q)", b.state, b.syscall)}
+		return verdict{activity: elsewhere, why: fmt.Sprintf("blocked outside a system call (state %c, %q)", b.state, b.syscall)}
 	}
 	sc, known := syscalls[nr]
 	if !known {
-		return verdict{elsewhere, fmt.Sprintf("in system call %d", nr)}
+		return verdict{activity: elsewhere, why: fmt.Sprintf("in system call %d", nr)}
 	}
 	switch sc.kind {
 	case restartCall:
 		// The kernel resumes a sleep, or a poll or select, that a stop or
 		// a signal interrupted; which one it was is not in /proc.
-		return verdict{elsewhere, "in restart_syscall (a call resumed after a signal or a stop: which one is not known)"}
+		return verdict{activity: elsewhere, why: "in restart_syscall (a call resumed after a signal or a stop: which one is not known)"}
 	case readCall:
 		fd := int(int32(args[0]))
 		on, name, err := t.isTerminal(tk, fd)
 		switch {
 		case err != nil:
-			return verdict{elsewhere, fmt.Sprintf("%s on fd %d, not conclusive: %v", sc.name, fd, err)}
+			return verdict{activity: elsewhere, why: fmt.Sprintf("%s on fd %d, not conclusive: %v", sc.name, fd, err)}
 		case on:
-			return verdict{readingTerm, fmt.Sprintf("%s on fd %d (%s)", sc.name, fd, name)}
+			return verdict{activity: readingTerm, why: fmt.Sprintf("%s on fd %d (%s)", sc.name, fd, name)}
 		}
-		return verdict{elsewhere, fmt.Sprintf("%s on fd %d (%s), not the terminal", sc.name, fd, name)}
+		return verdict{activity: elsewhere, why: fmt.Sprintf("%s on fd %d (%s), not the terminal", sc.name, fd, name)}
 	case selectCall:
 		return t.judgeSelect(tk, sc.name, args)
 	case pollCall:
@@ -420,7 +424,7 @@ func judge(t *terminal, tk *task, gap time.Duration) verdict {
 	case epollCall:
 		return t.judgeEpoll(tk, sc.name, int(int32(args[0])))
 	}
-	return verdict{elsewhere, "in " + sc.name}
+	return verdict{activity: elsewhere, why: "in " + sc.name}
 }
 
 // callName names the system call of a /proc/TID/syscall line.
@@ -489,6 +493,53 @@ func ttyDevice(nr uint64) uint64 {
 	return unix.Mkdev(uint32(nr>>8)&0xfff, uint32(nr&0xff)|uint32(nr>>12)&0xfff00)
 }
 
+// waitSet is what a select, poll or epoll wait watches for reading: the
+// terminal's descriptor if it is among them, and the others.
+type waitSet struct {
+	term   int // -1 when the terminal is not watched
+	others []int
+}
+
+func (w *waitSet) add(t *terminal, tk *task, fd int) {
+	if w.term < 0 {
+		if on, _, err := t.isTerminal(tk, fd); err == nil && on {
+			w.term = fd
+			return
+		}
+	}
+	w.others = append(w.others, fd)
+}
+
+// verdict says what the wait is: on the terminal (naming the other
+// descriptors, which a program that relays a remote session also
+// watches), or elsewhere.
+func (w *waitSet) verdict(tk *task, onTerm, notOnTerm string) verdict {
+	slices.Sort(w.others)
+	if w.term < 0 {
+		return verdict{activity: elsewhere, why: fmt.Sprintf("%s %v, none the terminal", notOnTerm, w.others)}
+	}
+	v := verdict{activity: readingTerm, why: fmt.Sprintf(onTerm, w.term)}
+	for _, fd := range w.others {
+		name, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", tk.tid, fd))
+		if err != nil {
+			name = "?"
+		}
+		v.others = append(v.others, fmt.Sprintf("fd %d (%s)", fd, name))
+	}
+	if n := len(v.others); n > 0 {
+		shown := v.others[:min(n, 4)]
+		noun := "descriptors"
+		if n == 1 {
+			noun = "descriptor"
+		}
+		v.why += fmt.Sprintf("; it also waits on %d other %s: %s", n, noun, strings.Join(shown, ", "))
+		if n > len(shown) {
+			v.why += ", …"
+		}
+	}
+	return v
+}
+
 // maxFds bounds the descriptor sets read from a process's memory.
 const maxFds = 1 << 16
 
@@ -498,25 +549,20 @@ const maxFds = 1 << 16
 func (t *terminal) judgeSelect(tk *task, name string, args [6]uint64) verdict {
 	nfds, readfds := int(int32(args[0])), args[1]
 	if readfds == 0 || nfds <= 0 {
-		return verdict{elsewhere, name + " without a read set"}
+		return verdict{activity: elsewhere, why: name + " without a read set"}
 	}
 	nfds = min(nfds, maxFds)
 	set, err := readMem(tk.tid, readfds, (nfds+63)/64*8)
 	if err != nil {
-		return verdict{elsewhere, fmt.Sprintf("%s, read set not conclusive: %v", name, err)}
+		return verdict{activity: elsewhere, why: fmt.Sprintf("%s, read set not conclusive: %v", name, err)}
 	}
-	var others []int
+	w := waitSet{term: -1}
 	for fd := range nfds {
-		if set[fd/8]&(1<<(fd%8)) == 0 {
-			continue
+		if set[fd/8]&(1<<(fd%8)) != 0 {
+			w.add(t, tk, fd)
 		}
-		on, _, err := t.isTerminal(tk, fd)
-		if err == nil && on {
-			return verdict{readingTerm, fmt.Sprintf("%s with the terminal (fd %d) in its read set", name, fd)}
-		}
-		others = append(others, fd)
 	}
-	return verdict{elsewhere, fmt.Sprintf("%s on fds %v, none the terminal", name, others)}
+	return w.verdict(tk, name+" with the terminal (fd %d) in its read set", name+" on fds")
 }
 
 // judgePoll reads poll's array of struct pollfd {int fd; short events;
@@ -524,27 +570,22 @@ func (t *terminal) judgeSelect(tk *task, name string, args [6]uint64) verdict {
 func (t *terminal) judgePoll(tk *task, name string, args [6]uint64) verdict {
 	ptr, n := args[0], int(min(args[1], maxFds))
 	if ptr == 0 || n == 0 {
-		return verdict{elsewhere, name + " on no descriptors"}
+		return verdict{activity: elsewhere, why: name + " on no descriptors"}
 	}
 	b, err := readMem(tk.tid, ptr, n*8)
 	if err != nil {
-		return verdict{elsewhere, fmt.Sprintf("%s, descriptors not conclusive: %v", name, err)}
+		return verdict{activity: elsewhere, why: fmt.Sprintf("%s, descriptors not conclusive: %v", name, err)}
 	}
 	const readable = 0x1 | 0x2 | 0x40 // POLLIN, POLLPRI, POLLRDNORM
-	var others []int
+	w := waitSet{term: -1}
 	for i := range n {
 		fd := int(int32(binary.NativeEndian.Uint32(b[i*8:])))
 		events := binary.NativeEndian.Uint16(b[i*8+4:])
-		if fd < 0 || events&readable == 0 {
-			continue
+		if fd >= 0 && events&readable != 0 {
+			w.add(t, tk, fd)
 		}
-		on, _, err := t.isTerminal(tk, fd)
-		if err == nil && on {
-			return verdict{readingTerm, fmt.Sprintf("%s with the terminal (fd %d) among %d descriptors", name, fd, n)}
-		}
-		others = append(others, fd)
 	}
-	return verdict{elsewhere, fmt.Sprintf("%s reading fds %v, none the terminal", name, others)}
+	return w.verdict(tk, name+" with the terminal (fd %d) among its descriptors", name+" reading fds")
 }
 
 // judgeEpoll reads what the epoll instance watches from its fdinfo: one
@@ -552,10 +593,10 @@ func (t *terminal) judgePoll(tk *task, name string, args [6]uint64) verdict {
 func (t *terminal) judgeEpoll(tk *task, name string, epfd int) verdict {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%d", tk.tid, epfd))
 	if err != nil {
-		return verdict{elsewhere, fmt.Sprintf("%s on fd %d, not conclusive: %v", name, epfd, err)}
+		return verdict{activity: elsewhere, why: fmt.Sprintf("%s on fd %d, not conclusive: %v", name, epfd, err)}
 	}
 	const readable = unix.EPOLLIN | unix.EPOLLPRI | unix.EPOLLRDNORM
-	var others []int
+	w := waitSet{term: -1}
 	for line := range strings.Lines(string(b)) {
 		f := strings.Fields(line)
 		if len(f) < 4 || f[0] != "tfd:" || f[2] != "events:" {
@@ -566,14 +607,13 @@ func (t *terminal) judgeEpoll(tk *task, name string, epfd int) verdict {
 		if err1 != nil || err2 != nil || events&readable == 0 {
 			continue
 		}
-		on, _, err := t.isTerminal(tk, fd)
-		if err == nil && on && sameInode(tk.tid, fd, f) {
-			return verdict{readingTerm, fmt.Sprintf("%s on fd %d, which watches the terminal (fd %d)", name, epfd, fd)}
+		if w.term < 0 && !sameInode(tk.tid, fd, f) {
+			// The number was closed and reused: not what epoll watches.
+			continue
 		}
-		others = append(others, fd)
+		w.add(t, tk, fd)
 	}
-	slices.Sort(others)
-	return verdict{elsewhere, fmt.Sprintf("%s on fd %d, watching fds %v, none the terminal", name, epfd, others)}
+	return w.verdict(tk, fmt.Sprintf("%s on fd %d, which watches the terminal (fd %%d)", name, epfd), fmt.Sprintf("%s on fd %d, watching fds", name, epfd))
 }
 
 // sameInode checks the descriptor still holds the file epoll registered

@@ -242,7 +242,23 @@ func TestPoll(t *testing.T) {
 	sh := startShell(t)
 	sh.atPrompt()
 	sh.send(`python3 -c 'import select; p = select.poll(); p.register(0, select.POLLIN); p.poll()'` + "\r")
-	sh.expect(StdinRead, "python3", "poll with the terminal (fd 0) among 1 descriptors")
+	r := sh.expect(StdinRead, "python3", "poll with the terminal (fd 0) among its descriptors")
+	if len(r.Others) != 0 {
+		t.Errorf("Others = %v", r.Others)
+	}
+}
+
+// A wait on the terminal and a socket at once, as ssh's: StdinRead, and
+// the socket is named.
+func TestWaitOnTerminalAndSocket(t *testing.T) {
+	need(t, "python3")
+	sh := startShell(t)
+	sh.atPrompt()
+	sh.send(`python3 -c 'import select, socket; a, b = socket.socketpair(); select.select([0, a], [], [])'` + "\r")
+	r := sh.expect(StdinRead, "python3", "it also waits on 1 other descriptor: fd 3 (socket:[")
+	if len(r.Others) != 1 || !strings.HasPrefix(r.Others[0], "fd 3 (socket:[") {
+		t.Errorf("Others = %v", r.Others)
+	}
 }
 
 // select, poll and epoll on a pipe are waits, but not on the terminal.
@@ -261,6 +277,18 @@ func TestSelectPollEpollOnAPipe(t *testing.T) {
 			sh.stays(Running, 200*time.Millisecond)
 		})
 	}
+}
+
+// epoll keeps watching a file after its descriptor number was closed, if
+// another descriptor holds it; fdinfo still names the old number. Here that
+// number is the terminal now, but the pipe is what epoll watches.
+func TestEpollStaleDescriptor(t *testing.T) {
+	need(t, "python3")
+	sh := startShell(t)
+	sh.atPrompt()
+	sh.send(`python3 -c $'import os, select\nr, w = os.pipe(); e = select.epoll(); e.register(r, select.EPOLLIN)\nkeep = os.dup(r); os.dup2(0, r)\ne.poll()'` + "\r")
+	sh.expect(Running, "python3", "watching fds [], none the terminal")
+	sh.stays(Running, 200*time.Millisecond)
 }
 
 // A loop that polls the terminal with a short timeout is found in the same

@@ -64,6 +64,11 @@ type Result struct {
 	Detail string
 	// Process is the one Detail is about; zero when there is none.
 	Process Process
+	// Others are the descriptors a StdinRead's wait watches besides the
+	// terminal, as "fd N (what it links to)". A program that relays a
+	// remote session (ssh, docker attach, a tmux client) waits on the
+	// terminal and a socket at once, whether the far side is idle or busy.
+	Others []string
 	// Pgrp is the terminal's foreground process group.
 	Pgrp int
 	// Canonical and Echo are the terminal's line discipline modes: a
