@@ -211,12 +211,39 @@ func (s *Screen) Resize(cols, rows int) {
 	}
 	if !s.emu.IsAltScreen() {
 		if k := s.emu.CursorPosition().Y - (rows - 1); k > 0 {
-			// Scroll up k (SU), then move the cursor up with its line (CUU).
-			_, _ = s.emu.WriteString(fmt.Sprintf("\x1b[%dS\x1b[%dA", k, k))
+			s.scrollUp(k)
 		}
 	}
+	// The emulator keeps the top rows and puts a cursor below them on the
+	// last: after scrollUp, that is the cursor's own line.
 	s.emu.Resize(cols, rows)
-	s.drain()
+}
+
+// scrollUp moves the main screen's rows up by k, the top k becoming
+// unread lines as if scrolled off. It goes cell by cell rather than
+// through the emulator's parser, which may be inside a sequence the
+// program has only half written.
+func (s *Screen) scrollUp(k int) {
+	h, w := s.emu.Height(), s.emu.Width()
+	for _, r := range s.rows()[:min(k, h)] {
+		if !s.wasSeen(r) {
+			s.unread.push(r)
+		}
+	}
+	for y := range h {
+		for x := range w {
+			if y+k >= h {
+				s.emu.SetCell(x, y, nil)
+				continue
+			}
+			// A wide character's second cell follows from its first:
+			// setting that placeholder would blank the character.
+			if c := s.emu.CellAt(x, y+k); c != nil && !c.IsZero() {
+				cp := *c
+				s.emu.SetCell(x, y, &cp)
+			}
+		}
+	}
 }
 
 // Size returns the screen's columns and rows.

@@ -274,6 +274,21 @@ func TestResizeKeepsCursorLine(t *testing.T) {
 	}
 }
 
+func TestResizeWideCharactersAndHalfSequence(t *testing.T) {
+	s := newScreen(t, 20, 6, nil)
+	feed(t, s, "世界 one\r\n世界 two\r\n世界 three\r\n$ \x1b[3")
+	// The program's sequence is cut where the resize falls: it goes on
+	// after, untouched.
+	s.Resize(20, 2)
+	feed(t, s, "1mbold\x1b[0m")
+	if got := s.Viewport(); got != "世界 three\n$ bold" {
+		t.Errorf("Viewport = %q", got)
+	}
+	if u := s.Unread(100); u.Text != "世界 one\n世界 two\n" {
+		t.Errorf("Unread = %q", u.Text)
+	}
+}
+
 // syncBuffer is a bytes.Buffer safe for the reply goroutine and the test.
 type syncBuffer struct {
 	mu sync.Mutex
