@@ -58,7 +58,7 @@ func (o Options) Check(master *os.File, shellPid int) (Result, error) {
 		session = group[0].session
 	}
 	for _, p := range procs {
-		if p.session == session && p.pgrp != t.pgrp && stoppedState(p.state) {
+		if session != 0 && p.session == session && p.pgrp != t.pgrp && stoppedState(p.state) {
 			res.StoppedJobs = append(res.StoppedJobs, Process{p.pid, p.comm})
 		}
 	}
