@@ -17,7 +17,7 @@
 // longer than the screen is wide is as many lines as rows it took.
 //
 // Emulation costs: scrolling one line copies the whole screen's cells
-// (about 20 µs at 80×24, so some 1.5 MB/s of short lines); a program that
+// (about 20 µs at 80×24, so some 2 MB/s of short lines); a program that
 // prints faster than that is slowed to it through the PTY when the
 // Screen is fed from the PTY reader.
 //
