@@ -40,7 +40,7 @@ func TestConfinement(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close(t.Context())
-	c, err := Prepare(&sandbox.Policy{DefaultMode: sandbox.WorkspaceWrite, WorkspaceRoot: ws}, sandbox.WorkspaceWrite)
+	c, err := Prepare(&sandbox.Policy{DefaultMode: sandbox.WorkspaceWrite, WorkspaceRoot: ws}, sandbox.WorkspaceWrite, Options{})
 	if err != nil {
 		t.Skipf("no Landlock ABI 5 here, so no runner: %v", err)
 	}
@@ -152,7 +152,7 @@ func BenchmarkTrue(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Close(b.Context())
-	c, err := Prepare(&sandbox.Policy{DefaultMode: sandbox.WorkspaceWrite, WorkspaceRoot: ws}, sandbox.WorkspaceWrite)
+	c, err := Prepare(&sandbox.Policy{DefaultMode: sandbox.WorkspaceWrite, WorkspaceRoot: ws}, sandbox.WorkspaceWrite, Options{})
 	if err != nil {
 		b.Skipf("no Landlock ABI 5: %v", err)
 	}

@@ -1,0 +1,457 @@
+package sandbox
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// The mount layer. Landlock cannot make a folder inside a writable root
+// read-only, nor hide a directory that reads are allowed in; a mount
+// namespace can. One is built per prepared policy, once, and each
+// confined command's thread enters it.
+//
+// Its tree: every mount private and read-only; the writable roots bound
+// back read-write on top; inside them, each existing protected path a
+// read-only bind of itself, and every directory between the root and it a
+// read-write bind of itself (a mount point cannot be renamed or removed:
+// EBUSY, so `mv .git x; mkdir -p .git; echo > .git/config` cannot put a
+// writable .git/config where the protected one was); the directories the
+// host hides and every cgroup file system under an empty read-only tmpfs.
+//
+// The command does not see that tree at its root but a recursive copy of
+// it mounted on chrootAnchor, with its root set there: a process whose
+// root is not its mount namespace's root may not create user namespaces
+// (the kernel's "chrooted" rule). That is what stops clone3, which the
+// seccomp filter must let through (see seccomp_linux.go); and with cgroup
+// file systems hidden, no cgroup can be named to clone3 to leave the
+// command's tree.
+
+// chrootAnchor is the directory of the namespace's tree the command's root
+// is mounted on. Any directory would do: the command never sees the tree
+// under its root; /proc is one that always exists.
+const chrootAnchor = "/proc"
+
+// mountPlan is what the namespace holds, worked out from the policy.
+type mountPlan struct {
+	writable []string // the writable roots, outer before inner
+	pinned   []string // directories between a root and a protected path: read-write self-binds
+	readOnly []string // protected paths that exist inside a writable root: read-only self-binds
+	hide     []string // directories covered by an empty read-only tmpfs
+	// keepCgroups leaves cgroup file systems visible (tests only).
+	keepCgroups bool
+}
+
+// namespaces are a policy's built namespaces, as open
+// /proc/thread-self/ns/* of the thread that built them: the mount
+// namespace, and the network namespace when the network is off (-1
+// otherwise). Entering prepared ones costs microseconds; making a network
+// namespace per command costs about a millisecond here (see BenchmarkTrue).
+// Commands of one policy share its network namespace, so they may reach
+// each other's loopback servers, as they share its writable roots.
+type namespaces struct {
+	mnt, net int
+}
+
+// protectedState is what a protected path (or a directory on the way to
+// one) was at Prepare: the mounts in the namespace hold those very files,
+// so a change outside (a new file renamed over it, a path that appears)
+// makes the namespace stale.
+type protectedState struct {
+	path     string
+	exists   bool
+	dev, ino uint64
+}
+
+func stateOf(path string) (protectedState, fs.FileInfo, error) {
+	var st unix.Stat_t
+	err := unix.Lstat(path, &st)
+	switch {
+	case err == nil:
+		fi, _ := os.Lstat(path)
+		return protectedState{path: path, exists: true, dev: st.Dev, ino: st.Ino}, fi, nil
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
+		return protectedState{path: path}, nil, nil
+	default:
+		return protectedState{}, nil, fmt.Errorf("protected path %s: %w", path, err)
+	}
+}
+
+// planMounts works out the namespace of writable roots (absolute and
+// clean), protected paths and hidden directories. It records the state of
+// every protected path, existing or not, for Stale.
+func planMounts(writable, protected, hide []string) (*mountPlan, []protectedState, error) {
+	pl := &mountPlan{writable: slices.Clone(writable)}
+	// Outer roots first: an inner one is mounted on top of its outer one.
+	slices.SortFunc(pl.writable, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
+	var states []protectedState
+	pinned := map[string]bool{}
+	for _, p := range protected {
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+			return nil, nil, fmt.Errorf("protected path %q is not an absolute, clean path", p)
+		}
+		st, fi, err := stateOf(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		states = append(states, st)
+		if !st.exists {
+			continue // not protected until it exists: Stale says when
+		}
+		root := ""
+		for _, w := range pl.writable {
+			if within(p, w) && len(w) > len(root) {
+				root = w
+			}
+		}
+		if root == "" {
+			continue // outside the writable roots, read-only already
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return nil, nil, fmt.Errorf("protected path %s is a symlink: inside a writable root it could be replaced, so it cannot be kept read-only (protect what it points to instead)", p)
+		}
+		rel, _ := filepath.Rel(root, p)
+		parts := strings.Split(rel, string(filepath.Separator))
+		for i := 1; i < len(parts); i++ {
+			dir := filepath.Join(root, filepath.Join(parts[:i]...))
+			st, fi, err := stateOf(dir)
+			if err != nil {
+				return nil, nil, err
+			}
+			if !st.exists || !fi.IsDir() {
+				return nil, nil, fmt.Errorf("protected path %s: %s changed while the sandbox was being prepared", p, dir)
+			}
+			if fi.Mode()&fs.ModeSymlink != 0 {
+				return nil, nil, fmt.Errorf("protected path %s goes through the symlink %s: inside a writable root it could be replaced, so the path cannot be kept read-only", p, dir)
+			}
+			if !pinned[dir] {
+				pinned[dir] = true
+				pl.pinned = append(pl.pinned, dir)
+				states = append(states, st)
+			}
+		}
+		pl.readOnly = append(pl.readOnly, p)
+	}
+	byDepth := func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") }
+	slices.SortStableFunc(pl.pinned, byDepth)
+	slices.SortStableFunc(pl.readOnly, byDepth)
+	for _, h := range hide {
+		if !filepath.IsAbs(h) {
+			return nil, nil, fmt.Errorf("hidden directory %q is not an absolute path", h)
+		}
+		fi, err := os.Stat(h)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("hidden directory %s: %w", h, err)
+		}
+		if !fi.IsDir() {
+			return nil, nil, fmt.Errorf("hidden directory %s is not a directory", h)
+		}
+		pl.hide = append(pl.hide, filepath.Clean(h))
+	}
+	return pl, states, nil
+}
+
+// within reports whether path is dir or below it.
+func within(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// buildNamespaces builds the namespaces of pl (and a network namespace
+// with its loopback up unless network) on a thread of its own, which is
+// then left to die (its view is the namespaces').
+func buildNamespaces(pl *mountPlan, network bool) (*namespaces, error) {
+	type result struct {
+		ns  *namespaces
+		err error
+	}
+	var r result
+	onOwnThread(func() {
+		ns := &namespaces{mnt: -1, net: -1}
+		if !network {
+			fd, err := newNetNS()
+			if err != nil {
+				r.err = fmt.Errorf("network namespace: %w", err)
+				return
+			}
+			ns.net = fd
+		}
+		fd, err := pl.build()
+		if err != nil {
+			ns.close()
+			r.err = fmt.Errorf("mount namespace: %w", err)
+			return
+		}
+		ns.mnt = fd
+		r.ns = ns
+	})
+	return r.ns, r.err
+}
+
+// onOwnThread runs f on a locked OS thread other than the main one, and
+// never unlocks it: the runtime ends that thread with its goroutine, and
+// whatever f changed about it with it.
+func onOwnThread(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			// The main thread is never ended. Held here, it cannot be the
+			// thread that runs the retry (with one P, a retry that merely
+			// unlocked first would land on it again).
+			onOwnThread(f)
+			runtime.UnlockOSThread()
+			return
+		}
+		f()
+	}()
+	<-done
+}
+
+// newNetNS moves the calling thread into a new network namespace with its
+// loopback up, and returns it as an fd.
+func newNetNS() (int, error) {
+	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		return -1, fmt.Errorf("unshare: %w", err)
+	}
+	if err := loopbackUp(); err != nil {
+		return -1, fmt.Errorf("its loopback: %w", err)
+	}
+	fd, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open it: %w", err)
+	}
+	return fd, nil
+}
+
+// build makes the calling thread's namespace and returns it as an fd.
+func (pl *mountPlan) build() (int, error) {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return -1, fmt.Errorf("unshare: %w", err)
+	}
+	// Nothing done here reaches the host's namespace, nor the reverse.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return -1, fmt.Errorf("make mounts private: %w", err)
+	}
+	// The writable roots are cloned while still writable, then bound back
+	// over the read-only tree.
+	clones := make([]int, 0, len(pl.writable))
+	defer func() {
+		for _, fd := range clones {
+			unix.Close(fd)
+		}
+	}()
+	for _, w := range pl.writable {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, w, unix.OPEN_TREE_CLONE|unix.O_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			return -1, fmt.Errorf("clone writable root %s: %w", w, err)
+		}
+		clones = append(clones, fd)
+	}
+	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return -1, fmt.Errorf("make / read-only: %w", err)
+	}
+	for i, w := range pl.writable {
+		if err := unix.MoveMount(clones[i], "", unix.AT_FDCWD, w, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return -1, fmt.Errorf("bind writable root %s back: %w", w, err)
+		}
+	}
+	for _, d := range pl.pinned {
+		if err := bindSelf(d, false); err != nil {
+			return -1, fmt.Errorf("pin %s (on the way to a protected path): %w", d, err)
+		}
+	}
+	for _, p := range pl.readOnly {
+		if err := bindSelf(p, true); err != nil {
+			return -1, fmt.Errorf("protect %s: %w", p, err)
+		}
+	}
+	var cgroups []string
+	if !pl.keepCgroups {
+		var err error
+		if cgroups, err = cgroupMounts(); err != nil {
+			return -1, err
+		}
+	}
+	for _, h := range append(cgroups, pl.hide...) {
+		if err := unix.Mount("tmpfs", h, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=0555"); err != nil {
+			return -1, fmt.Errorf("hide %s: %w", h, err)
+		}
+	}
+	nsfd, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open the namespace: %w", err)
+	}
+	// The command's root: a copy of the whole tree, on the anchor.
+	rootfd, err := unix.OpenTree(unix.AT_FDCWD, "/", unix.OPEN_TREE_CLONE|unix.O_CLOEXEC|unix.AT_RECURSIVE)
+	if err == nil {
+		err = unix.MoveMount(rootfd, "", unix.AT_FDCWD, chrootAnchor, unix.MOVE_MOUNT_F_EMPTY_PATH)
+		unix.Close(rootfd)
+	}
+	if err != nil {
+		unix.Close(nsfd)
+		return -1, fmt.Errorf("mount the command's root on %s: %w", chrootAnchor, err)
+	}
+	return nsfd, nil
+}
+
+// bindSelf mounts path (a file or a directory) on itself, read-only if ro.
+func bindSelf(path string, ro bool) error {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.O_CLOEXEC|unix.AT_RECURSIVE|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return fmt.Errorf("clone: %w", err)
+	}
+	defer unix.Close(fd)
+	if ro {
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+			return fmt.Errorf("make read-only: %w", err)
+		}
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("mount: %w", err)
+	}
+	return nil
+}
+
+// cgroupMounts are the mount points of every cgroup file system in the
+// calling thread's namespace, deepest first (so hiding one never hides
+// the next's mount point first).
+func cgroupMounts() ([]string, error) {
+	f, err := os.Open("/proc/thread-self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("find cgroup file systems: %w", err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// id parent major:minor root mountpoint options... - fstype source super
+		fields := strings.Fields(sc.Text())
+		sep := slices.Index(fields, "-")
+		if sep < 5 || sep+1 >= len(fields) {
+			continue
+		}
+		if t := fields[sep+1]; t == "cgroup" || t == "cgroup2" {
+			out = append(out, unescapeMountinfo(fields[4]))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("find cgroup file systems: %w", err)
+	}
+	slices.SortStableFunc(out, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	return slices.Compact(out), nil
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// enter moves the calling thread into the namespaces, with its root at
+// the command's copy of the tree and its working directory kept.
+func (n *namespaces) enter(skip layers) error {
+	if n.net >= 0 && skip&layerNetNS == 0 {
+		if err := unix.Setns(n.net, unix.CLONE_NEWNET); err != nil {
+			return fmt.Errorf("network namespace: setns: %w", err)
+		}
+	}
+	if skip&layerMountNS != 0 {
+		return nil
+	}
+	cwd, err := unix.Getwd()
+	if err != nil {
+		cwd = "/"
+	}
+	// setns into a mount namespace needs a file system context (root,
+	// working directory) this thread does not share with the others.
+	if err := unix.Unshare(unix.CLONE_FS); err != nil {
+		return fmt.Errorf("mount namespace: unshare the file system context: %w", err)
+	}
+	if err := unix.Setns(n.mnt, unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("mount namespace: setns: %w", err)
+	}
+	if skip&layerChroot != 0 {
+		return unix.Chdir(cwd)
+	}
+	if err := chrootIn(cwd); err != nil {
+		return fmt.Errorf("mount namespace: %w", err)
+	}
+	return nil
+}
+
+// enterNew makes new namespaces of pl for the calling thread alone: what
+// entering prepared ones is measured against.
+func (pl *mountPlan) enterNew(network bool) error {
+	if !network {
+		fd, err := newNetNS()
+		if err != nil {
+			return fmt.Errorf("network namespace: %w", err)
+		}
+		unix.Close(fd)
+	}
+	cwd, err := unix.Getwd()
+	if err != nil {
+		cwd = "/"
+	}
+	fd, err := pl.build()
+	if err != nil {
+		return fmt.Errorf("mount namespace: %w", err)
+	}
+	unix.Close(fd)
+	if err := chrootIn(cwd); err != nil {
+		return fmt.Errorf("mount namespace: %w", err)
+	}
+	return nil
+}
+
+// chrootIn sets the calling thread's root to the command's copy of the
+// tree, and its working directory to cwd there (setns and unshare left it
+// outside), else to the root.
+func chrootIn(cwd string) error {
+	if err := unix.Chroot(chrootAnchor); err != nil {
+		return fmt.Errorf("chroot: %w", err)
+	}
+	if err := unix.Chdir(cwd); err != nil {
+		if err := unix.Chdir("/"); err != nil {
+			return fmt.Errorf("chdir /: %w", err)
+		}
+	}
+	return nil
+}
+
+func (n *namespaces) close() error {
+	var errs []error
+	for _, fd := range []int{n.mnt, n.net} {
+		if fd >= 0 {
+			errs = append(errs, unix.Close(fd))
+		}
+	}
+	return errors.Join(errs...)
+}
