@@ -2,10 +2,12 @@ package sandbox
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -59,6 +61,11 @@ func TestEscapes(t *testing.T) {
 			if pr.tool != "" {
 				if _, err := exec.LookPath(pr.tool); err != nil {
 					t.Skipf("%s is not installed", pr.tool)
+				}
+			}
+			if pr.needs != nil {
+				if why := pr.needs(w); why != "" {
+					t.Skip(why)
 				}
 			}
 			f := w.fixture(t)
@@ -115,7 +122,8 @@ func TestEachLayerHolds(t *testing.T) {
 		name   string
 		probes []string
 	}{
-		{layerMountNS, "the mount namespace", []string{"append to .git/config", "rename .git away and recreate it", "overwrite the composition", "read the host's token"}},
+		{layerMountNS, "the mount namespace", []string{"append to .git/config", "rename .git away and recreate it", "overwrite the composition", "read the host's token",
+			"read what is typed on a terminal of the host", "open a device node in the workspace"}},
 		{layerChroot, "the root off the namespace's", []string{"clone3 with CLONE_NEWUSER"}},
 		{layerHideCgroups, "hidden cgroups", []string{"clone3 into the root cgroup"}},
 		{layerNetNS, "the network namespace", []string{"tcp v4 to the host", "udp v4 to the host", "mptcp to the host"}},
@@ -144,9 +152,16 @@ func TestStillWorks(t *testing.T) {
 	w := newWorld(t)
 	f := w.fixture(t)
 	c := prepareFor(t, f, 0)
+	// A descriptor the host leaked just now (no close-on-exec), before the
+	// first command.
+	leak, err := unix.Open(filepath.Join(f.out, "orig"), unix.O_RDONLY, 0)
+	must(t, err)
+	defer unix.Close(leak)
 	for _, tc := range []struct {
 		name, script, want, tool string
 	}{
+		// Not through a pipe: bash holds its ends while ls looks.
+		{"only stdio descriptors", `ls /proc/$$/fd > fds && tr '\n' ' ' < fds`, "0 1 2", ""},
 		{"move files and directories", `mkdir -p a/b && echo hi > a/b/f && mv a/b c && mv c/f d && mkdir e && mv d e/ && mv e .claude-not && cat .claude-not/d`, "hi", ""},
 		{"commit, with .git/config protected", `echo hi > f && git add f && git -c user.name=a -c user.email=a@b commit -qm m && git log --oneline | wc -l`, "1", "git"},
 		{"git init, add, commit in a new repository", `git init -q sub && cd sub && echo x > y && git add y && git -c user.name=a -c user.email=a@b commit -qm m && git rev-list --count HEAD`, "1", "git"},
@@ -164,8 +179,8 @@ for fam, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
     c = socket.create_connection(s.getsockname()[:2]); a, _ = s.accept(); c.send(b"ok"); print(a.recv(2).decode(), end=" ")
 '`, "ok ok", ""},
 		{"socketpair", `"$PY" -c 'import socket; a, b = socket.socketpair(); a.send(b"pair"); print(b.recv(4).decode())'`, "pair", ""},
+		{"netlink routing", `ip -o link show lo | grep -c LOOPBACK`, "1", "ip"},
 		{"a background job", `(sleep 0.1; echo bg > bg) & wait; cat bg`, "bg", ""},
-		{"only stdio descriptors (the host leaked one)", `ls /proc/$$/fd | tr '\n' ' '`, "0 1 2", ""},
 		{"confined as it says", `grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status | tr -s '\t ' ' ' | tr '\n' ' '`, "NoNewPrivs: 1 Seccomp: 2", ""},
 		{"its working directory", `pwd`, f.ws, ""},
 		{"the runtime directory is empty", `ls -A "$RUN" | wc -l`, "0", ""},
@@ -329,6 +344,17 @@ func TestStale(t *testing.T) {
 	if r := f.exec(t, w.m, c, `echo x >> .git/config`); r.ExitCode == 0 {
 		t.Fatalf(".git/config is writable after preparing again:\n%s", output(r))
 	}
+	// A hidden directory that appears.
+	later := filepath.Join(t.TempDir(), "later")
+	c, err := Prepare(f.policy(), sandbox.WorkspaceWrite, Options{Hide: []string{later}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	must(t, os.Mkdir(later, 0o755))
+	if !c.Stale() {
+		t.Fatal("not stale after a hidden directory appeared")
+	}
 }
 
 // What Prepare refuses, rather than confine less than asked.
@@ -377,5 +403,108 @@ func TestReadOnly(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(f.ws, "f")); err == nil {
 		t.Fatal("read-only mode wrote in the workspace")
+	}
+}
+
+// runBPF runs a classic BPF program on a seccomp_data, as the kernel
+// would (the subset the filter uses).
+func runBPF(t *testing.T, prog []unix.SockFilter, nr, arch uint32, args ...uint64) uint32 {
+	t.Helper()
+	data := make([]byte, 64)
+	binary.LittleEndian.PutUint32(data[0:], nr)
+	binary.LittleEndian.PutUint32(data[4:], arch)
+	for i, a := range args {
+		binary.LittleEndian.PutUint64(data[16+8*i:], a)
+	}
+	var acc uint32
+	for pc := 0; pc < len(prog); pc++ {
+		in := prog[pc]
+		switch in.Code {
+		case unix.BPF_LD | unix.BPF_W | unix.BPF_ABS:
+			acc = binary.LittleEndian.Uint32(data[in.K:])
+		case unix.BPF_ALU | unix.BPF_AND | unix.BPF_K:
+			acc &= in.K
+		case unix.BPF_RET | unix.BPF_K:
+			return in.K
+		case unix.BPF_JMP | unix.BPF_JA:
+			pc += int(in.K)
+		case unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K, unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K:
+			var taken bool
+			switch in.Code &^ (unix.BPF_JMP | unix.BPF_K) {
+			case unix.BPF_JEQ:
+				taken = acc == in.K
+			case unix.BPF_JGE:
+				taken = acc >= in.K
+			case unix.BPF_JSET:
+				taken = acc&in.K != 0
+			}
+			if taken {
+				pc += int(in.Jt)
+			} else {
+				pc += int(in.Jf)
+			}
+		default:
+			t.Fatalf("instruction %d: unknown code %#x", pc, in.Code)
+		}
+	}
+	t.Fatal("the program ran off its end")
+	return 0
+}
+
+// The seccomp program decides as its comment says, for each syscall it
+// names and for the architecture checks no probe here can reach.
+func TestSeccompProgram(t *testing.T) {
+	prog, err := seccompFilter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		allow = unix.SECCOMP_RET_ALLOW
+		eperm = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+	)
+	for _, tc := range []struct {
+		name string
+		nr   uint32
+		args []uint64
+		want uint32
+	}{
+		{"getpid", unix.SYS_GETPID, nil, allow},
+		{"clone3", unix.SYS_CLONE3, nil, allow},
+		{"socket unix", unix.SYS_SOCKET, []uint64{unix.AF_UNIX, unix.SOCK_STREAM}, eperm},
+		{"socket inet stream", unix.SYS_SOCKET, []uint64{unix.AF_INET, unix.SOCK_STREAM | unix.SOCK_CLOEXEC}, allow},
+		{"socket inet6 mptcp", unix.SYS_SOCKET, []uint64{unix.AF_INET6, unix.SOCK_STREAM, 262}, allow},
+		{"socket inet raw", unix.SYS_SOCKET, []uint64{unix.AF_INET, unix.SOCK_RAW | unix.SOCK_NONBLOCK}, eperm},
+		{"socket inet6 packet", unix.SYS_SOCKET, []uint64{unix.AF_INET6, unix.SOCK_PACKET}, eperm},
+		{"socket netlink route", unix.SYS_SOCKET, []uint64{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE}, allow},
+		{"socket netlink audit", unix.SYS_SOCKET, []uint64{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_AUDIT}, eperm},
+		{"socket packet", unix.SYS_SOCKET, []uint64{unix.AF_PACKET, unix.SOCK_RAW}, eperm},
+		{"socket vsock", unix.SYS_SOCKET, []uint64{unix.AF_VSOCK, unix.SOCK_STREAM}, eperm},
+		{"socketpair unix", unix.SYS_SOCKETPAIR, []uint64{unix.AF_UNIX, unix.SOCK_STREAM}, allow},
+		{"socketpair inet", unix.SYS_SOCKETPAIR, []uint64{unix.AF_INET, unix.SOCK_STREAM}, eperm},
+		{"clone a process", unix.SYS_CLONE, []uint64{uint64(unix.SIGCHLD)}, allow},
+		{"clone a thread", unix.SYS_CLONE, []uint64{unix.CLONE_VM | unix.CLONE_FS | unix.CLONE_FILES | unix.CLONE_SIGHAND | unix.CLONE_THREAD}, allow},
+		{"clone a user namespace", unix.SYS_CLONE, []uint64{unix.CLONE_NEWUSER | uint64(unix.SIGCHLD)}, eperm},
+		{"clone a network namespace", unix.SYS_CLONE, []uint64{unix.CLONE_NEWNET}, eperm},
+		{"unshare the file system context", unix.SYS_UNSHARE, []uint64{unix.CLONE_FS | unix.CLONE_FILES}, allow},
+		{"unshare a user namespace", unix.SYS_UNSHARE, []uint64{unix.CLONE_NEWUSER}, eperm},
+		{"unshare a time namespace", unix.SYS_UNSHARE, []uint64{unix.CLONE_NEWTIME}, eperm},
+		{"the high word of clone's flags", unix.SYS_CLONE, []uint64{1 << 40}, allow},
+	} {
+		if got := runBPF(t, prog, tc.nr, auditArch, tc.args...); got != tc.want {
+			t.Errorf("%s: %#x, want %#x", tc.name, got, tc.want)
+		}
+	}
+	for _, nr := range deniedSyscalls {
+		if got := runBPF(t, prog, nr, auditArch); got != eperm {
+			t.Errorf("syscall %d: %#x, want EPERM", nr, got)
+		}
+	}
+	if got := runBPF(t, prog, unix.SYS_GETPID, 0x40000003 /* AUDIT_ARCH_I386 */); got != unix.SECCOMP_RET_KILL_PROCESS {
+		t.Errorf("a foreign architecture: %#x, want the process killed", got)
+	}
+	if runtime.GOARCH == "amd64" {
+		if got := runBPF(t, prog, x32SyscallBit|unix.SYS_SOCKET, auditArch, unix.AF_UNIX); got != unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS) {
+			t.Errorf("an x32 syscall: %#x, want ENOSYS", got)
+		}
 	}
 }

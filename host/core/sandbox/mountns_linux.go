@@ -20,13 +20,17 @@ import (
 // namespace can. One is built per prepared policy, once, and each
 // confined command's thread enters it.
 //
-// Its tree: every mount private and read-only; the writable roots bound
-// back read-write on top; inside them, each existing protected path a
-// read-only bind of itself, and every directory between the root and it a
-// read-write bind of itself (a mount point cannot be renamed or removed:
-// EBUSY, so `mv .git x; mkdir -p .git; echo > .git/config` cannot put a
-// writable .git/config where the protected one was); the directories the
-// host hides and every cgroup file system under an empty read-only tmpfs.
+// Its tree: every mount private, read-only and without devices; the
+// writable roots bound back read-write on top (still without devices);
+// inside them, each existing protected path a read-only bind of itself,
+// and every directory between the root and it a read-write bind of itself
+// (a mount point cannot be renamed or removed: EBUSY, so `mv .git x; mkdir
+// -p .git; echo > .git/config` cannot put a writable .git/config where the
+// protected one was); the directories the host hides and every cgroup file
+// system under an empty read-only tmpfs; and a /dev of its own (see
+// newDev): Landlock lets a command read everything, and as root without
+// capabilities it may still open what root owns, such as the disks and
+// the terminals of the host's users.
 //
 // The command does not see that tree at its root but a recursive copy of
 // it mounted on chrootAnchor, with its root set there: a process whose
@@ -62,38 +66,50 @@ type namespaces struct {
 	mnt, net int
 }
 
-// protectedState is what a protected path (or a directory on the way to
-// one) was at Prepare: the mounts in the namespace hold those very files,
-// so a change outside (a new file renamed over it, a path that appears)
-// makes the namespace stale.
-type protectedState struct {
+// pathState is what a path the namespace was built from (a writable
+// root, a protected path or a directory on the way to one, a hidden
+// directory) was at Prepare: the mounts hold those very files, so a change
+// outside (a new file renamed over one, a path that appears) makes the
+// namespace stale.
+type pathState struct {
 	path     string
 	exists   bool
 	dev, ino uint64
 }
 
-func stateOf(path string) (protectedState, fs.FileInfo, error) {
+func stateOf(path string) (pathState, fs.FileInfo, error) {
+	// Not os.Lstat alone: it keeps no device number.
 	var st unix.Stat_t
 	err := unix.Lstat(path, &st)
 	switch {
 	case err == nil:
 		fi, _ := os.Lstat(path)
-		return protectedState{path: path, exists: true, dev: st.Dev, ino: st.Ino}, fi, nil
+		return pathState{path: path, exists: true, dev: st.Dev, ino: st.Ino}, fi, nil
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
-		return protectedState{path: path}, nil, nil
+		return pathState{path: path}, nil, nil
 	default:
-		return protectedState{}, nil, fmt.Errorf("protected path %s: %w", path, err)
+		return pathState{}, nil, fmt.Errorf("%s: %w", path, err)
 	}
 }
 
 // planMounts works out the namespace of writable roots (absolute and
 // clean), protected paths and hidden directories. It records the state of
-// every protected path, existing or not, for Stale.
-func planMounts(writable, protected, hide []string) (*mountPlan, []protectedState, error) {
+// each of those paths, existing or not, for Stale.
+func planMounts(writable, protected, hide []string) (*mountPlan, []pathState, error) {
 	pl := &mountPlan{writable: slices.Clone(writable)}
 	// Outer roots first: an inner one is mounted on top of its outer one.
 	slices.SortFunc(pl.writable, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
-	var states []protectedState
+	var states []pathState
+	for _, w := range pl.writable {
+		st, _, err := stateOf(w)
+		if err != nil {
+			return nil, nil, fmt.Errorf("writable root %w", err)
+		}
+		if !st.exists {
+			return nil, nil, fmt.Errorf("writable root %s does not exist", w)
+		}
+		states = append(states, st)
+	}
 	pinned := map[string]bool{}
 	for _, p := range protected {
 		if !filepath.IsAbs(p) || filepath.Clean(p) != p {
@@ -101,7 +117,7 @@ func planMounts(writable, protected, hide []string) (*mountPlan, []protectedStat
 		}
 		st, fi, err := stateOf(p)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("protected path %w", err)
 		}
 		states = append(states, st)
 		if !st.exists {
@@ -125,13 +141,13 @@ func planMounts(writable, protected, hide []string) (*mountPlan, []protectedStat
 			dir := filepath.Join(root, filepath.Join(parts[:i]...))
 			st, fi, err := stateOf(dir)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, fmt.Errorf("protected path %s: %w", p, err)
+			}
+			if st.exists && fi.Mode()&fs.ModeSymlink != 0 {
+				return nil, nil, fmt.Errorf("protected path %s goes through the symlink %s: inside a writable root it could be replaced, so the path cannot be kept read-only", p, dir)
 			}
 			if !st.exists || !fi.IsDir() {
 				return nil, nil, fmt.Errorf("protected path %s: %s changed while the sandbox was being prepared", p, dir)
-			}
-			if fi.Mode()&fs.ModeSymlink != 0 {
-				return nil, nil, fmt.Errorf("protected path %s goes through the symlink %s: inside a writable root it could be replaced, so the path cannot be kept read-only", p, dir)
 			}
 			if !pinned[dir] {
 				pinned[dir] = true
@@ -145,20 +161,21 @@ func planMounts(writable, protected, hide []string) (*mountPlan, []protectedStat
 	slices.SortStableFunc(pl.pinned, byDepth)
 	slices.SortStableFunc(pl.readOnly, byDepth)
 	for _, h := range hide {
-		if !filepath.IsAbs(h) {
-			return nil, nil, fmt.Errorf("hidden directory %q is not an absolute path", h)
+		if !filepath.IsAbs(h) || filepath.Clean(h) != h {
+			return nil, nil, fmt.Errorf("hidden directory %q is not an absolute, clean path", h)
 		}
-		fi, err := os.Stat(h)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
+		st, fi, err := stateOf(h)
 		if err != nil {
-			return nil, nil, fmt.Errorf("hidden directory %s: %w", h, err)
+			return nil, nil, fmt.Errorf("hidden directory %w", err)
+		}
+		states = append(states, st)
+		if !st.exists {
+			continue // nothing to hide until it exists: Stale says when
 		}
 		if !fi.IsDir() {
 			return nil, nil, fmt.Errorf("hidden directory %s is not a directory", h)
 		}
-		pl.hide = append(pl.hide, filepath.Clean(h))
+		pl.hide = append(pl.hide, h)
 	}
 	return pl, states, nil
 }
@@ -170,8 +187,9 @@ func within(path, dir string) bool {
 
 // buildNamespaces builds the namespaces of pl (and a network namespace
 // with its loopback up unless network) on a thread of its own, which is
-// then left to die (its view is the namespaces').
-func buildNamespaces(pl *mountPlan, network bool) (*namespaces, error) {
+// then left to die (its view is the namespaces'); inside runs there, in
+// them (what is opened by path there is what commands will see).
+func buildNamespaces(pl *mountPlan, network bool, inside func() error) (*namespaces, error) {
 	type result struct {
 		ns  *namespaces
 		err error
@@ -194,6 +212,11 @@ func buildNamespaces(pl *mountPlan, network bool) (*namespaces, error) {
 			return
 		}
 		ns.mnt = fd
+		if err := inside(); err != nil {
+			ns.close()
+			r.err = err
+			return
+		}
 		r.ns = ns
 	})
 	return r.ns, r.err
@@ -259,9 +282,28 @@ func (pl *mountPlan) build() (int, error) {
 			return -1, fmt.Errorf("clone writable root %s: %w", w, err)
 		}
 		clones = append(clones, fd)
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NODEV}); err != nil {
+			return -1, fmt.Errorf("writable root %s without devices: %w", w, err)
+		}
 	}
-	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-		return -1, fmt.Errorf("make / read-only: %w", err)
+	// So are the devices the command keeps, while they still work.
+	devs := make([]int, len(devNodes))
+	defer func() {
+		for _, fd := range devs {
+			if fd > 0 {
+				unix.Close(fd)
+			}
+		}
+	}()
+	for i, name := range devNodes {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, "/dev/"+name, unix.OPEN_TREE_CLONE|unix.O_CLOEXEC)
+		if err != nil {
+			return -1, fmt.Errorf("clone /dev/%s: %w", name, err)
+		}
+		devs[i] = fd
+	}
+	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NODEV}); err != nil {
+		return -1, fmt.Errorf("make / read-only and without devices: %w", err)
 	}
 	for i, w := range pl.writable {
 		if err := unix.MoveMount(clones[i], "", unix.AT_FDCWD, w, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
@@ -290,6 +332,9 @@ func (pl *mountPlan) build() (int, error) {
 			return -1, fmt.Errorf("hide %s: %w", h, err)
 		}
 	}
+	if err := newDev(devs); err != nil {
+		return -1, fmt.Errorf("/dev: %w", err)
+	}
 	nsfd, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, fmt.Errorf("open the namespace: %w", err)
@@ -305,6 +350,51 @@ func (pl *mountPlan) build() (int, error) {
 		return -1, fmt.Errorf("mount the command's root on %s: %w", chrootAnchor, err)
 	}
 	return nsfd, nil
+}
+
+// devNodes are the devices a command's /dev holds: bound from the host's.
+var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// newDev covers /dev with one holding only the devNodes (devs are their
+// clones), the usual links, an empty shm and a devpts of its own: the
+// command's terminals are its own (a PTY opens), the host's are not there
+// (a terminal of the host's user could be read, or written to, as the
+// user). It is read-only but for devpts.
+func newDev(devs []int) error {
+	if err := unix.Mount("tmpfs", "/dev", "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,mode=0755"); err != nil {
+		return fmt.Errorf("tmpfs: %w", err)
+	}
+	for i, name := range devNodes {
+		path := "/dev/" + name
+		fd, err := unix.Open(path, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o666)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		unix.Close(fd)
+		if err := unix.MoveMount(devs[i], "", unix.AT_FDCWD, path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("bind %s: %w", path, err)
+		}
+	}
+	for _, d := range []string{"/dev/pts", "/dev/shm"} {
+		if err := unix.Mkdir(d, 0o755); err != nil {
+			return fmt.Errorf("%s: %w", d, err)
+		}
+	}
+	for link, target := range map[string]string{
+		"/dev/ptmx": "pts/ptmx", "/dev/fd": "/proc/self/fd",
+		"/dev/stdin": "/proc/self/fd/0", "/dev/stdout": "/proc/self/fd/1", "/dev/stderr": "/proc/self/fd/2",
+	} {
+		if err := unix.Symlink(target, link); err != nil {
+			return fmt.Errorf("%s: %w", link, err)
+		}
+	}
+	if err := unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return fmt.Errorf("devpts: %w", err)
+	}
+	if err := unix.MountSetattr(unix.AT_FDCWD, "/dev", 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return fmt.Errorf("read-only: %w", err)
+	}
+	return nil
 }
 
 // bindSelf mounts path (a file or a directory) on itself, read-only if ro.

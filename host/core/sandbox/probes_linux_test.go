@@ -39,6 +39,9 @@ type probe struct {
 	name   string
 	script string
 	tool   string // a program it needs besides bash, coreutils and python3
+	// needs says why the probe cannot escape here even unconfined ("" if
+	// it can), so it is skipped rather than failed.
+	needs func(w *world) string
 	// denial matches the confined run's output (stdout and stderr); empty
 	// means defaultDenial, "-" means the exit status alone (the unconfined
 	// run shows the script works).
@@ -60,6 +63,8 @@ type world struct {
 	m, noCgroups *subprocess.Manager
 	py, dir      string
 	cgroot       string // the cgroup2 mount
+	disk         string // the block device of /, if found
+	diskDev      uint64
 	tcp4, tcp6   *counter
 	udp4         *counter
 	unixPath     *counter
@@ -120,6 +125,7 @@ func newWorld(t *testing.T) *world {
 		t.Skip("no per-command cgroups here: the tree probes need them")
 	}
 	w.cgroot = cgroup2Mount()
+	w.disk, w.diskDev = rootDisk()
 	if err := os.WriteFile(filepath.Join(w.dir, "probe.py"), []byte(probeModule), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -217,6 +223,49 @@ func cgroup2Mount() string {
 	return ""
 }
 
+// readable says why root cannot read path here, if it cannot.
+func readable(path string) func(*world) string {
+	return func(*world) string {
+		f, err := os.Open(path)
+		if err != nil {
+			return fmt.Sprintf("root itself cannot read %s here (%v)", path, err)
+		}
+		f.Close()
+		return ""
+	}
+}
+
+// diskReadable says why root cannot read the disk here, if it cannot.
+func diskReadable(w *world) string {
+	if w.disk == "" {
+		return "the block device of / was not found"
+	}
+	f, err := os.Open(w.disk)
+	if err != nil {
+		return fmt.Sprintf("root itself cannot read the disk here (%v)", err)
+	}
+	f.Close()
+	return ""
+}
+
+// rootDisk is the device node of the block device / is on.
+func rootDisk() (string, uint64) {
+	var st unix.Stat_t
+	if err := unix.Stat("/", &st); err != nil {
+		return "", 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/sys/dev/block/%d:%d/uevent", unix.Major(st.Dev), unix.Minor(st.Dev)))
+	if err != nil {
+		return "", 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if name, ok := strings.CutPrefix(line, "DEVNAME="); ok {
+			return "/dev/" + name, st.Dev
+		}
+	}
+	return "", 0
+}
+
 func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
@@ -234,6 +283,9 @@ type fixture struct {
 	sleeperDone        chan struct{}
 	fd                 int    // a descriptor the host leaked: no close-on-exec
 	tokenFD            int    // the host's descriptor of the token
+	pty                int    // the master of a terminal of the host's
+	ptyN               int    // its number under /dev/pts
+	typed              string // what the host's user typed on it
 	mark               string // a sleep duration naming survivors
 	key                string // a key description in the user keyring
 	before             map[string]string
@@ -297,6 +349,14 @@ func (w *world) fixture(t *testing.T) *fixture {
 	must(t, err)
 	f.tokenFD = tfd
 	t.Cleanup(func() { unix.Close(tfd) })
+	f.pty, f.ptyN = hostPTY(t)
+	f.typed = "typed-" + randHex(6)
+	_, err = unix.Write(f.pty, []byte(f.typed+"\n"))
+	must(t, err)
+	if w.disk != "" {
+		must(t, unix.Mknod(filepath.Join(f.ws, "disk"), unix.S_IFBLK|0o600, int(w.diskDev)))
+	}
+	must(t, unix.Mknod(filepath.Join(f.ws, "urandom"), unix.S_IFCHR|0o600, int(unix.Mkdev(1, 9))))
 	t.Cleanup(func() {
 		_ = unix.Unmount(filepath.Join(f.ws, "m"), unix.MNT_DETACH)
 		_ = os.Remove("/tmp/dsh-probe-" + f.mark)
@@ -312,6 +372,23 @@ func (w *world) fixture(t *testing.T) *fixture {
 	}
 	f.usr2 = w.usr2.Load()
 	return f
+}
+
+// hostPTY opens a terminal as the host's user would have one: its master
+// (which sees what the terminal shows) and the number of its slave.
+func hostPTY(t *testing.T) (int, int) {
+	t.Helper()
+	m, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	must(t, err)
+	t.Cleanup(func() { unix.Close(m) })
+	must(t, unix.IoctlSetPointerInt(m, unix.TIOCSPTLCK, 0))
+	n, err := unix.IoctlGetInt(m, unix.TIOCGPTN)
+	must(t, err)
+	// Held open, so what is written to it waits in its queues.
+	s, err := unix.Open(fmt.Sprintf("/dev/pts/%d", n), unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	must(t, err)
+	t.Cleanup(func() { unix.Close(s) })
+	return m, n
 }
 
 func must(t *testing.T, err error) {
@@ -342,7 +419,7 @@ func (f *fixture) env() map[string]string {
 		"WS": f.ws, "OUT": f.out, "RUN": f.run, "PLUG": f.plug, "PY": f.w.py, "PYTHONPATH": f.w.dir,
 		"TCP4": strconv.Itoa(f.w.tcp4.port), "TCP6": strconv.Itoa(f.w.tcp6.port), "UDP4": strconv.Itoa(f.w.udp4.port),
 		"SOCK": f.w.sockPath, "ABSTRACT": f.w.abstractName, "HOSTPID": strconv.Itoa(os.Getpid()),
-		"SLEEPER": strconv.Itoa(f.sleeper.Process.Pid), "FD": strconv.Itoa(f.fd), "TOKENFD": strconv.Itoa(f.tokenFD), "MARK": f.mark,
+		"SLEEPER": strconv.Itoa(f.sleeper.Process.Pid), "FD": strconv.Itoa(f.fd), "HOSTPTS": strconv.Itoa(f.ptyN), "DISK": f.w.disk, "TOKENFD": strconv.Itoa(f.tokenFD), "MARK": f.mark,
 		"CGROOT": f.w.cgroot, "KEYDESC": f.key, "SECRET_MEM": f.secret,
 		"NR_CLONE3": nr(unix.SYS_CLONE3), "NR_IO_URING_SETUP": nr(unix.SYS_IO_URING_SETUP), "NR_BPF": nr(unix.SYS_BPF),
 		"NR_PERF_EVENT_OPEN": nr(unix.SYS_PERF_EVENT_OPEN), "NR_USERFAULTFD": nr(unix.SYS_USERFAULTFD),
@@ -522,6 +599,28 @@ func noUSR2(f *fixture, _ subprocess.Result) error {
 	return nil
 }
 
+// terminalQuiet: nothing was written to the host's terminal.
+func terminalQuiet(f *fixture, _ subprocess.Result) error {
+	fds := []unix.PollFd{{Fd: int32(f.pty), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 100)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			return nil
+		}
+		buf := make([]byte, 256)
+		k, _ := unix.Read(f.pty, buf)
+		// The host's own typing echoes back; anything else came from the command.
+		if got := strings.TrimSpace(strings.ReplaceAll(string(buf[:k]), f.typed, "")); got != "" {
+			return fmt.Errorf("the host's terminal shows %q", buf[:k])
+		}
+	}
+}
+
+func noTyped(f *fixture, r subprocess.Result) error { return noMarker(f.typed)(f, r) }
+
 func later(f *fixture, _ subprocess.Result) error {
 	time.Sleep(900 * time.Millisecond) // the children write after 400 ms
 	return nil
@@ -572,6 +671,14 @@ var probes = []probe{
 	{name: "write through a descriptor the host leaked", script: `echo leak >&"$FD"`, denial: `(?i)bad file descriptor`},
 	{name: "overwrite a plugin binary", script: `echo evil > "$PLUG/dsh-x"`},
 	{name: "replace a plugin binary by a move", script: `cp "$PLUG/dsh-x" y && echo evil >> y && mv -f y "$PLUG/dsh-x"`},
+
+	// Devices and terminals of the host.
+	{name: "read the disk", script: `head -c 4096 "$DISK" | wc -c | grep -qx 4096 && echo ESCAPED`, needs: diskReadable, held: escaped(), denial: `(?i)no such file|permission denied`},
+	{name: "read the disk through a device node in the workspace", script: `head -c 4096 disk | wc -c | grep -qx 4096 && echo ESCAPED`, needs: diskReadable, held: escaped()},
+	{name: "open a device node in the workspace", script: `head -c 16 urandom | wc -c | grep -qx 16 && echo ESCAPED`, held: escaped()},
+	{name: "read the console's screen", script: `head -c 1 /dev/vcs >/dev/null && echo ESCAPED`, needs: readable("/dev/vcs"), held: escaped(), denial: `(?i)no such file|permission denied`},
+	{name: "write to a terminal of the host", script: `echo evil > /dev/pts/$HOSTPTS`, held: terminalQuiet, denial: `(?i)no such file|permission denied`},
+	{name: "read what is typed on a terminal of the host", script: `timeout 1 head -n1 /dev/pts/$HOSTPTS`, held: noTyped, denial: `(?i)no such file|permission denied`},
 
 	// The host's runtime directory, hidden.
 	{name: "read the host's token", script: `cat "$RUN/token"`, denial: `(?i)no such file`, held: noToken},

@@ -89,20 +89,22 @@ type Confinement struct {
 	network bool
 	ns      *namespaces
 	filter  []unix.SockFilter
-	// protected is what the protected paths were at Prepare (see Stale).
-	protected []protectedState
+	// watched is what the namespace's paths were at Prepare (see Stale).
+	watched []pathState
 	// planned is the mount namespace's plan; fresh makes new namespaces
 	// of it per command instead of entering the prepared ones (only the
-	// benchmark's comparison sets it).
+	// benchmark's comparison sets it: its devpts is not the ruleset's, so
+	// no PTY opens there).
 	planned *mountPlan
 	fresh   bool
 	skip    layers // none, but in tests
 }
 
 // Prepare makes the restrictions of mode under p ready: the Landlock
-// ruleset, the mount namespace, the seccomp program. Nothing is
-// restricted yet; Close releases them. Protected paths that do not exist
-// now are not protected: Stale says when the set changed.
+// ruleset, the namespaces, the seccomp program. Nothing is restricted
+// yet; Close releases them. Protected paths and hidden directories that
+// do not exist now are neither protected nor hidden: Stale says when that
+// changed.
 func Prepare(p *sandbox.Policy, mode string, opt Options) (*Confinement, error) {
 	return prepare(p, mode, opt, 0)
 }
@@ -134,14 +136,17 @@ func prepare(p *sandbox.Policy, mode string, opt Options, skip layers) (*Confine
 		return nil, fmt.Errorf("sandbox: the policy lets commands reach unix sockets (%v), which this runner cannot confine to those paths: that needs Landlock ABI 9; it refuses rather than open every unix socket", p.UnixSockets)
 	}
 	abi, err := llsyscall.LandlockGetABIVersion()
-	if err != nil || abi < landlockABI {
-		return nil, fmt.Errorf("sandbox: landlock: the runner needs ABI %d, this kernel has %d (%v)", landlockABI, abi, err)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: landlock is not available (the runner needs ABI %d): %w", landlockABI, err)
 	}
-	filter, err := seccompFilter(false)
+	if abi < landlockABI {
+		return nil, fmt.Errorf("sandbox: landlock: the runner needs ABI %d, this kernel has %d", landlockABI, abi)
+	}
+	filter, err := seccompFilter()
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: seccomp: %w", err)
 	}
-	plan, protected, err := planMounts(writable, p.ProtectedPaths, opt.Hide)
+	plan, watched, err := planMounts(writable, p.ProtectedPaths, opt.Hide)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: mount namespace: %w", err)
 	}
@@ -154,16 +159,19 @@ func prepare(p *sandbox.Policy, mode string, opt Options, skip layers) (*Confine
 	if len(writable) > 0 {
 		rules = append(rules, landlock.RWDirs(writable...).WithRefer())
 	}
-	fd, flags, err := landlockConfig.NewRulesetFD(rules...)
+	// The ruleset is made in the namespace: its devpts is not the host's.
+	var fd int
+	var flags uint32
+	ns, err := buildNamespaces(plan, p.Network, func() (err error) {
+		if fd, flags, err = landlockConfig.NewRulesetFD(rules...); err != nil {
+			return fmt.Errorf("landlock (ABI %d): %w", landlockABI, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: landlock (ABI %d): %w", landlockABI, err)
-	}
-	ns, err := buildNamespaces(plan, p.Network)
-	if err != nil {
-		unix.Close(fd)
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	return &Confinement{ruleset: fd, flags: flags, network: p.Network, ns: ns, filter: filter, protected: protected, planned: plan, skip: skip}, nil
+	return &Confinement{ruleset: fd, flags: flags, network: p.Network, ns: ns, filter: filter, watched: watched, planned: plan, skip: skip}, nil
 }
 
 // Close releases the ruleset and the namespace (commands running in it
@@ -172,11 +180,13 @@ func (c *Confinement) Close() error {
 	return errors.Join(unix.Close(c.ruleset), c.ns.close())
 }
 
-// Stale reports whether the protected paths are no longer what the
-// namespace holds: one appeared or went, or was replaced (a rename over
-// it outside the sandbox detaches its mount). The caller prepares again.
+// Stale reports whether the paths the namespace was built from are no
+// longer what it holds: a protected path or a hidden directory appeared
+// or went, or one of them or a writable root was replaced (a rename over
+// a protected file outside the sandbox detaches its mount in the
+// namespace). The caller prepares again.
 func (c *Confinement) Stale() bool {
-	for _, was := range c.protected {
+	for _, was := range c.watched {
 		now, _, err := stateOf(was.path)
 		if err != nil || now != was {
 			return true

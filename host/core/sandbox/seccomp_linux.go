@@ -21,13 +21,13 @@ import (
 //     network off, the command's network namespace holds nothing but its
 //     own loopback, which it may serve itself on; seccomp cannot tell a
 //     loopback address from another (it sees no sockaddr).
-//   - unix sockets (socket(AF_UNIX)) unless the policy allows some: a unix
-//     socket at a path reaches host services whatever the network
-//     (a container engine's socket, the system bus), and Landlock can only
-//     tell those paths apart from ABI 9 on (resolve_unix). socketpair(AF_UNIX)
-//     stays allowed: an unnamed pair reaches nothing but itself, like a pipe.
-//     Abstract unix sockets are also scoped by Landlock (ABI 6) and by the
-//     network namespace.
+//   - unix sockets (socket(AF_UNIX)): one at a path reaches host services
+//     whatever the network (a container engine's socket, the system bus),
+//     and only Landlock's resolve_unix (ABI 9) could tell the allowed paths
+//     apart, so Prepare refuses a policy that allows some. socketpair(AF_UNIX)
+//     stays allowed: an unnamed pair reaches nothing but itself, like a
+//     pipe. Abstract unix sockets are also scoped by Landlock (ABI 6) and
+//     by the network namespace.
 //   - clone and unshare with namespace flags, setns, and every mount call:
 //     the mount namespace must stay as built.
 //   - ptrace, process_vm_readv/writev, pidfd_getfd, io_uring, bpf,
@@ -94,9 +94,8 @@ var deniedSyscalls = []uint32{
 	unix.SYS_SETHOSTNAME, unix.SYS_SETDOMAINNAME,
 }
 
-// seccompFilter is the program for a policy: unixSockets says whether
-// socket(AF_UNIX) is allowed.
-func seccompFilter(unixSockets bool) ([]unix.SockFilter, error) {
+// seccompFilter is the program.
+func seccompFilter() ([]unix.SockFilter, error) {
 	if auditArch == 0 {
 		return nil, fmt.Errorf("no seccomp filter for %s", runtime.GOARCH)
 	}
@@ -123,9 +122,6 @@ func seccompFilter(unixSockets bool) ([]unix.SockFilter, error) {
 	a.jeq(unix.AF_INET, "inet", "")
 	a.jeq(unix.AF_INET6, "inet", "")
 	a.jeq(unix.AF_NETLINK, "netlink", "")
-	if unixSockets {
-		a.jeq(unix.AF_UNIX, "allow", "")
-	}
 	a.jump("eperm")
 	a.label("inet")
 	a.load(offArg(1))
