@@ -127,6 +127,7 @@ func TestEachLayerHolds(t *testing.T) {
 		{layerChroot, "the root off the namespace's", []string{"clone3 with CLONE_NEWUSER"}},
 		{layerHideCgroups, "hidden cgroups", []string{"clone3 into the root cgroup"}},
 		{layerNetNS, "the network namespace", []string{"tcp v4 to the host", "udp v4 to the host", "mptcp to the host"}},
+		{layerIPCNS, "the IPC namespace", []string{"read the host's System V shared memory"}},
 		{layerLandlock, "Landlock", []string{"kill a process outside", "signal the host"}},
 		{layerCaps, "dropped capabilities", []string{"capabilities"}},
 		{layerSeccomp, "seccomp", []string{"unix socket at a path", "add a key to the user keyring", "perf_event_open", "io_uring"}},

@@ -57,13 +57,16 @@ type mountPlan struct {
 
 // namespaces are a policy's built namespaces, as open
 // /proc/thread-self/ns/* of the thread that built them: the mount
-// namespace, and the network namespace when the network is off (-1
-// otherwise). Entering prepared ones costs microseconds; making a network
-// namespace per command costs about a millisecond here (see BenchmarkTrue).
-// Commands of one policy share its network namespace, so they may reach
-// each other's loopback servers, as they share its writable roots.
+// namespace; an IPC namespace (System V shared memory, semaphores and
+// message queues, and POSIX message queues, of the host's root-owned
+// processes would be open to a command running as root); and the network
+// namespace when the network is off (-1 otherwise). Entering prepared
+// ones costs microseconds; making a network namespace per command costs
+// about a millisecond here (see BenchmarkTrue). Commands of one policy
+// share its namespaces, so they may reach each other's loopback servers
+// and IPC objects, as they share its writable roots.
 type namespaces struct {
-	mnt, net int
+	mnt, ipc, net int
 }
 
 // pathState is what a path the namespace was built from (a writable
@@ -196,7 +199,13 @@ func buildNamespaces(pl *mountPlan, network bool, inside func() error) (*namespa
 	}
 	var r result
 	onOwnThread(func() {
-		ns := &namespaces{mnt: -1, net: -1}
+		ns := &namespaces{mnt: -1, ipc: -1, net: -1}
+		fd, err := newNS(unix.CLONE_NEWIPC, "ipc")
+		if err != nil {
+			r.err = fmt.Errorf("ipc namespace: %w", err)
+			return
+		}
+		ns.ipc = fd
 		if !network {
 			fd, err := newNetNS()
 			if err != nil {
@@ -205,8 +214,7 @@ func buildNamespaces(pl *mountPlan, network bool, inside func() error) (*namespa
 			}
 			ns.net = fd
 		}
-		fd, err := pl.build()
-		if err != nil {
+		if fd, err = pl.build(); err != nil {
 			ns.close()
 			r.err = fmt.Errorf("mount namespace: %w", err)
 			return
@@ -243,18 +251,30 @@ func onOwnThread(f func()) {
 	<-done
 }
 
+// newNS moves the calling thread into a new namespace of kind (a
+// CLONE_NEW* flag, name its /proc/thread-self/ns entry) and returns it as
+// an fd.
+func newNS(kind int, name string) (int, error) {
+	if err := unix.Unshare(kind); err != nil {
+		return -1, fmt.Errorf("unshare: %w", err)
+	}
+	fd, err := unix.Open("/proc/thread-self/ns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open it: %w", err)
+	}
+	return fd, nil
+}
+
 // newNetNS moves the calling thread into a new network namespace with its
 // loopback up, and returns it as an fd.
 func newNetNS() (int, error) {
-	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-		return -1, fmt.Errorf("unshare: %w", err)
+	fd, err := newNS(unix.CLONE_NEWNET, "net")
+	if err != nil {
+		return -1, err
 	}
 	if err := loopbackUp(); err != nil {
+		unix.Close(fd)
 		return -1, fmt.Errorf("its loopback: %w", err)
-	}
-	fd, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, fmt.Errorf("open it: %w", err)
 	}
 	return fd, nil
 }
@@ -467,6 +487,11 @@ func unescapeMountinfo(s string) string {
 // enter moves the calling thread into the namespaces, with its root at
 // the command's copy of the tree and its working directory kept.
 func (n *namespaces) enter(skip layers) error {
+	if skip&layerIPCNS == 0 {
+		if err := unix.Setns(n.ipc, unix.CLONE_NEWIPC); err != nil {
+			return fmt.Errorf("ipc namespace: setns: %w", err)
+		}
+	}
 	if n.net >= 0 && skip&layerNetNS == 0 {
 		if err := unix.Setns(n.net, unix.CLONE_NEWNET); err != nil {
 			return fmt.Errorf("network namespace: setns: %w", err)
@@ -499,6 +524,9 @@ func (n *namespaces) enter(skip layers) error {
 // enterNew makes new namespaces of pl for the calling thread alone: what
 // entering prepared ones is measured against.
 func (pl *mountPlan) enterNew(network bool) error {
+	if err := unix.Unshare(unix.CLONE_NEWIPC); err != nil {
+		return fmt.Errorf("ipc namespace: %w", err)
+	}
 	if !network {
 		fd, err := newNetNS()
 		if err != nil {
@@ -538,7 +566,7 @@ func chrootIn(cwd string) error {
 
 func (n *namespaces) close() error {
 	var errs []error
-	for _, fd := range []int{n.mnt, n.net} {
+	for _, fd := range []int{n.mnt, n.ipc, n.net} {
 		if fd >= 0 {
 			errs = append(errs, unix.Close(fd))
 		}

@@ -286,6 +286,8 @@ type fixture struct {
 	pty                int    // the master of a terminal of the host's
 	ptyN               int    // its number under /dev/pts
 	typed              string // what the host's user typed on it
+	shmKey             int    // a System V shared memory segment of the host's
+	shmSecret          string // in it
 	mark               string // a sleep duration naming survivors
 	key                string // a key description in the user keyring
 	before             map[string]string
@@ -357,6 +359,7 @@ func (w *world) fixture(t *testing.T) *fixture {
 		must(t, unix.Mknod(filepath.Join(f.ws, "disk"), unix.S_IFBLK|0o600, int(w.diskDev)))
 	}
 	must(t, unix.Mknod(filepath.Join(f.ws, "urandom"), unix.S_IFCHR|0o600, int(unix.Mkdev(1, 9))))
+	f.shmKey, f.shmSecret = hostShm(t)
 	t.Cleanup(func() {
 		_ = unix.Unmount(filepath.Join(f.ws, "m"), unix.MNT_DETACH)
 		_ = os.Remove("/tmp/dsh-probe-" + f.mark)
@@ -391,6 +394,26 @@ func hostPTY(t *testing.T) (int, int) {
 	return m, n
 }
 
+// hostShm makes a System V shared memory segment, root's and private to
+// it (mode 0600), holding a secret, as a host daemon's would.
+func hostShm(t *testing.T) (int, string) {
+	t.Helper()
+	secret := "shm-" + randHex(8)
+	for key := 0x5d500000 + int(marks.Add(1)); ; key++ {
+		id, err := unix.SysvShmGet(key, 4096, unix.IPC_CREAT|unix.IPC_EXCL|0o600)
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		must(t, err)
+		t.Cleanup(func() { _, _ = unix.SysvShmCtl(id, unix.IPC_RMID, nil) })
+		mem, err := unix.SysvShmAttach(id, 0, 0)
+		must(t, err)
+		copy(mem, secret)
+		must(t, unix.SysvShmDetach(mem))
+		return key, secret
+	}
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -419,7 +442,7 @@ func (f *fixture) env() map[string]string {
 		"WS": f.ws, "OUT": f.out, "RUN": f.run, "PLUG": f.plug, "PY": f.w.py, "PYTHONPATH": f.w.dir,
 		"TCP4": strconv.Itoa(f.w.tcp4.port), "TCP6": strconv.Itoa(f.w.tcp6.port), "UDP4": strconv.Itoa(f.w.udp4.port),
 		"SOCK": f.w.sockPath, "ABSTRACT": f.w.abstractName, "HOSTPID": strconv.Itoa(os.Getpid()),
-		"SLEEPER": strconv.Itoa(f.sleeper.Process.Pid), "FD": strconv.Itoa(f.fd), "HOSTPTS": strconv.Itoa(f.ptyN), "DISK": f.w.disk, "TOKENFD": strconv.Itoa(f.tokenFD), "MARK": f.mark,
+		"SLEEPER": strconv.Itoa(f.sleeper.Process.Pid), "FD": strconv.Itoa(f.fd), "HOSTPTS": strconv.Itoa(f.ptyN), "DISK": f.w.disk, "SHMKEY": strconv.Itoa(f.shmKey), "SHMSECRET": f.shmSecret, "TOKENFD": strconv.Itoa(f.tokenFD), "MARK": f.mark,
 		"CGROOT": f.w.cgroot, "KEYDESC": f.key, "SECRET_MEM": f.secret,
 		"NR_CLONE3": nr(unix.SYS_CLONE3), "NR_IO_URING_SETUP": nr(unix.SYS_IO_URING_SETUP), "NR_BPF": nr(unix.SYS_BPF),
 		"NR_PERF_EVENT_OPEN": nr(unix.SYS_PERF_EVENT_OPEN), "NR_USERFAULTFD": nr(unix.SYS_USERFAULTFD),
@@ -680,6 +703,8 @@ var probes = []probe{
 	{name: "write to a terminal of the host", script: `echo evil > /dev/pts/$HOSTPTS`, held: terminalQuiet, denial: `(?i)no such file|permission denied`},
 	{name: "read what is typed on a terminal of the host", script: `timeout 1 head -n1 /dev/pts/$HOSTPTS`, held: noTyped, denial: `(?i)no such file|permission denied`},
 
+	{name: "read the host's System V shared memory", script: `"$PY" -c 'import probe; probe.shm()'`, held: func(f *fixture, r subprocess.Result) error { return noMarker(f.shmSecret)(f, r) }, denial: `(?i)no such file|not permitted|permission denied`},
+
 	// The host's runtime directory, hidden.
 	{name: "read the host's token", script: `cat "$RUN/token"`, denial: `(?i)no such file`, held: noToken},
 	{name: "see the host's runtime directory", script: `test -e "$RUN/token" && echo ESCAPED`, denial: "-", held: escaped()},
@@ -853,6 +878,14 @@ def vm_read():
     secret = E["SECRET_MEM"].encode()
     if secret in buf.raw:
         print(secret.decode())
+
+def shm():
+    libc.shmat.restype = ctypes.c_void_p
+    shmid = check(libc.shmget(int(E["SHMKEY"]), 0, 0))
+    addr = libc.shmat(shmid, None, 0o10000)  # SHM_RDONLY
+    if addr in (None, ctypes.c_void_p(-1).value):
+        check(-1)
+    print(ctypes.string_at(addr, 64).split(b"\0")[0].decode())
 
 def tcp6():
     socket.create_connection(("::1", int(E["TCP6"])), timeout=2)

@@ -20,7 +20,7 @@ import (
 //
 //  1. inherited descriptors: none but the command's stdio;
 //  2. the policy's network namespace when the network is off (nothing but
-//     its loopback, up);
+//     its loopback, up), and its IPC namespace;
 //  3. the policy's mount namespace (mountns_linux.go): everything
 //     read-only but the writable roots, protected paths read-only inside
 //     them, the host's runtime directory and cgroups hidden, the command's
@@ -65,6 +65,7 @@ type layers uint
 const (
 	layerFDs         layers = 1 << iota // inherited descriptors marked close-on-exec
 	layerNetNS                          // the network namespace
+	layerIPCNS                          // the IPC namespace
 	layerMountNS                        // the mount namespace
 	layerChroot                         // the command's root not its namespace's
 	layerHideCgroups                    // cgroup file systems hidden
