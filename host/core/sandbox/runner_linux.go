@@ -23,8 +23,9 @@ import (
 //     its loopback, up), and its IPC namespace;
 //  3. the policy's mount namespace (mountns_linux.go): everything
 //     read-only but the writable roots, protected paths read-only inside
-//     them, the host's runtime directory and cgroups hidden, the command's
-//     root not the namespace's;
+//     them, the host's runtime directory and cgroups hidden, a /dev of its
+//     own and no device nodes elsewhere, the command's root not the
+//     namespace's;
 //  4. no new privileges;
 //  5. Landlock: read everywhere, write only in the writable roots and the
 //     terminal and null devices; no signals and no abstract unix sockets
@@ -172,7 +173,14 @@ func prepare(p *sandbox.Policy, mode string, opt Options, skip layers) (*Confine
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	return &Confinement{ruleset: fd, flags: flags, network: p.Network, ns: ns, filter: filter, watched: watched, planned: plan, skip: skip}, nil
+	c := &Confinement{ruleset: fd, flags: flags, network: p.Network, ns: ns, filter: filter, watched: watched, planned: plan, skip: skip}
+	if c.Stale() {
+		// A command of another confinement moved them meanwhile: what was
+		// mounted may not be what was planned.
+		c.Close()
+		return nil, errors.New("sandbox: protected paths changed while the sandbox was being prepared; prepare again")
+	}
+	return c, nil
 }
 
 // Close releases the ruleset and the namespace (commands running in it
