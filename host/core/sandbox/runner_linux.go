@@ -183,8 +183,9 @@ func prepare(p *sandbox.Policy, mode string, opt Options, skip layers) (*Confine
 	return c, nil
 }
 
-// Close releases the ruleset and the namespace (commands running in it
-// keep it).
+// Close releases the ruleset and the namespaces (commands running in
+// them keep them). No Confine may be under way: its descriptors would be
+// gone, or another file's.
 func (c *Confinement) Close() error {
 	return errors.Join(unix.Close(c.ruleset), c.ns.close())
 }
