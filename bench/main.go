@@ -52,7 +52,8 @@ func main() {
 	peers := flag.Bool("peers", true, "also measure two MCP shell servers from the npm registry")
 	swaps := flag.Int("swaps", 3, "executor reloads under load")
 	outRounds := flag.Int("output-rounds", 9, "1 GiB runs (each interleaved with a cat baseline)")
-	only := flag.String("only", "", "run only these sections (comma-separated: start,calls,run,output,mcp,reload,transcript)")
+	sandboxRuns := flag.Int("sandbox-calls", 300, "bash tool calls of true per executor, sandboxed and not")
+	only := flag.String("only", "", "run only these sections (comma-separated: start,calls,run,output,mcp,sandbox,reload,transcript)")
 	flag.Parse()
 	want := func(name string) bool {
 		return *only == "" || strings.Contains(","+*only+",", ","+name+",")
@@ -78,6 +79,9 @@ func main() {
 	}
 	if want("mcp") {
 		mcpCalls(dir, *mcpRuns, *peers)
+	}
+	if want("sandbox") {
+		sandboxCalls(dir, *sandboxRuns)
 	}
 	if want("reload") {
 		reloadUnderLoad(dir, *swaps)

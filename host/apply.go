@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
@@ -378,7 +379,11 @@ func (h *Host) indexServices() {
 			m[s] = key
 		}
 	}
+	var bins []string
 	for _, en := range h.entryList() {
+		if bin := en.bin(); bin != "" && !slices.Contains(bins, bin) {
+			bins = append(bins, bin)
+		}
 		e, _, desc := en.view()
 		if e.Disabled || desc == nil {
 			continue
@@ -390,6 +395,7 @@ func (h *Host) indexServices() {
 		}
 	}
 	h.serviceKeys.Store(&m)
+	h.binaries.Store(&bins)
 }
 
 // ApplyComposition moves the running host to next. Every check is made

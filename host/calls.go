@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	happroval "github.com/dshrun/dsh/host/core/approval"
 	"github.com/dshrun/dsh/sdk"
 )
 
@@ -27,6 +28,7 @@ type calls struct {
 type callInfo struct {
 	owner   string
 	reached map[string]bool // entry ids of the plugins the call reached
+	asker   happroval.Asker // asks the user behind the call; nil: nobody can
 }
 
 // begin registers a call for owner that reaches plugin first; end forgets

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"os"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -19,6 +20,7 @@ import (
 	"github.com/dshrun/dsh/host/composition"
 	happroval "github.com/dshrun/dsh/host/core/approval"
 	hjobs "github.com/dshrun/dsh/host/core/jobs"
+	hsandbox "github.com/dshrun/dsh/host/core/sandbox"
 	hsub "github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/registry"
 )
@@ -40,6 +42,7 @@ var coreServices = map[string][]string{
 	// Provided whether or not the composition has a sandbox section: Get
 	// says why there is no policy, in words a user can act on.
 	sandbox.PolicyKey: {sandbox.PolicyServiceName},
+	sandbox.Key:       {sandbox.ServiceName},
 	approval.Key:      {approval.ServiceName},
 }
 
@@ -79,11 +82,18 @@ func (h *Host) registerCore(s *grpc.Server, c caller) {
 		}
 		return id
 	}
-	subprocessv1.RegisterSubprocessServer(s, subprocess.NewServer(&hsub.Service{M: h.sub, Caller: c.callerID(), Owner: owner, Call: call}))
+	subprocessv1.RegisterSubprocessServer(s, subprocess.NewServer(&hsub.Service{M: h.sub, Caller: c.callerID(), Owner: owner, Call: call, Confinement: h.runner.Confinement}))
 	jobsv1.RegisterJobsServer(s, jobs.NewServer(&hjobs.Service{M: h.jobs, Caller: c.callerID(), Owner: owner, Reaches: func(key string) error { return h.authorize(c, key) }}))
 	toolsv1.RegisterToolsServer(s, tools.NewServer(h.tools.For(toolCaller{c})))
 	sandboxv1.RegisterSandboxPolicyServer(s, sandbox.NewServer(h.sandbox))
-	approvalv1.RegisterApprovalServer(s, approval.NewServer(&happroval.Service{Policy: h.approval, Caller: c.callerID(), Owner: owner}))
+	sandboxv1.RegisterSandboxServer(s, sandbox.NewRunnerServer(hsandbox.Owned{R: h.runner, Add: func(ctx context.Context) hsandbox.Options {
+		o, ok := owner(ctx)
+		if !ok {
+			o = c.callerID()
+		}
+		return h.confineOptions(o)
+	}}))
+	approvalv1.RegisterApprovalServer(s, approval.NewServer(&happroval.Service{Policy: h.approval, Caller: c.callerID(), Owner: owner, Asker: h.askerFor(c.callerID())}))
 }
 
 // coreInterceptors apply the capability check to the core services (the
@@ -118,6 +128,7 @@ func (h *Host) coreInterceptors(c caller) []grpc.ServerOption {
 // provision of its key: the plugins that inject it reload and read it
 // again (a tool that advertises escalation registers its tools anew).
 func (h *Host) setSandbox(section *composition.Sandbox) {
+	h.runner.SetChoice(runnerOf(section))
 	if !h.sandbox.Set(section) || h.core == nil {
 		return
 	}
@@ -125,4 +136,28 @@ func (h *Host) setSandbox(section *composition.Sandbox) {
 	if _, err := h.core.Replace(sandbox.PolicyKey, coreValue{key: sandbox.PolicyKey}, registry.ReloadDependents); err != nil {
 		h.log.Error("sandbox policy not provided anew", "error", err)
 	}
+}
+
+// runnerOf is the runner a sandbox section chose.
+func runnerOf(section *composition.Sandbox) string {
+	if section == nil {
+		return composition.RunnerAuto
+	}
+	return section.Runner
+}
+
+// confineOptions are what a command of owner's may see beside the policy:
+// its own spill files (the model is told to read them) inside the hidden
+// runtime directory, and the binaries the host runs kept read-only.
+func (h *Host) confineOptions(owner string) hsandbox.Options {
+	spill := h.sub.OwnerSpillDir(owner)
+	_ = os.MkdirAll(spill, 0o700) // a mount point before any file spills
+	opt := hsandbox.Options{Show: []string{spill}}
+	if self, err := os.Executable(); err == nil {
+		opt.ReadOnly = append(opt.ReadOnly, self)
+	}
+	if bins := h.binaries.Load(); bins != nil {
+		opt.ReadOnly = append(opt.ReadOnly, *bins...)
+	}
+	return opt
 }

@@ -76,6 +76,7 @@ type Host struct {
 	jobs     *jobs.Manager       // ctx.jobs
 	tools    *toolRegistry       // ctx.tools
 	sandbox  *hsandbox.Service   // ctx.sandboxPolicy
+	runner   *hsandbox.Runner    // ctx.sandbox
 	approval *happroval.Policy   // ctx.approval
 	core     *registry.Scope     // the host's own scope, which provides the core keys
 	calls    calls               // the tool calls in flight and whom they serve
@@ -88,6 +89,9 @@ type Host struct {
 	// serviceKeys maps a gRPC service name to the key it implements, for
 	// callers that do not name the key (indexServices).
 	serviceKeys atomic.Pointer[map[string]string]
+	// binaries are the entries' plugin binaries, kept read-only in
+	// confinements (indexServices).
+	binaries atomic.Pointer[[]string]
 	// applied is the composition the running set was last planned from
 	// (the host section is comp's: it is read at start only); changeMu.
 	applied *composition.Composition
@@ -257,6 +261,7 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 		sub:      sub,
 		tools:    newToolRegistry(),
 		sandbox:  hsandbox.New(comp.Sandbox),
+		runner:   hsandbox.NewRunner(runnerOf(comp.Sandbox), hsandbox.Options{Hide: []string{rt.base}}),
 		approval: happroval.NewPolicy(comp.Approval, opts.Logger.Named("approval")),
 		byID:     map[string]*entry{},
 		applied:  comp,
@@ -323,7 +328,7 @@ func (h *Host) Close(ctx context.Context) error {
 		h.bg.Wait()
 		h.tools.Close()
 		h.jobs.Close()
-		errs = append(errs, h.sub.Close(ctx))
+		errs = append(errs, h.sub.Close(ctx), h.runner.Close())
 		errs = append(errs, h.rt.remove())
 		h.closeErr = errors.Join(errs...)
 	})

@@ -83,6 +83,7 @@ func (p *jobProcess) ReadOutput(ctx context.Context) (jobs.Output, error) {
 		StderrSpill: r.StderrSpillPath,
 		StdoutFacts: factsOf(r.StdoutFacts),
 		StderrFacts: factsOf(r.StderrFacts),
+		Sandbox:     sandboxOf(r.Sandbox),
 		State:       st,
 	}, nil
 }
@@ -187,4 +188,20 @@ func (c ownerConn) Invoke(ctx context.Context, method string, args, reply any, o
 		return gone(ctx, ld, err)
 	}
 	return nil
+}
+
+// sandboxOf is an executor's sandbox facts in ctx.jobs' message (the same
+// fields).
+func sandboxOf(s *shellv1.SandboxInfo) *jobsv1.Sandbox {
+	if s == nil {
+		return nil
+	}
+	return &jobsv1.Sandbox{
+		Mode:         s.Mode,
+		Denied:       s.Denied,
+		Enforcement:  s.Enforcement,
+		RunnerFailed: s.RunnerFailed,
+		DeniedPaths:  s.DeniedPaths,
+		DenialSource: s.DenialSource,
+	}
 }

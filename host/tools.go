@@ -109,6 +109,8 @@ func (e *ArgumentsError) Error() string { return fmt.Sprintf("tool %q: %s", e.To
 // CallTool calls a tool for owner (the agent). It fails with an
 // *ArgumentsError for an unknown tool or arguments that do not fit its
 // schema, and with another error when the tool itself failed to answer.
+// ctx may carry the front end's Asker (approval.WithAsker of
+// host/core/approval), through which ctx.approval asks the call's user.
 func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMessage) (*ToolResult, error) {
 	t, ok := h.tools.Get(name)
 	if !ok {
@@ -144,6 +146,7 @@ func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMe
 	// the request's owner field is for the tool's words and logs.
 	callID, end := h.calls.begin(owner, t.Plugin)
 	defer end()
+	h.calls.keepAsker(ctx, callID)
 	ctx = metadata.AppendToOutgoingContext(ctx, sdk.MetaCall, callID, sdk.MetaCaller, "host")
 	// The owner's jobs this plugin registered that finished since its last
 	// call go with the call, as facts the tool words.

@@ -46,3 +46,35 @@ func TestAdaptersRoundTrip(t *testing.T) {
 		t.Fatalf("refused: %v", err)
 	}
 }
+
+type fakeRunner func(context.Context, *WrapRequest) (*Wrapped, error)
+
+func (f fakeRunner) Wrap(ctx context.Context, req *WrapRequest) (*Wrapped, error) { return f(ctx, req) }
+
+func serveRunner(t *testing.T, impl Sandboxes) *RunnerClient {
+	return NewRunnerClient(seamtest.Conn(t, func(s *grpc.Server) { sandboxv1.RegisterSandboxServer(s, NewRunnerServer(impl)) }))
+}
+
+// Wrap's request and answer cross whole; an unavailable runner comes back
+// as ErrUnavailable with its words, nothing else does.
+func TestRunnerAdaptersRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	c := serveRunner(t, fakeRunner(func(_ context.Context, req *WrapRequest) (*Wrapped, error) {
+		if req.Mode == ReadOnly {
+			return nil, seam.New(ErrUnavailable, "landlock (ABI 6) is not available: function not implemented")
+		}
+		return &Wrapped{Argv: append([]string{"bwrap", "--"}, req.Argv...), Runner: RunnerBubblewrap, Enforcement: "bubblewrap"}, nil
+	}))
+	w, err := c.Wrap(ctx, &WrapRequest{Argv: []string{"bash", "-c", "true"}, Mode: WorkspaceWrite, Policy: &Policy{WorkspaceRoot: "/w"}})
+	if err != nil || strings.Join(w.Argv, " ") != "bwrap -- bash -c true" || w.Runner != RunnerBubblewrap || w.Confinement != "" {
+		t.Fatalf("wrap: %v %v", w, err)
+	}
+	_, err = c.Wrap(ctx, &WrapRequest{Argv: []string{"true"}, Mode: ReadOnly})
+	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNoPolicy) || err.Error() != "landlock (ABI 6) is not available: function not implemented" {
+		t.Fatalf("unavailable: %v", err)
+	}
+	broken := serveRunner(t, fakeRunner(func(context.Context, *WrapRequest) (*Wrapped, error) { return nil, errors.New("boom") }))
+	if _, err := broken.Wrap(ctx, &WrapRequest{}); errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("another error: %v", err)
+	}
+}

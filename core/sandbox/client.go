@@ -11,7 +11,10 @@ import (
 )
 
 // kinds are the seam's own errors and the codes they travel as.
-var kinds = []seam.Kind{{Err: ErrNoPolicy, Code: codes.FailedPrecondition}}
+var (
+	kinds       = []seam.Kind{{Err: ErrNoPolicy, Code: codes.FailedPrecondition}}
+	runnerKinds = []seam.Kind{{Err: ErrUnavailable, Code: codes.FailedPrecondition}}
+)
 
 // Client is a plugin's view of ctx.sandboxPolicy over gRPC.
 type Client struct {
@@ -31,4 +34,24 @@ func (c *Client) Get(ctx context.Context) (*Policy, error) {
 		return nil, seam.CallError("sandbox policy", err, kinds...)
 	}
 	return p, nil
+}
+
+// RunnerClient is a plugin's view of ctx.sandbox over gRPC.
+type RunnerClient struct {
+	c sandboxv1.SandboxClient
+}
+
+var _ Sandboxes = (*RunnerClient)(nil)
+
+// NewRunnerClient wraps a connection to ctx.sandbox.
+func NewRunnerClient(conn grpc.ClientConnInterface) *RunnerClient {
+	return &RunnerClient{c: sandboxv1.NewSandboxClient(conn)}
+}
+
+func (c *RunnerClient) Wrap(ctx context.Context, req *WrapRequest) (*Wrapped, error) {
+	w, err := c.c.Wrap(ctx, req)
+	if err != nil {
+		return nil, seam.CallError("sandbox", err, runnerKinds...)
+	}
+	return w, nil
 }

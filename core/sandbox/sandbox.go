@@ -1,10 +1,12 @@
 // Package sandbox is the service definition of the host's sandbox services
-// as plugins see them. Today that is ctx.sandboxPolicy: the key, the
-// dsh.sandbox.v1 contract, and the Go seam over it ([Policies] and its
-// error; [Client] implements it over a connection, usually
-// sdk.Host.Conn(sandbox.PolicyKey); [NewServer] serves an implementation,
-// and only these adapters deal in status codes). The host provides it
-// from the composition's sandbox section (package host/core/sandbox).
+// as plugins see them: ctx.sandboxPolicy (the composition's policy) and
+// ctx.sandbox (the runner that confines a command under a per-call
+// policy). It holds their keys, the dsh.sandbox.v1 contract, and the Go
+// seams over it ([Policies], [Sandboxes] and their errors; [Client] and
+// [RunnerClient] implement them over a connection, usually
+// sdk.Host.Conn(key); [NewServer] and [NewRunnerServer] serve an
+// implementation, and only these adapters deal in status codes). The host
+// provides both (package host/core/sandbox).
 package sandbox
 
 import (
@@ -20,6 +22,23 @@ const PolicyKey = "sandboxPolicy"
 // PolicyServiceName is the gRPC service the host serves under PolicyKey.
 var PolicyServiceName = sandboxv1.SandboxPolicy_ServiceDesc.ServiceName
 
+// Key is the runner's service key: ctx.sandbox.
+const Key = "sandbox"
+
+// ServiceName is the gRPC service the host serves under Key.
+var ServiceName = sandboxv1.Sandbox_ServiceDesc.ServiceName
+
+// The runners.
+const (
+	// RunnerLandlock restricts one thread of the host (Landlock, mount
+	// and network namespaces, seccomp, no capabilities), which forks the
+	// command: no second exec.
+	RunnerLandlock = "landlock"
+	// RunnerBubblewrap wraps the command line in bwrap, for machines
+	// where the first is missing.
+	RunnerBubblewrap = "bubblewrap"
+)
+
 // The sandbox modes, as the policy names them.
 const (
 	ReadOnly         = "read-only"
@@ -33,9 +52,28 @@ type Policies interface {
 	Get(ctx context.Context) (*Policy, error)
 }
 
-// Policy is the contract's message.
-type Policy = sandboxv1.Policy
+// Sandboxes is the ctx.sandbox seam as Go.
+type Sandboxes interface {
+	// Wrap confines argv under a complete per-call policy: what to spawn,
+	// and the confinement ctx.subprocess applies to it. ErrUnavailable
+	// means nothing may run.
+	Wrap(ctx context.Context, req *WrapRequest) (*Wrapped, error)
+}
 
-// ErrNoPolicy is a composition without a sandbox section: nothing may
-// sandbox under it.
-var ErrNoPolicy = errors.New("no sandbox policy")
+// The messages of the seams, as the contract defines them.
+type (
+	Policy      = sandboxv1.Policy
+	WrapRequest = sandboxv1.WrapRequest
+	Wrapped     = sandboxv1.Wrapped
+)
+
+// The seams' errors.
+var (
+	// ErrNoPolicy is a composition without a sandbox section: nothing may
+	// sandbox under it.
+	ErrNoPolicy = errors.New("no sandbox policy")
+	// ErrUnavailable is a runner that cannot confine the command here (a
+	// kernel without the mechanisms, a policy it cannot apply): the
+	// command must not run.
+	ErrUnavailable = errors.New("sandbox unavailable")
+)

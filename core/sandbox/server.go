@@ -23,3 +23,20 @@ func (s *Server) Get(ctx context.Context, _ *sandboxv1.GetPolicyRequest) (*Polic
 	p, err := s.impl.Get(ctx)
 	return p, seam.ToStatus(err, kinds...)
 }
+
+// RunnerServer serves Sandboxes as dsh.sandbox.v1.Sandbox.
+type RunnerServer struct {
+	sandboxv1.UnimplementedSandboxServer
+	impl Sandboxes
+}
+
+// NewRunnerServer wraps an implementation for registering with a
+// grpc.Server.
+func NewRunnerServer(impl Sandboxes) *RunnerServer { return &RunnerServer{impl: impl} }
+
+var _ sandboxv1.SandboxServer = (*RunnerServer)(nil)
+
+func (s *RunnerServer) Wrap(ctx context.Context, req *WrapRequest) (*Wrapped, error) {
+	w, err := s.impl.Wrap(ctx, req)
+	return w, seam.ToStatus(err, runnerKinds...)
+}

@@ -14,6 +14,7 @@ import (
 var kinds = []seam.Kind{
 	{Err: ErrCannotStart, Code: codes.FailedPrecondition},
 	{Err: ErrNotFound, Code: codes.NotFound},
+	{Err: ErrSandboxUnavailable, Code: codes.Aborted},
 }
 
 // Client is a plugin's view of ctx.subprocess over gRPC.

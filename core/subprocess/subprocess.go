@@ -55,10 +55,16 @@ type (
 var (
 	ErrCannotStart = errors.New("cannot start")
 	ErrNotFound    = errors.New("no such process")
+	// ErrSandboxUnavailable is a spawn whose confinement the host does not
+	// know or could not apply: nothing ran.
+	ErrSandboxUnavailable = errors.New("sandbox unavailable")
 )
 
 // CannotStart is err as an ErrCannotStart.
 func CannotStart(err error) error { return seam.Wrap(ErrCannotStart, err) }
+
+// SandboxUnavailable is err as an ErrSandboxUnavailable.
+func SandboxUnavailable(err error) error { return seam.Wrap(ErrSandboxUnavailable, err) }
 
 // NotFound is err as an ErrNotFound.
 func NotFound(err error) error { return seam.Wrap(ErrNotFound, err) }

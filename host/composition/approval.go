@@ -3,6 +3,7 @@ package composition
 import (
 	"slices"
 	"strings"
+	"time"
 )
 
 // Approval is the composition's approval section: the rules ctx.approval
@@ -12,8 +13,18 @@ type Approval struct {
 	// Otherwise is the decision when no rule matches: "deny", or "ask"
 	// (the MCP client's user).
 	Otherwise string
-	Pos       Pos
+	// AskTimeout bounds how long a question waits for the user's answer;
+	// 0 means DefaultAskTimeout.
+	AskTimeout time.Duration
+	Pos        Pos
 }
+
+// DefaultAskTimeout is how long a question waits for the user when the
+// section does not say.
+const DefaultAskTimeout = 2 * time.Minute
+
+// maxAskTimeout keeps a forgotten question from holding a call for hours.
+const maxAskTimeout = time.Hour
 
 // ApprovalRule is one rule: a pattern of the whole command, the sandbox
 // mode it covers ("" for any) and the decision.
@@ -25,7 +36,7 @@ type ApprovalRule struct {
 }
 
 var (
-	approvalKeys      = []string{"rules", "otherwise"}
+	approvalKeys      = []string{"rules", "otherwise", "askTimeout"}
 	approvalRuleKeys  = []string{"match", "mode", "decision"}
 	approvalDecisions = []string{"allow", "deny", "ask"}
 )
@@ -52,6 +63,14 @@ func (p *parser) approval(c *Composition, kp pair, v any) {
 				continue
 			}
 			a.Otherwise = s
+		case "askTimeout":
+			s, isStr := m[ap.name].(string)
+			d, err := time.ParseDuration(s)
+			if !isStr || err != nil || d <= 0 || d > maxAskTimeout {
+				p.errorf(ap.val, "approval.askTimeout: want a positive Go duration up to %v such as \"2m\" or \"90s\", got %s", maxAskTimeout, describe(m[ap.name]))
+				continue
+			}
+			a.AskTimeout = d
 		case "rules":
 			list, ok := m[ap.name].([]any)
 			seq := resolve(ap.val)

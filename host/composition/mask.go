@@ -135,6 +135,7 @@ func (c *Composition) Masked() map[string]any {
 			"network":        sb.Network,
 			"protectedPaths": orEmpty(sb.ProtectedPaths),
 			"unixSockets":    orEmpty(sb.UnixSockets),
+			"runner":         sb.Runner,
 		}
 	}
 	return out

@@ -21,7 +21,11 @@ type Sandbox struct {
 	// and those the section adds.
 	ProtectedPaths []string
 	UnixSockets    []string // unix sockets at these paths may be reached
-	Pos            Pos      // where the section is
+	// Runner is what confines commands: RunnerAuto (the default: landlock
+	// where the kernel has it, else bubblewrap), RunnerLandlock or
+	// RunnerBubblewrap.
+	Runner string
+	Pos    Pos // where the section is
 }
 
 // The sandbox modes.
@@ -31,9 +35,17 @@ const (
 	ModeDangerFullAccess = "danger-full-access"
 )
 
+// The runners.
+const (
+	RunnerAuto       = "auto"
+	RunnerLandlock   = "landlock"
+	RunnerBubblewrap = "bubblewrap"
+)
+
 var (
-	sandboxModes = []string{ModeReadOnly, ModeWorkspaceWrite, ModeDangerFullAccess}
-	sandboxKeys  = []string{"defaultMode", "workspaceRoot", "writableRoots", "network", "protectedPaths", "unixSockets"}
+	sandboxModes   = []string{ModeReadOnly, ModeWorkspaceWrite, ModeDangerFullAccess}
+	sandboxRunners = []string{RunnerAuto, RunnerLandlock, RunnerBubblewrap}
+	sandboxKeys    = []string{"defaultMode", "workspaceRoot", "writableRoots", "network", "protectedPaths", "unixSockets", "runner"}
 	// protectedInRoot are kept read-only in every writable root: what
 	// would let a command change how the agent's tools or git behave
 	// later. A commit still works: .git/index, objects and refs stay
@@ -50,7 +62,7 @@ func (p *parser) sandbox(c *Composition, kp pair, v any) {
 		}
 		return
 	}
-	sb := &Sandbox{DefaultMode: ModeWorkspaceWrite, Pos: p.pos(kp.key)}
+	sb := &Sandbox{DefaultMode: ModeWorkspaceWrite, Runner: RunnerAuto, Pos: p.pos(kp.key)}
 	home, _ := p.lookup("HOME")
 	root := func(n pair, s string) (string, bool) {
 		path := s
@@ -114,6 +126,13 @@ func (p *parser) sandbox(c *Composition, kp pair, v any) {
 				continue
 			}
 			sb.DefaultMode = s
+		case "runner":
+			s, _ := m[sp.name].(string)
+			if !slices.Contains(sandboxRunners, s) {
+				p.errorf(sp.val, "sandbox.runner: want one of %s, got %s", strings.Join(sandboxRunners, ", "), describe(m[sp.name]))
+				continue
+			}
+			sb.Runner = s
 		case "workspaceRoot":
 			s, ok := m[sp.name].(string)
 			if !ok || s == "" {
@@ -195,6 +214,6 @@ func (s *Sandbox) String() string {
 	if s == nil {
 		return "no sandbox section"
 	}
-	return fmt.Sprintf("%s, workspace %s, %d more writable roots, network %v, %d protected paths, %d unix sockets",
-		s.DefaultMode, s.WorkspaceRoot, len(s.WritableRoots), s.Network, len(s.ProtectedPaths), len(s.UnixSockets))
+	return fmt.Sprintf("%s, workspace %s, %d more writable roots, network %v, %d protected paths, %d unix sockets, runner %s",
+		s.DefaultMode, s.WorkspaceRoot, len(s.WritableRoots), s.Network, len(s.ProtectedPaths), len(s.UnixSockets), s.Runner)
 }

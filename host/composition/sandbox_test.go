@@ -38,7 +38,7 @@ func TestSandboxSection(t *testing.T) {
 		t.Fatal(err)
 	}
 	sb := c.Sandbox
-	if sb.DefaultMode != ModeWorkspaceWrite || sb.WorkspaceRoot != dir || sb.Network {
+	if sb.DefaultMode != ModeWorkspaceWrite || sb.WorkspaceRoot != dir || sb.Network || sb.Runner != RunnerAuto {
 		t.Fatalf("defaults: %+v", sb)
 	}
 	for _, want := range []string{filepath.Join(dir, ".git/config"), filepath.Join(dir, ".git/hooks"), filepath.Join(dir, ".claude"), filepath.Join(dir, ".codex"), c.File} {
@@ -56,6 +56,7 @@ func TestSandboxSection(t *testing.T) {
   writableRoots: [cache, link]
   protectedPaths: [ws/secrets]
   unixSockets: [run/agent.sock]
+  runner: bubblewrap
 plugins: []
 `, env)
 	if err != nil {
@@ -69,7 +70,7 @@ plugins: []
 	if !slices.Contains(sb.ProtectedPaths, filepath.Join(ws, "secrets")) || !slices.Contains(sb.ProtectedPaths, filepath.Join(dir, "cache", ".git/hooks")) {
 		t.Fatalf("protected: %v", sb.ProtectedPaths)
 	}
-	if !slices.Equal(sb.UnixSockets, []string{filepath.Join(dir, "run/agent.sock")}) {
+	if !slices.Equal(sb.UnixSockets, []string{filepath.Join(dir, "run/agent.sock")}) || sb.Runner != RunnerBubblewrap {
 		t.Fatalf("unix sockets: %v", sb.UnixSockets)
 	}
 	// dsh config prints the policy as resolved.
@@ -91,6 +92,7 @@ plugins: []
 		{"sandbox:\n  writableRoots: [" + filepath.Join(dir, "home") + "]\nplugins: []\n", "sandbox.writableRoots: " + filepath.Join(dir, "home") + " cannot be a writable root"},
 		{"sandbox:\n  workspaceRoot: nowhere\nplugins: []\n", "sandbox.workspaceRoot: " + filepath.Join(dir, "nowhere") + " does not exist"},
 		{"sandbox:\n  workspaceRoot: comp.yaml\nplugins: []\n", "is not a directory"},
+		{"sandbox:\n  runner: docker\nplugins: []\n", `comp.yaml:2: sandbox.runner: want one of auto, landlock, bubblewrap, got the string "docker"`},
 		{"sandbox:\n  defaultMode: strict\nplugins: []\n", `comp.yaml:2: sandbox.defaultMode: want one of read-only, workspace-write, danger-full-access, got the string "strict"`},
 		{"sandbox:\n  network: maybe\nplugins: []\n", "sandbox.network must be true or false"},
 		{"sandbox:\n  roots: [a]\nplugins: []\n", `unknown sandbox key "roots"`},

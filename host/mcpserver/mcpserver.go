@@ -2,8 +2,9 @@
 // official go-sdk. It mirrors ctx.tools as MCP tools (tools/list_changed
 // when plugins come and go), makes each MCP session an owner for ctx.jobs
 // and spill files, sends progress while a call runs, turns the client's
-// cancellation into an abort, and serves spill files as resources to the
-// session that owns them. Transports: stdio (stdio.go: dsh's own, which
+// cancellation into an abort, serves spill files as resources to the
+// session that owns them, and asks a session's user when ctx.approval's
+// policy says ask (elicit.go). Transports: stdio (stdio.go: dsh's own, which
 // answers a malformed line and keeps serving), and streamable HTTP behind a
 // bearer token and an Origin check (http.go).
 package mcpserver
@@ -30,6 +31,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dshrun/dsh/host"
+	happroval "github.com/dshrun/dsh/host/core/approval"
 	"github.com/dshrun/dsh/host/core/subprocess"
 )
 
@@ -58,6 +60,9 @@ type Server struct {
 
 	omu    sync.Mutex
 	owners map[*mcp.ServerSession]string
+
+	amu  sync.Mutex
+	asks map[string]*question // request state -> the question it answers (elicit.go)
 }
 
 // SpillScheme is the URI scheme of spill-file resources:
@@ -77,7 +82,7 @@ func New(opts Options) *Server {
 	if opts.ReleaseGrace <= 0 {
 		opts.ReleaseGrace = 10 * time.Second
 	}
-	s := &Server{opts: opts, h: opts.Host, log: opts.Logger, tools: map[string]string{}, owners: map[*mcp.ServerSession]string{}}
+	s := &Server{opts: opts, h: opts.Host, log: opts.Logger, tools: map[string]string{}, owners: map[*mcp.ServerSession]string{}, asks: map[string]*question{}}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "dsh", Title: "dsh", Version: opts.Version}, &mcp.ServerOptions{
 		Instructions:       instructions,
 		InitializedHandler: s.initialized,
@@ -170,6 +175,7 @@ func (s *Server) owner(ss *mcp.ServerSession) string {
 		s.omu.Lock()
 		delete(s.owners, ss)
 		s.omu.Unlock()
+		s.forgetQuestions(owner)
 		s.log.Debug("session ended; its jobs are gone", "owner", owner)
 	}()
 	return owner
@@ -193,14 +199,22 @@ func (s *Server) initialized(_ context.Context, req *mcp.InitializedRequest) {
 func (s *Server) handler(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		owner := s.owner(req.Session)
-		callCtx := ctx
+		// The user behind the call is asked through it (elicit.go); a
+		// question that goes back with the result stops the call.
+		callCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		asker := s.newAsker(callCtx, req, owner, stop)
+		callCtx = happroval.WithAsker(callCtx, asker)
 		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
-			callCtx = host.WithProgress(ctx, host.Progress{
+			callCtx = host.WithProgress(callCtx, host.Progress{
 				Report:    s.reporter(ctx, req.Session, tok, name),
 				Keepalive: s.opts.ProgressInterval,
 			})
 		}
 		res, err := s.h.CallTool(callCtx, owner, name, req.Params.Arguments)
+		if q := asker.inputRequired(); q != nil {
+			return q, nil // what the stopped call did say is not the answer
+		}
 		if err != nil {
 			// Bad arguments and failed calls are tool errors the model can
 			// read, not protocol errors.

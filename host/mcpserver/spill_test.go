@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -19,9 +21,32 @@ import (
 
 	"github.com/dshrun/dsh/host"
 	"github.com/dshrun/dsh/host/composition"
+	"github.com/dshrun/dsh/internal/testplugins"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// binDir holds the plugin binaries the approval tests build
+// (elicit_test.go); "" until one builds them.
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		if runtime.GOOS == "linux" {
+			if left := testplugins.Running(binDir); len(left) > 0 {
+				fmt.Fprintf(os.Stderr, "plugin processes left behind: %v\n", left)
+				code = 1
+			}
+		}
+		_ = os.RemoveAll(binDir)
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goroutines left behind: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 const wait = 30 * time.Second
 

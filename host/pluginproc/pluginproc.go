@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -111,9 +112,12 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	// successful start), and kills the process group.
 	startCtx, abortStart := context.WithCancel(context.Background())
 	started := false
+	// failed ends the forking thread of a start that did not succeed.
+	failed := make(chan struct{})
 	defer func() {
 		if !started {
 			abortStart()
+			close(failed)
 		}
 	}()
 	cmd := exec.CommandContext(startCtx, cfg.Binary)
@@ -147,6 +151,18 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	}
 	ch := make(chan result, 1)
 	go func() {
+		// The plugin's parent-death signal fires when the thread that
+		// forked it ends, not the host: fork it from a locked thread that
+		// lives as long as the plugin does (the runtime ends a locked
+		// thread with its goroutine, as it does the threads that start
+		// confined commands).
+		runtime.LockOSThread()
+		defer func() {
+			select {
+			case <-p.exited:
+			case <-failed:
+			}
+		}()
 		rpc, err := client.Client()
 		if err != nil {
 			ch <- result{err: err}

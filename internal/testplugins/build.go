@@ -13,7 +13,7 @@ import (
 // build beside them.
 var (
 	Test = []string{"probe", "noop", "oldproto", "chatty"}
-	Real = []string{"shell-env", "bash-local", "tool-bash"}
+	Real = []string{"shell-env", "bash-local", "bash-sandbox", "tool-bash"}
 )
 
 // Root is the module's root directory.

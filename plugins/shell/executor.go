@@ -37,6 +37,10 @@ var (
 	// ErrNotFound is a process id the caller cannot reach (unknown,
 	// forgotten, or another owner's).
 	ErrNotFound = errors.New("no such process")
+	// ErrSandboxUnavailable (the seeds' SANDBOX_UNAVAILABLE) is a
+	// sandboxing executor whose runner cannot confine the command:
+	// nothing ran, and nothing runs unconfined instead.
+	ErrSandboxUnavailable = errors.New("sandbox unavailable")
 )
 
 // Invalid is an ErrInvalid saying why.
@@ -44,6 +48,9 @@ func Invalid(msg string) error { return seam.New(ErrInvalid, msg) }
 
 // CannotRun is an ErrCannotRun saying why.
 func CannotRun(msg string) error { return seam.New(ErrCannotRun, msg) }
+
+// SandboxUnavailable is an ErrSandboxUnavailable saying why.
+func SandboxUnavailable(msg string) error { return seam.New(ErrSandboxUnavailable, msg) }
 
 // NotFound is an ErrNotFound saying which.
 func NotFound(msg string) error { return seam.New(ErrNotFound, msg) }

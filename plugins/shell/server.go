@@ -70,6 +70,7 @@ var kinds = []seam.Kind{
 	{Err: ErrInvalid, Code: codes.InvalidArgument},
 	{Err: ErrCannotRun, Code: codes.FailedPrecondition},
 	{Err: ErrNotFound, Code: codes.NotFound},
+	{Err: ErrSandboxUnavailable, Code: codes.Aborted},
 }
 
 // toStatus gives an implementation's error its code.

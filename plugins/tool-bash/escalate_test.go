@@ -58,6 +58,7 @@ func TestEscalate(t *testing.T) {
 		{"denied", deny, esc, "[sandbox escalation to danger-full-access was denied by approval rule 2 (c.yaml:9); nothing was run]"},
 		{"an error", broken, esc, "was denied: the approval could not be asked: the host is shutting down; nothing was run"},
 		{"no approver", nil, esc, "was denied: this composition has no approval provider"},
+		{"less access", allow, bashArgs{Command: "ls", SandboxPermissions: "read-only", Justification: "x"}, `sandbox_permissions read-only gives no more access than the sandbox's "workspace-write" mode; nothing was run`},
 	} {
 		pol, res := tb(c.a).escalate(ctx, c.args)
 		if pol != nil || res == nil || !res.IsError || !strings.Contains(res.Text, c.want) {

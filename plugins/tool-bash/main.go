@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/dshrun/dsh/core/approval"
 	"github.com/dshrun/dsh/core/jobs"
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
+	"github.com/dshrun/dsh/core/sandbox"
 	"github.com/dshrun/dsh/core/tools"
 	"github.com/dshrun/dsh/core/tools/toolsv1"
 	"github.com/dshrun/dsh/plugins/shell"
@@ -42,7 +44,7 @@ func (p *toolBash) Describe() sdk.Description {
 		Version: "0.1.0",
 		Summary: "the model-facing bash tool, with background jobs",
 		Inject: []sdk.Inject{
-			{Key: shell.Key}, {Key: shellenv.Key}, {Key: jobs.Key}, {Key: tools.Key}, {Key: approval.Key},
+			{Key: shell.Key}, {Key: shellenv.Key}, {Key: jobs.Key}, {Key: tools.Key}, {Key: approval.Key}, {Key: sandbox.PolicyKey},
 		},
 		ConfigSchema: sdk.SchemaOf[config](),
 		Tools:        []string{"bash", "job_output", "job_kill"},
@@ -84,6 +86,13 @@ func (p *toolBash) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessag
 		return err
 	}
 	mode := shell.SandboxMode(svc.Facts[shell.FactSandboxMode])
+	if mode != "" {
+		// A confining executor: escalation is advertised, so the policy
+		// it is asked under must be there.
+		if _, err := sandbox.NewClient(host.Conn(sandbox.PolicyKey)).Get(ctx); err != nil {
+			return fmt.Errorf("the executor sandboxes (%s mode), and the sandbox policy cannot be read: %w", mode, err)
+		}
+	}
 	p.sh = shell.NewClient(host.Conn(shell.Key), mode)
 	// Every command needs the DSH_* snapshot: following it keeps a round
 	// trip (two hops through the host) off each call.
@@ -209,6 +218,10 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 			return errorResult("%s", failure(err))
 		}
 		p.log.Info("command started", "owner", owner, "command", a.Command, "workdir", spec.Workdir, "job", job.Id, "pid", job.Pid)
+		if proc.Sandbox.GetRunnerFailed() {
+			// Settled as killed: the job's output says why.
+			return &toolsv1.CallResult{Text: strings.Join(append([]string{renderStarted(job)}, sandboxMarkers(proc.Sandbox)...), "\n"), Structured: jobStructured(job, nil), IsError: true}
+		}
 		return &toolsv1.CallResult{Text: renderStarted(job), Structured: jobStructured(job, nil)}
 	}
 	start := time.Now()
@@ -257,9 +270,12 @@ func (p *toolBash) jobKill(ctx context.Context, owner, id string) *toolsv1.CallR
 // one run, and any failure to get it is a refusal (nothing runs). It
 // returns the per-call policy to ask the executor for, or the refusal.
 func (p *toolBash) escalate(ctx context.Context, a bashArgs) (*shell.SandboxPolicy, *toolsv1.CallResult) {
-	mode := string(p.sh.SandboxMode())
-	if a.SandboxPermissions == "" || a.SandboxPermissions == mode {
+	mode := p.sh.SandboxMode()
+	if a.SandboxPermissions == "" || a.SandboxPermissions == string(mode) {
 		return nil, nil
+	}
+	if !slices.Contains(escalationTargets(mode), a.SandboxPermissions) {
+		return nil, errorResult("sandbox_permissions %s gives no more access than the sandbox's %q mode; nothing was run", a.SandboxPermissions, mode)
 	}
 	if strings.TrimSpace(a.Justification) == "" {
 		return nil, errorResult("sandbox escalation to %s needs a justification: say why the command needs more access; nothing was run", a.SandboxPermissions)

@@ -126,7 +126,52 @@ func renderRun(r *shell.RunResult, max int) (string, view, view) {
 	if m := exitMarker(r.ExitCode, r.Signal); m != "" {
 		markers = append(markers, m)
 	}
+	markers = append(markers, sandboxMarkers(r.Sandbox)...)
 	return assemble(body(out, errs), markers), out, errs
+}
+
+// sandboxFacts are a sandboxing executor's facts, as a run
+// (shell.SandboxInfo) or a ctx.jobs read (jobsv1.Sandbox) reports them.
+type sandboxFacts interface {
+	GetMode() string
+	GetDenied() bool
+	GetEnforcement() string
+	GetRunnerFailed() bool
+	GetDeniedPaths() []string
+	GetDenialSource() string
+}
+
+// sandboxMarkers tell the model that the sandbox refused something (so a
+// retry with sandbox_permissions may help), or that nothing ran.
+func sandboxMarkers(s sandboxFacts) []string {
+	var m []string
+	if s == nil || s.GetMode() == "" {
+		return nil
+	}
+	if s.GetRunnerFailed() {
+		m = append(m, "[sandbox: the command could not be confined, so it did not run]")
+	}
+	if s.GetDenied() {
+		m = append(m, fmt.Sprintf("[sandbox: file access denied under %s mode]", s.GetMode()))
+	}
+	return m
+}
+
+// sandboxJSON is the sandbox facts of a result.
+type sandboxJSON struct {
+	Mode         string   `json:"mode"`
+	Denied       bool     `json:"denied"`
+	Enforcement  string   `json:"enforcement,omitempty"`
+	RunnerFailed bool     `json:"runnerFailed,omitempty"`
+	DeniedPaths  []string `json:"deniedPaths,omitempty"`
+	DenialSource string   `json:"denialSource,omitempty"`
+}
+
+func sandboxOf(s sandboxFacts) *sandboxJSON {
+	if s == nil || s.GetMode() == "" {
+		return nil
+	}
+	return &sandboxJSON{Mode: s.GetMode(), Denied: s.GetDenied(), Enforcement: s.GetEnforcement(), RunnerFailed: s.GetRunnerFailed(), DeniedPaths: s.GetDeniedPaths(), DenialSource: s.GetDenialSource()}
 }
 
 // collected is one stream's counts and spill file, as a ctx.shell run
@@ -266,14 +311,15 @@ type cleanedFacts struct {
 }
 
 type runFacts struct {
-	ExitCode   *int32      `json:"exitCode"`
-	Signal     string      `json:"signal,omitempty"`
-	TimedOut   bool        `json:"timedOut"`
-	Aborted    bool        `json:"aborted"`
-	TimeoutMs  int64       `json:"timeoutMs"`
-	DurationMs int64       `json:"durationMs"`
-	Stdout     streamFacts `json:"stdout"`
-	Stderr     streamFacts `json:"stderr"`
+	ExitCode   *int32       `json:"exitCode"`
+	Signal     string       `json:"signal,omitempty"`
+	TimedOut   bool         `json:"timedOut"`
+	Aborted    bool         `json:"aborted"`
+	TimeoutMs  int64        `json:"timeoutMs"`
+	DurationMs int64        `json:"durationMs"`
+	Stdout     streamFacts  `json:"stdout"`
+	Stderr     streamFacts  `json:"stderr"`
+	Sandbox    *sandboxJSON `json:"sandbox,omitempty"`
 }
 
 func facts(v view) streamFacts {
@@ -301,7 +347,7 @@ func facts(v view) streamFacts {
 }
 
 func runStructured(r *shell.RunResult, out, errs view) []byte {
-	b, _ := json.Marshal(runFacts{
+	f := runFacts{
 		ExitCode:   r.ExitCode,
 		Signal:     r.Signal,
 		TimedOut:   r.TimedOut,
@@ -310,7 +356,11 @@ func runStructured(r *shell.RunResult, out, errs view) []byte {
 		DurationMs: r.DurationMs,
 		Stdout:     facts(out),
 		Stderr:     facts(errs),
-	})
+	}
+	if r.Sandbox != nil {
+		f.Sandbox = sandboxOf(r.Sandbox)
+	}
+	b, _ := json.Marshal(f)
 	return b
 }
 
@@ -334,6 +384,9 @@ func renderRead(r *jobsv1.JobRead, max int) (string, view, view) {
 			markers = append(markers, m)
 		}
 	}
+	if r.Sandbox != nil {
+		markers = append(markers, sandboxMarkers(r.Sandbox)...)
+	}
 	return assemble(body(out, errs), markers), out, errs
 }
 
@@ -346,6 +399,7 @@ type jobFacts struct {
 	Stdout   *streamFacts `json:"stdout,omitempty"`
 	Stderr   *streamFacts `json:"stderr,omitempty"`
 	Pid      int32        `json:"pid,omitempty"`
+	Sandbox  *sandboxJSON `json:"sandbox,omitempty"`
 }
 
 // jobStructured is a job's facts; with a read, its streams' too.
@@ -354,6 +408,9 @@ func jobStructured(j *jobsv1.Job, r *jobsv1.JobRead, vs ...view) []byte {
 	if r != nil && len(vs) == 2 {
 		out, errs := facts(vs[0]), facts(vs[1])
 		f.Lossy, f.Stdout, f.Stderr = r.Lossy, &out, &errs
+		if r.Sandbox != nil {
+			f.Sandbox = sandboxOf(r.Sandbox)
+		}
 	}
 	b, _ := json.Marshal(f)
 	return b

@@ -210,6 +210,12 @@ func TestToolSpecsGolden(t *testing.T) {
 	if strings.Contains(toolSpecs("", 1, 2, 100)[0].InputSchema, "sandbox_permissions") {
 		t.Error("sandbox_permissions advertised without a sandboxing executor")
 	}
+	if s := toolSpecs(shell.DangerFullAccess, 1, 2, 100)[0].InputSchema; strings.Contains(s, "sandbox_permissions") {
+		t.Fatalf("danger-full-access has nothing to escalate to: %s", s)
+	}
+	if s := toolSpecs(shell.ReadOnly, 1, 2, 100)[0].InputSchema; !strings.Contains(s, `"enum":["workspace-write","danger-full-access"]`) {
+		t.Fatalf("read-only escalates to both other modes: %s", s)
+	}
 	if !strings.Contains(toolSpecs(shell.ReadOnly, 1, 2, 100)[0].InputSchema, "justification") {
 		t.Error("justification missing under a sandboxing executor")
 	}

@@ -8,12 +8,25 @@ import (
 	"github.com/dshrun/dsh/plugins/shell"
 )
 
-// escalationTargets are the modes a call may ask for under a sandboxing
-// executor.
-var escalationTargets = []string{string(shell.WorkspaceWrite), string(shell.DangerFullAccess)}
+// modesByAccess are the sandbox modes, least access first.
+var modesByAccess = []shell.SandboxMode{shell.ReadOnly, shell.WorkspaceWrite, shell.DangerFullAccess}
+
+// escalationTargets are the modes a call may ask for under an executor
+// whose mode is mode: those with more access.
+func escalationTargets(mode shell.SandboxMode) []string {
+	var out []string
+	more := false
+	for _, m := range modesByAccess {
+		if more {
+			out = append(out, string(m))
+		}
+		more = more || m == mode
+	}
+	return out
+}
 
 // toolSpecs are the three tools. The sandbox fields appear only when the
-// composed executor sandboxes (mode != "").
+// composed executor confines (a mode with less than full access).
 func toolSpecs(mode shell.SandboxMode, defaultTimeoutMs, maxTimeoutMs int64, maxChars int) []*toolsv1.ToolSpec {
 	props := map[string]any{
 		"command":     map[string]any{"type": "string", "minLength": 1, "description": "The bash command to run."},
@@ -24,8 +37,8 @@ func toolSpecs(mode shell.SandboxMode, defaultTimeoutMs, maxTimeoutMs int64, max
 		"run_in_background": map[string]any{"type": "boolean", "description": "Start the command as a background job and return its id at once."},
 	}
 	desc := bashDescription(defaultTimeoutMs, maxTimeoutMs, maxChars)
-	if mode != "" {
-		props["sandbox_permissions"] = map[string]any{"type": "string", "enum": escalationTargets,
+	if targets := escalationTargets(mode); len(targets) > 0 {
+		props["sandbox_permissions"] = map[string]any{"type": "string", "enum": targets,
 			"description": fmt.Sprintf("Run this one command with more access than the sandbox's %s mode; needs a justification and approval.", mode)}
 		props["justification"] = map[string]any{"type": "string", "description": "Why the command needs more access."}
 		desc += fmt.Sprintf("\n- Commands run in a %s sandbox. A denied file access is reported as `[sandbox: file access denied under %s mode]`; to run one command with more access, repeat it with `sandbox_permissions` and a `justification`.", mode, mode)

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,6 +104,8 @@ type serve struct {
 	stderr *syncBuffer
 	// links holds the titles of the resource links of the last tool call.
 	links []string
+	// listChanged counts the tools/list_changed notifications heard.
+	listChanged atomic.Int32
 }
 
 type syncBuffer struct {
@@ -144,7 +147,9 @@ func launch(t *testing.T, ctx context.Context, rtBase string, env []string, comp
 	s.cmd = exec.Command(filepath.Join(binDir, "dsh"), argv...)
 	s.cmd.Env = append(append(os.Environ(), env...), "XDG_RUNTIME_DIR="+s.rtBase)
 	s.cmd.Stderr = s.stderr
-	client := mcp.NewClient(&mcp.Implementation{Name: "reliability", Version: "1"}, nil)
+	client := mcp.NewClient(&mcp.Implementation{Name: "reliability", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { s.listChanged.Add(1) },
+	})
 	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 10 * time.Second}, nil)
 	if err != nil {
 		t.Fatalf("connect: %v\nstderr:\n%s", err, s.stderr)

@@ -113,11 +113,13 @@ func TestPluginFaultsDuringACall(t *testing.T) {
 	f.Saw("20 later commands exit 0")
 
 	f = fault(t, "SIGSTOP of bash-local during a call (timeoutMs 60000)")
+	// A sleep only this test runs: other packages' tests sleep too.
+	sleep := "sleep " + marker(300000)
 	go func() {
-		got, _ := s.bash(t, ctx, map[string]any{"command": "sleep 30", "timeoutMs": 60000})
+		got, _ := s.bash(t, ctx, map[string]any{"command": sleep, "timeoutMs": 60000})
 		done <- got
 	}()
-	for deadline := time.Now().Add(20 * time.Second); len(testplugins.Matching("sleep 30")) == 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); len(testplugins.Matching(sleep)) == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the command did not start")
 		}
@@ -136,9 +138,9 @@ func TestPluginFaultsDuringACall(t *testing.T) {
 		t.Fatalf("the call on the stopped executor: %q", got)
 	}
 	f.Saw("answered after %.1fs: %q", time.Since(start).Seconds(), got)
-	if left := testplugins.Matching("sleep 30"); len(left) > 0 {
+	if left := testplugins.Matching(sleep); len(left) > 0 {
 		for deadline := time.Now().Add(10 * time.Second); len(left) > 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			left = testplugins.Matching("sleep 30")
+			left = testplugins.Matching(sleep)
 		}
 		if len(left) > 0 {
 			t.Fatalf("the foreground tree outlived the executor: %v", left)

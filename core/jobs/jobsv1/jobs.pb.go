@@ -281,8 +281,11 @@ type JobRead struct {
 	StderrSpillPath string                 `protobuf:"bytes,6,opt,name=stderr_spill_path,json=stderrSpillPath,proto3" json:"stderr_spill_path,omitempty"`
 	// Each stream's counts and spill file for this read; their data is
 	// empty (it is in stdout and stderr).
-	StdoutFacts   *Collected `protobuf:"bytes,7,opt,name=stdout_facts,json=stdoutFacts,proto3" json:"stdout_facts,omitempty"`
-	StderrFacts   *Collected `protobuf:"bytes,8,opt,name=stderr_facts,json=stderrFacts,proto3" json:"stderr_facts,omitempty"`
+	StdoutFacts *Collected `protobuf:"bytes,7,opt,name=stdout_facts,json=stdoutFacts,proto3" json:"stdout_facts,omitempty"`
+	StderrFacts *Collected `protobuf:"bytes,8,opt,name=stderr_facts,json=stderrFacts,proto3" json:"stderr_facts,omitempty"`
+	// What a sandboxing executor said of the output read (absent for
+	// others). It is dsh.shell.v1.SandboxInfo field for field.
+	Sandbox       *Sandbox `protobuf:"bytes,9,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -373,6 +376,98 @@ func (x *JobRead) GetStderrFacts() *Collected {
 	return nil
 }
 
+func (x *JobRead) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
+// The sandbox facts of a job's process.
+type Sandbox struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mode          string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
+	Denied        bool                   `protobuf:"varint,2,opt,name=denied,proto3" json:"denied,omitempty"`
+	Enforcement   string                 `protobuf:"bytes,3,opt,name=enforcement,proto3" json:"enforcement,omitempty"`
+	RunnerFailed  bool                   `protobuf:"varint,4,opt,name=runner_failed,json=runnerFailed,proto3" json:"runner_failed,omitempty"`
+	DeniedPaths   []string               `protobuf:"bytes,5,rep,name=denied_paths,json=deniedPaths,proto3" json:"denied_paths,omitempty"`
+	DenialSource  string                 `protobuf:"bytes,6,opt,name=denial_source,json=denialSource,proto3" json:"denial_source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Sandbox) Reset() {
+	*x = Sandbox{}
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Sandbox) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Sandbox) ProtoMessage() {}
+
+func (x *Sandbox) ProtoReflect() protoreflect.Message {
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
+func (*Sandbox) Descriptor() ([]byte, []int) {
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Sandbox) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *Sandbox) GetDenied() bool {
+	if x != nil {
+		return x.Denied
+	}
+	return false
+}
+
+func (x *Sandbox) GetEnforcement() string {
+	if x != nil {
+		return x.Enforcement
+	}
+	return ""
+}
+
+func (x *Sandbox) GetRunnerFailed() bool {
+	if x != nil {
+		return x.RunnerFailed
+	}
+	return false
+}
+
+func (x *Sandbox) GetDeniedPaths() []string {
+	if x != nil {
+		return x.DeniedPaths
+	}
+	return nil
+}
+
+func (x *Sandbox) GetDenialSource() string {
+	if x != nil {
+		return x.DenialSource
+	}
+	return ""
+}
+
 // One stream's output and what became of the rest of it. It is
 // dsh.subprocess.v1.Collected field for field (and dsh.shell.v1.Collected),
 // so the bytes on the wire are the same and an executor's facts copy
@@ -406,7 +501,7 @@ type Collected struct {
 
 func (x *Collected) Reset() {
 	*x = Collected{}
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[4]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -418,7 +513,7 @@ func (x *Collected) String() string {
 func (*Collected) ProtoMessage() {}
 
 func (x *Collected) ProtoReflect() protoreflect.Message {
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[4]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -431,7 +526,7 @@ func (x *Collected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Collected.ProtoReflect.Descriptor instead.
 func (*Collected) Descriptor() ([]byte, []int) {
-	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{4}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Collected) GetData() []byte {
@@ -513,7 +608,7 @@ type KillResponse struct {
 
 func (x *KillResponse) Reset() {
 	*x = KillResponse{}
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[5]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -525,7 +620,7 @@ func (x *KillResponse) String() string {
 func (*KillResponse) ProtoMessage() {}
 
 func (x *KillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[5]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -538,7 +633,7 @@ func (x *KillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillResponse.ProtoReflect.Descriptor instead.
 func (*KillResponse) Descriptor() ([]byte, []int) {
-	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{5}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *KillResponse) GetKilled() bool {
@@ -557,7 +652,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[6]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +664,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[6]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +677,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{6}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListRequest) GetOwner() string {
@@ -601,7 +696,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[7]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +708,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[7]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +721,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{7}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListResponse) GetJobs() []*Job {
@@ -662,7 +757,7 @@ const file_core_jobs_jobsv1_jobs_proto_rawDesc = "" +
 	"_exit_code\".\n" +
 	"\x06JobRef\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
-	"\x05owner\x18\x02 \x01(\tR\x05owner\"\xc1\x02\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\"\xf1\x02\n" +
 	"\aJobRead\x12\"\n" +
 	"\x03job\x18\x01 \x01(\v2\x10.dsh.jobs.v1.JobR\x03job\x12\x16\n" +
 	"\x06stdout\x18\x02 \x01(\fR\x06stdout\x12\x16\n" +
@@ -671,7 +766,15 @@ const file_core_jobs_jobsv1_jobs_proto_rawDesc = "" +
 	"\x11stdout_spill_path\x18\x05 \x01(\tR\x0fstdoutSpillPath\x12*\n" +
 	"\x11stderr_spill_path\x18\x06 \x01(\tR\x0fstderrSpillPath\x129\n" +
 	"\fstdout_facts\x18\a \x01(\v2\x16.dsh.jobs.v1.CollectedR\vstdoutFacts\x129\n" +
-	"\fstderr_facts\x18\b \x01(\v2\x16.dsh.jobs.v1.CollectedR\vstderrFacts\"\xbd\x02\n" +
+	"\fstderr_facts\x18\b \x01(\v2\x16.dsh.jobs.v1.CollectedR\vstderrFacts\x12.\n" +
+	"\asandbox\x18\t \x01(\v2\x14.dsh.jobs.v1.SandboxR\asandbox\"\xc4\x01\n" +
+	"\aSandbox\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x16\n" +
+	"\x06denied\x18\x02 \x01(\bR\x06denied\x12 \n" +
+	"\venforcement\x18\x03 \x01(\tR\venforcement\x12#\n" +
+	"\rrunner_failed\x18\x04 \x01(\bR\frunnerFailed\x12!\n" +
+	"\fdenied_paths\x18\x05 \x03(\tR\vdeniedPaths\x12#\n" +
+	"\rdenial_source\x18\x06 \x01(\tR\fdenialSource\"\xbd\x02\n" +
 	"\tCollected\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x03R\x05total\x12\x1c\n" +
@@ -711,35 +814,37 @@ func file_core_jobs_jobsv1_jobs_proto_rawDescGZIP() []byte {
 	return file_core_jobs_jobsv1_jobs_proto_rawDescData
 }
 
-var file_core_jobs_jobsv1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_core_jobs_jobsv1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_core_jobs_jobsv1_jobs_proto_goTypes = []any{
 	(*RegisterRequest)(nil), // 0: dsh.jobs.v1.RegisterRequest
 	(*Job)(nil),             // 1: dsh.jobs.v1.Job
 	(*JobRef)(nil),          // 2: dsh.jobs.v1.JobRef
 	(*JobRead)(nil),         // 3: dsh.jobs.v1.JobRead
-	(*Collected)(nil),       // 4: dsh.jobs.v1.Collected
-	(*KillResponse)(nil),    // 5: dsh.jobs.v1.KillResponse
-	(*ListRequest)(nil),     // 6: dsh.jobs.v1.ListRequest
-	(*ListResponse)(nil),    // 7: dsh.jobs.v1.ListResponse
+	(*Sandbox)(nil),         // 4: dsh.jobs.v1.Sandbox
+	(*Collected)(nil),       // 5: dsh.jobs.v1.Collected
+	(*KillResponse)(nil),    // 6: dsh.jobs.v1.KillResponse
+	(*ListRequest)(nil),     // 7: dsh.jobs.v1.ListRequest
+	(*ListResponse)(nil),    // 8: dsh.jobs.v1.ListResponse
 }
 var file_core_jobs_jobsv1_jobs_proto_depIdxs = []int32{
 	1, // 0: dsh.jobs.v1.JobRead.job:type_name -> dsh.jobs.v1.Job
-	4, // 1: dsh.jobs.v1.JobRead.stdout_facts:type_name -> dsh.jobs.v1.Collected
-	4, // 2: dsh.jobs.v1.JobRead.stderr_facts:type_name -> dsh.jobs.v1.Collected
-	1, // 3: dsh.jobs.v1.ListResponse.jobs:type_name -> dsh.jobs.v1.Job
-	0, // 4: dsh.jobs.v1.Jobs.Register:input_type -> dsh.jobs.v1.RegisterRequest
-	2, // 5: dsh.jobs.v1.Jobs.Read:input_type -> dsh.jobs.v1.JobRef
-	2, // 6: dsh.jobs.v1.Jobs.Kill:input_type -> dsh.jobs.v1.JobRef
-	6, // 7: dsh.jobs.v1.Jobs.List:input_type -> dsh.jobs.v1.ListRequest
-	1, // 8: dsh.jobs.v1.Jobs.Register:output_type -> dsh.jobs.v1.Job
-	3, // 9: dsh.jobs.v1.Jobs.Read:output_type -> dsh.jobs.v1.JobRead
-	5, // 10: dsh.jobs.v1.Jobs.Kill:output_type -> dsh.jobs.v1.KillResponse
-	7, // 11: dsh.jobs.v1.Jobs.List:output_type -> dsh.jobs.v1.ListResponse
-	8, // [8:12] is the sub-list for method output_type
-	4, // [4:8] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	5, // 1: dsh.jobs.v1.JobRead.stdout_facts:type_name -> dsh.jobs.v1.Collected
+	5, // 2: dsh.jobs.v1.JobRead.stderr_facts:type_name -> dsh.jobs.v1.Collected
+	4, // 3: dsh.jobs.v1.JobRead.sandbox:type_name -> dsh.jobs.v1.Sandbox
+	1, // 4: dsh.jobs.v1.ListResponse.jobs:type_name -> dsh.jobs.v1.Job
+	0, // 5: dsh.jobs.v1.Jobs.Register:input_type -> dsh.jobs.v1.RegisterRequest
+	2, // 6: dsh.jobs.v1.Jobs.Read:input_type -> dsh.jobs.v1.JobRef
+	2, // 7: dsh.jobs.v1.Jobs.Kill:input_type -> dsh.jobs.v1.JobRef
+	7, // 8: dsh.jobs.v1.Jobs.List:input_type -> dsh.jobs.v1.ListRequest
+	1, // 9: dsh.jobs.v1.Jobs.Register:output_type -> dsh.jobs.v1.Job
+	3, // 10: dsh.jobs.v1.Jobs.Read:output_type -> dsh.jobs.v1.JobRead
+	6, // 11: dsh.jobs.v1.Jobs.Kill:output_type -> dsh.jobs.v1.KillResponse
+	8, // 12: dsh.jobs.v1.Jobs.List:output_type -> dsh.jobs.v1.ListResponse
+	9, // [9:13] is the sub-list for method output_type
+	5, // [5:9] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_core_jobs_jobsv1_jobs_proto_init() }
@@ -754,7 +859,7 @@ func file_core_jobs_jobsv1_jobs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_core_jobs_jobsv1_jobs_proto_rawDesc), len(file_core_jobs_jobsv1_jobs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

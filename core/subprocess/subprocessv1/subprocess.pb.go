@@ -102,8 +102,12 @@ type SpawnRequest struct {
 	// retains still has a file to name for the rest. 0 means
 	// max_output_bytes.
 	SpillAfterBytes int64 `protobuf:"varint,12,opt,name=spill_after_bytes,json=spillAfterBytes,proto3" json:"spill_after_bytes,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// A confinement ctx.sandbox's Wrap returned: the host forks the command
+	// from a thread it restricted. One the host does not know, or cannot
+	// apply, refuses the spawn (nothing runs unconfined).
+	Confinement   string `protobuf:"bytes,13,opt,name=confinement,proto3" json:"confinement,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SpawnRequest) Reset() {
@@ -220,10 +224,20 @@ func (x *SpawnRequest) GetSpillAfterBytes() int64 {
 	return 0
 }
 
+func (x *SpawnRequest) GetConfinement() string {
+	if x != nil {
+		return x.Confinement
+	}
+	return ""
+}
+
 type StartResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Pid           int32                  `protobuf:"varint,2,opt,name=pid,proto3" json:"pid,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Pid   int32                  `protobuf:"varint,2,opt,name=pid,proto3" json:"pid,omitempty"`
+	// With settle_failure: the handle is settled because the confinement
+	// could not be applied (nothing ran).
+	SandboxFailed bool `protobuf:"varint,3,opt,name=sandbox_failed,json=sandboxFailed,proto3" json:"sandbox_failed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -270,6 +284,13 @@ func (x *StartResponse) GetPid() int32 {
 		return x.Pid
 	}
 	return 0
+}
+
+func (x *StartResponse) GetSandboxFailed() bool {
+	if x != nil {
+		return x.SandboxFailed
+	}
+	return false
 }
 
 type ProcessRef struct {
@@ -677,7 +698,7 @@ var File_core_subprocess_subprocessv1_subprocess_proto protoreflect.FileDescript
 
 const file_core_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
 	"\n" +
-	"-core/subprocess/subprocessv1/subprocess.proto\x12\x11dsh.subprocess.v1\"\xd0\x03\n" +
+	"-core/subprocess/subprocessv1/subprocess.proto\x12\x11dsh.subprocess.v1\"\xf2\x03\n" +
 	"\fSpawnRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
 	"\x03dir\x18\x02 \x01(\tR\x03dir\x12:\n" +
@@ -692,13 +713,15 @@ const file_core_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
 	"\x0fmax_spill_bytes\x18\n" +
 	" \x01(\x03R\rmaxSpillBytes\x12%\n" +
 	"\x0esettle_failure\x18\v \x01(\bR\rsettleFailure\x12*\n" +
-	"\x11spill_after_bytes\x18\f \x01(\x03R\x0fspillAfterBytes\x1a6\n" +
+	"\x11spill_after_bytes\x18\f \x01(\x03R\x0fspillAfterBytes\x12 \n" +
+	"\vconfinement\x18\r \x01(\tR\vconfinement\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"1\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"X\n" +
 	"\rStartResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
-	"\x03pid\x18\x02 \x01(\x05R\x03pid\"\x1c\n" +
+	"\x03pid\x18\x02 \x01(\x05R\x03pid\x12%\n" +
+	"\x0esandbox_failed\x18\x03 \x01(\bR\rsandboxFailed\"\x1c\n" +
 	"\n" +
 	"ProcessRef\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\xbd\x02\n" +

@@ -2,9 +2,11 @@
 // happen?" by the composition's approval section, first matching rule
 // first, and fails closed. A rule that would allow never matches a command
 // with shell metacharacters (what is allowed is the command as written,
-// not what a ; or a $( ) would add to it). "ask" goes to the MCP client's
-// user; until a front end can ask, it is a denial that says so. Every
-// decision is logged: who asked, what, and which rule or answer decided.
+// not what a ; or a $( ) would add to it). "ask" goes to the user behind
+// the call through its front end's Asker (the MCP client's user, by
+// elicitation); without one, or without an answer in time, it is a denial
+// that says why. Every decision is logged: who asked, what, and which rule
+// or answer decided.
 package approval
 
 import (
@@ -12,6 +14,7 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -21,10 +24,13 @@ import (
 
 // Service is ctx.approval for one plugin. Owner is the agent the request
 // serves (stamped by the host); a request's own owner field is ignored.
+// Asker returns who can ask the user behind the call the request serves
+// (nil, or a nil result: nobody can, as for `dsh call`).
 type Service struct {
 	Policy *Policy
 	Caller string
 	Owner  func(context.Context) (string, bool)
+	Asker  func(context.Context) Asker
 }
 
 var _ approval.Approver = (*Service)(nil)
@@ -45,22 +51,34 @@ func NewPolicy(section *composition.Approval, log hclog.Logger) *Policy {
 // Set replaces the section.
 func (p *Policy) Set(section *composition.Approval) { p.section.Store(section) }
 
-func (s *Service) Approve(ctx context.Context, req *approval.Request) (*approval.Decision, error) {
-	owner := ""
-	if s.Owner != nil {
-		owner, _ = s.Owner(ctx)
+// AskTimeout is how long a question waits for the user's answer.
+func (p *Policy) AskTimeout() time.Duration {
+	if a := p.section.Load(); a != nil && a.AskTimeout > 0 {
+		return a.AskTimeout
 	}
-	d := s.Policy.Decide(req)
-	s.Policy.log.Info("approval", "approved", d.Approved, "decided_by", d.DecidedBy, "reason", d.Reason,
+	return composition.DefaultAskTimeout
+}
+
+func (s *Service) Approve(ctx context.Context, req *approval.Request) (*approval.Decision, error) {
+	owner, served := "", false
+	if s.Owner != nil {
+		owner, served = s.Owner(ctx)
+	}
+	d, why := s.Policy.Decide(req)
+	if d == nil {
+		d = s.ask(ctx, owner, served, req, why)
+	}
+	s.Policy.log.Info("approval", "approved", d.Approved, "decided_by", d.DecidedBy, "reason", d.Reason, "asked_because", why,
 		"kind", req.Kind, "owner", owner, "plugin", s.Caller, "tool", req.Tool, "command", req.Command, "target_mode", req.TargetMode)
 	return d, nil
 }
 
-// Decide answers req by the section.
-func (p *Policy) Decide(req *approval.Request) *approval.Decision {
+// Decide answers req by the section. A nil decision means the section
+// says to ask the user, and why names the rule (or that none matched).
+func (p *Policy) Decide(req *approval.Request) (d *approval.Decision, why string) {
 	a := p.section.Load()
 	if a == nil {
-		return &approval.Decision{Reason: "denied: the composition has no approval section, so nothing is approved", DecidedBy: approval.ByNone}
+		return &approval.Decision{Reason: "denied: the composition has no approval section, so nothing is approved", DecidedBy: approval.ByNone}, ""
 	}
 	meta := hasMeta(req.Command)
 	for i, r := range a.Rules {
@@ -76,25 +94,20 @@ func (p *Policy) Decide(req *approval.Request) *approval.Decision {
 		where := fmt.Sprintf("approval rule %d (%s)", i+1, r.Pos)
 		switch r.Decision {
 		case "allow":
-			return &approval.Decision{Approved: true, Reason: "allowed by " + where, DecidedBy: approval.ByPolicy}
+			return &approval.Decision{Approved: true, Reason: "allowed by " + where, DecidedBy: approval.ByPolicy}, ""
 		case "deny":
-			return &approval.Decision{Reason: "denied by " + where, DecidedBy: approval.ByPolicy}
+			return &approval.Decision{Reason: "denied by " + where, DecidedBy: approval.ByPolicy}, ""
 		}
-		return ask("asked by " + where)
+		return nil, "asked by " + where
 	}
 	if a.Otherwise == "deny" {
-		return &approval.Decision{Reason: "denied: no approval rule matches, and otherwise is deny", DecidedBy: approval.ByPolicy}
+		return &approval.Decision{Reason: "denied: no approval rule matches, and otherwise is deny", DecidedBy: approval.ByPolicy}, ""
 	}
-	why := "no approval rule matches"
+	why = "no approval rule matches"
 	if meta {
 		why += " (allow rules never match a command with ; & | < > ` $ ( ) or a newline)"
 	}
-	return ask(why)
-}
-
-// ask is what "ask the user" is until a front end can ask: a denial.
-func ask(why string) *approval.Decision {
-	return &approval.Decision{Reason: "denied: this needs the user's approval (" + why + "), and no front end here can ask the user yet", DecidedBy: approval.ByNone}
+	return nil, why
 }
 
 // meta are the characters that make a command more than one command, or

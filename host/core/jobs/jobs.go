@@ -81,7 +81,9 @@ type Output struct {
 	// Each stream's counts and spill file; their data is in Stdout and
 	// Stderr.
 	StdoutFacts, StderrFacts *jobsv1.Collected
-	State                    State
+	// Sandbox is what a sandboxing executor said of this output.
+	Sandbox *jobsv1.Sandbox
+	State   State
 }
 
 // Process is ctx.jobs' handle on a job's process. It reaches the process

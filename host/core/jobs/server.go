@@ -83,6 +83,7 @@ func (s *Service) Read(ctx context.Context, id string) (*jobs.JobRead, error) {
 		StderrSpillPath: out.StderrSpill,
 		StdoutFacts:     out.StdoutFacts,
 		StderrFacts:     out.StderrFacts,
+		Sandbox:         out.Sandbox,
 	}, nil
 }
 

@@ -51,6 +51,7 @@ type mountPlan struct {
 	pinned   []string // directories between a root and a protected path: read-write self-binds
 	readOnly []string // protected paths that exist inside a writable root: read-only self-binds
 	hide     []string // directories covered by an empty read-only tmpfs
+	show     []string // directories inside a hidden one bound back read-only
 	// keepCgroups leaves cgroup file systems visible (tests only).
 	keepCgroups bool
 }
@@ -96,9 +97,10 @@ func stateOf(path string) (pathState, fs.FileInfo, error) {
 }
 
 // planMounts works out the namespace of writable roots (absolute and
-// clean), protected paths and hidden directories. It records the state of
-// each of those paths, existing or not, for Stale.
-func planMounts(writable, protected, hide []string) (*mountPlan, []pathState, error) {
+// clean), protected paths, hidden directories and the directories shown
+// inside them. It records the state of each of those paths, existing or
+// not, for Stale.
+func planMounts(writable, protected, hide, show []string) (*mountPlan, []pathState, error) {
 	pl := &mountPlan{writable: slices.Clone(writable)}
 	// Outer roots first: an inner one is mounted on top of its outer one.
 	slices.SortFunc(pl.writable, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
@@ -128,7 +130,7 @@ func planMounts(writable, protected, hide []string) (*mountPlan, []pathState, er
 		}
 		root := ""
 		for _, w := range pl.writable {
-			if within(p, w) && len(w) > len(root) {
+			if within(w, p) && len(w) > len(root) {
 				root = w
 			}
 		}
@@ -163,6 +165,7 @@ func planMounts(writable, protected, hide []string) (*mountPlan, []pathState, er
 	byDepth := func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") }
 	slices.SortStableFunc(pl.pinned, byDepth)
 	slices.SortStableFunc(pl.readOnly, byDepth)
+	show = slices.SortedStableFunc(slices.Values(show), byDepth)
 	for _, h := range hide {
 		if !filepath.IsAbs(h) || filepath.Clean(h) != h {
 			return nil, nil, fmt.Errorf("hidden directory %q is not an absolute, clean path", h)
@@ -180,12 +183,27 @@ func planMounts(writable, protected, hide []string) (*mountPlan, []pathState, er
 		}
 		pl.hide = append(pl.hide, h)
 	}
+	for _, d := range show {
+		if !filepath.IsAbs(d) || filepath.Clean(d) != d {
+			return nil, nil, fmt.Errorf("shown directory %q is not an absolute, clean path", d)
+		}
+		if !slices.ContainsFunc(pl.hide, func(h string) bool { return d != h && within(h, d) }) {
+			continue // not hidden: readable as it is
+		}
+		st, fi, err := stateOf(d)
+		if err != nil {
+			return nil, nil, fmt.Errorf("shown directory %w", err)
+		}
+		states = append(states, st)
+		if !st.exists {
+			continue // nothing to show until it exists: Stale says when
+		}
+		if !fi.IsDir() {
+			return nil, nil, fmt.Errorf("shown directory %s is not a directory", d)
+		}
+		pl.show = append(pl.show, d)
+	}
 	return pl, states, nil
-}
-
-// within reports whether path is dir or below it.
-func within(path, dir string) bool {
-	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // buildNamespaces builds the namespaces of pl (and a network namespace
@@ -347,8 +365,30 @@ func (pl *mountPlan) build() (int, error) {
 			return -1, err
 		}
 	}
-	for _, h := range append(cgroups, pl.hide...) {
+	// What is shown inside a hidden directory is cloned before the cover.
+	shown := make([]int, 0, len(pl.show))
+	defer func() {
+		for _, fd := range shown {
+			unix.Close(fd)
+		}
+	}()
+	for _, d := range pl.show {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, d, unix.OPEN_TREE_CLONE|unix.O_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			return -1, fmt.Errorf("clone shown directory %s: %w", d, err)
+		}
+		shown = append(shown, fd)
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+			return -1, fmt.Errorf("shown directory %s read-only: %w", d, err)
+		}
+	}
+	for _, h := range cgroups {
 		if err := unix.Mount("tmpfs", h, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=0555"); err != nil {
+			return -1, fmt.Errorf("hide %s: %w", h, err)
+		}
+	}
+	for _, h := range pl.hide {
+		if err := hideDir(h, pl.show, shown); err != nil {
 			return -1, fmt.Errorf("hide %s: %w", h, err)
 		}
 	}
@@ -370,6 +410,30 @@ func (pl *mountPlan) build() (int, error) {
 		return -1, fmt.Errorf("mount the command's root on %s: %w", chrootAnchor, err)
 	}
 	return nsfd, nil
+}
+
+// hideDir covers h with an empty tmpfs, binds back the shown directories
+// inside it (show, their clones in fds) on directories made for them, then
+// makes the tmpfs read-only.
+func hideDir(h string, show []string, fds []int) error {
+	if err := unix.Mount("tmpfs", h, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=16k,mode=0555"); err != nil {
+		return fmt.Errorf("tmpfs: %w", err)
+	}
+	for i, d := range show {
+		if d == h || !within(h, d) {
+			continue
+		}
+		if err := os.MkdirAll(d, 0o555); err != nil {
+			return fmt.Errorf("show %s: %w", d, err)
+		}
+		if err := unix.MoveMount(fds[i], "", unix.AT_FDCWD, d, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("show %s: %w", d, err)
+		}
+	}
+	if err := unix.MountSetattr(unix.AT_FDCWD, h, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return fmt.Errorf("read-only: %w", err)
+	}
+	return nil
 }
 
 // devNodes are the devices a command's /dev holds: bound from the host's.

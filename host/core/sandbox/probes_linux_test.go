@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -34,8 +35,8 @@ import (
 // through and change the world (else it proves nothing), then confined,
 // where it must fail, say why (a denial in its output) and change nothing.
 
-// probe is one escape attempt.
-type probe struct {
+// escapeProbe is one escape attempt.
+type escapeProbe struct {
 	name   string
 	script string
 	tool   string // a program it needs besides bash, coreutils and python3
@@ -277,6 +278,9 @@ type fixture struct {
 	w                  *world
 	ws, out, run, plug string
 	protected          []string // what the policy protects
+	readOnly           []string // what the host keeps read-only (its plugin binaries)
+	shown              string   // the owner's spill directory, inside the runtime one
+	otherSpill         string   // another owner's spill file
 	token              string   // in run/token
 	secret             string   // in the sleeper's environment
 	sleeper            *exec.Cmd
@@ -330,6 +334,15 @@ func (w *world) fixture(t *testing.T) *fixture {
 	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
 	must(t, os.Chtimes(filepath.Join(f.out, "orig"), old, old))
 	must(t, os.WriteFile(filepath.Join(f.run, "token"), []byte(f.token+"\n"), 0o600))
+	f.shown = filepath.Join(f.run, "spill", "probe")
+	must(t, os.MkdirAll(f.shown, 0o700))
+	must(t, os.WriteFile(filepath.Join(f.shown, "stdout-1"), []byte("spilled\n"), 0o600))
+	f.otherSpill = filepath.Join(f.run, "spill", "other", "stdout-1")
+	must(t, os.MkdirAll(filepath.Dir(f.otherSpill), 0o700))
+	must(t, os.WriteFile(f.otherSpill, []byte(f.token+" of another session\n"), 0o600))
+	must(t, os.MkdirAll(filepath.Join(f.ws, "bin"), 0o755))
+	must(t, os.WriteFile(filepath.Join(f.ws, "bin", "dsh-y"), []byte("#!/bin/sh\necho plugin\n"), 0o755))
+	f.readOnly = []string{filepath.Join(f.ws, "bin", "dsh-y")}
 	must(t, os.WriteFile(filepath.Join(f.plug, "dsh-x"), []byte("#!/bin/sh\necho plugin\n"), 0o755))
 	f.protected = []string{
 		filepath.Join(f.ws, ".git", "config"), filepath.Join(f.ws, ".git", "hooks"),
@@ -434,12 +447,14 @@ func (f *fixture) policy() *sandbox.Policy {
 	return &sandbox.Policy{DefaultMode: sandbox.WorkspaceWrite, WorkspaceRoot: f.ws, ProtectedPaths: f.protected}
 }
 
-func (f *fixture) options() Options { return Options{Hide: []string{f.run}} }
+func (f *fixture) options() Options {
+	return Options{Hide: []string{f.run}, Show: []string{f.shown}, ReadOnly: f.readOnly}
+}
 
 func (f *fixture) env() map[string]string {
 	nr := func(n uintptr) string { return strconv.Itoa(int(n)) }
 	return map[string]string{
-		"WS": f.ws, "OUT": f.out, "RUN": f.run, "PLUG": f.plug, "PY": f.w.py, "PYTHONPATH": f.w.dir,
+		"WS": f.ws, "OUT": f.out, "RUN": f.run, "SHOWN": f.shown, "OTHERSPILL": f.otherSpill, "PLUG": f.plug, "PY": f.w.py, "PYTHONPATH": f.w.dir,
 		"TCP4": strconv.Itoa(f.w.tcp4.port), "TCP6": strconv.Itoa(f.w.tcp6.port), "UDP4": strconv.Itoa(f.w.udp4.port),
 		"SOCK": f.w.sockPath, "ABSTRACT": f.w.abstractName, "HOSTPID": strconv.Itoa(os.Getpid()),
 		"SLEEPER": strconv.Itoa(f.sleeper.Process.Pid), "FD": strconv.Itoa(f.fd), "HOSTPTS": strconv.Itoa(f.ptyN), "DISK": f.w.disk, "SHMKEY": strconv.Itoa(f.shmKey), "SHMSECRET": f.shmSecret, "TOKENFD": strconv.Itoa(f.tokenFD), "MARK": f.mark,
@@ -503,7 +518,7 @@ func (f *fixture) snapshot() map[string]string {
 	for _, dir := range []string{f.out, f.run, f.plug} {
 		_ = filepath.WalkDir(dir, func(path string, _ fs.DirEntry, _ error) error { add(path); return nil })
 	}
-	for _, p := range append([]string{filepath.Join(f.ws, ".git")}, f.protected...) {
+	for _, p := range slices.Concat([]string{filepath.Join(f.ws, ".git"), filepath.Join(f.ws, "bin")}, f.protected) {
 		_ = filepath.WalkDir(p, func(path string, _ fs.DirEntry, err error) error {
 			if err != nil {
 				add(path) // absent
@@ -516,7 +531,7 @@ func (f *fixture) snapshot() map[string]string {
 			// Only the repository's protected parts: the rest is the
 			// commands' to change (index, objects, refs).
 			for k := range s {
-				if within(k, p) && k != p && !within(k, filepath.Join(p, "config")) && !within(k, filepath.Join(p, "hooks")) {
+				if within(p, k) && k != p && !within(filepath.Join(p, "config"), k) && !within(filepath.Join(p, "hooks"), k) {
 					delete(s, k)
 				}
 			}
@@ -650,7 +665,7 @@ func later(f *fixture, _ subprocess.Result) error {
 }
 
 // verdict is the probe's on a run: nil when nothing outside changed.
-func (pr probe) verdict(f *fixture, r subprocess.Result) error {
+func (pr escapeProbe) verdict(f *fixture, r subprocess.Result) error {
 	var errs []error
 	if pr.held != nil {
 		errs = append(errs, pr.held(f, r))
@@ -661,7 +676,7 @@ func (pr probe) verdict(f *fixture, r subprocess.Result) error {
 	return errors.Join(errs...)
 }
 
-func (pr probe) denialRE() *regexp.Regexp {
+func (pr escapeProbe) denialRE() *regexp.Regexp {
 	switch pr.denial {
 	case "":
 		return regexp.MustCompile(defaultDenial)
@@ -671,8 +686,8 @@ func (pr probe) denialRE() *regexp.Regexp {
 	return regexp.MustCompile(pr.denial)
 }
 
-// probes are the escape attempts.
-var probes = []probe{
+// escapeProbes are the escape attempts.
+var escapeProbes = []escapeProbe{
 	// Writes and metadata outside the writable roots.
 	{name: "write a new file outside", script: `echo x > "$OUT/new"`},
 	{name: "overwrite a file outside", script: `echo x > "$OUT/orig"`},
@@ -709,6 +724,13 @@ var probes = []probe{
 	{name: "read the host's token", script: `cat "$RUN/token"`, denial: `(?i)no such file`, held: noToken},
 	{name: "see the host's runtime directory", script: `test -e "$RUN/token" && echo ESCAPED`, denial: "-", held: escaped()},
 	{name: "write the host's runtime directory", script: `echo x > "$RUN/evil"`},
+	{name: "read another session's spill file", script: `cat "$OTHERSPILL"`, denial: `(?i)no such file`, held: noToken},
+	{name: "write into its own session's spill directory", script: `echo x > "$SHOWN/evil"`},
+	{name: "overwrite its own session's spill file", script: `echo x > "$SHOWN/stdout-1"`},
+
+	// The plugin binaries the host runs, inside a writable root.
+	{name: "overwrite a plugin binary in the workspace", script: `echo evil > bin/dsh-y`},
+	{name: "replace a plugin binary in the workspace", script: `mv bin b2 && mkdir bin && echo evil > bin/dsh-y`},
 
 	// Protected paths inside the workspace.
 	{name: "append to .git/config", script: `echo '[core] hooksPath = /tmp' >> .git/config`},

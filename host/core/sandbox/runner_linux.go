@@ -75,14 +75,6 @@ const (
 	layerSeccomp
 )
 
-// Options are what the host adds to every policy.
-type Options struct {
-	// Hide are directories a confined command must not see (the host's
-	// runtime directory: its HTTP token, control socket, other owners'
-	// spill files): each is covered by an empty read-only tmpfs.
-	Hide []string
-}
-
 // Confinement is one policy's restrictions, made ready once; Confine
 // applies them to the calling OS thread (a subprocess Spec.Confine).
 type Confinement struct {
@@ -148,7 +140,9 @@ func prepare(p *sandbox.Policy, mode string, opt Options, skip layers) (*Confine
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: seccomp: %w", err)
 	}
-	plan, watched, err := planMounts(writable, p.ProtectedPaths, opt.Hide)
+	// The host's read-only paths (its plugin binaries) are kept like the
+	// policy's protected ones.
+	plan, watched, err := planMounts(writable, slices.Concat(p.ProtectedPaths, opt.ReadOnly), opt.Hide, opt.Show)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: mount namespace: %w", err)
 	}

@@ -144,11 +144,10 @@ func TestConfinement(t *testing.T) {
 }
 
 // BenchmarkTrue is `true` through ctx.subprocess, one after the other in
-// each round: plain; from a locked thread with an empty Confine (the
-// floor of the thread mechanics, subprocess's); confined by the full
-// runner, entering the policy's prepared namespaces; and confined with
-// namespaces made per command instead (what preparing them saves). The
-// figures are medians in microseconds; overhead is confined minus plain.
+// each round: plain; confined by the full runner, entering the policy's
+// prepared namespaces; and confined with namespaces made per command
+// instead (what preparing them saves). The figures are medians in
+// microseconds; overhead is confined minus plain.
 func BenchmarkTrue(b *testing.B) {
 	ws := b.TempDir()
 	m, err := subprocess.New(subprocess.Config{SpillDir: filepath.Join(b.TempDir(), "spill")})
@@ -188,10 +187,9 @@ func BenchmarkTrue(b *testing.B) {
 		}
 		return time.Since(start)
 	}
-	var plain, floor, confined, perCommand []time.Duration
+	var plain, confined, perCommand []time.Duration
 	for b.Loop() {
 		plain = append(plain, spawn(nil))
-		floor = append(floor, spawn(func() error { return nil }))
 		confined = append(confined, spawn(c.Confine))
 		perCommand = append(perCommand, spawn(fresh.Confine))
 	}
@@ -201,7 +199,6 @@ func BenchmarkTrue(b *testing.B) {
 		return s[len(s)/2]
 	}
 	b.ReportMetric(float64(med(plain).Microseconds()), "plain-µs")
-	b.ReportMetric(float64(med(floor).Microseconds()), "locked-thread-µs")
 	b.ReportMetric(float64(med(confined).Microseconds()), "confined-µs")
 	b.ReportMetric(float64(med(perCommand).Microseconds()), "confined-fresh-ns-µs")
 	b.ReportMetric(float64((med(confined) - med(plain)).Microseconds()), "overhead-µs")

@@ -1,20 +1,26 @@
 package subprocess
 
 import (
-	"fmt"
 	"os/exec"
 	"runtime"
 
 	"golang.org/x/sys/unix"
 )
 
-// startConfined starts cmd from a locked OS thread that confine has
-// restricted, and returns how to wait for it: Start and Wait both run on
-// that thread (the parent-death signal is the forking thread's), which is
-// never unlocked, so the Go runtime ends it instead of giving its
-// restrictions to other goroutines. The main thread is never restricted:
-// the process would stay marked with it.
-func startConfined(cmd *exec.Cmd, confine func() error) (wait func() error, err error) {
+// startLocked starts cmd from a locked OS thread, restricted first by
+// confine when it is set, and returns how to wait for it. Start and Wait
+// both run on that thread, which is never unlocked, so the Go runtime ends
+// it after the wait instead of giving its restrictions to other
+// goroutines.
+//
+// Every command starts this way, confined or not: the parent-death signal
+// (SIGKILL, so a command dies with the host) fires when the *thread* that
+// forked it ends, not the process. A thread the runtime ends after a
+// confined command must never have forked anything else, so nothing forks
+// on the pool's threads, and each forking thread lives exactly as long as
+// its child. The main thread is never restricted: the process would stay
+// marked with it.
+func startLocked(cmd *exec.Cmd, confine func() error) (wait func() error, err error) {
 	started := make(chan error, 1)
 	waited := make(chan error, 1)
 	var run func()
@@ -27,9 +33,11 @@ func startConfined(cmd *exec.Cmd, confine func() error) (wait func() error, err 
 			go run()
 			return
 		}
-		if err := confine(); err != nil {
-			started <- fmt.Errorf("sandbox: %w", err)
-			return // the thread dies with what it got
+		if confine != nil {
+			if err := confine(); err != nil {
+				started <- &confineError{err}
+				return // the thread dies with what it got
+			}
 		}
 		if err := cmd.Start(); err != nil {
 			started <- err

@@ -7,8 +7,14 @@ import (
 	"os/exec"
 )
 
-// startConfined is Linux's: elsewhere a confined spawn is refused, never
-// run unconfined.
-func startConfined(*exec.Cmd, func() error) (func() error, error) {
-	return nil, errors.New("sandbox: confining a command is not supported on this system")
+// startLocked starts cmd. Confining is Linux's: elsewhere a confined spawn
+// is refused, never run unconfined.
+func startLocked(cmd *exec.Cmd, confine func() error) (func() error, error) {
+	if confine != nil {
+		return nil, &confineError{errors.New("confining a command is not supported on this system")}
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return cmd.Wait, nil
 }

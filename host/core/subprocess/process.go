@@ -98,12 +98,7 @@ func (p *Process) start(path string, env []string) error {
 		cmd.Stdin, stdinW = r, w
 		defer r.Close()
 	}
-	waitFn := cmd.Wait
-	if p.spec.Confine != nil {
-		waitFn, err = startConfined(cmd, p.spec.Confine)
-	} else {
-		err = cmd.Start()
-	}
+	waitFn, err := startLocked(cmd, p.spec.Confine)
 	// The child has its copies; ours must go so EOF comes when it exits.
 	outW.Close()
 	errW.Close()

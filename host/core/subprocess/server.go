@@ -23,6 +23,10 @@ type Service struct {
 	// Call, if set, is the host-stamped call a request serves ("" for
 	// none): a front end finds a running call's output by it.
 	Call func(context.Context) string
+	// Confinement, if set, finds the confinement a request names (made
+	// ready by ctx.sandbox). Without it, or for a name it does not know,
+	// a request with a confinement is refused.
+	Confinement func(token string) (func() error, error)
 }
 
 var _ subprocess.Processes = (*Service)(nil)
@@ -44,7 +48,7 @@ func (s *Service) call(ctx context.Context) string {
 	return s.Call(ctx)
 }
 
-func (s *Service) spec(ctx context.Context, req *subprocess.SpawnRequest) Spec {
+func (s *Service) spec(ctx context.Context, req *subprocess.SpawnRequest) (Spec, error) {
 	spec := Spec{
 		Argv:            req.Argv,
 		Dir:             req.Dir,
@@ -63,7 +67,17 @@ func (s *Service) spec(ctx context.Context, req *subprocess.SpawnRequest) Spec {
 			spec.Stdin = []byte{}
 		}
 	}
-	return spec
+	if req.Confinement != "" {
+		if s.Confinement == nil {
+			return spec, subprocess.SandboxUnavailable(errors.New("this host confines no commands"))
+		}
+		confine, err := s.Confinement(req.Confinement)
+		if err != nil {
+			return spec, subprocess.SandboxUnavailable(err)
+		}
+		spec.Confine = confine
+	}
+	return spec, nil
 }
 
 // errCancelledRun is a Run whose call was cancelled before it began.
@@ -73,7 +87,10 @@ func (s *Service) Run(ctx context.Context, req *subprocess.SpawnRequest) (*subpr
 	if ctx.Err() != nil {
 		return nil, errCancelledRun
 	}
-	spec := s.spec(ctx, req)
+	spec, err := s.spec(ctx, req)
+	if err != nil {
+		return nil, err
+	}
 	// The call's context is the caller's abort: if the caller goes away
 	// (cancels, or its process dies), the command's tree is killed.
 	spec.Abort = ctx
@@ -87,16 +104,26 @@ func (s *Service) Run(ctx context.Context, req *subprocess.SpawnRequest) (*subpr
 }
 
 func (s *Service) Start(ctx context.Context, req *subprocess.SpawnRequest) (*subprocess.Started, error) {
-	spec := s.spec(ctx, req)
+	spec, err := s.spec(ctx, req)
+	if err != nil && !req.SettleFailure {
+		return nil, err
+	}
 	spec.Timeout = 0 // background processes have no timeout
-	var p *Process
+	if err != nil {
+		// Settled, with the reason on stderr: nothing runs unconfined.
+		p := s.M.Settled(spec, err)
+		return &subprocess.Started{Id: p.ID, SandboxFailed: true}, nil
+	}
 	if req.SettleFailure {
-		p = s.M.SpawnSettled(spec)
-	} else {
-		var err error
-		if p, err = s.M.Spawn(spec); err != nil {
-			return nil, spawnError(err)
+		p, err := s.M.Spawn(spec)
+		if err != nil {
+			p = s.M.Settled(spec, err)
 		}
+		return &subprocess.Started{Id: p.ID, Pid: int32(p.Pid), SandboxFailed: errors.Is(err, ErrConfine)}, nil
+	}
+	p, err := s.M.Spawn(spec)
+	if err != nil {
+		return nil, spawnError(err)
 	}
 	return &subprocess.Started{Id: p.ID, Pid: int32(p.Pid)}, nil
 }
@@ -153,6 +180,9 @@ func (s *Service) Wait(ctx context.Context, id string) (*subprocess.Result, erro
 // spawnError is a failed spawn in the seam's words: what the Manager
 // refuses to start is ErrCannotStart, anything else is the host's failure.
 func spawnError(err error) error {
+	if errors.Is(err, ErrConfine) {
+		return subprocess.SandboxUnavailable(err)
+	}
 	var se *Error
 	if errors.As(err, &se) {
 		return subprocess.CannotStart(err)

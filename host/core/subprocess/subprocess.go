@@ -150,6 +150,9 @@ func (e *Error) Error() string {
 	case "closed":
 		return "the host is shutting down; nothing was started"
 	}
+	if errors.Is(e.Err, ErrConfine) {
+		return fmt.Sprintf("%s was not started: %v", name, e.Err)
+	}
 	if name == "" {
 		return fmt.Sprintf("nothing to start: %v", e.Err)
 	}
@@ -157,6 +160,18 @@ func (e *Error) Error() string {
 }
 
 var errNotDir = errors.New("not a directory")
+
+// ErrConfine is a spawn the sandbox could not confine: nothing ran.
+var ErrConfine = errors.New("the sandbox could not confine the command")
+
+// confineError is a Confine that failed on the forking thread.
+type confineError struct{ err error }
+
+func (e *confineError) Error() string {
+	return "the sandbox could not confine the command: " + e.err.Error()
+}
+func (e *confineError) Unwrap() error        { return e.err }
+func (e *confineError) Is(target error) bool { return target == ErrConfine }
 
 func (e *Error) Unwrap() error { return e.Err }
 
@@ -289,12 +304,18 @@ func (m *Manager) SpawnSettled(spec Spec) *Process {
 	if err == nil {
 		return p
 	}
+	return m.Settled(spec, err)
+}
+
+// Settled is a process of spec that never started because of err: settled
+// as killed, with err on its stderr.
+func (m *Manager) Settled(spec Spec, err error) *Process {
 	if spec.MaxOutputBytes <= 0 {
 		spec.MaxOutputBytes = DefaultMaxOutputBytes
 	}
 	m.mu.Lock()
 	id := m.newID()
-	p = newProcess(m, id, spec)
+	p := newProcess(m, id, spec)
 	p.status, p.exitCode = Killed, -1
 	_, _ = p.stderr.Write([]byte(err.Error() + "\n"))
 	close(p.exited)
@@ -380,6 +401,10 @@ func killAll(ctx context.Context, ps []*Process) error {
 	}
 	return errors.Join(errs...)
 }
+
+// OwnerSpillDir is the folder of owner's spill files (it may not exist
+// yet).
+func (m *Manager) OwnerSpillDir(owner string) string { return m.ownerDir(owner) }
 
 func (m *Manager) ownerDir(owner string) string {
 	return filepath.Join(m.cfg.SpillDir, SafeName(owner))

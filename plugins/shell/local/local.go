@@ -115,6 +115,11 @@ type Executor struct {
 	// Argv turns a resolved spec into the command line, e.g.
 	// ["bash", "-c", spec.Command]. It is the one thing executors differ in.
 	Argv func(spec *shell.ExecSpec) []string
+	// Confine, if set, confines each command (a sandboxing executor): it
+	// may rewrite the spawn request's argv and name its confinement, and
+	// says the sandbox facts of the run. An error refuses the command:
+	// nothing runs.
+	Confine func(ctx context.Context, spec *shell.ExecSpec, req *subprocessv1.SpawnRequest) (*shell.SandboxInfo, error)
 }
 
 var _ shell.Executor = (*Executor)(nil)
@@ -128,6 +133,8 @@ func subprocessError(err error) error {
 		return shell.CannotRun(err.Error())
 	case errors.Is(err, subprocess.ErrNotFound):
 		return shell.NotFound(err.Error())
+	case errors.Is(err, subprocess.ErrSandboxUnavailable):
+		return shell.SandboxUnavailable(err.Error())
 	}
 	return err
 }
@@ -190,8 +197,9 @@ func Env(spec *shell.ExecSpec) map[string]string {
 	return env
 }
 
-func (e *Executor) spawn(spec *shell.ExecSpec) *subprocessv1.SpawnRequest {
-	return &subprocessv1.SpawnRequest{
+// spawn is the request for spec, confined when the executor confines.
+func (e *Executor) spawn(ctx context.Context, spec *shell.ExecSpec) (*subprocessv1.SpawnRequest, *shell.SandboxInfo, error) {
+	req := &subprocessv1.SpawnRequest{
 		Argv:            e.Argv(spec),
 		Dir:             spec.Workdir,
 		Env:             Env(spec),
@@ -204,6 +212,11 @@ func (e *Executor) spawn(spec *shell.ExecSpec) *subprocessv1.SpawnRequest {
 		MaxSpillBytes:   spec.MaxSpillBytes,
 		SpillAfterBytes: spec.SpillAfterBytes,
 	}
+	if e.Confine == nil {
+		return req, nil, nil
+	}
+	info, err := e.Confine(ctx, spec, req)
+	return req, info, err
 }
 
 // Run runs in the foreground. The call's context is the caller's abort.
@@ -211,7 +224,11 @@ func (e *Executor) Run(ctx context.Context, spec *shell.ExecSpec) (*shell.RunRes
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("run: the call was already cancelled: %w", err)
 	}
-	res, err := e.Sub.Run(ctx, e.spawn(spec))
+	req, info, err := e.spawn(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	res, err := e.Sub.Run(ctx, req)
 	if err != nil {
 		if err := ctx.Err(); errors.Is(err, context.Canceled) {
 			return nil, fmt.Errorf("run: cancelled before the command started: %w", err)
@@ -228,6 +245,7 @@ func (e *Executor) Run(ctx context.Context, spec *shell.ExecSpec) (*shell.RunRes
 		Stderr:     collected(res.Stderr),
 		DurationMs: res.DurationMs,
 		Workdir:    spec.Workdir,
+		Sandbox:    info,
 	}, nil
 }
 
@@ -243,14 +261,20 @@ func (e *Executor) Exec(ctx context.Context, req *shell.ExecRequest) (*shell.Run
 // Start runs in the background with no timeout; a spawn failure settles as
 // killed with the error on stderr.
 func (e *Executor) Start(ctx context.Context, spec *shell.ExecSpec) (*shell.Started, error) {
-	req := e.spawn(spec)
+	req, info, err := e.spawn(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
 	req.TimeoutMs = 0
 	req.SettleFailure = true
 	resp, err := e.Sub.Start(ctx, req)
 	if err != nil {
 		return nil, subprocessError(err)
 	}
-	return &shell.Started{Id: resp.Id, Pid: resp.Pid}, nil
+	if info != nil && resp.SandboxFailed {
+		info.RunnerFailed = true
+	}
+	return &shell.Started{Id: resp.Id, Pid: resp.Pid, Sandbox: info}, nil
 }
 
 func (e *Executor) ReadOutput(ctx context.Context, id string) (*shell.ProcessRead, error) {

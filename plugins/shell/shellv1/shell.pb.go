@@ -24,13 +24,19 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// A per-call sandbox policy. A caller names the mode it asks for (after
+// an approval); Resolve stamps the rest from the composition's policy, so
+// Run and Start get it complete.
 type SandboxPolicy struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Mode          string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
-	WritableRoots []string               `protobuf:"bytes,2,rep,name=writable_roots,json=writableRoots,proto3" json:"writable_roots,omitempty"`
-	Network       bool                   `protobuf:"varint,3,opt,name=network,proto3" json:"network,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Mode  string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
+	// Complete: the workspace root first, then the other writable roots.
+	WritableRoots  []string `protobuf:"bytes,2,rep,name=writable_roots,json=writableRoots,proto3" json:"writable_roots,omitempty"`
+	Network        bool     `protobuf:"varint,3,opt,name=network,proto3" json:"network,omitempty"`
+	ProtectedPaths []string `protobuf:"bytes,4,rep,name=protected_paths,json=protectedPaths,proto3" json:"protected_paths,omitempty"`
+	UnixSockets    []string `protobuf:"bytes,5,rep,name=unix_sockets,json=unixSockets,proto3" json:"unix_sockets,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SandboxPolicy) Reset() {
@@ -82,6 +88,20 @@ func (x *SandboxPolicy) GetNetwork() bool {
 		return x.Network
 	}
 	return false
+}
+
+func (x *SandboxPolicy) GetProtectedPaths() []string {
+	if x != nil {
+		return x.ProtectedPaths
+	}
+	return nil
+}
+
+func (x *SandboxPolicy) GetUnixSockets() []string {
+	if x != nil {
+		return x.UnixSockets
+	}
+	return nil
 }
 
 type ExecRequest struct {
@@ -355,13 +375,22 @@ func (x *ExecSpec) GetSpillAfterBytes() int64 {
 	return 0
 }
 
+// The sandbox facts of a command a sandboxing executor ran.
 type SandboxInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Mode          string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
-	Denied        bool                   `protobuf:"varint,2,opt,name=denied,proto3" json:"denied,omitempty"`
-	Enforcement   string                 `protobuf:"bytes,3,opt,name=enforcement,proto3" json:"enforcement,omitempty"`
-	RunnerFailed  bool                   `protobuf:"varint,4,opt,name=runner_failed,json=runnerFailed,proto3" json:"runner_failed,omitempty"`
-	DeniedPaths   []string               `protobuf:"bytes,5,rep,name=denied_paths,json=deniedPaths,proto3" json:"denied_paths,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The mode it ran under.
+	Mode string `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
+	// The sandbox refused something the command tried (see denied_paths).
+	Denied bool `protobuf:"varint,2,opt,name=denied,proto3" json:"denied,omitempty"`
+	// The runner and its layers, e.g. "landlock: landlock,mount,network,seccomp".
+	Enforcement string `protobuf:"bytes,3,opt,name=enforcement,proto3" json:"enforcement,omitempty"`
+	// The runner could not confine a background process: nothing ran.
+	RunnerFailed bool `protobuf:"varint,4,opt,name=runner_failed,json=runnerFailed,proto3" json:"runner_failed,omitempty"`
+	// The paths refused, where the command's errors name them.
+	DeniedPaths []string `protobuf:"bytes,5,rep,name=denied_paths,json=deniedPaths,proto3" json:"denied_paths,omitempty"`
+	// How the denial was told: "kernel" (an audit record) or "errors" (an
+	// EACCES, EPERM or EROFS on a path outside the policy, or a seccomp kill).
+	DenialSource  string `protobuf:"bytes,6,opt,name=denial_source,json=denialSource,proto3" json:"denial_source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -429,6 +458,13 @@ func (x *SandboxInfo) GetDeniedPaths() []string {
 		return x.DeniedPaths
 	}
 	return nil
+}
+
+func (x *SandboxInfo) GetDenialSource() string {
+	if x != nil {
+		return x.DenialSource
+	}
+	return ""
 }
 
 // One stream's output and what became of the rest of it. It is
@@ -792,8 +828,10 @@ type ProcessRead struct {
 	State           *ProcessState          `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
 	// Each stream's counts and spill file, as ctx.subprocess reported them;
 	// their data is empty (it is in stdout and stderr).
-	StdoutFacts   *Collected `protobuf:"bytes,7,opt,name=stdout_facts,json=stdoutFacts,proto3" json:"stdout_facts,omitempty"`
-	StderrFacts   *Collected `protobuf:"bytes,8,opt,name=stderr_facts,json=stderrFacts,proto3" json:"stderr_facts,omitempty"`
+	StdoutFacts *Collected `protobuf:"bytes,7,opt,name=stdout_facts,json=stdoutFacts,proto3" json:"stdout_facts,omitempty"`
+	StderrFacts *Collected `protobuf:"bytes,8,opt,name=stderr_facts,json=stderrFacts,proto3" json:"stderr_facts,omitempty"`
+	// A sandboxing executor's facts of the output read so far.
+	Sandbox       *SandboxInfo `protobuf:"bytes,9,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -880,6 +918,13 @@ func (x *ProcessRead) GetStdoutFacts() *Collected {
 func (x *ProcessRead) GetStderrFacts() *Collected {
 	if x != nil {
 		return x.StderrFacts
+	}
+	return nil
+}
+
+func (x *ProcessRead) GetSandbox() *SandboxInfo {
+	if x != nil {
+		return x.Sandbox
 	}
 	return nil
 }
@@ -993,11 +1038,13 @@ var File_plugins_shell_shellv1_shell_proto protoreflect.FileDescriptor
 
 const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\n" +
-	"!plugins/shell/shellv1/shell.proto\x12\fdsh.shell.v1\"d\n" +
+	"!plugins/shell/shellv1/shell.proto\x12\fdsh.shell.v1\"\xb0\x01\n" +
 	"\rSandboxPolicy\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12%\n" +
 	"\x0ewritable_roots\x18\x02 \x03(\tR\rwritableRoots\x12\x18\n" +
-	"\anetwork\x18\x03 \x01(\bR\anetwork\"\xac\x04\n" +
+	"\anetwork\x18\x03 \x01(\bR\anetwork\x12'\n" +
+	"\x0fprotected_paths\x18\x04 \x03(\tR\x0eprotectedPaths\x12!\n" +
+	"\funix_sockets\x18\x05 \x03(\tR\vunixSockets\"\xac\x04\n" +
 	"\vExecRequest\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\tR\acommand\x12\x18\n" +
 	"\aworkdir\x18\x02 \x01(\tR\aworkdir\x12\x1d\n" +
@@ -1039,13 +1086,14 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
 	"\vDshEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa3\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc8\x01\n" +
 	"\vSandboxInfo\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x16\n" +
 	"\x06denied\x18\x02 \x01(\bR\x06denied\x12 \n" +
 	"\venforcement\x18\x03 \x01(\tR\venforcement\x12#\n" +
 	"\rrunner_failed\x18\x04 \x01(\bR\frunnerFailed\x12!\n" +
-	"\fdenied_paths\x18\x05 \x03(\tR\vdeniedPaths\"\xbd\x02\n" +
+	"\fdenied_paths\x18\x05 \x03(\tR\vdeniedPaths\x12#\n" +
+	"\rdenial_source\x18\x06 \x01(\tR\fdenialSource\"\xbd\x02\n" +
 	"\tCollected\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x03R\x05total\x12\x1c\n" +
@@ -1083,7 +1131,7 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\asandbox\x18\x03 \x01(\v2\x19.dsh.shell.v1.SandboxInfoR\asandbox\"\x1c\n" +
 	"\n" +
 	"ProcessRef\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\xd5\x02\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x8a\x03\n" +
 	"\vProcessRead\x12\x16\n" +
 	"\x06stdout\x18\x01 \x01(\fR\x06stdout\x12\x16\n" +
 	"\x06stderr\x18\x02 \x01(\fR\x06stderr\x12\x14\n" +
@@ -1092,7 +1140,8 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\x11stderr_spill_path\x18\x05 \x01(\tR\x0fstderrSpillPath\x120\n" +
 	"\x05state\x18\x06 \x01(\v2\x1a.dsh.shell.v1.ProcessStateR\x05state\x12:\n" +
 	"\fstdout_facts\x18\a \x01(\v2\x17.dsh.shell.v1.CollectedR\vstdoutFacts\x12:\n" +
-	"\fstderr_facts\x18\b \x01(\v2\x17.dsh.shell.v1.CollectedR\vstderrFacts\"n\n" +
+	"\fstderr_facts\x18\b \x01(\v2\x17.dsh.shell.v1.CollectedR\vstderrFacts\x123\n" +
+	"\asandbox\x18\t \x01(\v2\x19.dsh.shell.v1.SandboxInfoR\asandbox\"n\n" +
 	"\fProcessState\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12 \n" +
 	"\texit_code\x18\x02 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
@@ -1155,25 +1204,26 @@ var file_plugins_shell_shellv1_shell_proto_depIdxs = []int32{
 	9,  // 10: dsh.shell.v1.ProcessRead.state:type_name -> dsh.shell.v1.ProcessState
 	4,  // 11: dsh.shell.v1.ProcessRead.stdout_facts:type_name -> dsh.shell.v1.Collected
 	4,  // 12: dsh.shell.v1.ProcessRead.stderr_facts:type_name -> dsh.shell.v1.Collected
-	1,  // 13: dsh.shell.v1.Shell.Resolve:input_type -> dsh.shell.v1.ExecRequest
-	2,  // 14: dsh.shell.v1.Shell.Run:input_type -> dsh.shell.v1.ExecSpec
-	2,  // 15: dsh.shell.v1.Shell.Start:input_type -> dsh.shell.v1.ExecSpec
-	1,  // 16: dsh.shell.v1.Shell.Exec:input_type -> dsh.shell.v1.ExecRequest
-	7,  // 17: dsh.shell.v1.Shell.ReadOutput:input_type -> dsh.shell.v1.ProcessRef
-	7,  // 18: dsh.shell.v1.Shell.Kill:input_type -> dsh.shell.v1.ProcessRef
-	7,  // 19: dsh.shell.v1.Shell.Wait:input_type -> dsh.shell.v1.ProcessRef
-	2,  // 20: dsh.shell.v1.Shell.Resolve:output_type -> dsh.shell.v1.ExecSpec
-	5,  // 21: dsh.shell.v1.Shell.Run:output_type -> dsh.shell.v1.RunResult
-	6,  // 22: dsh.shell.v1.Shell.Start:output_type -> dsh.shell.v1.StartResponse
-	5,  // 23: dsh.shell.v1.Shell.Exec:output_type -> dsh.shell.v1.RunResult
-	8,  // 24: dsh.shell.v1.Shell.ReadOutput:output_type -> dsh.shell.v1.ProcessRead
-	10, // 25: dsh.shell.v1.Shell.Kill:output_type -> dsh.shell.v1.KillResponse
-	9,  // 26: dsh.shell.v1.Shell.Wait:output_type -> dsh.shell.v1.ProcessState
-	20, // [20:27] is the sub-list for method output_type
-	13, // [13:20] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	3,  // 13: dsh.shell.v1.ProcessRead.sandbox:type_name -> dsh.shell.v1.SandboxInfo
+	1,  // 14: dsh.shell.v1.Shell.Resolve:input_type -> dsh.shell.v1.ExecRequest
+	2,  // 15: dsh.shell.v1.Shell.Run:input_type -> dsh.shell.v1.ExecSpec
+	2,  // 16: dsh.shell.v1.Shell.Start:input_type -> dsh.shell.v1.ExecSpec
+	1,  // 17: dsh.shell.v1.Shell.Exec:input_type -> dsh.shell.v1.ExecRequest
+	7,  // 18: dsh.shell.v1.Shell.ReadOutput:input_type -> dsh.shell.v1.ProcessRef
+	7,  // 19: dsh.shell.v1.Shell.Kill:input_type -> dsh.shell.v1.ProcessRef
+	7,  // 20: dsh.shell.v1.Shell.Wait:input_type -> dsh.shell.v1.ProcessRef
+	2,  // 21: dsh.shell.v1.Shell.Resolve:output_type -> dsh.shell.v1.ExecSpec
+	5,  // 22: dsh.shell.v1.Shell.Run:output_type -> dsh.shell.v1.RunResult
+	6,  // 23: dsh.shell.v1.Shell.Start:output_type -> dsh.shell.v1.StartResponse
+	5,  // 24: dsh.shell.v1.Shell.Exec:output_type -> dsh.shell.v1.RunResult
+	8,  // 25: dsh.shell.v1.Shell.ReadOutput:output_type -> dsh.shell.v1.ProcessRead
+	10, // 26: dsh.shell.v1.Shell.Kill:output_type -> dsh.shell.v1.KillResponse
+	9,  // 27: dsh.shell.v1.Shell.Wait:output_type -> dsh.shell.v1.ProcessState
+	21, // [21:28] is the sub-list for method output_type
+	14, // [14:21] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_plugins_shell_shellv1_shell_proto_init() }

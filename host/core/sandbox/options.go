@@ -1,0 +1,16 @@
+package sandbox
+
+// Options are what the host adds to every policy.
+type Options struct {
+	// Hide are directories a confined command must not see (the host's
+	// runtime directory: its HTTP token, control socket, other owners'
+	// spill files): each is covered by an empty read-only tmpfs.
+	Hide []string
+	// Show are directories inside Hide a command may still read (its
+	// owner's spill files, which the model is told to read): each is
+	// bound read-only back at its path.
+	Show []string
+	// ReadOnly are paths kept read-only even inside a writable root (the
+	// plugin binaries the host runs).
+	ReadOnly []string
+}

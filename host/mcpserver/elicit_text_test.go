@@ -1,0 +1,53 @@
+package mcpserver
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dshrun/dsh/core/approval"
+)
+
+// What the user reads is what would run: text that could look like
+// something else (a carriage return, an escape, a bidi control, a
+// newline) is shown quoted.
+func TestQuestionShowsTheCommandAsItIs(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"git push origin main", "git push origin main"},
+		{"ls\rrm -rf ~", `"ls\rrm -rf ~" (quoted: it holds control characters)`},
+		{"make test\nrm -rf /", `"make test\nrm -rf /" (quoted: it holds control characters)`},
+		{"echo \x1b[2Jhi", `"echo \x1b[2Jhi" (quoted: it holds control characters)`},
+		{"cat safe\u202etxt.sh", `"cat safe\u202etxt.sh" (quoted: it holds control characters)`},
+		{"echo héllo", "echo héllo"},
+	} {
+		if got := shown(c.in); got != c.want {
+			t.Errorf("shown(%q) = %s, want %s", c.in, got, c.want)
+		}
+	}
+	p := elicitParams("bash", &approval.Request{Kind: approval.KindSandboxEscalation, Tool: "not-bash", Command: "ls\rrm -rf ~", TargetMode: "danger-full-access", Reason: "look\naround"})
+	for _, want := range []string{
+		"The bash tool asks to run a command with more access than its sandbox gives (danger-full-access):\n\n",
+		`    "ls\rrm -rf ~" (quoted: it holds control characters)`,
+		`Its reason (the model's words): "look\naround" (quoted`,
+	} {
+		if !strings.Contains(p.Message, want) {
+			t.Errorf("message %q lacks %q", p.Message, want)
+		}
+	}
+	if strings.ContainsRune(p.Message, '\r') || p.Mode != "form" {
+		t.Errorf("message %q mode %q", p.Message, p.Mode)
+	}
+	if q := elicitParams("bash", &approval.Request{Kind: approval.KindHookAsk, Tool: "bash", Command: "ls"}); !strings.HasPrefix(q.Message, "The bash tool asks for your approval before it runs:") {
+		t.Errorf("a hook's question: %q", q.Message)
+	}
+}
+
+// Two spellings of the same arguments are one call; a digit apart are two.
+func TestCanonicalArguments(t *testing.T) {
+	a := canonical([]byte(`{"b": 1, "a": "x"}`))
+	if b := canonical([]byte(`{"a":"x","b":1}`)); a != b {
+		t.Errorf("%s != %s", a, b)
+	}
+	if canonical([]byte(`{"n": 9007199254740993}`)) == canonical([]byte(`{"n": 9007199254740992}`)) {
+		t.Error("numbers a digit apart are the same arguments")
+	}
+}

@@ -1,0 +1,70 @@
+// Command dsh-bash-sandbox is the confining POSIX executor: it provides
+// ctx.shell by running each command as a fresh `bash -c` process, like
+// bash-local, confined through ctx.sandbox under the composition's policy
+// (ctx.sandboxPolicy). Its results carry the sandbox facts: the mode, the
+// runner, and the denials its errors show.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"google.golang.org/grpc"
+
+	"github.com/dshrun/dsh/core/sandbox"
+	"github.com/dshrun/dsh/core/subprocess"
+	"github.com/dshrun/dsh/plugins/shell"
+	"github.com/dshrun/dsh/plugins/shell/local"
+	"github.com/dshrun/dsh/plugins/shell/sandboxed"
+	"github.com/dshrun/dsh/plugins/shell/shellv1"
+	"github.com/dshrun/dsh/sdk"
+)
+
+type bashSandbox struct {
+	exec *sandboxed.Executor
+}
+
+func (p *bashSandbox) Describe() sdk.Description {
+	return sdk.Description{
+		Name:              "bash-sandbox",
+		Version:           "0.1.0",
+		Summary:           "ctx.shell: fresh bash -c processes, confined by the composition's sandbox policy",
+		Provides:          []sdk.Provide{{Key: shell.Key}},
+		Inject:            []sdk.Inject{{Key: subprocess.Key}, {Key: sandbox.Key}, {Key: sandbox.PolicyKey}},
+		ConfigSchema:      sdk.SchemaOf[local.Config](),
+		SettingsNamespace: shell.SettingsNamespace,
+	}
+}
+
+func (p *bashSandbox) Register(s *grpc.Server) {
+	shellv1.RegisterShellServer(s, shell.NewServer(p.exec))
+}
+
+func (p *bashSandbox) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage) error {
+	cfg, err := local.ParseConfig(raw)
+	if err != nil {
+		return err
+	}
+	policy, err := sandbox.NewClient(host.Conn(sandbox.PolicyKey)).Get(ctx)
+	if err != nil {
+		return fmt.Errorf("bash-sandbox needs the composition's sandbox policy: %w", err)
+	}
+	p.exec.Cfg = cfg
+	p.exec.Sub = subprocess.NewClient(host.Conn(subprocess.Key))
+	p.exec.Policy = policy
+	p.exec.Sandbox = sandbox.NewRunnerClient(host.Conn(sandbox.Key))
+	return nil
+}
+
+// Facts say the mode the model's commands run under.
+func (p *bashSandbox) Facts() map[string]map[string]string {
+	return map[string]map[string]string{shell.Key: {shell.FactSandboxMode: p.exec.Mode()}}
+}
+
+// bashArgv is bash-local's argv; ctx.sandbox confines it as it is.
+func bashArgv(spec *shell.ExecSpec) []string { return []string{"bash", "-c", spec.Command} }
+
+func main() {
+	sdk.Serve(&bashSandbox{exec: sandboxed.New(&local.Executor{Argv: bashArgv}, nil, nil)})
+}

@@ -1,0 +1,183 @@
+// Package sandboxed holds what every sandboxing executor adds to the local
+// mechanics (package local): the per-call policy Resolve stamps from
+// ctx.sandboxPolicy, each command confined through ctx.sandbox before it
+// is spawned, and the sandbox facts of its result (the mode, the runner,
+// the denials read from its errors). An executor supplies its argv, as a
+// local one does.
+package sandboxed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/dshrun/dsh/core/sandbox"
+	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
+	"github.com/dshrun/dsh/plugins/shell"
+	"github.com/dshrun/dsh/plugins/shell/local"
+)
+
+// Executor is a shell.Executor that confines every command.
+type Executor struct {
+	*local.Executor
+	Policy  *sandbox.Policy   // the composition's, read at Apply
+	Sandbox sandbox.Sandboxes // ctx.sandbox
+
+	mu   sync.Mutex
+	jobs map[string]*shell.SandboxPolicy // background processes' policies, for their reads
+}
+
+var _ shell.Executor = (*Executor)(nil)
+
+// New confines the commands of l under policy through sb.
+func New(l *local.Executor, policy *sandbox.Policy, sb sandbox.Sandboxes) *Executor {
+	e := &Executor{Executor: l, Policy: policy, Sandbox: sb, jobs: map[string]*shell.SandboxPolicy{}}
+	l.Confine = e.confine
+	return e
+}
+
+// Mode is the policy's default mode: the sandboxMode fact.
+func (e *Executor) Mode() string { return e.Policy.DefaultMode }
+
+// Resolve stamps the complete per-call policy: the mode the request names
+// (a caller that asked approval for it) or the default, and every path
+// from the composition's policy. A request names no paths of its own.
+func (e *Executor) Resolve(ctx context.Context, req *shell.ExecRequest) (*shell.ExecSpec, error) {
+	spec, err := e.Executor.Resolve(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	mode := req.GetSandboxPolicy().GetMode()
+	switch mode {
+	case "":
+		mode = e.Policy.DefaultMode
+	case sandbox.ReadOnly, sandbox.WorkspaceWrite, sandbox.DangerFullAccess:
+	default:
+		return nil, shell.Invalid(fmt.Sprintf("resolve: unknown sandbox mode %q (want %s, %s or %s)", mode, sandbox.ReadOnly, sandbox.WorkspaceWrite, sandbox.DangerFullAccess))
+	}
+	spec.SandboxPolicy = e.stamp(mode)
+	return spec, nil
+}
+
+func (e *Executor) stamp(mode string) *shell.SandboxPolicy {
+	sp := &shell.SandboxPolicy{
+		Mode:           mode,
+		Network:        e.Policy.Network || mode == sandbox.DangerFullAccess,
+		ProtectedPaths: slices.Clone(e.Policy.ProtectedPaths),
+		UnixSockets:    slices.Clone(e.Policy.UnixSockets),
+	}
+	if mode == sandbox.WorkspaceWrite {
+		sp.WritableRoots = append([]string{e.Policy.WorkspaceRoot}, e.Policy.WritableRoots...)
+	}
+	return sp
+}
+
+// policyOf is the spec's per-call policy; a spec that was not stamped
+// (Run without Resolve) gets the default.
+func (e *Executor) policyOf(spec *shell.ExecSpec) *shell.SandboxPolicy {
+	if sp := spec.GetSandboxPolicy(); sp.GetMode() != "" {
+		return sp
+	}
+	return e.stamp(e.Policy.DefaultMode)
+}
+
+// confine wraps the spawn through ctx.sandbox; danger-full-access runs as
+// it is.
+func (e *Executor) confine(ctx context.Context, spec *shell.ExecSpec, req *subprocessv1.SpawnRequest) (*shell.SandboxInfo, error) {
+	sp := e.policyOf(spec)
+	spec.SandboxPolicy = sp
+	if sp.Mode == sandbox.DangerFullAccess {
+		return &shell.SandboxInfo{Mode: sp.Mode, Enforcement: "none"}, nil
+	}
+	p := &sandbox.Policy{
+		DefaultMode:    sp.Mode,
+		Network:        sp.Network,
+		ProtectedPaths: sp.ProtectedPaths,
+		UnixSockets:    sp.UnixSockets,
+	}
+	if len(sp.WritableRoots) > 0 {
+		p.WorkspaceRoot, p.WritableRoots = sp.WritableRoots[0], sp.WritableRoots[1:]
+	}
+	w, err := e.Sandbox.Wrap(ctx, &sandbox.WrapRequest{Argv: req.Argv, Mode: sp.Mode, Policy: p})
+	if err != nil {
+		if errors.Is(err, sandbox.ErrUnavailable) {
+			return nil, shell.SandboxUnavailable(fmt.Sprintf("the sandbox cannot confine commands here, so nothing was run: %v", err))
+		}
+		return nil, fmt.Errorf("the sandbox could not be asked, so nothing was run: %w", err)
+	}
+	req.Argv, req.Confinement = w.Argv, w.Confinement
+	return &shell.SandboxInfo{Mode: sp.Mode, Enforcement: w.Runner + ": " + w.Enforcement}, nil
+}
+
+// Run runs confined and reads the denials out of the result.
+func (e *Executor) Run(ctx context.Context, spec *shell.ExecSpec) (*shell.RunResult, error) {
+	res, err := e.Executor.Run(ctx, spec)
+	if err == nil && launchFailed(res) && ctx.Err() == nil {
+		// Nothing ran: most often a path the wrapper was to mount went
+		// away in between (a unix socket its owner removed). Wrapped
+		// again, it is no longer there to mount.
+		res, err = e.Executor.Run(ctx, spec)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if launchFailed(res) {
+		return nil, shell.SandboxUnavailable("the sandbox runner failed to launch the command, so nothing was run: " + firstLine(res.Stderr.GetData()))
+	}
+	if res.Sandbox != nil {
+		judge(res.Sandbox, e.policyOf(spec), spec.Workdir, res.Stderr.GetData(), res.ExitCode, res.Signal)
+	}
+	return res, nil
+}
+
+// Exec is Resolve then Run (this executor's, not the local one's).
+func (e *Executor) Exec(ctx context.Context, req *shell.ExecRequest) (*shell.RunResult, error) {
+	spec, err := e.Resolve(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return e.Run(ctx, spec)
+}
+
+// Start runs confined in the background; its reads carry its denials.
+func (e *Executor) Start(ctx context.Context, spec *shell.ExecSpec) (*shell.Started, error) {
+	st, err := e.Executor.Start(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.jobs[st.Id] = e.policyOf(spec)
+	e.mu.Unlock()
+	return st, nil
+}
+
+// ReadOutput adds the sandbox facts of what this read returned. A process
+// started before a reload of the executor is judged under the default
+// policy.
+func (e *Executor) ReadOutput(ctx context.Context, id string) (*shell.ProcessRead, error) {
+	r, err := e.Executor.ReadOutput(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	sp, ok := e.jobs[id]
+	if ok && r.GetState().GetStatus() != shell.StatusRunning {
+		delete(e.jobs, id)
+	}
+	e.mu.Unlock()
+	if !ok {
+		sp = e.stamp(e.Policy.DefaultMode)
+	}
+	if sp.Mode == sandbox.DangerFullAccess {
+		return r, nil
+	}
+	r.Sandbox = &shell.SandboxInfo{Mode: sp.Mode}
+	var code *int32
+	if st := r.GetState(); st != nil {
+		code = st.ExitCode
+	}
+	judge(r.Sandbox, sp, "", r.Stderr, code, r.GetState().GetSignal())
+	return r, nil
+}

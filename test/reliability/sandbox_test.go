@@ -1,0 +1,254 @@
+package reliability
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sandboxComp serves bash-sandbox under a policy rooted at ws, with an
+// approval rule that lets escalations of "touch *" through.
+func sandboxComp(ws, mode, extra string) string {
+	return fmt.Sprintf(`sandbox:
+  defaultMode: %s
+  workspaceRoot: %s
+%sapproval:
+  rules:
+    - {match: "touch *", mode: danger-full-access, decision: allow}
+  otherwise: deny
+plugins:
+  - id: env
+    name: shell-env
+  - id: bash
+    name: bash-sandbox
+  - id: tools
+    name: tool-bash
+`, mode, ws, extra)
+}
+
+// mustNotExist fails the test if path exists.
+func mustNotExist(t *testing.T, what, path string) {
+	t.Helper()
+	if _, err := os.Lstat(path); err == nil {
+		t.Fatalf("%s: %s exists: the sandbox let it through", what, path)
+	}
+}
+
+// deniedWrite: the error of a write the sandbox refused (Landlock's, or
+// the read-only mount's, which comes first).
+func deniedWrite(text string) bool {
+	return strings.Contains(text, "Permission denied") || strings.Contains(text, "Read-only file system")
+}
+
+// A session under bash-sandbox through the real binaries: what a denial
+// looks like to the model and in the facts, then every way a call ends
+// (a denial, a timeout, a kill of a job, an approved escalation, a refused
+// one) followed by commands that still run confined.
+func TestSandboxSession(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
+	defer cancel()
+	ws, outside := t.TempDir(), t.TempDir()
+	s := startServe(t, ctx, sandboxComp(ws, "workspace-write", ""))
+
+	f := fault(t, "sandbox: a write outside the workspace")
+	target := filepath.Join(outside, "escaped")
+	text, facts := s.tool(t, ctx, "bash", map[string]any{"command": "echo x > " + target, "workdir": ws})
+	if !strings.Contains(text, "[sandbox: file access denied under workspace-write mode]") || !deniedWrite(text) {
+		t.Fatalf("a denied write: %q", text)
+	}
+	sb, _ := facts["sandbox"].(map[string]any)
+	if sb["denied"] != true || sb["mode"] != "workspace-write" || !strings.Contains(fmt.Sprint(sb["deniedPaths"]), target) || !strings.HasPrefix(fmt.Sprint(sb["enforcement"]), "landlock") {
+		t.Fatalf("the facts of a denial: %v", facts["sandbox"])
+	}
+	mustNotExist(t, "a write outside", target)
+	f.Saw("%q; facts %v", text, sb)
+
+	// Inside the workspace everything works, git included; the facts say
+	// no denial.
+	text, facts = s.tool(t, ctx, "bash", map[string]any{"workdir": ws, "command": "git init -q . && git config user.email a@b && git config user.name a && echo v1 > a && mkdir d && mv a d/b && git add -A && git commit -qm one && git log --oneline | wc -l"})
+	if sb, _ := facts["sandbox"].(map[string]any); !strings.HasSuffix(text, "1") || sb["denied"] != false {
+		t.Fatalf("git in the workspace: %q %v", text, facts["sandbox"])
+	}
+
+	f = fault(t, "sandbox: a timeout, then a job killed, then the next commands")
+	text, _ = s.tool(t, ctx, "bash", map[string]any{"command": "sleep 30", "timeoutMs": 300})
+	if !strings.Contains(text, "[timed out after 300ms]") {
+		t.Fatalf("a timeout: %q", text)
+	}
+	out, _ := s.bash(t, ctx, map[string]any{"command": "sleep 1; echo y > " + filepath.Join(outside, "from-job") + "; sleep 600", "run_in_background": true})
+	id := jobID(out)
+	if id == "" {
+		t.Fatalf("no job id in %q", out)
+	}
+	var read string
+	for deadline := time.Now().Add(30 * time.Second); !deniedWrite(read); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the job's denial never showed: %q", read)
+		}
+		r, _ := s.tool(t, ctx, "job_output", map[string]any{"job_id": id})
+		read += r
+	}
+	if !strings.Contains(read, "[sandbox: file access denied under workspace-write mode]") {
+		t.Fatalf("a job's denial: %q", read)
+	}
+	if text, _ := s.tool(t, ctx, "job_kill", map[string]any{"job_id": id}); !strings.Contains(text, "killed") {
+		t.Fatalf("job_kill: %q", text)
+	}
+	mustNotExist(t, "a job's write outside", filepath.Join(outside, "from-job"))
+	s.commandsRun(t, ctx, 3)
+	f.Saw("timeout, job denial %q, kill, 3 commands after", lastLine(read))
+
+	f = fault(t, "sandbox: escalation refused, then approved for one run")
+	text, isErr := s.bash(t, ctx, map[string]any{"command": "rm -rf " + outside, "sandbox_permissions": "danger-full-access", "justification": "clean up"})
+	if !isErr || !strings.Contains(text, "denied") || !strings.Contains(text, "nothing was run") {
+		t.Fatalf("a refused escalation: %q", text)
+	}
+	if _, err := os.Stat(outside); err != nil {
+		t.Fatalf("a refused escalation ran: %v", err)
+	}
+	approved := filepath.Join(outside, "approved")
+	text, isErr = s.bash(t, ctx, map[string]any{"command": "touch " + approved, "sandbox_permissions": "danger-full-access", "justification": "the test needs it"})
+	if isErr {
+		t.Fatalf("an approved escalation: %q", text)
+	}
+	if _, err := os.Stat(approved); err != nil {
+		t.Fatalf("an approved escalation did not run unconfined: %q %v", text, err)
+	}
+	// The approval covered that one run.
+	again := filepath.Join(outside, "again")
+	text, _ = s.bash(t, ctx, map[string]any{"command": "touch " + again})
+	if !strings.Contains(text, "[sandbox: file access denied") {
+		t.Fatalf("the run after an approved one: %q", text)
+	}
+	mustNotExist(t, "the run after an approval", again)
+	s.commandsRun(t, ctx, 3)
+	f.Saw("refused, approved once, confined again")
+}
+
+// A workspace that is gone before the first command: the runner cannot
+// confine, the model is told, nothing runs, and nothing runs unconfined.
+func TestSandboxUnavailable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ws, outside := t.TempDir(), t.TempDir()
+	s := startServe(t, ctx, sandboxComp(ws, "workspace-write", ""))
+	f := fault(t, "sandbox: the workspace removed, so nothing can be confined")
+	if err := os.RemoveAll(ws); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(outside, "ran")
+	for i := 0; i < 2; i++ {
+		text, isErr := s.bash(t, ctx, map[string]any{"command": "touch " + marker, "workdir": outside})
+		if !isErr || !strings.Contains(text, "the sandbox cannot confine commands here, so nothing was run") || strings.Contains(text, "rpc error") {
+			t.Fatalf("an unavailable sandbox: %q", text)
+		}
+		mustNotExist(t, "a command the sandbox could not confine", marker)
+		f.Saw("%q", text)
+	}
+	out, isErr := s.bash(t, ctx, map[string]any{"command": "touch " + marker, "workdir": outside, "run_in_background": true})
+	if !isErr || !strings.Contains(out, "nothing was run") {
+		t.Fatalf("an unavailable sandbox, in the background: %q", out)
+	}
+	mustNotExist(t, "a background command the sandbox could not confine", marker)
+}
+
+// read-only: nothing is writable, the workspace included.
+func TestSandboxReadOnly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ws := t.TempDir()
+	s := startServe(t, ctx, sandboxComp(ws, "read-only", ""))
+	text, _ := s.bash(t, ctx, map[string]any{"command": "cat /etc/hostname >/dev/null && echo read ok; touch f", "workdir": ws})
+	if !strings.Contains(text, "read ok") || !strings.Contains(text, "[sandbox: file access denied under read-only mode]") {
+		t.Fatalf("read-only: %q", text)
+	}
+	mustNotExist(t, "a write under read-only", filepath.Join(ws, "f"))
+	s.commandsRun(t, ctx, 2)
+}
+
+func lastLine(s string) string {
+	s = strings.TrimRight(s, "\n")
+	return s[strings.LastIndexByte(s, '\n')+1:]
+}
+
+// A policy edit on hot reload: the executor and the tool reload, the bash
+// tool's description says the new mode, the client hears
+// tools/list_changed, and commands run under the new mode.
+func TestSandboxPolicyEdit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ws := t.TempDir()
+	s := startServe(t, ctx, sandboxComp(ws, "workspace-write", ""))
+	describes := func(mode string) bool {
+		r, err := s.cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tool := range r.Tools {
+			if tool.Name == "bash" {
+				return strings.Contains(tool.Description, "Commands run in a "+mode+" sandbox")
+			}
+		}
+		return false
+	}
+	if !describes("workspace-write") {
+		t.Fatal("the bash tool does not say its sandbox mode")
+	}
+	f := fault(t, "sandbox: the policy edited to read-only while serving")
+	heard := s.listChanged.Load()
+	if err := os.WriteFile(s.file, []byte(sandboxComp(ws, "read-only", "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !describes("read-only"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the description never said read-only\n%s", s.stderr)
+		}
+	}
+	if s.listChanged.Load() == heard {
+		t.Fatal("the description changed without a tools/list_changed")
+	}
+	text, _ := s.bash(t, ctx, map[string]any{"command": "touch f", "workdir": ws})
+	if !strings.Contains(text, "[sandbox: file access denied under read-only mode]") {
+		t.Fatalf("a write in the workspace under read-only: %q", text)
+	}
+	mustNotExist(t, "a write under the edited policy", filepath.Join(ws, "f"))
+	s.commandsRun(t, ctx, 2)
+	f.Saw("description and runs follow the edit: %q", lastLine(text))
+}
+
+// The same session under the bubblewrap runner: a denial, work and git in
+// the workspace, a timeout, the next commands.
+func TestSandboxBubblewrapSession(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap is not installed (apt-get install bubblewrap; .ci/run does)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	ws, outside := t.TempDir(), t.TempDir()
+	s := startServe(t, ctx, sandboxComp(ws, "workspace-write", "  runner: bubblewrap\n"))
+	f := fault(t, "sandbox (bubblewrap): a write outside, then git, a timeout, the next commands")
+	target := filepath.Join(outside, "escaped")
+	text, facts := s.tool(t, ctx, "bash", map[string]any{"command": "echo x > " + target, "workdir": ws})
+	sb, _ := facts["sandbox"].(map[string]any)
+	if !strings.Contains(text, "[sandbox: file access denied under workspace-write mode]") || sb["enforcement"] != "bubblewrap: bubblewrap" {
+		t.Fatalf("a denied write: %q %v", text, sb)
+	}
+	mustNotExist(t, "a write outside", target)
+	text, _ = s.tool(t, ctx, "bash", map[string]any{"workdir": ws, "command": "git init -q . && git config user.email a@b && git config user.name a && echo v1 > a && git add -A && git commit -qm one && git log --oneline | wc -l"})
+	if !strings.HasSuffix(text, "1") {
+		t.Fatalf("git in the workspace: %q", text)
+	}
+	if text, _ := s.tool(t, ctx, "bash", map[string]any{"command": "echo x > .git/config", "workdir": ws}); !strings.Contains(text, "[sandbox: file access denied") {
+		t.Fatalf("a protected path: %q", text)
+	}
+	if text, _ := s.tool(t, ctx, "bash", map[string]any{"command": "sleep 30", "timeoutMs": 300}); !strings.Contains(text, "[timed out after 300ms]") {
+		t.Fatalf("a timeout: %q", text)
+	}
+	s.commandsRun(t, ctx, 3)
+	f.Saw("denied, git works, .git/config refused, timeout, 3 commands after")
+}
