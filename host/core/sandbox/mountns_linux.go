@@ -117,9 +117,10 @@ func planMounts(writable, protected, hide, show []string) (*mountPlan, []pathSta
 	}
 	pinned := map[string]bool{}
 	for _, p := range protected {
-		if !filepath.IsAbs(p) || filepath.Clean(p) != p {
-			return nil, nil, fmt.Errorf("protected path %q is not an absolute, clean path", p)
+		if !filepath.IsAbs(p) {
+			return nil, nil, fmt.Errorf("protected path %q is not absolute", p)
 		}
+		p = filepath.Clean(p)
 		st, fi, err := stateOf(p)
 		if err != nil {
 			return nil, nil, fmt.Errorf("protected path %w", err)
@@ -165,11 +166,12 @@ func planMounts(writable, protected, hide, show []string) (*mountPlan, []pathSta
 	byDepth := func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") }
 	slices.SortStableFunc(pl.pinned, byDepth)
 	slices.SortStableFunc(pl.readOnly, byDepth)
-	show = slices.SortedStableFunc(slices.Values(show), byDepth)
+	show = slices.SortedStableFunc(slices.Values(show), func(a, b string) int { return byDepth(filepath.Clean(a), filepath.Clean(b)) })
 	for _, h := range hide {
-		if !filepath.IsAbs(h) || filepath.Clean(h) != h {
-			return nil, nil, fmt.Errorf("hidden directory %q is not an absolute, clean path", h)
+		if !filepath.IsAbs(h) {
+			return nil, nil, fmt.Errorf("hidden directory %q is not absolute", h)
 		}
+		h = filepath.Clean(h)
 		st, fi, err := stateOf(h)
 		if err != nil {
 			return nil, nil, fmt.Errorf("hidden directory %w", err)
@@ -184,9 +186,10 @@ func planMounts(writable, protected, hide, show []string) (*mountPlan, []pathSta
 		pl.hide = append(pl.hide, h)
 	}
 	for _, d := range show {
-		if !filepath.IsAbs(d) || filepath.Clean(d) != d {
-			return nil, nil, fmt.Errorf("shown directory %q is not an absolute, clean path", d)
+		if !filepath.IsAbs(d) {
+			return nil, nil, fmt.Errorf("shown directory %q is not absolute", d)
 		}
+		d = filepath.Clean(d)
 		if !slices.ContainsFunc(pl.hide, func(h string) bool { return d != h && within(h, d) }) {
 			continue // not hidden: readable as it is
 		}
