@@ -24,6 +24,7 @@ import (
 // main; started by hand (not by a dsh host) it prints a short explanation and
 // exits with status 1.
 func Serve(p Plugin) {
+	noDump()
 	desc := p.Describe()
 	logger := hclog.New(&hclog.LoggerOptions{
 		Name:       desc.Name,

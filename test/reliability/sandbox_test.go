@@ -39,6 +39,12 @@ func mustNotExist(t *testing.T, what, path string) {
 	}
 }
 
+// deniedWrite: the error of a write the sandbox refused (Landlock's, or
+// the read-only mount's, which comes first).
+func deniedWrite(text string) bool {
+	return strings.Contains(text, "Permission denied") || strings.Contains(text, "Read-only file system")
+}
+
 // A session under bash-sandbox through the real binaries: what a denial
 // looks like to the model and in the facts, then every way a call ends
 // (a denial, a timeout, a kill of a job, an approved escalation, a refused
@@ -52,7 +58,7 @@ func TestSandboxSession(t *testing.T) {
 	f := fault(t, "sandbox: a write outside the workspace")
 	target := filepath.Join(outside, "escaped")
 	text, facts := s.tool(t, ctx, "bash", map[string]any{"command": "echo x > " + target, "workdir": ws})
-	if !strings.Contains(text, "[sandbox: file access denied under workspace-write mode]") || !strings.Contains(text, "Permission denied") {
+	if !strings.Contains(text, "[sandbox: file access denied under workspace-write mode]") || !deniedWrite(text) {
 		t.Fatalf("a denied write: %q", text)
 	}
 	sb, _ := facts["sandbox"].(map[string]any)
@@ -80,7 +86,7 @@ func TestSandboxSession(t *testing.T) {
 		t.Fatalf("no job id in %q", out)
 	}
 	var read string
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(read, "Permission denied"); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !deniedWrite(read); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the job's denial never showed: %q", read)
 		}

@@ -91,6 +91,7 @@ type globals struct {
 }
 
 func main() {
+	noDump()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

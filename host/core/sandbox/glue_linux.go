@@ -4,17 +4,13 @@ import (
 	"github.com/dshrun/dsh/core/sandbox"
 )
 
-func prepareLandlock(p *sandbox.Policy, mode string, _ Options) (confinement, error) {
-	c, err := Prepare(p, mode)
+func prepareLandlock(p *sandbox.Policy, mode string, opt Options) (confinement, error) {
+	c, err := Prepare(p, mode, opt)
 	if err != nil {
 		return nil, err
 	}
-	return staleNever{c}, nil
+	return c, nil
 }
-
-type staleNever struct{ *Confinement }
-
-func (staleNever) Stale() bool { return false }
 
 func findBubblewrap() (wrapper, error) {
 	b, err := FindBubblewrap()

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package main
+
+// noDump is Linux's.
+func noDump() {}

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package sdk
+
+// noDump is Linux's.
+func noDump() {}
