@@ -123,6 +123,11 @@ func (r *Runner) wrap(req *sandbox.WrapRequest, add Options) (*sandbox.Wrapped, 
 	r.mu.Unlock()
 	switch choice {
 	case "", "auto":
+		if len(req.Policy.UnixSockets) > 0 {
+			// Landlock before ABI 9 cannot tell the allowed sockets from
+			// the others, so the landlock runner refuses such a policy.
+			return r.wrapBubblewrap(req, opt)
+		}
 		w, err := r.wrapLandlock(req, opt)
 		if err == nil || !errors.Is(r.landlockAvailable(), errNoLandlock) {
 			return w, err

@@ -23,16 +23,8 @@ import (
 func startLocked(cmd *exec.Cmd, confine func() error) (wait func() error, err error) {
 	started := make(chan error, 1)
 	waited := make(chan error, 1)
-	var run func()
-	run = func() {
-		runtime.LockOSThread()
-		if unix.Gettid() == unix.Getpid() {
-			// The main thread: nothing is restricted yet, so it may be
-			// given back; the work moves to another thread.
-			runtime.UnlockOSThread()
-			go run()
-			return
-		}
+	// work runs on a locked thread that is not the main one.
+	work := func() {
 		if confine != nil {
 			if err := confine(); err != nil {
 				started <- &confineError{err}
@@ -46,7 +38,26 @@ func startLocked(cmd *exec.Cmd, confine func() error) (wait func() error, err er
 		started <- nil
 		waited <- cmd.Wait()
 	}
-	go run()
+	var run func(moved chan struct{})
+	run = func(moved chan struct{}) {
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			// The main thread: nothing is restricted yet. It stays held
+			// until the work has a thread of its own, so the retry cannot
+			// land on it again (with one P it would, forever), and is then
+			// given back.
+			next := make(chan struct{})
+			go run(next)
+			<-next
+			runtime.UnlockOSThread()
+			return
+		}
+		if moved != nil {
+			close(moved)
+		}
+		work()
+	}
+	go run(nil)
 	if err := <-started; err != nil {
 		return nil, err
 	}

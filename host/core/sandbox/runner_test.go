@@ -1,0 +1,76 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/dshrun/dsh/core/sandbox"
+)
+
+// ctx.sandbox picks the runner the composition asked for, makes one
+// confinement ready per policy, and refuses what it cannot confine with
+// ErrUnavailable, never an argv that would run unconfined.
+func TestRunnerWrap(t *testing.T) {
+	ctx := context.Background()
+	ws := t.TempDir()
+	pol := &sandbox.Policy{WorkspaceRoot: ws}
+	req := func(mode string, p *sandbox.Policy) *sandbox.WrapRequest {
+		return &sandbox.WrapRequest{Argv: []string{"bash", "-c", "true"}, Mode: mode, Policy: p}
+	}
+	r := NewRunner("auto", Options{})
+	defer r.Close()
+	w, err := r.Wrap(ctx, req(sandbox.WorkspaceWrite, pol))
+	if err != nil {
+		t.Skipf("no landlock runner here: %v", err)
+	}
+	if w.Runner != sandbox.RunnerLandlock || w.Confinement == "" || strings.Join(w.Argv, " ") != "bash -c true" {
+		t.Fatalf("auto: %+v", w)
+	}
+	again, err := r.Wrap(ctx, req(sandbox.WorkspaceWrite, pol))
+	if err != nil || again.Confinement != w.Confinement {
+		t.Fatalf("the same policy is the same confinement: %v %v", again, err)
+	}
+	if confine, err := r.Confinement(w.Confinement); err != nil || confine == nil {
+		t.Fatalf("the confinement is held: %v", err)
+	}
+	if _, err := r.Confinement("c0000"); err == nil {
+		t.Fatal("an unknown confinement was found")
+	}
+	ro, err := r.Wrap(ctx, req(sandbox.ReadOnly, pol))
+	if err != nil || ro.Confinement == w.Confinement {
+		t.Fatalf("another mode is another confinement: %v %v", ro, err)
+	}
+	for _, bad := range []*sandbox.WrapRequest{
+		req(sandbox.DangerFullAccess, pol),
+		req("strict", pol),
+		req(sandbox.WorkspaceWrite, &sandbox.Policy{}),
+		req(sandbox.WorkspaceWrite, &sandbox.Policy{WorkspaceRoot: "rel"}),
+		{Mode: sandbox.ReadOnly, Policy: pol},
+	} {
+		if w, err := r.Wrap(ctx, bad); !errors.Is(err, sandbox.ErrUnavailable) {
+			t.Errorf("%+v: %+v %v", bad, w, err)
+		}
+	}
+	// Unix sockets by name: landlock cannot, so auto takes bubblewrap and
+	// landlock alone refuses.
+	withSockets := &sandbox.Policy{WorkspaceRoot: ws, UnixSockets: []string{ws + "/agent.sock"}}
+	if _, err := NewRunner("landlock", Options{}).Wrap(ctx, req(sandbox.WorkspaceWrite, withSockets)); !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "unix sockets") {
+		t.Fatalf("landlock with unix sockets: %v", err)
+	}
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap is not installed (apt-get install bubblewrap)")
+	}
+	w, err = r.Wrap(ctx, req(sandbox.WorkspaceWrite, withSockets))
+	if err != nil || w.Runner != sandbox.RunnerBubblewrap || w.Confinement != "" || w.Argv[0] == "bash" {
+		t.Fatalf("auto with unix sockets: %+v %v", w, err)
+	}
+	r.SetChoice("bubblewrap")
+	if w, err = r.Wrap(ctx, req(sandbox.ReadOnly, pol)); err != nil || w.Runner != sandbox.RunnerBubblewrap {
+		t.Fatalf("bubblewrap chosen: %+v %v", w, err)
+	}
+}
