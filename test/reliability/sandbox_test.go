@@ -75,6 +75,21 @@ func TestSandboxSession(t *testing.T) {
 		t.Fatalf("git in the workspace: %q %v", text, facts["sandbox"])
 	}
 
+	// The repository's config and hooks stay as they were, even renamed
+	// away.
+	before, _ := os.ReadFile(filepath.Join(ws, ".git", "config"))
+	for _, cmd := range []string{"echo '[core]' >> .git/config", "echo x > .git/hooks/pre-commit", "mv .git g2 && mkdir .git && echo x > .git/config"} {
+		text, _ := s.tool(t, ctx, "bash", map[string]any{"workdir": ws, "command": cmd})
+		if !strings.Contains(text, "[sandbox: file access denied under workspace-write mode]") {
+			t.Fatalf("%s: %q", cmd, text)
+		}
+	}
+	if after, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); string(after) != string(before) {
+		t.Fatalf(".git/config changed: %q", after)
+	}
+	mustNotExist(t, "a hook", filepath.Join(ws, ".git", "hooks", "pre-commit"))
+	mustNotExist(t, "a renamed .git", filepath.Join(ws, "g2"))
+
 	f = fault(t, "sandbox: a timeout, then a job killed, then the next commands")
 	text, _ = s.tool(t, ctx, "bash", map[string]any{"command": "sleep 30", "timeoutMs": 300})
 	if !strings.Contains(text, "[timed out after 300ms]") {

@@ -19,8 +19,9 @@ import (
 // seccomp kill). Exits of 2, 126 or 127 without such an error are the
 // command's own failures.
 
-// deniedWords are how EACCES, EPERM and EROFS read in tools' errors.
-var deniedWords = []string{"Permission denied", "Operation not permitted", "Read-only file system"}
+// deniedWords are how EACCES, EPERM, EROFS and EBUSY (a folder pinned
+// because it holds a protected path) read in tools' errors.
+var deniedWords = []string{"Permission denied", "Operation not permitted", "Read-only file system", "Device or resource busy"}
 
 // quoted finds the paths tools quote in their errors: 'x', "x", ‘x’, `x'.
 var quoted = regexp.MustCompile("['\"‘`]((?:/|\\./|\\.\\./|~/)?[^'\"‘’`\\s][^'\"‘’`]*)['\"’]")
@@ -85,13 +86,14 @@ func looksLikePath(s string) bool {
 }
 
 // writable reports whether the policy lets a command write path: inside
-// a writable root and not under a protected path.
+// a writable root, not under a protected path, and not a folder holding
+// one (those are pinned: they cannot be renamed or removed).
 func writable(sp *shell.SandboxPolicy, path string) bool {
 	if sp.GetMode() == sandbox.DangerFullAccess {
 		return true
 	}
 	for _, p := range sp.GetProtectedPaths() {
-		if within(path, p) {
+		if within(path, p) || within(p, path) {
 			return false
 		}
 	}

@@ -33,6 +33,8 @@ func TestJudge(t *testing.T) {
 		{"under a protected folder", ws, "cp: cannot create regular file '/w/.git/hooks/pre-commit': Read-only file system\n", code(1), "", true, []string{"/w/.git/hooks/pre-commit"}},
 		{"relative, from the workdir", ro, "touch: cannot touch 'f': Read-only file system\n", code(1), "", true, []string{"/w/f"}},
 		{"exit 126 with such an error", ws, "bash: line 1: /usr/local/bin/tool: Permission denied\n", code(126), "", true, []string{"/usr/local/bin/tool"}},
+		{"renaming a folder that holds a protected path", ws, "mv: cannot move '.git' to 'g2': Device or resource busy\n", code(1), "", true, []string{"/w/.git"}},
+		{"busy elsewhere in a root", ws, "rmdir: failed to remove '/w/mnt': Device or resource busy\n", code(1), "", false, nil},
 		{"seccomp kill", ws, "", code(159), "", true, nil},
 		{"SIGSYS", ws, "", nil, "SIGSYS", true, nil},
 		{"inside a writable root", ws, "bash: line 1: /w/locked: Permission denied\n", code(1), "", false, nil},
