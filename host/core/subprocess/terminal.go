@@ -502,3 +502,23 @@ func (m *Manager) CloseUnclaimed(ctx context.Context, owner, call string) error 
 	}
 	return errors.Join(errs...)
 }
+
+// Terminals lists owner's terminals.
+func (m *Manager) Terminals(owner string) []*Terminal {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*Terminal
+	for _, t := range m.terms {
+		if t.p.spec.Owner == owner {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Printed counts every byte the terminal printed, read or not.
+func (t *Terminal) Printed() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.total
+}
