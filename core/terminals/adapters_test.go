@@ -105,6 +105,12 @@ func TestAdaptersRoundTrip(t *testing.T) {
 	if _, ok := codesSeen[codes.PermissionDenied]; ok {
 		t.Error("a taxonomy kind travels as the code of a refusal")
 	}
+	// A host failure with a reason of its own keeps it, whatever its code
+	// would mean here.
+	fake.fail["x"] = sdk.HostError(codes.Unavailable, sdk.ReasonProviderGone, `plugin "term" is restarting`)
+	if _, err := c.Close(ctx, "x"); !errors.Is(err, sdk.ErrProviderGone) || errors.Is(err, ErrServiceDisposing) || !strings.Contains(err.Error(), "restarting") {
+		t.Errorf("a backend that is gone: %v", err)
+	}
 	fake.fail["bash"] = Errorf(ErrDuplicateBackend, `backend "bash" is registered by plugin a`)
 	if err := c.RegisterBackend(ctx, "bash", "bash"); !errors.Is(err, ErrDuplicateBackend) {
 		t.Errorf("register: %v", err)

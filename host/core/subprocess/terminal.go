@@ -66,6 +66,8 @@ type Terminal struct {
 	claimed atomic.Bool
 	// writeMu keeps one write at a time, each with its own deadline.
 	writeMu sync.Mutex
+	// writer is the call the latest write was made under (writeMu).
+	writer atomic.Pointer[string]
 
 	// obsMu is held while output is added and handed to observers, so
 	// an observer sees every byte exactly once, in order.
@@ -328,11 +330,18 @@ func (t *Terminal) take() TerminalRead {
 // Write writes input to the terminal, as if typed, within ctx. It returns
 // false when the terminal's program had exited (nothing was written).
 func (t *Terminal) Write(ctx context.Context, data []byte) (bool, error) {
+	return t.WriteFor(ctx, "", data)
+}
+
+// WriteFor is Write under call, the host-stamped call the write serves:
+// WroteFor tells afterwards whether that call wrote.
+func (t *Terminal) WriteFor(ctx context.Context, call string, data []byte) (bool, error) {
 	if t.p.finished() {
 		return false, nil
 	}
 	t.writeMu.Lock()
 	defer t.writeMu.Unlock()
+	t.writer.Store(&call)
 	// A program that does not read its input lets the terminal's input
 	// queue fill, and a write then waits: for as long as the caller does.
 	if dl, ok := ctx.Deadline(); ok {
@@ -358,6 +367,14 @@ func (t *Terminal) Write(ctx context.Context, data []byte) (bool, error) {
 		return false, fmt.Errorf("write to terminal %s: the terminal took no more input: %w", t.p.ID, cause)
 	}
 	return false, fmt.Errorf("write to terminal %s: %w", t.p.ID, err)
+}
+
+// WroteFor reports whether the latest write was made under call (which
+// must not be ""): a caller whose call failed tells by it whether any of
+// its input was typed.
+func (t *Terminal) WroteFor(call string) bool {
+	w := t.writer.Load()
+	return call != "" && w != nil && *w == call
 }
 
 // Resize sets the terminal's size; its program gets SIGWINCH. A terminal

@@ -61,7 +61,7 @@ func (s *Service) WriteTerminal(ctx context.Context, id string, data []byte) (bo
 	if err != nil {
 		return false, err
 	}
-	return t.Write(ctx, data)
+	return t.WriteFor(ctx, s.call(ctx), data)
 }
 
 func (s *Service) ReadTerminal(ctx context.Context, id string, wait time.Duration) (*subprocess.TerminalOutput, error) {

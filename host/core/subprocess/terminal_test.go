@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 
 	"github.com/dshrun/dsh/core/subprocess"
@@ -442,5 +443,33 @@ func TestTerminalServer(t *testing.T) {
 	}
 	if _, err := os.Stat("/proc/" + strconv.Itoa(term.Pid())); err == nil && testplugins.Alive(term.Pid()) {
 		t.Fatal("the killed terminal's shell lives")
+	}
+}
+
+// A confined terminal is forked from the thread its confinement
+// restricted, and only its tree is restricted; a confinement that fails
+// starts nothing.
+func TestTerminalConfined(t *testing.T) {
+	m := newManager(t)
+	term := shellOn(t, m, func(s *TerminalSpec) {
+		s.Confine = func() error { return unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }
+	})
+	var all bytes.Buffer
+	readTo(t, term, &all, testPrompt)
+	if out := run(t, term, &all, "grep NoNewPrivs /proc/$$/status"); !strings.Contains(out, "NoNewPrivs:\t1") {
+		t.Fatalf("the confined shell: %q", out)
+	}
+	if r := bash(t, m, "grep NoNewPrivs /proc/$$/status", nil); !strings.Contains(string(r.Stdout.Data), "NoNewPrivs:\t0") {
+		t.Fatalf("a command after it: %q", r.Stdout.Data)
+	}
+	_, err := m.SpawnTerminal(TerminalSpec{
+		Argv: []string{"bash"}, Dir: t.TempDir(), Owner: "agent",
+		Confine: func() error { return errors.New("no ruleset") },
+	})
+	if !errors.Is(err, ErrConfine) || !strings.Contains(err.Error(), "no ruleset") {
+		t.Fatalf("a confinement that fails: %v", err)
+	}
+	if n := len(m.Terminals("agent")); n != 1 {
+		t.Fatalf("%d terminals after the failed one", n)
 	}
 }

@@ -2,7 +2,10 @@ package terminals
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"google.golang.org/grpc/codes"
 
 	"github.com/dshrun/dsh/core/terminals"
 	"github.com/dshrun/dsh/internal/seam"
@@ -47,7 +50,7 @@ func (s *Service) Open(ctx context.Context, req *terminals.OpenRequest) (*termin
 	}
 	in, err := s.M.Open(ctx, owner, OpenRequest{Backend: req.Backend, Name: req.Name, Cwd: req.Cwd, Cols: int(req.Cols), Rows: int(req.Rows)})
 	if err != nil {
-		return nil, err
+		return nil, hostError(err)
 	}
 	return SessionProto(in), nil
 }
@@ -59,7 +62,7 @@ func (s *Service) Send(ctx context.Context, req *terminals.SendRequest) (*termin
 	}
 	in, err := s.M.Send(ctx, owner, req.Id, req.Text, req.Submit, req.Signal)
 	if err != nil {
-		return nil, err
+		return nil, hostError(err)
 	}
 	return SessionProto(in), nil
 }
@@ -71,7 +74,7 @@ func (s *Service) Read(ctx context.Context, id string, wait time.Duration) (*ter
 	}
 	out, err := s.M.Read(ctx, owner, id, wait)
 	if err != nil {
-		return nil, err
+		return nil, hostError(err)
 	}
 	return &terminals.Output{Session: SessionProto(out.Info), Data: out.Data, Dropped: out.Dropped, AtPrompt: out.AtPrompt}, nil
 }
@@ -83,7 +86,7 @@ func (s *Service) Signal(ctx context.Context, id, signal string, target terminal
 	}
 	ok, in, err := s.M.Signal(owner, id, signal, target == terminals.TargetShell)
 	if err != nil {
-		return nil, err
+		return nil, hostError(err)
 	}
 	return &terminals.Signalled{Delivered: ok, Session: SessionProto(in)}, nil
 }
@@ -95,7 +98,7 @@ func (s *Service) Resize(ctx context.Context, id string, cols, rows int) (*termi
 	}
 	in, err := s.M.Resize(owner, id, cols, rows)
 	if err != nil {
-		return nil, err
+		return nil, hostError(err)
 	}
 	return SessionProto(in), nil
 }
@@ -107,7 +110,7 @@ func (s *Service) Close(ctx context.Context, id string) (*terminals.Session, err
 	}
 	in, err := s.M.CloseSession(ctx, owner, id)
 	if err != nil {
-		return nil, err
+		return nil, hostError(err)
 	}
 	return SessionProto(in), nil
 }
@@ -119,13 +122,31 @@ func (s *Service) List(ctx context.Context) ([]*terminals.Session, error) {
 	}
 	list, err := s.M.List(owner)
 	if err != nil {
-		return nil, err
+		return nil, hostError(err)
 	}
 	out := make([]*terminals.Session, 0, len(list))
 	for _, in := range list {
 		out = append(out, SessionProto(in))
 	}
 	return out, nil
+}
+
+// hostError keeps the reason of a host failure on its way out (a backend
+// plugin gone or restarting, wrapped in the registry's words): the seam's
+// adapter keeps the code of a wrapped status but not its reason, and
+// UNAVAILABLE without one is ctx.terminals' own SERVICE_DISPOSING.
+func hostError(err error) error {
+	var e *sdk.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	switch {
+	case errors.Is(e, sdk.ErrProviderGone):
+		return sdk.HostError(codes.Unavailable, sdk.ReasonProviderGone, err.Error())
+	case errors.Is(e, sdk.ErrNotProvided):
+		return sdk.HostError(codes.Unavailable, sdk.ReasonNotProvided, err.Error())
+	}
+	return err
 }
 
 // SessionProto converts an Info for the wire.

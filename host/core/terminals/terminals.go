@@ -43,6 +43,7 @@ import (
 	"github.com/dshrun/dsh/core/terminals"
 	hsub "github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/plugins/terminal"
+	"github.com/dshrun/dsh/sdk"
 )
 
 // Slot is where a backend plugin entry serves: the process in it may be
@@ -415,6 +416,21 @@ func (m *Manager) reserve(owner string, req OpenRequest) (*Session, *backend, er
 // spawned. Whatever a failed start left (a terminal spawned under its
 // call that nobody claimed) is closed.
 func (m *Manager) start(ctx context.Context, s *Session, b *backend, req OpenRequest) (*hsub.Terminal, *terminal.Started, error) {
+	t, st, err := m.start1(ctx, s, b, req)
+	if err != nil && errors.Is(err, sdk.ErrProviderGone) && ctx.Err() == nil {
+		// The backend's process was gone (a crash its supervisor had not
+		// seen yet; what it left is closed): its successor starts it.
+		m.mu.Lock()
+		b = m.backends[s.Backend]
+		m.mu.Unlock()
+		if b != nil {
+			t, st, err = m.start1(ctx, s, b, req)
+		}
+	}
+	return t, st, err
+}
+
+func (m *Manager) start1(ctx context.Context, s *Session, b *backend, req OpenRequest) (*hsub.Terminal, *terminal.Started, error) {
 	conn, call, end := b.slot.Reach(s.Owner)
 	defer end()
 	fail := func(err error) (*hsub.Terminal, *terminal.Started, error) {
@@ -544,12 +560,32 @@ func (m *Manager) Send(ctx context.Context, owner, id, text string, submit bool,
 	if b == nil {
 		return Info{}, terminals.Errorf(terminals.ErrNoBackend, fmt.Sprintf("terminal backend %q, which session %s was opened with, is not registered now: close the session", s.Backend, id))
 	}
-	conn, _, end := b.slot.Reach(owner)
-	defer end()
-	if _, err := terminal.NewClient(conn).Send(ctx, &terminal.SendRequest{ProcessId: s.term.ID(), Text: text, Submit: submit}); err != nil {
-		return Info{}, fmt.Errorf("send to terminal session %s through backend %q (plugin %s): %w", id, b.name, b.label, err)
+	call, err := m.type1(ctx, s, b, text, submit)
+	if err != nil && errors.Is(err, sdk.ErrProviderGone) && !s.term.WroteFor(call) && ctx.Err() == nil {
+		// The backend's process was gone before it typed anything (a
+		// crash its supervisor had not seen yet): its successor types.
+		m.mu.Lock()
+		b = m.backends[s.Backend]
+		m.mu.Unlock()
+		if b != nil {
+			_, err = m.type1(ctx, s, b, text, submit)
+		}
+	}
+	if err != nil {
+		return Info{}, err
 	}
 	return m.info(s), nil
+}
+
+// type1 asks backend b once to type text into the session, and returns
+// the call it acted under.
+func (m *Manager) type1(ctx context.Context, s *Session, b *backend, text string, submit bool) (string, error) {
+	conn, call, end := b.slot.Reach(s.Owner)
+	defer end()
+	if _, err := terminal.NewClient(conn).Send(ctx, &terminal.SendRequest{ProcessId: s.term.ID(), Text: text, Submit: submit}); err != nil {
+		return call, fmt.Errorf("send to terminal session %s through backend %q (plugin %s): %w", s.ID, b.name, b.label, err)
+	}
+	return call, nil
 }
 
 // settle waits, after a signal and before typing, until the shell has
