@@ -45,7 +45,7 @@ func (s *Server) ReadTerminal(ctx context.Context, req *subprocessv1.TerminalRea
 	if err != nil {
 		return nil, err
 	}
-	r, err := t.ReadTerminal(ctx, req.Id, time.Duration(max(req.WaitMs, 0))*time.Millisecond)
+	r, err := t.ReadTerminal(ctx, req.Id, time.Duration(min(max(req.WaitMs, 0), 1<<40))*time.Millisecond)
 	return r, seam.ToStatus(err, kinds...)
 }
 

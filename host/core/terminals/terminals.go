@@ -332,6 +332,11 @@ func (m *Manager) Open(ctx context.Context, owner string, req OpenRequest) (Info
 		return Info{}, err
 	}
 	t, st, err := m.start(ctx, s, b, req)
+	// The screen is there before anything can reach the session.
+	var screen Screen
+	if err == nil && m.cfg.Attach != nil {
+		screen = m.cfg.Attach(s.ID, t)
+	}
 	m.mu.Lock()
 	if err == nil {
 		switch {
@@ -340,7 +345,7 @@ func (m *Manager) Open(ctx context.Context, owner string, req OpenRequest) (Info
 		case m.released[owner] || m.sessions[s.ID] != s:
 			err = errNotLive(owner)
 		default:
-			s.term, s.open = t, true
+			s.term, s.screen, s.open = t, screen, true
 			s.Dialect, s.prompt, s.Cwd = st.GetDialect().GetName(), st.GetDialect().GetPrompt(), st.Cwd
 			if s.Cwd == "" {
 				s.Cwd = req.Cwd
@@ -352,6 +357,9 @@ func (m *Manager) Open(ctx context.Context, owner string, req OpenRequest) (Info
 			delete(m.sessions, s.ID)
 		}
 		m.mu.Unlock()
+		if screen != nil {
+			screen.Close()
+		}
 		if t != nil {
 			// Started for an owner that went meanwhile, or a closing host.
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
@@ -362,9 +370,6 @@ func (m *Manager) Open(ctx context.Context, owner string, req OpenRequest) (Info
 		return Info{}, err
 	}
 	m.mu.Unlock()
-	if m.cfg.Attach != nil {
-		s.screen = m.cfg.Attach(s.ID, t)
-	}
 	m.log.Debug("terminal opened", "session", s.ID, "owner", owner, "backend", b.name, "plugin", b.plugin, "pid", t.Pid())
 	return m.info(s), nil
 }
