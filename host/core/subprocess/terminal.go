@@ -377,6 +377,30 @@ func (t *Terminal) WroteFor(call string) bool {
 	return call != "" && w != nil && *w == call
 }
 
+// Input is the terminal's input as an io.Writer, for what answers its
+// program from the host (a screen's replies to terminal queries): each
+// write waits at most inputTimeout for the terminal to take it, and fails
+// with io.ErrClosedPipe once the program has exited.
+func (t *Terminal) Input() io.Writer { return terminalInput{t} }
+
+// inputTimeout bounds one write through Input.
+const inputTimeout = 5 * time.Second
+
+type terminalInput struct{ t *Terminal }
+
+func (in terminalInput) Write(p []byte) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), inputTimeout)
+	defer cancel()
+	ok, err := in.t.Write(ctx, p)
+	switch {
+	case err != nil:
+		return 0, err
+	case !ok:
+		return 0, io.ErrClosedPipe
+	}
+	return len(p), nil
+}
+
 // Resize sets the terminal's size; its program gets SIGWINCH. A terminal
 // whose program exited keeps its last size.
 func (t *Terminal) Resize(cols, rows int) error {

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -120,6 +121,11 @@ func TestTerminalShell(t *testing.T) {
 	if !strings.Contains(out, strconv.Itoa(term.Pid())+" "+strconv.Itoa(term.Pid())) && !strings.Contains(out, strconv.Itoa(term.Pid())+"  "+strconv.Itoa(term.Pid())) {
 		t.Errorf("session and group of the shell (pid %d): %q", term.Pid(), out)
 	}
+	// Input takes what answers the program from the host.
+	if n, err := term.Input().Write([]byte("echo via-\"\"input\r")); n != len("echo via-\"\"input\r") || err != nil {
+		t.Fatalf("input: %d %v", n, err)
+	}
+	readTo(t, term, &all, "via-input\r\n")
 	write(t, term, "exit 3\r")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -134,6 +140,9 @@ func TestTerminalShell(t *testing.T) {
 	}
 	if ok, err := term.Write(ctx, []byte("echo late\r")); ok || err != nil {
 		t.Errorf("a write after the end: %v %v", ok, err)
+	}
+	if _, err := term.Input().Write([]byte("x")); !errors.Is(err, io.ErrClosedPipe) {
+		t.Errorf("input after the end: %v", err)
 	}
 	if _, ok, err := term.Signal(syscall.SIGINT, false); ok || err != nil {
 		t.Errorf("a signal after the end: %v %v", ok, err)

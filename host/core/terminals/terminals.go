@@ -73,11 +73,13 @@ type Caller interface {
 }
 
 // Screen is what may watch a session's terminal in the host: a terminal
-// emulator fed with its output (Terminal.Observe), told of each resize
-// and closed with the session.
+// emulator fed with its output (Terminal.Observe) that answers the
+// program's queries through Terminal.Input, told of each resize and closed
+// with the session (a *screen.Screen of host/core/terminals/screen is
+// one).
 type Screen interface {
 	Resize(cols, rows int)
-	Close()
+	Close() error
 }
 
 // Config configures a Manager.
@@ -358,7 +360,7 @@ func (m *Manager) Open(ctx context.Context, owner string, req OpenRequest) (Info
 		}
 		m.mu.Unlock()
 		if screen != nil {
-			screen.Close()
+			_ = screen.Close()
 		}
 		if t != nil {
 			// Started for an owner that went meanwhile, or a closing host.
@@ -745,7 +747,7 @@ func (m *Manager) CloseSession(ctx context.Context, owner, id string) (Info, err
 func (m *Manager) end(ctx context.Context, s *Session) error {
 	err := s.term.Close(ctx)
 	if s.screen != nil {
-		s.screen.Close()
+		_ = s.screen.Close()
 	}
 	m.cfg.Sub.Forget(s.term.ID())
 	if err != nil {

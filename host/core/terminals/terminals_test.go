@@ -702,7 +702,7 @@ type fakeScreen struct {
 }
 
 func (s *fakeScreen) Resize(c, r int) { s.mu.Lock(); s.size = [2]int{c, r}; s.mu.Unlock() }
-func (s *fakeScreen) Close()          { s.mu.Lock(); s.closed = true; s.mu.Unlock() }
+func (s *fakeScreen) Close() error    { s.mu.Lock(); s.closed = true; s.mu.Unlock(); return nil }
 
 type syncBuffer struct {
 	mu sync.Mutex
