@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/dshrun/dsh/core/approval"
 	"github.com/dshrun/dsh/core/approval/approvalv1"
@@ -15,6 +17,8 @@ import (
 	"github.com/dshrun/dsh/core/sandbox/sandboxv1"
 	"github.com/dshrun/dsh/core/subprocess"
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
+	"github.com/dshrun/dsh/core/terminals"
+	"github.com/dshrun/dsh/core/terminals/terminalsv1"
 	"github.com/dshrun/dsh/core/tools"
 	"github.com/dshrun/dsh/core/tools/toolsv1"
 	"github.com/dshrun/dsh/host/composition"
@@ -22,7 +26,9 @@ import (
 	hjobs "github.com/dshrun/dsh/host/core/jobs"
 	hsandbox "github.com/dshrun/dsh/host/core/sandbox"
 	hsub "github.com/dshrun/dsh/host/core/subprocess"
+	hterms "github.com/dshrun/dsh/host/core/terminals"
 	"github.com/dshrun/dsh/registry"
+	"github.com/dshrun/dsh/sdk"
 )
 
 // The host's own services. They are provided by a scope of the registry
@@ -44,6 +50,7 @@ var coreServices = map[string][]string{
 	sandbox.PolicyKey: {sandbox.PolicyServiceName},
 	sandbox.Key:       {sandbox.ServiceName},
 	approval.Key:      {approval.ServiceName},
+	terminals.Key:     {terminals.ServiceName},
 }
 
 // coreValue is the registry value of a core key.
@@ -94,6 +101,7 @@ func (h *Host) registerCore(s *grpc.Server, c caller) {
 		return h.confineOptions(o)
 	}}))
 	approvalv1.RegisterApprovalServer(s, approval.NewServer(&happroval.Service{Policy: h.approval, Caller: c.callerID(), Owner: owner, Asker: h.askerFor(c.callerID())}))
+	terminalsv1.RegisterTerminalsServer(s, terminals.NewServer(&hterms.Service{M: h.terms, Caller: termCaller{h: h, c: c}, Owner: owner}))
 }
 
 // coreInterceptors apply the capability check to the core services (the
@@ -160,4 +168,74 @@ func (h *Host) confineOptions(owner string) hsandbox.Options {
 		opt.ReadOnly = append(opt.ReadOnly, *bins...)
 	}
 	return opt
+}
+
+// ctx.terminals reaches a session's backend in the slot of the plugin that
+// registered it: whichever process holds the slot by then (a restarted one
+// serves the same sessions), each call acting for the session's owner.
+
+// termCaller is a plugin as ctx.terminals sees a backend that registers.
+type termCaller struct {
+	h *Host
+	c caller
+}
+
+func (t termCaller) ID() string    { return t.c.callerID() }
+func (t termCaller) Label() string { return t.c.callerLabel() }
+
+func (t termCaller) Serving() (hterms.Slot, bool) {
+	ld := t.c.self()
+	if ld == nil {
+		return nil, false
+	}
+	return backendSlot{h: t.h, sl: ld.slot, id: ld.en.id}, true
+}
+
+func (t termCaller) AddEffect(label string, dispose func(context.Context) error) error {
+	return t.c.addEffect(label, dispose)
+}
+
+// backendSlot is a backend plugin's slot.
+type backendSlot struct {
+	h  *Host
+	sl *slot
+	id string // the plugin's entry id
+}
+
+func (b backendSlot) Live() bool { return b.sl.live() }
+
+// Reach makes a call id of owner's that reaches the backend plugin, so
+// what it spawns through ctx.subprocess while serving is owner's.
+func (b backendSlot) Reach(owner string) (grpc.ClientConnInterface, string, func()) {
+	id, end := b.h.calls.begin(owner, b.id)
+	return backendConn{b: b, call: id}, id, end
+}
+
+// backendConn is a connection to a backend plugin's current process, for
+// calls of one owner's.
+type backendConn struct {
+	b    backendSlot
+	call string
+}
+
+func (c backendConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	h := c.b.h
+	ctx, cancel := context.WithTimeout(ctx, h.callTimeout())
+	defer cancel()
+	ld, err := c.b.sl.get(ctx, c.b.id, h.restartWait())
+	if err != nil {
+		return sdk.HostError(codes.Unavailable, sdk.ReasonProviderGone, err.Error())
+	}
+	ctx = metadata.AppendToOutgoingContext(ctx, sdk.MetaCaller, "host", sdk.MetaCall, c.call)
+	// Counted, so a reload of the backend lets the call finish first.
+	ld.inflight.begin()
+	defer ld.inflight.end()
+	if err := ld.proc.Conn().Invoke(ctx, method, args, reply, opts...); err != nil {
+		return gone(ctx, ld, err)
+	}
+	return nil
+}
+
+func (c backendConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+	return nil, sdk.HostError(codes.Unimplemented, sdk.ReasonUnknownService, "a terminal backend is called without streams")
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/dshrun/dsh/host/core/jobs"
 	hsandbox "github.com/dshrun/dsh/host/core/sandbox"
 	"github.com/dshrun/dsh/host/core/subprocess"
+	"github.com/dshrun/dsh/host/core/terminals"
 	"github.com/dshrun/dsh/host/plan"
 	"github.com/dshrun/dsh/host/pluginproc"
 	"github.com/dshrun/dsh/registry"
@@ -74,6 +75,7 @@ type Host struct {
 	reg      *registry.Registry
 	sub      *subprocess.Manager // ctx.subprocess
 	jobs     *jobs.Manager       // ctx.jobs
+	terms    *terminals.Manager  // ctx.terminals
 	tools    *toolRegistry       // ctx.tools
 	sandbox  *hsandbox.Service   // ctx.sandboxPolicy
 	runner   *hsandbox.Runner    // ctx.sandbox
@@ -267,6 +269,7 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 		applied:  comp,
 	}
 	h.jobs = jobs.New(jobs.Config{Open: h.openJobProcess})
+	h.terms = terminals.New(terminals.Config{Sub: sub, Logger: opts.Logger.Named("terminals")})
 	h.indexServices()
 	return h, nil
 }
@@ -328,7 +331,7 @@ func (h *Host) Close(ctx context.Context) error {
 		h.bg.Wait()
 		h.tools.Close()
 		h.jobs.Close()
-		errs = append(errs, h.sub.Close(ctx), h.runner.Close())
+		errs = append(errs, h.terms.Close(ctx), h.sub.Close(ctx), h.runner.Close())
 		errs = append(errs, h.rt.remove())
 		h.closeErr = errors.Join(errs...)
 	})

@@ -15,6 +15,7 @@ var kinds = []seam.Kind{
 	{Err: ErrCannotStart, Code: codes.FailedPrecondition},
 	{Err: ErrNotFound, Code: codes.NotFound},
 	{Err: ErrSandboxUnavailable, Code: codes.Aborted},
+	{Err: ErrInvalid, Code: codes.InvalidArgument},
 }
 
 // Client is a plugin's view of ctx.subprocess over gRPC.
@@ -22,7 +23,10 @@ type Client struct {
 	c subprocessv1.SubprocessClient
 }
 
-var _ Processes = (*Client)(nil)
+var (
+	_ Processes = (*Client)(nil)
+	_ Terminals = (*Client)(nil)
+)
 
 // NewClient wraps a connection to ctx.subprocess.
 func NewClient(conn grpc.ClientConnInterface) *Client {

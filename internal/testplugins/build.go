@@ -12,8 +12,8 @@ import (
 // Names lists the plugins this package holds, and the real plugins tests
 // build beside them.
 var (
-	Test = []string{"probe", "noop", "oldproto", "chatty"}
-	Real = []string{"shell-env", "bash-local", "bash-sandbox", "tool-bash"}
+	Test = []string{"probe", "noop", "oldproto", "chatty", "termdrive"}
+	Real = []string{"shell-env", "bash-local", "bash-sandbox", "tool-bash", "terminal-bash"}
 )
 
 // Root is the module's root directory.

@@ -77,6 +77,55 @@ func (Status) EnumDescriptor() ([]byte, []int) {
 	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{0}
 }
 
+// Who a terminal signal is for.
+type TerminalTarget int32
+
+const (
+	// The terminal's foreground process group (tcgetpgrp).
+	TerminalTarget_TERMINAL_TARGET_FOREGROUND TerminalTarget = 0
+	// The terminal's main process (the shell) alone.
+	TerminalTarget_TERMINAL_TARGET_MAIN TerminalTarget = 1
+)
+
+// Enum value maps for TerminalTarget.
+var (
+	TerminalTarget_name = map[int32]string{
+		0: "TERMINAL_TARGET_FOREGROUND",
+		1: "TERMINAL_TARGET_MAIN",
+	}
+	TerminalTarget_value = map[string]int32{
+		"TERMINAL_TARGET_FOREGROUND": 0,
+		"TERMINAL_TARGET_MAIN":       1,
+	}
+)
+
+func (x TerminalTarget) Enum() *TerminalTarget {
+	p := new(TerminalTarget)
+	*p = x
+	return p
+}
+
+func (x TerminalTarget) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TerminalTarget) Descriptor() protoreflect.EnumDescriptor {
+	return file_core_subprocess_subprocessv1_subprocess_proto_enumTypes[1].Descriptor()
+}
+
+func (TerminalTarget) Type() protoreflect.EnumType {
+	return &file_core_subprocess_subprocessv1_subprocess_proto_enumTypes[1]
+}
+
+func (x TerminalTarget) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TerminalTarget.Descriptor instead.
+func (TerminalTarget) EnumDescriptor() ([]byte, []int) {
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{1}
+}
+
 type SpawnRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Argv  []string               `protobuf:"bytes,1,rep,name=argv,proto3" json:"argv,omitempty"`
@@ -694,6 +743,562 @@ func (x *KillResponse) GetKilled() bool {
 	return false
 }
 
+type TerminalRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Argv  []string               `protobuf:"bytes,1,rep,name=argv,proto3" json:"argv,omitempty"`
+	Dir   string                 `protobuf:"bytes,2,opt,name=dir,proto3" json:"dir,omitempty"`
+	// The explicit layer over the host's scrubbed environment.
+	Env map[string]string `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Ignored: the host stamps the owner, as for SpawnRequest.
+	Owner string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	// The terminal's size; 0 means 80 columns, 24 rows.
+	Cols uint32 `protobuf:"varint,5,opt,name=cols,proto3" json:"cols,omitempty"`
+	Rows uint32 `protobuf:"varint,6,opt,name=rows,proto3" json:"rows,omitempty"`
+	// As SpawnRequest.confinement.
+	Confinement string `protobuf:"bytes,7,opt,name=confinement,proto3" json:"confinement,omitempty"`
+	// Unread output kept; older unread bytes are dropped (and counted).
+	// 0 means 256 KiB.
+	MaxBufferBytes int64 `protobuf:"varint,8,opt,name=max_buffer_bytes,json=maxBufferBytes,proto3" json:"max_buffer_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *TerminalRequest) Reset() {
+	*x = TerminalRequest{}
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TerminalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TerminalRequest) ProtoMessage() {}
+
+func (x *TerminalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TerminalRequest.ProtoReflect.Descriptor instead.
+func (*TerminalRequest) Descriptor() ([]byte, []int) {
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TerminalRequest) GetArgv() []string {
+	if x != nil {
+		return x.Argv
+	}
+	return nil
+}
+
+func (x *TerminalRequest) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+func (x *TerminalRequest) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *TerminalRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *TerminalRequest) GetCols() uint32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
+func (x *TerminalRequest) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *TerminalRequest) GetConfinement() string {
+	if x != nil {
+		return x.Confinement
+	}
+	return ""
+}
+
+func (x *TerminalRequest) GetMaxBufferBytes() int64 {
+	if x != nil {
+		return x.MaxBufferBytes
+	}
+	return 0
+}
+
+type TerminalInput struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TerminalInput) Reset() {
+	*x = TerminalInput{}
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TerminalInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TerminalInput) ProtoMessage() {}
+
+func (x *TerminalInput) ProtoReflect() protoreflect.Message {
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TerminalInput.ProtoReflect.Descriptor instead.
+func (*TerminalInput) Descriptor() ([]byte, []int) {
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TerminalInput) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *TerminalInput) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type TerminalWritten struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False when the terminal's program had exited: nothing was written.
+	Written       bool `protobuf:"varint,1,opt,name=written,proto3" json:"written,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TerminalWritten) Reset() {
+	*x = TerminalWritten{}
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TerminalWritten) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TerminalWritten) ProtoMessage() {}
+
+func (x *TerminalWritten) ProtoReflect() protoreflect.Message {
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TerminalWritten.ProtoReflect.Descriptor instead.
+func (*TerminalWritten) Descriptor() ([]byte, []int) {
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *TerminalWritten) GetWritten() bool {
+	if x != nil {
+		return x.Written
+	}
+	return false
+}
+
+type TerminalReadRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// How long to wait for output when there is none yet; 0 returns at once.
+	WaitMs        int64 `protobuf:"varint,2,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TerminalReadRequest) Reset() {
+	*x = TerminalReadRequest{}
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TerminalReadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TerminalReadRequest) ProtoMessage() {}
+
+func (x *TerminalReadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TerminalReadRequest.ProtoReflect.Descriptor instead.
+func (*TerminalReadRequest) Descriptor() ([]byte, []int) {
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *TerminalReadRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *TerminalReadRequest) GetWaitMs() int64 {
+	if x != nil {
+		return x.WaitMs
+	}
+	return 0
+}
+
+type TerminalOutput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the terminal printed since the previous read, raw.
+	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// Bytes printed since the previous read that were dropped unread
+	// (older than the kept buffer).
+	Dropped int64 `protobuf:"varint,2,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	// Every byte the terminal printed, read or not.
+	Total         int64  `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"`
+	Status        Status `protobuf:"varint,4,opt,name=status,proto3,enum=dsh.subprocess.v1.Status" json:"status,omitempty"`
+	ExitCode      *int32 `protobuf:"varint,5,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	Signal        string `protobuf:"bytes,6,opt,name=signal,proto3" json:"signal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TerminalOutput) Reset() {
+	*x = TerminalOutput{}
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TerminalOutput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TerminalOutput) ProtoMessage() {}
+
+func (x *TerminalOutput) ProtoReflect() protoreflect.Message {
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TerminalOutput.ProtoReflect.Descriptor instead.
+func (*TerminalOutput) Descriptor() ([]byte, []int) {
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *TerminalOutput) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *TerminalOutput) GetDropped() int64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+func (x *TerminalOutput) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *TerminalOutput) GetStatus() Status {
+	if x != nil {
+		return x.Status
+	}
+	return Status_STATUS_UNSPECIFIED
+}
+
+func (x *TerminalOutput) GetExitCode() int32 {
+	if x != nil && x.ExitCode != nil {
+		return *x.ExitCode
+	}
+	return 0
+}
+
+func (x *TerminalOutput) GetSignal() string {
+	if x != nil {
+		return x.Signal
+	}
+	return ""
+}
+
+type TerminalSize struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Cols          uint32                 `protobuf:"varint,2,opt,name=cols,proto3" json:"cols,omitempty"`
+	Rows          uint32                 `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TerminalSize) Reset() {
+	*x = TerminalSize{}
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TerminalSize) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TerminalSize) ProtoMessage() {}
+
+func (x *TerminalSize) ProtoReflect() protoreflect.Message {
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TerminalSize.ProtoReflect.Descriptor instead.
+func (*TerminalSize) Descriptor() ([]byte, []int) {
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *TerminalSize) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *TerminalSize) GetCols() uint32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
+func (x *TerminalSize) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+type TerminalResized struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TerminalResized) Reset() {
+	*x = TerminalResized{}
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TerminalResized) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TerminalResized) ProtoMessage() {}
+
+func (x *TerminalResized) ProtoReflect() protoreflect.Message {
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TerminalResized.ProtoReflect.Descriptor instead.
+func (*TerminalResized) Descriptor() ([]byte, []int) {
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{13}
+}
+
+type TerminalSignal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// A signal name: SIGINT, SIGTERM, SIGKILL, SIGTSTP, SIGHUP, SIGQUIT,
+	// SIGCONT, SIGWINCH, SIGUSR1, SIGUSR2.
+	Signal        string         `protobuf:"bytes,2,opt,name=signal,proto3" json:"signal,omitempty"`
+	Target        TerminalTarget `protobuf:"varint,3,opt,name=target,proto3,enum=dsh.subprocess.v1.TerminalTarget" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TerminalSignal) Reset() {
+	*x = TerminalSignal{}
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TerminalSignal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TerminalSignal) ProtoMessage() {}
+
+func (x *TerminalSignal) ProtoReflect() protoreflect.Message {
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TerminalSignal.ProtoReflect.Descriptor instead.
+func (*TerminalSignal) Descriptor() ([]byte, []int) {
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *TerminalSignal) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *TerminalSignal) GetSignal() string {
+	if x != nil {
+		return x.Signal
+	}
+	return ""
+}
+
+func (x *TerminalSignal) GetTarget() TerminalTarget {
+	if x != nil {
+		return x.Target
+	}
+	return TerminalTarget_TERMINAL_TARGET_FOREGROUND
+}
+
+type TerminalSignalled struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False when the terminal's program had exited: nothing was signalled.
+	Signalled bool `protobuf:"varint,1,opt,name=signalled,proto3" json:"signalled,omitempty"`
+	// The process group signalled (foreground), or the process (main).
+	Pid           int32 `protobuf:"varint,2,opt,name=pid,proto3" json:"pid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TerminalSignalled) Reset() {
+	*x = TerminalSignalled{}
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TerminalSignalled) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TerminalSignalled) ProtoMessage() {}
+
+func (x *TerminalSignalled) ProtoReflect() protoreflect.Message {
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TerminalSignalled.ProtoReflect.Descriptor instead.
+func (*TerminalSignalled) Descriptor() ([]byte, []int) {
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *TerminalSignalled) GetSignalled() bool {
+	if x != nil {
+		return x.Signalled
+	}
+	return false
+}
+
+func (x *TerminalSignalled) GetPid() int32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
 var File_core_subprocess_subprocessv1_subprocess_proto protoreflect.FileDescriptor
 
 const file_core_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
@@ -762,19 +1367,68 @@ const file_core_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
 	"\n" +
 	"_exit_code\"&\n" +
 	"\fKillResponse\x12\x16\n" +
-	"\x06killed\x18\x01 \x01(\bR\x06killed*]\n" +
+	"\x06killed\x18\x01 \x01(\bR\x06killed\"\xb8\x02\n" +
+	"\x0fTerminalRequest\x12\x12\n" +
+	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
+	"\x03dir\x18\x02 \x01(\tR\x03dir\x12=\n" +
+	"\x03env\x18\x03 \x03(\v2+.dsh.subprocess.v1.TerminalRequest.EnvEntryR\x03env\x12\x14\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x12\n" +
+	"\x04cols\x18\x05 \x01(\rR\x04cols\x12\x12\n" +
+	"\x04rows\x18\x06 \x01(\rR\x04rows\x12 \n" +
+	"\vconfinement\x18\a \x01(\tR\vconfinement\x12(\n" +
+	"\x10max_buffer_bytes\x18\b \x01(\x03R\x0emaxBufferBytes\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"3\n" +
+	"\rTerminalInput\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"+\n" +
+	"\x0fTerminalWritten\x12\x18\n" +
+	"\awritten\x18\x01 \x01(\bR\awritten\">\n" +
+	"\x13TerminalReadRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
+	"\await_ms\x18\x02 \x01(\x03R\x06waitMs\"\xcf\x01\n" +
+	"\x0eTerminalOutput\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x18\n" +
+	"\adropped\x18\x02 \x01(\x03R\adropped\x12\x14\n" +
+	"\x05total\x18\x03 \x01(\x03R\x05total\x121\n" +
+	"\x06status\x18\x04 \x01(\x0e2\x19.dsh.subprocess.v1.StatusR\x06status\x12 \n" +
+	"\texit_code\x18\x05 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
+	"\x06signal\x18\x06 \x01(\tR\x06signalB\f\n" +
+	"\n" +
+	"_exit_code\"F\n" +
+	"\fTerminalSize\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04cols\x18\x02 \x01(\rR\x04cols\x12\x12\n" +
+	"\x04rows\x18\x03 \x01(\rR\x04rows\"\x11\n" +
+	"\x0fTerminalResized\"s\n" +
+	"\x0eTerminalSignal\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06signal\x18\x02 \x01(\tR\x06signal\x129\n" +
+	"\x06target\x18\x03 \x01(\x0e2!.dsh.subprocess.v1.TerminalTargetR\x06target\"C\n" +
+	"\x11TerminalSignalled\x12\x1c\n" +
+	"\tsignalled\x18\x01 \x01(\bR\tsignalled\x12\x10\n" +
+	"\x03pid\x18\x02 \x01(\x05R\x03pid*]\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSTATUS_RUNNING\x10\x01\x12\x14\n" +
 	"\x10STATUS_COMPLETED\x10\x02\x12\x11\n" +
-	"\rSTATUS_KILLED\x10\x032\xed\x02\n" +
+	"\rSTATUS_KILLED\x10\x03*J\n" +
+	"\x0eTerminalTarget\x12\x1e\n" +
+	"\x1aTERMINAL_TARGET_FOREGROUND\x10\x00\x12\x18\n" +
+	"\x14TERMINAL_TARGET_MAIN\x10\x012\xa8\x06\n" +
 	"\n" +
 	"Subprocess\x12A\n" +
 	"\x03Run\x12\x1f.dsh.subprocess.v1.SpawnRequest\x1a\x19.dsh.subprocess.v1.Result\x12J\n" +
 	"\x05Start\x12\x1f.dsh.subprocess.v1.SpawnRequest\x1a .dsh.subprocess.v1.StartResponse\x12F\n" +
 	"\x04Read\x12\x1d.dsh.subprocess.v1.ProcessRef\x1a\x1f.dsh.subprocess.v1.ReadResponse\x12F\n" +
 	"\x04Kill\x12\x1d.dsh.subprocess.v1.ProcessRef\x1a\x1f.dsh.subprocess.v1.KillResponse\x12@\n" +
-	"\x04Wait\x12\x1d.dsh.subprocess.v1.ProcessRef\x1a\x19.dsh.subprocess.v1.ResultBAZ?github.com/dshrun/dsh/core/subprocess/subprocessv1;subprocessv1b\x06proto3"
+	"\x04Wait\x12\x1d.dsh.subprocess.v1.ProcessRef\x1a\x19.dsh.subprocess.v1.Result\x12U\n" +
+	"\rSpawnTerminal\x12\".dsh.subprocess.v1.TerminalRequest\x1a .dsh.subprocess.v1.StartResponse\x12U\n" +
+	"\rWriteTerminal\x12 .dsh.subprocess.v1.TerminalInput\x1a\".dsh.subprocess.v1.TerminalWritten\x12Y\n" +
+	"\fReadTerminal\x12&.dsh.subprocess.v1.TerminalReadRequest\x1a!.dsh.subprocess.v1.TerminalOutput\x12U\n" +
+	"\x0eResizeTerminal\x12\x1f.dsh.subprocess.v1.TerminalSize\x1a\".dsh.subprocess.v1.TerminalResized\x12Y\n" +
+	"\x0eSignalTerminal\x12!.dsh.subprocess.v1.TerminalSignal\x1a$.dsh.subprocess.v1.TerminalSignalledBAZ?github.com/dshrun/dsh/core/subprocess/subprocessv1;subprocessv1b\x06proto3"
 
 var (
 	file_core_subprocess_subprocessv1_subprocess_proto_rawDescOnce sync.Once
@@ -788,42 +1442,66 @@ func file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP() []byte {
 	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescData
 }
 
-var file_core_subprocess_subprocessv1_subprocess_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_core_subprocess_subprocessv1_subprocess_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_core_subprocess_subprocessv1_subprocess_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_core_subprocess_subprocessv1_subprocess_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_core_subprocess_subprocessv1_subprocess_proto_goTypes = []any{
-	(Status)(0),           // 0: dsh.subprocess.v1.Status
-	(*SpawnRequest)(nil),  // 1: dsh.subprocess.v1.SpawnRequest
-	(*StartResponse)(nil), // 2: dsh.subprocess.v1.StartResponse
-	(*ProcessRef)(nil),    // 3: dsh.subprocess.v1.ProcessRef
-	(*Collected)(nil),     // 4: dsh.subprocess.v1.Collected
-	(*Result)(nil),        // 5: dsh.subprocess.v1.Result
-	(*ReadResponse)(nil),  // 6: dsh.subprocess.v1.ReadResponse
-	(*KillResponse)(nil),  // 7: dsh.subprocess.v1.KillResponse
-	nil,                   // 8: dsh.subprocess.v1.SpawnRequest.EnvEntry
+	(Status)(0),                 // 0: dsh.subprocess.v1.Status
+	(TerminalTarget)(0),         // 1: dsh.subprocess.v1.TerminalTarget
+	(*SpawnRequest)(nil),        // 2: dsh.subprocess.v1.SpawnRequest
+	(*StartResponse)(nil),       // 3: dsh.subprocess.v1.StartResponse
+	(*ProcessRef)(nil),          // 4: dsh.subprocess.v1.ProcessRef
+	(*Collected)(nil),           // 5: dsh.subprocess.v1.Collected
+	(*Result)(nil),              // 6: dsh.subprocess.v1.Result
+	(*ReadResponse)(nil),        // 7: dsh.subprocess.v1.ReadResponse
+	(*KillResponse)(nil),        // 8: dsh.subprocess.v1.KillResponse
+	(*TerminalRequest)(nil),     // 9: dsh.subprocess.v1.TerminalRequest
+	(*TerminalInput)(nil),       // 10: dsh.subprocess.v1.TerminalInput
+	(*TerminalWritten)(nil),     // 11: dsh.subprocess.v1.TerminalWritten
+	(*TerminalReadRequest)(nil), // 12: dsh.subprocess.v1.TerminalReadRequest
+	(*TerminalOutput)(nil),      // 13: dsh.subprocess.v1.TerminalOutput
+	(*TerminalSize)(nil),        // 14: dsh.subprocess.v1.TerminalSize
+	(*TerminalResized)(nil),     // 15: dsh.subprocess.v1.TerminalResized
+	(*TerminalSignal)(nil),      // 16: dsh.subprocess.v1.TerminalSignal
+	(*TerminalSignalled)(nil),   // 17: dsh.subprocess.v1.TerminalSignalled
+	nil,                         // 18: dsh.subprocess.v1.SpawnRequest.EnvEntry
+	nil,                         // 19: dsh.subprocess.v1.TerminalRequest.EnvEntry
 }
 var file_core_subprocess_subprocessv1_subprocess_proto_depIdxs = []int32{
-	8,  // 0: dsh.subprocess.v1.SpawnRequest.env:type_name -> dsh.subprocess.v1.SpawnRequest.EnvEntry
+	18, // 0: dsh.subprocess.v1.SpawnRequest.env:type_name -> dsh.subprocess.v1.SpawnRequest.EnvEntry
 	0,  // 1: dsh.subprocess.v1.Result.status:type_name -> dsh.subprocess.v1.Status
-	4,  // 2: dsh.subprocess.v1.Result.stdout:type_name -> dsh.subprocess.v1.Collected
-	4,  // 3: dsh.subprocess.v1.Result.stderr:type_name -> dsh.subprocess.v1.Collected
-	4,  // 4: dsh.subprocess.v1.ReadResponse.stdout:type_name -> dsh.subprocess.v1.Collected
-	4,  // 5: dsh.subprocess.v1.ReadResponse.stderr:type_name -> dsh.subprocess.v1.Collected
+	5,  // 2: dsh.subprocess.v1.Result.stdout:type_name -> dsh.subprocess.v1.Collected
+	5,  // 3: dsh.subprocess.v1.Result.stderr:type_name -> dsh.subprocess.v1.Collected
+	5,  // 4: dsh.subprocess.v1.ReadResponse.stdout:type_name -> dsh.subprocess.v1.Collected
+	5,  // 5: dsh.subprocess.v1.ReadResponse.stderr:type_name -> dsh.subprocess.v1.Collected
 	0,  // 6: dsh.subprocess.v1.ReadResponse.status:type_name -> dsh.subprocess.v1.Status
-	1,  // 7: dsh.subprocess.v1.Subprocess.Run:input_type -> dsh.subprocess.v1.SpawnRequest
-	1,  // 8: dsh.subprocess.v1.Subprocess.Start:input_type -> dsh.subprocess.v1.SpawnRequest
-	3,  // 9: dsh.subprocess.v1.Subprocess.Read:input_type -> dsh.subprocess.v1.ProcessRef
-	3,  // 10: dsh.subprocess.v1.Subprocess.Kill:input_type -> dsh.subprocess.v1.ProcessRef
-	3,  // 11: dsh.subprocess.v1.Subprocess.Wait:input_type -> dsh.subprocess.v1.ProcessRef
-	5,  // 12: dsh.subprocess.v1.Subprocess.Run:output_type -> dsh.subprocess.v1.Result
-	2,  // 13: dsh.subprocess.v1.Subprocess.Start:output_type -> dsh.subprocess.v1.StartResponse
-	6,  // 14: dsh.subprocess.v1.Subprocess.Read:output_type -> dsh.subprocess.v1.ReadResponse
-	7,  // 15: dsh.subprocess.v1.Subprocess.Kill:output_type -> dsh.subprocess.v1.KillResponse
-	5,  // 16: dsh.subprocess.v1.Subprocess.Wait:output_type -> dsh.subprocess.v1.Result
-	12, // [12:17] is the sub-list for method output_type
-	7,  // [7:12] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	19, // 7: dsh.subprocess.v1.TerminalRequest.env:type_name -> dsh.subprocess.v1.TerminalRequest.EnvEntry
+	0,  // 8: dsh.subprocess.v1.TerminalOutput.status:type_name -> dsh.subprocess.v1.Status
+	1,  // 9: dsh.subprocess.v1.TerminalSignal.target:type_name -> dsh.subprocess.v1.TerminalTarget
+	2,  // 10: dsh.subprocess.v1.Subprocess.Run:input_type -> dsh.subprocess.v1.SpawnRequest
+	2,  // 11: dsh.subprocess.v1.Subprocess.Start:input_type -> dsh.subprocess.v1.SpawnRequest
+	4,  // 12: dsh.subprocess.v1.Subprocess.Read:input_type -> dsh.subprocess.v1.ProcessRef
+	4,  // 13: dsh.subprocess.v1.Subprocess.Kill:input_type -> dsh.subprocess.v1.ProcessRef
+	4,  // 14: dsh.subprocess.v1.Subprocess.Wait:input_type -> dsh.subprocess.v1.ProcessRef
+	9,  // 15: dsh.subprocess.v1.Subprocess.SpawnTerminal:input_type -> dsh.subprocess.v1.TerminalRequest
+	10, // 16: dsh.subprocess.v1.Subprocess.WriteTerminal:input_type -> dsh.subprocess.v1.TerminalInput
+	12, // 17: dsh.subprocess.v1.Subprocess.ReadTerminal:input_type -> dsh.subprocess.v1.TerminalReadRequest
+	14, // 18: dsh.subprocess.v1.Subprocess.ResizeTerminal:input_type -> dsh.subprocess.v1.TerminalSize
+	16, // 19: dsh.subprocess.v1.Subprocess.SignalTerminal:input_type -> dsh.subprocess.v1.TerminalSignal
+	6,  // 20: dsh.subprocess.v1.Subprocess.Run:output_type -> dsh.subprocess.v1.Result
+	3,  // 21: dsh.subprocess.v1.Subprocess.Start:output_type -> dsh.subprocess.v1.StartResponse
+	7,  // 22: dsh.subprocess.v1.Subprocess.Read:output_type -> dsh.subprocess.v1.ReadResponse
+	8,  // 23: dsh.subprocess.v1.Subprocess.Kill:output_type -> dsh.subprocess.v1.KillResponse
+	6,  // 24: dsh.subprocess.v1.Subprocess.Wait:output_type -> dsh.subprocess.v1.Result
+	3,  // 25: dsh.subprocess.v1.Subprocess.SpawnTerminal:output_type -> dsh.subprocess.v1.StartResponse
+	11, // 26: dsh.subprocess.v1.Subprocess.WriteTerminal:output_type -> dsh.subprocess.v1.TerminalWritten
+	13, // 27: dsh.subprocess.v1.Subprocess.ReadTerminal:output_type -> dsh.subprocess.v1.TerminalOutput
+	15, // 28: dsh.subprocess.v1.Subprocess.ResizeTerminal:output_type -> dsh.subprocess.v1.TerminalResized
+	17, // 29: dsh.subprocess.v1.Subprocess.SignalTerminal:output_type -> dsh.subprocess.v1.TerminalSignalled
+	20, // [20:30] is the sub-list for method output_type
+	10, // [10:20] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_core_subprocess_subprocessv1_subprocess_proto_init() }
@@ -833,13 +1511,14 @@ func file_core_subprocess_subprocessv1_subprocess_proto_init() {
 	}
 	file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[4].OneofWrappers = []any{}
 	file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[5].OneofWrappers = []any{}
+	file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_core_subprocess_subprocessv1_subprocess_proto_rawDesc), len(file_core_subprocess_subprocessv1_subprocess_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   8,
+			NumEnums:      2,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,11 +23,16 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Subprocess_Run_FullMethodName   = "/dsh.subprocess.v1.Subprocess/Run"
-	Subprocess_Start_FullMethodName = "/dsh.subprocess.v1.Subprocess/Start"
-	Subprocess_Read_FullMethodName  = "/dsh.subprocess.v1.Subprocess/Read"
-	Subprocess_Kill_FullMethodName  = "/dsh.subprocess.v1.Subprocess/Kill"
-	Subprocess_Wait_FullMethodName  = "/dsh.subprocess.v1.Subprocess/Wait"
+	Subprocess_Run_FullMethodName            = "/dsh.subprocess.v1.Subprocess/Run"
+	Subprocess_Start_FullMethodName          = "/dsh.subprocess.v1.Subprocess/Start"
+	Subprocess_Read_FullMethodName           = "/dsh.subprocess.v1.Subprocess/Read"
+	Subprocess_Kill_FullMethodName           = "/dsh.subprocess.v1.Subprocess/Kill"
+	Subprocess_Wait_FullMethodName           = "/dsh.subprocess.v1.Subprocess/Wait"
+	Subprocess_SpawnTerminal_FullMethodName  = "/dsh.subprocess.v1.Subprocess/SpawnTerminal"
+	Subprocess_WriteTerminal_FullMethodName  = "/dsh.subprocess.v1.Subprocess/WriteTerminal"
+	Subprocess_ReadTerminal_FullMethodName   = "/dsh.subprocess.v1.Subprocess/ReadTerminal"
+	Subprocess_ResizeTerminal_FullMethodName = "/dsh.subprocess.v1.Subprocess/ResizeTerminal"
+	Subprocess_SignalTerminal_FullMethodName = "/dsh.subprocess.v1.Subprocess/SignalTerminal"
 )
 
 // SubprocessClient is the client API for Subprocess service.
@@ -49,6 +54,23 @@ type SubprocessClient interface {
 	// Wait blocks until the process has finished and returns its outcome
 	// (the output in it is whatever no Read consumed).
 	Wait(ctx context.Context, in *ProcessRef, opts ...grpc.CallOption) (*Result, error)
+	// SpawnTerminal starts a command on a new pseudo-terminal the host holds:
+	// the command leads a new session whose controlling terminal it is, in a
+	// tree of its own like every command (Kill and Wait take its id, and the
+	// tree dies with its owner and with the host), with no timeout. Its
+	// output is kept, bounded, for ReadTerminal.
+	SpawnTerminal(ctx context.Context, in *TerminalRequest, opts ...grpc.CallOption) (*StartResponse, error)
+	// WriteTerminal writes input to the terminal, as if typed.
+	WriteTerminal(ctx context.Context, in *TerminalInput, opts ...grpc.CallOption) (*TerminalWritten, error)
+	// ReadTerminal consumes the output produced since the previous read,
+	// waiting up to wait_ms for some when there is none. A terminal that
+	// ctx.terminals holds is read by it alone (PERMISSION_DENIED).
+	ReadTerminal(ctx context.Context, in *TerminalReadRequest, opts ...grpc.CallOption) (*TerminalOutput, error)
+	// ResizeTerminal sets the terminal's size (the program gets SIGWINCH).
+	ResizeTerminal(ctx context.Context, in *TerminalSize, opts ...grpc.CallOption) (*TerminalResized, error)
+	// SignalTerminal signals the terminal's foreground process group (what
+	// the terminal's program runs in the foreground) or its main process.
+	SignalTerminal(ctx context.Context, in *TerminalSignal, opts ...grpc.CallOption) (*TerminalSignalled, error)
 }
 
 type subprocessClient struct {
@@ -109,6 +131,56 @@ func (c *subprocessClient) Wait(ctx context.Context, in *ProcessRef, opts ...grp
 	return out, nil
 }
 
+func (c *subprocessClient) SpawnTerminal(ctx context.Context, in *TerminalRequest, opts ...grpc.CallOption) (*StartResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StartResponse)
+	err := c.cc.Invoke(ctx, Subprocess_SpawnTerminal_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *subprocessClient) WriteTerminal(ctx context.Context, in *TerminalInput, opts ...grpc.CallOption) (*TerminalWritten, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TerminalWritten)
+	err := c.cc.Invoke(ctx, Subprocess_WriteTerminal_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *subprocessClient) ReadTerminal(ctx context.Context, in *TerminalReadRequest, opts ...grpc.CallOption) (*TerminalOutput, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TerminalOutput)
+	err := c.cc.Invoke(ctx, Subprocess_ReadTerminal_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *subprocessClient) ResizeTerminal(ctx context.Context, in *TerminalSize, opts ...grpc.CallOption) (*TerminalResized, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TerminalResized)
+	err := c.cc.Invoke(ctx, Subprocess_ResizeTerminal_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *subprocessClient) SignalTerminal(ctx context.Context, in *TerminalSignal, opts ...grpc.CallOption) (*TerminalSignalled, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TerminalSignalled)
+	err := c.cc.Invoke(ctx, Subprocess_SignalTerminal_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SubprocessServer is the server API for Subprocess service.
 // All implementations must embed UnimplementedSubprocessServer
 // for forward compatibility.
@@ -128,6 +200,23 @@ type SubprocessServer interface {
 	// Wait blocks until the process has finished and returns its outcome
 	// (the output in it is whatever no Read consumed).
 	Wait(context.Context, *ProcessRef) (*Result, error)
+	// SpawnTerminal starts a command on a new pseudo-terminal the host holds:
+	// the command leads a new session whose controlling terminal it is, in a
+	// tree of its own like every command (Kill and Wait take its id, and the
+	// tree dies with its owner and with the host), with no timeout. Its
+	// output is kept, bounded, for ReadTerminal.
+	SpawnTerminal(context.Context, *TerminalRequest) (*StartResponse, error)
+	// WriteTerminal writes input to the terminal, as if typed.
+	WriteTerminal(context.Context, *TerminalInput) (*TerminalWritten, error)
+	// ReadTerminal consumes the output produced since the previous read,
+	// waiting up to wait_ms for some when there is none. A terminal that
+	// ctx.terminals holds is read by it alone (PERMISSION_DENIED).
+	ReadTerminal(context.Context, *TerminalReadRequest) (*TerminalOutput, error)
+	// ResizeTerminal sets the terminal's size (the program gets SIGWINCH).
+	ResizeTerminal(context.Context, *TerminalSize) (*TerminalResized, error)
+	// SignalTerminal signals the terminal's foreground process group (what
+	// the terminal's program runs in the foreground) or its main process.
+	SignalTerminal(context.Context, *TerminalSignal) (*TerminalSignalled, error)
 	mustEmbedUnimplementedSubprocessServer()
 }
 
@@ -152,6 +241,21 @@ func (UnimplementedSubprocessServer) Kill(context.Context, *ProcessRef) (*KillRe
 }
 func (UnimplementedSubprocessServer) Wait(context.Context, *ProcessRef) (*Result, error) {
 	return nil, status.Error(codes.Unimplemented, "method Wait not implemented")
+}
+func (UnimplementedSubprocessServer) SpawnTerminal(context.Context, *TerminalRequest) (*StartResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SpawnTerminal not implemented")
+}
+func (UnimplementedSubprocessServer) WriteTerminal(context.Context, *TerminalInput) (*TerminalWritten, error) {
+	return nil, status.Error(codes.Unimplemented, "method WriteTerminal not implemented")
+}
+func (UnimplementedSubprocessServer) ReadTerminal(context.Context, *TerminalReadRequest) (*TerminalOutput, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadTerminal not implemented")
+}
+func (UnimplementedSubprocessServer) ResizeTerminal(context.Context, *TerminalSize) (*TerminalResized, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResizeTerminal not implemented")
+}
+func (UnimplementedSubprocessServer) SignalTerminal(context.Context, *TerminalSignal) (*TerminalSignalled, error) {
+	return nil, status.Error(codes.Unimplemented, "method SignalTerminal not implemented")
 }
 func (UnimplementedSubprocessServer) mustEmbedUnimplementedSubprocessServer() {}
 func (UnimplementedSubprocessServer) testEmbeddedByValue()                    {}
@@ -264,6 +368,96 @@ func _Subprocess_Wait_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Subprocess_SpawnTerminal_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TerminalRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SubprocessServer).SpawnTerminal(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Subprocess_SpawnTerminal_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SubprocessServer).SpawnTerminal(ctx, req.(*TerminalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Subprocess_WriteTerminal_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TerminalInput)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SubprocessServer).WriteTerminal(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Subprocess_WriteTerminal_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SubprocessServer).WriteTerminal(ctx, req.(*TerminalInput))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Subprocess_ReadTerminal_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TerminalReadRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SubprocessServer).ReadTerminal(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Subprocess_ReadTerminal_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SubprocessServer).ReadTerminal(ctx, req.(*TerminalReadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Subprocess_ResizeTerminal_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TerminalSize)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SubprocessServer).ResizeTerminal(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Subprocess_ResizeTerminal_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SubprocessServer).ResizeTerminal(ctx, req.(*TerminalSize))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Subprocess_SignalTerminal_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TerminalSignal)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SubprocessServer).SignalTerminal(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Subprocess_SignalTerminal_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SubprocessServer).SignalTerminal(ctx, req.(*TerminalSignal))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Subprocess_ServiceDesc is the grpc.ServiceDesc for Subprocess service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -290,6 +484,26 @@ var Subprocess_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Wait",
 			Handler:    _Subprocess_Wait_Handler,
+		},
+		{
+			MethodName: "SpawnTerminal",
+			Handler:    _Subprocess_SpawnTerminal_Handler,
+		},
+		{
+			MethodName: "WriteTerminal",
+			Handler:    _Subprocess_WriteTerminal_Handler,
+		},
+		{
+			MethodName: "ReadTerminal",
+			Handler:    _Subprocess_ReadTerminal_Handler,
+		},
+		{
+			MethodName: "ResizeTerminal",
+			Handler:    _Subprocess_ResizeTerminal_Handler,
+		},
+		{
+			MethodName: "SignalTerminal",
+			Handler:    _Subprocess_SignalTerminal_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -68,16 +68,26 @@ func (s *Service) spec(ctx context.Context, req *subprocess.SpawnRequest) (Spec,
 		}
 	}
 	if req.Confinement != "" {
-		if s.Confinement == nil {
-			return spec, subprocess.SandboxUnavailable(errors.New("this host confines no commands"))
-		}
-		confine, err := s.Confinement(req.Confinement)
+		confine, err := s.confinement(req.Confinement)
 		if err != nil {
-			return spec, subprocess.SandboxUnavailable(err)
+			return spec, err
 		}
 		spec.Confine = confine
 	}
 	return spec, nil
+}
+
+// confinement is what applies the confinement token names, or why the
+// spawn is refused.
+func (s *Service) confinement(token string) (func() error, error) {
+	if s.Confinement == nil {
+		return nil, subprocess.SandboxUnavailable(errors.New("this host confines no commands"))
+	}
+	confine, err := s.Confinement(token)
+	if err != nil {
+		return nil, subprocess.SandboxUnavailable(err)
+	}
+	return confine, nil
 }
 
 // errCancelledRun is a Run whose call was cancelled before it began.

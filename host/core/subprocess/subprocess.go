@@ -192,6 +192,7 @@ type Manager struct {
 
 	mu     sync.Mutex
 	procs  map[string]*Process
+	terms  map[string]*Terminal // the terminals among procs (terminal.go)
 	closed bool
 }
 
@@ -214,7 +215,7 @@ func New(cfg Config) (*Manager, error) {
 	if err := os.MkdirAll(cfg.SpillDir, 0o700); err != nil {
 		return nil, fmt.Errorf("subprocess: spill directory: %w", err)
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger, procs: map[string]*Process{}, ambient: map[string]string{}}
+	m := &Manager{cfg: cfg, log: cfg.Logger, procs: map[string]*Process{}, terms: map[string]*Terminal{}, ambient: map[string]string{}}
 	for _, kv := range cfg.Environ() {
 		k, v, ok := strings.Cut(kv, "=")
 		if ok && !strings.HasPrefix(k, EnvPrefix) && !cfg.Scrub.Drops(k, v) {
@@ -348,6 +349,7 @@ func (m *Manager) Forget(id string) {
 	defer m.mu.Unlock()
 	if p, ok := m.procs[id]; ok && p.finished() {
 		delete(m.procs, id)
+		delete(m.terms, id)
 	}
 }
 
@@ -360,6 +362,7 @@ func (m *Manager) ReleaseOwner(ctx context.Context, owner string) error {
 		if p.spec.Owner == owner {
 			ps = append(ps, p)
 			delete(m.procs, id)
+			delete(m.terms, id)
 		}
 	}
 	m.mu.Unlock()
@@ -378,6 +381,7 @@ func (m *Manager) Close(ctx context.Context) error {
 		ps = append(ps, p)
 	}
 	m.procs = map[string]*Process{}
+	m.terms = map[string]*Terminal{}
 	m.mu.Unlock()
 	err := killAll(ctx, ps)
 	m.closeTrees()

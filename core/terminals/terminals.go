@@ -1,0 +1,109 @@
+// Package terminals is the service definition of ctx.terminals as plugins
+// see it: the key, the dsh.terminals.v1 contract, and the Go seam over it
+// ([Terminals] and its errors; [Client] implements it over a connection,
+// usually sdk.Host.Conn(terminals.Key); [NewServer] serves an
+// implementation, and only these adapters deal in status codes). The host
+// provides it (package host/core/terminals); backends register with it and
+// serve the backend seam (package plugins/terminal).
+package terminals
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/dshrun/dsh/core/terminals/terminalsv1"
+	"github.com/dshrun/dsh/internal/seam"
+)
+
+// Key is the service key: ctx.terminals.
+const Key = "terminals"
+
+// ServiceName is the gRPC service the host serves under Key.
+var ServiceName = terminalsv1.Terminals_ServiceDesc.ServiceName
+
+// MaxPerOwner is how many sessions one owner may hold at once.
+const MaxPerOwner = 128
+
+// Signals are the signals a session's processes may be sent.
+var Signals = []string{"SIGINT", "SIGTERM", "SIGKILL", "SIGTSTP", "SIGHUP"}
+
+// Terminals is the ctx.terminals seam as Go: persistent terminal sessions
+// of the agent whose tool call a request serves (the host stamps the
+// owner; a request that serves no call is refused), and the backends that
+// start them, published by name. Errors are the seam's own (the
+// taxonomy: ErrDuplicateBackend, ErrDuplicateName, ErrForeignSession,
+// ErrNoBackend, ErrNoSession, ErrOwnerNotLive, ErrSendActive,
+// ErrServiceDisposing; and ErrTooMany, ErrInvalid), the backend's, the
+// caller's context error, or the sdk vocabulary.
+type Terminals interface {
+	// RegisterBackend publishes the calling plugin as backend name: it
+	// serves the backend seam. The registration lasts as long as the
+	// plugin does.
+	RegisterBackend(ctx context.Context, name, dialect string) error
+	// Open starts a session through a backend.
+	Open(ctx context.Context, req *OpenRequest) (*Session, error)
+	// Send signals the foreground (when asked), then types text into the
+	// session, submitting it as a line when asked.
+	Send(ctx context.Context, req *SendRequest) (*Session, error)
+	// Read consumes the session's new output, waiting up to wait for some
+	// when there is none.
+	Read(ctx context.Context, id string, wait time.Duration) (*Output, error)
+	// Signal sends signal (one of Signals) to the foreground process group
+	// or the shell; a SIGKILL for the shell is refused (Close ends it).
+	Signal(ctx context.Context, id, signal string, target Target) (*Signalled, error)
+	// Resize sets the session's terminal size.
+	Resize(ctx context.Context, id string, cols, rows int) (*Session, error)
+	// Close ends the session and returns once its process tree is gone.
+	Close(ctx context.Context, id string) (*Session, error)
+	// List is the owner's sessions, oldest first.
+	List(ctx context.Context) ([]*Session, error)
+}
+
+// The messages of the seam, as the contract defines them.
+type (
+	OpenRequest = terminalsv1.OpenRequest
+	SendRequest = terminalsv1.SendRequest
+	Session     = terminalsv1.Session
+	Output      = terminalsv1.Output
+	Signalled   = terminalsv1.Signalled
+	Target      = terminalsv1.Target
+)
+
+// The targets of a signal.
+const (
+	TargetForeground = terminalsv1.Target_TARGET_FOREGROUND
+	TargetShell      = terminalsv1.Target_TARGET_SHELL
+)
+
+// The seam's errors. The first eight are the taxonomy of terminal errors;
+// each travels as its own status code (see the contract).
+var (
+	// ErrDuplicateBackend: another plugin holds the backend name.
+	ErrDuplicateBackend = errors.New("DUPLICATE_BACKEND")
+	// ErrDuplicateName: the owner has a session by that name.
+	ErrDuplicateName = errors.New("DUPLICATE_NAME")
+	// ErrForeignSession: the session is another owner's. The host answers
+	// such a request as ErrNoSession instead, which tells nothing of
+	// another owner's sessions.
+	ErrForeignSession = errors.New("FOREIGN_SESSION")
+	// ErrNoBackend: no backend by that name is registered (or none is).
+	ErrNoBackend = errors.New("NO_BACKEND")
+	// ErrNoSession: the owner has no session by that id.
+	ErrNoSession = errors.New("NO_SESSION")
+	// ErrOwnerNotLive: the owner is gone (its session with the agent
+	// ended): nothing more is opened for it.
+	ErrOwnerNotLive = errors.New("OWNER_NOT_LIVE")
+	// ErrSendActive: a send is in flight on the session.
+	ErrSendActive = errors.New("SEND_ACTIVE")
+	// ErrServiceDisposing: the host is shutting down.
+	ErrServiceDisposing = errors.New("SERVICE_DISPOSING")
+
+	// ErrTooMany: the owner holds MaxPerOwner sessions.
+	ErrTooMany = errors.New("too many sessions")
+	// ErrInvalid: a request that cannot be carried out as asked.
+	ErrInvalid = errors.New("invalid request")
+)
+
+// Errorf is an error of kind saying msg.
+func Errorf(kind error, msg string) error { return seam.New(kind, msg) }

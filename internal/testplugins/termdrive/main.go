@@ -1,0 +1,129 @@
+// Command dsh-termdrive is a test consumer of ctx.terminals: its one tool,
+// term, makes the ctx.terminals call its arguments name, as the agent of the
+// tool call, and answers with what came back (or the error's kind), so tests
+// reach ctx.terminals through the host as a tool plugin does.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/dshrun/dsh/core/terminals"
+	"github.com/dshrun/dsh/core/terminals/terminalsv1"
+	"github.com/dshrun/dsh/core/tools"
+	"github.com/dshrun/dsh/core/tools/toolsv1"
+	"github.com/dshrun/dsh/sdk"
+)
+
+type termdrive struct {
+	terms *terminals.Client
+}
+
+func (p *termdrive) Describe() sdk.Description {
+	return sdk.Description{
+		Name:    "termdrive",
+		Version: "0.0.1",
+		Summary: "test consumer of ctx.terminals",
+		Inject:  []sdk.Inject{{Key: terminals.Key}, {Key: tools.Key}},
+		Tools:   []string{"term"},
+	}
+}
+
+func (p *termdrive) Register(s *grpc.Server) {
+	toolsv1.RegisterToolHandlerServer(s, tools.NewHandlerServer(p))
+}
+
+func (p *termdrive) Apply(ctx context.Context, host *sdk.Host, _ json.RawMessage) error {
+	p.terms = terminals.NewClient(host.Conn(terminals.Key))
+	return tools.Register(ctx, host.Conn(tools.Key), &tools.ToolSpec{
+		Name:        "term",
+		Description: "calls ctx.terminals",
+		InputSchema: `{"type":"object"}`,
+	})
+}
+
+// args are a term call's arguments: the operation and its fields.
+type args struct {
+	Op      string `json:"op"`
+	ID      string `json:"id"`
+	Backend string `json:"backend"`
+	Name    string `json:"name"`
+	Cwd     string `json:"cwd"`
+	Cols    int    `json:"cols"`
+	Rows    int    `json:"rows"`
+	Text    string `json:"text"`
+	Submit  bool   `json:"submit"`
+	Signal  string `json:"signal"`
+	Shell   bool   `json:"shell"`
+	WaitMs  int64  `json:"waitMs"`
+	// Outside makes the call with a context of no tool call.
+	Outside bool `json:"outside"`
+}
+
+var kinds = []error{
+	terminals.ErrDuplicateBackend, terminals.ErrDuplicateName, terminals.ErrForeignSession,
+	terminals.ErrNoBackend, terminals.ErrNoSession, terminals.ErrOwnerNotLive,
+	terminals.ErrSendActive, terminals.ErrServiceDisposing, terminals.ErrTooMany, terminals.ErrInvalid,
+	sdk.ErrPermissionDenied, sdk.ErrProviderGone, sdk.ErrDeadline,
+}
+
+func (p *termdrive) Call(ctx context.Context, req *tools.CallRequest) (*tools.CallResult, error) {
+	var a args
+	if err := json.Unmarshal(req.Arguments, &a); err != nil {
+		return nil, err
+	}
+	if a.Outside {
+		ctx = context.Background()
+	}
+	var msg proto.Message
+	var err error
+	switch a.Op {
+	case "open":
+		msg, err = p.terms.Open(ctx, &terminals.OpenRequest{Backend: a.Backend, Name: a.Name, Cwd: a.Cwd, Cols: uint32(a.Cols), Rows: uint32(a.Rows)})
+	case "send":
+		msg, err = p.terms.Send(ctx, &terminals.SendRequest{Id: a.ID, Text: a.Text, Submit: a.Submit, Signal: a.Signal})
+	case "read":
+		msg, err = p.terms.Read(ctx, a.ID, time.Duration(a.WaitMs)*time.Millisecond)
+	case "signal":
+		target := terminals.TargetForeground
+		if a.Shell {
+			target = terminals.TargetShell
+		}
+		msg, err = p.terms.Signal(ctx, a.ID, a.Signal, target)
+	case "resize":
+		msg, err = p.terms.Resize(ctx, a.ID, a.Cols, a.Rows)
+	case "close":
+		msg, err = p.terms.Close(ctx, a.ID)
+	case "list":
+		var list []*terminals.Session
+		list, err = p.terms.List(ctx)
+		msg = &terminalsv1.ListResponse{Sessions: list}
+	default:
+		return nil, fmt.Errorf("no op %q", a.Op)
+	}
+	if err != nil {
+		kind := "other"
+		for _, k := range kinds {
+			if errors.Is(err, k) {
+				kind = k.Error()
+				break
+			}
+		}
+		b, _ := json.Marshal(map[string]string{"error": kind, "message": err.Error()})
+		return &tools.CallResult{Text: err.Error(), Structured: b, IsError: true}, nil
+	}
+	b, err := protojson.Marshal(msg)
+	if err != nil {
+		return nil, err
+	}
+	return &tools.CallResult{Text: string(b), Structured: b}, nil
+}
+
+func main() { sdk.Serve(&termdrive{}) }

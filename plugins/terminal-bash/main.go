@@ -1,0 +1,150 @@
+// Command dsh-terminal-bash is the bash terminal backend: it registers with
+// ctx.terminals under a name (bash by default) and starts each session as an
+// interactive bash on a terminal of ctx.subprocess. The shell reads no rc
+// file; its prompt is one the registry recognises (a mark of the session's
+// own, then "$ "), and PROMPT_COMMAND sets it again before every prompt, so
+// a command that changes PS1 does not blind the registry. It keeps nothing
+// per session: a session outlives this plugin's reloads and crashes, and its
+// next process types into the same terminal.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"google.golang.org/grpc"
+
+	"github.com/dshrun/dsh/core/subprocess"
+	"github.com/dshrun/dsh/core/terminals"
+	"github.com/dshrun/dsh/plugins/terminal"
+	"github.com/dshrun/dsh/plugins/terminal/terminalv1"
+	"github.com/dshrun/dsh/sdk"
+)
+
+// config is terminal-bash's config.
+type config struct {
+	// Name is what ctx.terminals publishes the backend as; Open names it
+	// to choose this backend.
+	Name string `json:"name" default:"bash" pattern:"^[A-Za-z0-9._-]{1,64}$" desc:"the backend name sessions are opened with (bash)"`
+	// ShellDialect is the dialect of the shell started: how a line is
+	// submitted and how its prompt looks. Only bash for now.
+	ShellDialect string `json:"shellDialect" default:"bash" pattern:"^(bash)$" desc:"the shell dialect the sessions speak (bash)"`
+	// Shell is the bash to start (looked up on PATH).
+	Shell string `json:"shell" default:"bash" desc:"the bash binary (bash, found on PATH)"`
+	// Cwd is where a session starts when Open names no directory; empty
+	// means this plugin's working directory.
+	Cwd string `json:"cwd" desc:"where sessions start when none is named (this plugin's working directory)"`
+	// Term is TERM in the sessions.
+	Term string `json:"term" default:"xterm-256color" desc:"TERM in the sessions (xterm-256color)"`
+}
+
+type terminalBash struct {
+	cfg config
+	sub *subprocess.Client
+}
+
+var _ terminal.Backend = (*terminalBash)(nil)
+
+func (p *terminalBash) Describe() sdk.Description {
+	return sdk.Description{
+		Name:         "terminal-bash",
+		Version:      "0.1.0",
+		Summary:      "a ctx.terminals backend: interactive bash sessions with a prompt the registry recognises",
+		Inject:       []sdk.Inject{{Key: subprocess.Key}, {Key: terminals.Key}},
+		ConfigSchema: sdk.SchemaOf[config](),
+	}
+}
+
+func (p *terminalBash) Register(s *grpc.Server) {
+	terminalv1.RegisterBackendServer(s, terminal.NewServer(p))
+}
+
+func (p *terminalBash) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage) error {
+	cfg, err := sdk.DecodeConfig[config](raw)
+	if err != nil {
+		return err
+	}
+	p.cfg = cfg
+	p.sub = subprocess.NewClient(host.Conn(subprocess.Key))
+	return terminals.NewClient(host.Conn(terminals.Key)).RegisterBackend(ctx, cfg.Name, cfg.ShellDialect)
+}
+
+// Argv is the shell a session runs: interactive, reading no rc file.
+func (p *terminalBash) Argv() []string { return []string{p.cfg.Shell, "--norc", "--noprofile", "-i"} }
+
+// Prompt is a session's PS1 and the bytes bash prints for it: the mark
+// (an OSC 133 prompt mark, which terminals do not show, naming the
+// session's own nonce), then "$ ".
+func Prompt(nonce string) (ps1 string, printed []byte) {
+	mark := "\x1b]133;A;dsh=" + nonce + "\a"
+	return `\[\e]133;A;dsh=` + nonce + `\a\]$ `, []byte(mark + "$ ")
+}
+
+// Env is a session's environment over the host's: the prompt, and
+// PROMPT_COMMAND setting it again before every prompt (and keeping both
+// from the session's children, so a nested shell does not print the
+// prompt of the session's own); no history file.
+func Env(ps1, term string) map[string]string {
+	return map[string]string{
+		"PS1":            ps1,
+		"PROMPT_COMMAND": "PS1='" + ps1 + "'; export -n PS1 PROMPT_COMMAND",
+		"TERM":           term,
+		"HISTFILE":       "",
+	}
+}
+
+func (p *terminalBash) Start(ctx context.Context, req *terminal.StartRequest) (*terminal.Started, error) {
+	cwd := req.Cwd
+	if cwd == "" {
+		cwd = p.cfg.Cwd
+	}
+	if cwd == "" {
+		var err error
+		if cwd, err = os.Getwd(); err != nil {
+			return nil, terminal.CannotStart(fmt.Errorf("no working directory: %w", err))
+		}
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	ps1, printed := Prompt(hex.EncodeToString(b[:]))
+	st, err := p.sub.SpawnTerminal(ctx, &subprocess.TerminalRequest{
+		Argv: p.Argv(),
+		Dir:  cwd,
+		Env:  Env(ps1, p.cfg.Term),
+		Cols: req.Cols,
+		Rows: req.Rows,
+	})
+	if err != nil {
+		if errors.Is(err, subprocess.ErrCannotStart) || errors.Is(err, subprocess.ErrInvalid) {
+			return nil, terminal.CannotStart(err)
+		}
+		return nil, err
+	}
+	return &terminal.Started{
+		ProcessId: st.Id,
+		Pid:       st.Pid,
+		Cwd:       cwd,
+		Dialect:   &terminal.Dialect{Name: p.cfg.ShellDialect, Prompt: printed},
+	}, nil
+}
+
+// Send types text, then Enter (a carriage return, as a terminal sends it)
+// when it is submitted.
+func (p *terminalBash) Send(ctx context.Context, req *terminal.SendRequest) (bool, error) {
+	data := req.Text
+	if req.Submit {
+		data += "\r"
+	}
+	written, err := p.sub.WriteTerminal(ctx, req.ProcessId, []byte(data))
+	if errors.Is(err, subprocess.ErrNotFound) || errors.Is(err, subprocess.ErrInvalid) {
+		return false, terminal.NotFound(err)
+	}
+	return written, err
+}
+
+func main() { sdk.Serve(&terminalBash{}) }
