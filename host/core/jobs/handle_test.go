@@ -385,3 +385,34 @@ func TestOpenRefuses(t *testing.T) {
 		return err == nil
 	})
 }
+
+// A kill returns once the job is seen finished: a read right after it
+// never finds the job still running, however late the process's wait
+// reports the end.
+func TestKillSettles(t *testing.T) {
+	dead := make(chan struct{})
+	p := &fakeProcess{pid: 7,
+		kill: func(context.Context) (bool, error) {
+			go func() { time.Sleep(200 * time.Millisecond); close(dead) }()
+			return true, nil
+		},
+		wait: func(ctx context.Context) (State, error) {
+			select {
+			case <-dead:
+				return State{Status: Killed, Signal: "SIGTERM"}, nil
+			case <-ctx.Done():
+				return State{}, ctx.Err()
+			}
+		},
+	}
+	f := newFakes(t, Config{}, map[string]*fakeProcess{"agent-1": p})
+	snap := f.register(t, "agent", "agent-1")
+	if killed, err := f.m.Kill(bg, "agent", snap.ID); !killed || err != nil {
+		t.Fatalf("kill: %v %v", killed, err)
+	}
+	for _, j := range f.m.List("agent") {
+		if j.ID == snap.ID && j.Status != Killed {
+			t.Fatalf("right after the kill the job is %v", j.Status)
+		}
+	}
+}

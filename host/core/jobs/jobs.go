@@ -150,6 +150,7 @@ type Job struct {
 	Started                         time.Time
 	proc                            Process
 	stop                            context.CancelFunc // ends its wait
+	waited                          chan struct{}      // closed once its wait has ended
 	state                           State              // as its wait last reported
 	finished                        time.Time
 	timer                           *time.Timer
@@ -226,6 +227,7 @@ func (m *Manager) Register(ctx context.Context, r Registration) (Snapshot, error
 		Started:     m.cfg.Now(),
 		proc:        p,
 		stop:        stop,
+		waited:      make(chan struct{}),
 		state:       State{Status: Running},
 	}
 	m.jobs[j.ID] = j
@@ -237,6 +239,7 @@ func (m *Manager) Register(ctx context.Context, r Registration) (Snapshot, error
 // watch queues the completion notice and arms the retention timer.
 func (m *Manager) watch(ctx context.Context, j *Job) {
 	defer m.waits.Done()
+	defer close(j.waited)
 	st, ok := m.wait(ctx, j)
 	if !ok {
 		return
@@ -379,8 +382,24 @@ func (m *Manager) Kill(ctx context.Context, owner, id string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("kill job %s: %w", id, err)
 	}
+	if killed {
+		// The kill returns once the tree is signalled; the job is
+		// finished once its wait says so. A read right after the kill
+		// must not find it still running.
+		t := time.NewTimer(killSettle)
+		defer t.Stop()
+		select {
+		case <-j.waited:
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
 	return killed, nil
 }
+
+// killSettle bounds how long Kill waits for a killed job to be seen
+// finished (the tree gets SIGKILL after its grace).
+const killSettle = 15 * time.Second
 
 // List returns owner's jobs, oldest first.
 func (m *Manager) List(owner string) []Snapshot {
