@@ -1,8 +1,9 @@
+//go:build linux
+
 package terminals
 
 import (
 	"context"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -26,9 +27,6 @@ func (f *fixture) settle(t *testing.T, id string, req SendRequest) Sent {
 // or, with a short idle bound, is quiet without reading (inferred_idle),
 // and exit ends the session (session_exit). The screen comes with it.
 func TestSettle(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("the wait reasons are read from /proc")
-	}
 	f := newFixture(t, func(c *Config) { c.IdleAfter = 700 * time.Millisecond })
 	in := f.open(t, "agent", OpenRequest{Cols: 80, Rows: 10})
 
