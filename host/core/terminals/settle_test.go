@@ -15,10 +15,12 @@ func (f *fixture) settle(t *testing.T, id string, req SendRequest) Sent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
+	start := time.Now()
 	out, err := f.m.Settle(ctx, "agent", id, req)
 	if err != nil {
 		t.Fatalf("send %+v to %s: %v", req, id, err)
 	}
+	t.Logf("%q settled as %s in %s", req.Text, out.Wait, time.Since(start).Round(time.Millisecond))
 	return out
 }
 
@@ -53,7 +55,7 @@ func TestSettle(t *testing.T) {
 
 	// Output past the screen is handed out once, within the budget, with
 	// what was left out counted.
-	out = f.settle(t, in.ID, SendRequest{Text: "ada", Submit: true, Wait: 5 * time.Second})
+	f.settle(t, in.ID, SendRequest{Text: "ada", Submit: true, Wait: 5 * time.Second})
 	out = f.settle(t, in.ID, SendRequest{Text: "seq 1 100", Submit: true, Wait: 5 * time.Second, Budget: 200})
 	u := out.Screen.Unread
 	if u.Lines+u.OmittedLines < 90 || u.OmittedLines == 0 || !strings.HasSuffix(u.Text, "\n") {
