@@ -19,8 +19,9 @@ import (
 // fakeTerminals is a Terminals whose every call fails with the error named
 // by its id (or name), or answers.
 type fakeTerminals struct {
-	fail map[string]error
-	wait time.Duration
+	fail   map[string]error
+	wait   time.Duration
+	budget int
 }
 
 func (f *fakeTerminals) err(key string) error { return f.fail[key] }
@@ -35,18 +36,18 @@ func (f *fakeTerminals) Open(_ context.Context, r *OpenRequest) (*Session, error
 	code := int32(0)
 	return &Session{Id: "t1", Name: r.Name, Backend: r.Backend, Cwd: r.Cwd, Cols: r.Cols, Rows: r.Rows, Status: "exited", ExitCode: &code}, nil
 }
-func (f *fakeTerminals) Send(_ context.Context, r *SendRequest) (*Session, error) {
+func (f *fakeTerminals) Send(_ context.Context, r *SendRequest) (*Sent, error) {
 	if err := f.err(r.Id); err != nil {
 		return nil, err
 	}
-	return &Session{Id: r.Id, Name: r.Text + "|" + r.Signal}, nil
+	return &Sent{Session: &Session{Id: r.Id, Name: r.Text + "|" + r.Signal}, Wait: WaitStdinRead, WaitDetail: "pid 1 bash", Screen: &Screen{Viewport: "$ ls"}}, nil
 }
-func (f *fakeTerminals) Read(_ context.Context, id string, wait time.Duration) (*Output, error) {
+func (f *fakeTerminals) Read(_ context.Context, id string, wait time.Duration, budget int) (*Output, error) {
 	if err := f.err(id); err != nil {
 		return nil, err
 	}
-	f.wait = wait
-	return &Output{Session: &Session{Id: id}, Data: []byte("hi\r\n$ "), Dropped: 3, AtPrompt: true}, nil
+	f.wait, f.budget = wait, budget
+	return &Output{Session: &Session{Id: id}, Data: []byte("hi\r\n$ "), Dropped: 3, AtPrompt: true, Screen: &Screen{Viewport: "hi\n$", ScrollbackOmittedLines: 4}}, nil
 }
 func (f *fakeTerminals) Signal(_ context.Context, id, sig string, tg Target) (*Signalled, error) {
 	if err := f.err(id + sig); err != nil {
@@ -121,10 +122,10 @@ func TestAdaptersRoundTrip(t *testing.T) {
 	if s, err := c.Open(ctx, &OpenRequest{Backend: "bash", Name: "main", Cwd: "/w", Cols: 90, Rows: 20}); err != nil || s.Id != "t1" || s.Name != "main" || s.Cwd != "/w" || s.Cols != 90 || s.ExitCode == nil {
 		t.Errorf("open: %v %v", s, err)
 	}
-	if s, err := c.Send(ctx, &SendRequest{Id: "t1", Text: "ls", Submit: true, Signal: "SIGINT"}); err != nil || s.Name != "ls|SIGINT" {
+	if s, err := c.Send(ctx, &SendRequest{Id: "t1", Text: "ls", Submit: true, Signal: "SIGINT", WaitMs: 2000}); err != nil || s.Session.Name != "ls|SIGINT" || s.Wait != WaitStdinRead || s.WaitDetail != "pid 1 bash" || s.Screen.Viewport != "$ ls" {
 		t.Errorf("send: %v %v", s, err)
 	}
-	if o, err := c.Read(ctx, "t1", 250*time.Millisecond); err != nil || string(o.Data) != "hi\r\n$ " || o.Dropped != 3 || !o.AtPrompt || fake.wait != 250*time.Millisecond {
+	if o, err := c.Read(ctx, "t1", 250*time.Millisecond, 500); err != nil || string(o.Data) != "hi\r\n$ " || o.Dropped != 3 || !o.AtPrompt || fake.wait != 250*time.Millisecond || fake.budget != 500 || o.Screen.ScrollbackOmittedLines != 4 {
 		t.Errorf("read: %v %v (wait %v)", o, err, fake.wait)
 	}
 	if s, err := c.Signal(ctx, "t1", "SIGINT", TargetShell); err != nil || !s.Delivered {

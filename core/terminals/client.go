@@ -76,7 +76,7 @@ func (c *Client) Open(ctx context.Context, req *OpenRequest) (*Session, error) {
 	return s, nil
 }
 
-func (c *Client) Send(ctx context.Context, req *SendRequest) (*Session, error) {
+func (c *Client) Send(ctx context.Context, req *SendRequest) (*Sent, error) {
 	s, err := c.c.Send(ctx, req)
 	if err != nil {
 		return nil, callError("send to terminal "+req.Id, err, kinds...)
@@ -84,8 +84,8 @@ func (c *Client) Send(ctx context.Context, req *SendRequest) (*Session, error) {
 	return s, nil
 }
 
-func (c *Client) Read(ctx context.Context, id string, wait time.Duration) (*Output, error) {
-	o, err := c.c.Read(ctx, &terminalsv1.ReadRequest{Id: id, WaitMs: wait.Milliseconds()})
+func (c *Client) Read(ctx context.Context, id string, wait time.Duration, budget int) (*Output, error) {
+	o, err := c.c.Read(ctx, &terminalsv1.ReadRequest{Id: id, WaitMs: wait.Milliseconds(), Budget: int64(max(budget, 0))})
 	if err != nil {
 		return nil, callError("read terminal "+id, err, kinds...)
 	}

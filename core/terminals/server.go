@@ -32,13 +32,13 @@ func (s *Server) Open(ctx context.Context, req *OpenRequest) (*Session, error) {
 	return r, seam.ToStatus(err, serverKinds...)
 }
 
-func (s *Server) Send(ctx context.Context, req *SendRequest) (*Session, error) {
+func (s *Server) Send(ctx context.Context, req *SendRequest) (*Sent, error) {
 	r, err := s.impl.Send(ctx, req)
 	return r, seam.ToStatus(err, serverKinds...)
 }
 
 func (s *Server) Read(ctx context.Context, req *terminalsv1.ReadRequest) (*Output, error) {
-	r, err := s.impl.Read(ctx, req.Id, time.Duration(min(max(req.WaitMs, 0), 1<<40))*time.Millisecond)
+	r, err := s.impl.Read(ctx, req.Id, time.Duration(min(max(req.WaitMs, 0), 1<<40))*time.Millisecond, int(min(max(req.Budget, 0), 1<<30)))
 	return r, seam.ToStatus(err, serverKinds...)
 }
 

@@ -25,6 +25,27 @@ var ServiceName = terminalsv1.Terminals_ServiceDesc.ServiceName
 // MaxPerOwner is how many sessions one owner may hold at once.
 const MaxPerOwner = 128
 
+// MaxWait bounds a send's wait for the session to settle.
+const MaxWait = 30 * time.Second
+
+// DefaultBudget is the characters of the screen an answer carries when
+// the request names none.
+const DefaultBudget = 30000
+
+// Why a send's wait ended (Sent.Wait).
+const (
+	// WaitStdinRead: the foreground process group is blocked reading the
+	// terminal (seen in /proc, never guessed from silence).
+	WaitStdinRead = "stdin_read"
+	// WaitInferredIdle: no output for the idle bound, and no read of the
+	// terminal seen.
+	WaitInferredIdle = "inferred_idle"
+	// WaitTimeout: the send's wait ran out first.
+	WaitTimeout = "timeout"
+	// WaitSessionExit: the shell is gone.
+	WaitSessionExit = "session_exit"
+)
+
 // Signals are the signals a session's processes may be sent.
 var Signals = []string{"SIGINT", "SIGTERM", "SIGKILL", "SIGTSTP", "SIGHUP"}
 
@@ -44,11 +65,14 @@ type Terminals interface {
 	// Open starts a session through a backend.
 	Open(ctx context.Context, req *OpenRequest) (*Session, error)
 	// Send signals the foreground (when asked), then types text into the
-	// session, submitting it as a line when asked.
-	Send(ctx context.Context, req *SendRequest) (*Session, error)
+	// session, submitting it as a line when asked, then waits up to
+	// req.WaitMs for it to settle: the answer says why the wait ended
+	// (one of the Wait* reasons) and what the screen shows.
+	Send(ctx context.Context, req *SendRequest) (*Sent, error)
 	// Read consumes the session's new output, waiting up to wait for some
-	// when there is none.
-	Read(ctx context.Context, id string, wait time.Duration) (*Output, error)
+	// when there is none, and looks at its screen: the viewport and the
+	// unread scrollback within budget characters (0 means DefaultBudget).
+	Read(ctx context.Context, id string, wait time.Duration, budget int) (*Output, error)
 	// Signal sends signal (one of Signals) to the foreground process group
 	// or the shell; a SIGKILL for the shell is refused (Close ends it).
 	Signal(ctx context.Context, id, signal string, target Target) (*Signalled, error)
@@ -64,6 +88,8 @@ type Terminals interface {
 type (
 	OpenRequest = terminalsv1.OpenRequest
 	SendRequest = terminalsv1.SendRequest
+	Sent        = terminalsv1.Sent
+	Screen      = terminalsv1.Screen
 	Session     = terminalsv1.Session
 	Output      = terminalsv1.Output
 	Signalled   = terminalsv1.Signalled

@@ -13,7 +13,7 @@ import (
 // build beside them.
 var (
 	Test = []string{"probe", "noop", "oldproto", "chatty", "termdrive"}
-	Real = []string{"shell-env", "bash-local", "bash-sandbox", "tool-bash", "terminal-bash"}
+	Real = []string{"shell-env", "bash-local", "bash-sandbox", "tool-bash", "terminal-bash", "tool-terminal"}
 )
 
 // Root is the module's root directory.

@@ -413,7 +413,13 @@ type SendRequest struct {
 	Submit bool `protobuf:"varint,3,opt,name=submit,proto3" json:"submit,omitempty"`
 	// A signal for the foreground before the text: SIGINT, SIGTERM, SIGKILL,
 	// SIGTSTP or SIGHUP; empty for none.
-	Signal        string `protobuf:"bytes,4,opt,name=signal,proto3" json:"signal,omitempty"`
+	Signal string `protobuf:"bytes,4,opt,name=signal,proto3" json:"signal,omitempty"`
+	// How long to wait, after typing, for the session to settle: at most
+	// 30000; 0 answers at once (no wait reason).
+	WaitMs int64 `protobuf:"varint,5,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	// Characters of the screen the answer carries (viewport first, then the
+	// unread scrollback); 0 means 30000.
+	Budget        int64 `protobuf:"varint,6,opt,name=budget,proto3" json:"budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -476,17 +482,241 @@ func (x *SendRequest) GetSignal() string {
 	return ""
 }
 
+func (x *SendRequest) GetWaitMs() int64 {
+	if x != nil {
+		return x.WaitMs
+	}
+	return 0
+}
+
+func (x *SendRequest) GetBudget() int64 {
+	if x != nil {
+		return x.Budget
+	}
+	return 0
+}
+
+// Sent is a send's answer once the session settled, or its wait ran out.
+type Sent struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// Why the wait ended: "stdin_read" (the foreground process group is
+	// blocked reading the terminal, seen in /proc), "inferred_idle" (no
+	// output for the idle bound and no such read seen), "timeout" (wait_ms
+	// ran out first) or "session_exit" (the shell is gone); empty when
+	// wait_ms was 0.
+	Wait string `protobuf:"bytes,2,opt,name=wait,proto3" json:"wait,omitempty"`
+	// What the wait saw, e.g. "pid 123 cat: read on fd 0 (/dev/pts/4)".
+	WaitDetail string `protobuf:"bytes,3,opt,name=wait_detail,json=waitDetail,proto3" json:"wait_detail,omitempty"`
+	// The screen as the wait ended; the scrollback it hands out is read.
+	Screen        *Screen `protobuf:"bytes,4,opt,name=screen,proto3" json:"screen,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Sent) Reset() {
+	*x = Sent{}
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Sent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Sent) ProtoMessage() {}
+
+func (x *Sent) ProtoReflect() protoreflect.Message {
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Sent.ProtoReflect.Descriptor instead.
+func (*Sent) Descriptor() ([]byte, []int) {
+	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Sent) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *Sent) GetWait() string {
+	if x != nil {
+		return x.Wait
+	}
+	return ""
+}
+
+func (x *Sent) GetWaitDetail() string {
+	if x != nil {
+		return x.WaitDetail
+	}
+	return ""
+}
+
+func (x *Sent) GetScreen() *Screen {
+	if x != nil {
+		return x.Screen
+	}
+	return nil
+}
+
+// Screen is one look at a session's screen, within a budget of characters.
+type Screen struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The visible screen as plain text, rows joined by newlines (a
+	// full-screen program's alternate screen while it is on); its top rows
+	// are left out when it alone is over the budget.
+	Viewport             string `protobuf:"bytes,1,opt,name=viewport,proto3" json:"viewport,omitempty"`
+	ViewportOmittedLines int64  `protobuf:"varint,2,opt,name=viewport_omitted_lines,json=viewportOmittedLines,proto3" json:"viewport_omitted_lines,omitempty"`
+	ViewportOmittedChars int64  `protobuf:"varint,3,opt,name=viewport_omitted_chars,json=viewportOmittedChars,proto3" json:"viewport_omitted_chars,omitempty"`
+	// The lines that scrolled off the screen (or a clear wiped) since the
+	// previous look, the newest that fit in what the viewport left of the
+	// budget; each ends in a newline. They are handed out once.
+	Scrollback      string `protobuf:"bytes,4,opt,name=scrollback,proto3" json:"scrollback,omitempty"`
+	ScrollbackLines int64  `protobuf:"varint,5,opt,name=scrollback_lines,json=scrollbackLines,proto3" json:"scrollback_lines,omitempty"`
+	// Unread lines left out, and their characters (newlines included).
+	ScrollbackOmittedLines int64  `protobuf:"varint,6,opt,name=scrollback_omitted_lines,json=scrollbackOmittedLines,proto3" json:"scrollback_omitted_lines,omitempty"`
+	ScrollbackOmittedChars int64  `protobuf:"varint,7,opt,name=scrollback_omitted_chars,json=scrollbackOmittedChars,proto3" json:"scrollback_omitted_chars,omitempty"`
+	AltScreen              bool   `protobuf:"varint,8,opt,name=alt_screen,json=altScreen,proto3" json:"alt_screen,omitempty"`
+	CursorRow              uint32 `protobuf:"varint,9,opt,name=cursor_row,json=cursorRow,proto3" json:"cursor_row,omitempty"`
+	CursorCol              uint32 `protobuf:"varint,10,opt,name=cursor_col,json=cursorCol,proto3" json:"cursor_col,omitempty"`
+	Title                  string `protobuf:"bytes,11,opt,name=title,proto3" json:"title,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *Screen) Reset() {
+	*x = Screen{}
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Screen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Screen) ProtoMessage() {}
+
+func (x *Screen) ProtoReflect() protoreflect.Message {
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Screen.ProtoReflect.Descriptor instead.
+func (*Screen) Descriptor() ([]byte, []int) {
+	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Screen) GetViewport() string {
+	if x != nil {
+		return x.Viewport
+	}
+	return ""
+}
+
+func (x *Screen) GetViewportOmittedLines() int64 {
+	if x != nil {
+		return x.ViewportOmittedLines
+	}
+	return 0
+}
+
+func (x *Screen) GetViewportOmittedChars() int64 {
+	if x != nil {
+		return x.ViewportOmittedChars
+	}
+	return 0
+}
+
+func (x *Screen) GetScrollback() string {
+	if x != nil {
+		return x.Scrollback
+	}
+	return ""
+}
+
+func (x *Screen) GetScrollbackLines() int64 {
+	if x != nil {
+		return x.ScrollbackLines
+	}
+	return 0
+}
+
+func (x *Screen) GetScrollbackOmittedLines() int64 {
+	if x != nil {
+		return x.ScrollbackOmittedLines
+	}
+	return 0
+}
+
+func (x *Screen) GetScrollbackOmittedChars() int64 {
+	if x != nil {
+		return x.ScrollbackOmittedChars
+	}
+	return 0
+}
+
+func (x *Screen) GetAltScreen() bool {
+	if x != nil {
+		return x.AltScreen
+	}
+	return false
+}
+
+func (x *Screen) GetCursorRow() uint32 {
+	if x != nil {
+		return x.CursorRow
+	}
+	return 0
+}
+
+func (x *Screen) GetCursorCol() uint32 {
+	if x != nil {
+		return x.CursorCol
+	}
+	return 0
+}
+
+func (x *Screen) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
 type ReadRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	WaitMs        int64                  `protobuf:"varint,2,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Id     string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	WaitMs int64                  `protobuf:"varint,2,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	// Characters of the screen the answer carries; 0 means 30000.
+	Budget        int64 `protobuf:"varint,3,opt,name=budget,proto3" json:"budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[5]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +728,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[5]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +741,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{5}
+	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReadRequest) GetId() string {
@@ -528,6 +758,13 @@ func (x *ReadRequest) GetWaitMs() int64 {
 	return 0
 }
 
+func (x *ReadRequest) GetBudget() int64 {
+	if x != nil {
+		return x.Budget
+	}
+	return 0
+}
+
 type Output struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Session *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -538,14 +775,16 @@ type Output struct {
 	Dropped int64 `protobuf:"varint,3,opt,name=dropped,proto3" json:"dropped,omitempty"`
 	// The terminal's output so far ends at the shell's prompt (the
 	// backend's): the shell waits for a command.
-	AtPrompt      bool `protobuf:"varint,4,opt,name=at_prompt,json=atPrompt,proto3" json:"at_prompt,omitempty"`
+	AtPrompt bool `protobuf:"varint,4,opt,name=at_prompt,json=atPrompt,proto3" json:"at_prompt,omitempty"`
+	// The screen after the read (absent when the host keeps none).
+	Screen        *Screen `protobuf:"bytes,5,opt,name=screen,proto3" json:"screen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[6]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -557,7 +796,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[6]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -570,7 +809,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{6}
+	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Output) GetSession() *Session {
@@ -601,6 +840,13 @@ func (x *Output) GetAtPrompt() bool {
 	return false
 }
 
+func (x *Output) GetScreen() *Screen {
+	if x != nil {
+		return x.Screen
+	}
+	return nil
+}
+
 type SignalRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -613,7 +859,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[7]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +871,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[7]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +884,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{7}
+	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SignalRequest) GetId() string {
@@ -673,7 +919,7 @@ type Signalled struct {
 
 func (x *Signalled) Reset() {
 	*x = Signalled{}
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[8]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +931,7 @@ func (x *Signalled) String() string {
 func (*Signalled) ProtoMessage() {}
 
 func (x *Signalled) ProtoReflect() protoreflect.Message {
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[8]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +944,7 @@ func (x *Signalled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Signalled.ProtoReflect.Descriptor instead.
 func (*Signalled) Descriptor() ([]byte, []int) {
-	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{8}
+	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Signalled) GetDelivered() bool {
@@ -726,7 +972,7 @@ type ResizeRequest struct {
 
 func (x *ResizeRequest) Reset() {
 	*x = ResizeRequest{}
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[9]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -738,7 +984,7 @@ func (x *ResizeRequest) String() string {
 func (*ResizeRequest) ProtoMessage() {}
 
 func (x *ResizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[9]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -751,7 +997,7 @@ func (x *ResizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResizeRequest.ProtoReflect.Descriptor instead.
 func (*ResizeRequest) Descriptor() ([]byte, []int) {
-	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{9}
+	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ResizeRequest) GetId() string {
@@ -784,7 +1030,7 @@ type SessionRef struct {
 
 func (x *SessionRef) Reset() {
 	*x = SessionRef{}
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[10]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +1042,7 @@ func (x *SessionRef) String() string {
 func (*SessionRef) ProtoMessage() {}
 
 func (x *SessionRef) ProtoReflect() protoreflect.Message {
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[10]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +1055,7 @@ func (x *SessionRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRef.ProtoReflect.Descriptor instead.
 func (*SessionRef) Descriptor() ([]byte, []int) {
-	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{10}
+	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SessionRef) GetId() string {
@@ -827,7 +1073,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[11]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +1085,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[11]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +1098,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{11}
+	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{13}
 }
 
 type ListResponse struct {
@@ -864,7 +1110,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[12]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +1122,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[12]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +1135,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{12}
+	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListResponse) GetSessions() []*Session {
@@ -929,20 +1175,48 @@ const file_core_terminals_terminalsv1_terminals_proto_rawDesc = "" +
 	"\x03pid\x18\v \x01(\x05R\x03pid\x12$\n" +
 	"\x0eopened_unix_ms\x18\f \x01(\x03R\fopenedUnixMsB\f\n" +
 	"\n" +
-	"_exit_code\"a\n" +
+	"_exit_code\"\x92\x01\n" +
 	"\vSendRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x16\n" +
 	"\x06submit\x18\x03 \x01(\bR\x06submit\x12\x16\n" +
-	"\x06signal\x18\x04 \x01(\tR\x06signal\"6\n" +
+	"\x06signal\x18\x04 \x01(\tR\x06signal\x12\x17\n" +
+	"\await_ms\x18\x05 \x01(\x03R\x06waitMs\x12\x16\n" +
+	"\x06budget\x18\x06 \x01(\x03R\x06budget\"\xa2\x01\n" +
+	"\x04Sent\x123\n" +
+	"\asession\x18\x01 \x01(\v2\x19.dsh.terminals.v1.SessionR\asession\x12\x12\n" +
+	"\x04wait\x18\x02 \x01(\tR\x04wait\x12\x1f\n" +
+	"\vwait_detail\x18\x03 \x01(\tR\n" +
+	"waitDetail\x120\n" +
+	"\x06screen\x18\x04 \x01(\v2\x18.dsh.terminals.v1.ScreenR\x06screen\"\xc2\x03\n" +
+	"\x06Screen\x12\x1a\n" +
+	"\bviewport\x18\x01 \x01(\tR\bviewport\x124\n" +
+	"\x16viewport_omitted_lines\x18\x02 \x01(\x03R\x14viewportOmittedLines\x124\n" +
+	"\x16viewport_omitted_chars\x18\x03 \x01(\x03R\x14viewportOmittedChars\x12\x1e\n" +
+	"\n" +
+	"scrollback\x18\x04 \x01(\tR\n" +
+	"scrollback\x12)\n" +
+	"\x10scrollback_lines\x18\x05 \x01(\x03R\x0fscrollbackLines\x128\n" +
+	"\x18scrollback_omitted_lines\x18\x06 \x01(\x03R\x16scrollbackOmittedLines\x128\n" +
+	"\x18scrollback_omitted_chars\x18\a \x01(\x03R\x16scrollbackOmittedChars\x12\x1d\n" +
+	"\n" +
+	"alt_screen\x18\b \x01(\bR\taltScreen\x12\x1d\n" +
+	"\n" +
+	"cursor_row\x18\t \x01(\rR\tcursorRow\x12\x1d\n" +
+	"\n" +
+	"cursor_col\x18\n" +
+	" \x01(\rR\tcursorCol\x12\x14\n" +
+	"\x05title\x18\v \x01(\tR\x05title\"N\n" +
 	"\vReadRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
-	"\await_ms\x18\x02 \x01(\x03R\x06waitMs\"\x88\x01\n" +
+	"\await_ms\x18\x02 \x01(\x03R\x06waitMs\x12\x16\n" +
+	"\x06budget\x18\x03 \x01(\x03R\x06budget\"\xba\x01\n" +
 	"\x06Output\x123\n" +
 	"\asession\x18\x01 \x01(\v2\x19.dsh.terminals.v1.SessionR\asession\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x18\n" +
 	"\adropped\x18\x03 \x01(\x03R\adropped\x12\x1b\n" +
-	"\tat_prompt\x18\x04 \x01(\bR\batPrompt\"i\n" +
+	"\tat_prompt\x18\x04 \x01(\bR\batPrompt\x120\n" +
+	"\x06screen\x18\x05 \x01(\v2\x18.dsh.terminals.v1.ScreenR\x06screen\"i\n" +
 	"\rSignalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06signal\x18\x02 \x01(\tR\x06signal\x120\n" +
@@ -962,11 +1236,11 @@ const file_core_terminals_terminalsv1_terminals_proto_rawDesc = "" +
 	"\bsessions\x18\x01 \x03(\v2\x19.dsh.terminals.v1.SessionR\bsessions*1\n" +
 	"\x06Target\x12\x15\n" +
 	"\x11TARGET_FOREGROUND\x10\x00\x12\x10\n" +
-	"\fTARGET_SHELL\x10\x012\xc6\x04\n" +
+	"\fTARGET_SHELL\x10\x012\xc3\x04\n" +
 	"\tTerminals\x12]\n" +
 	"\x0fRegisterBackend\x12%.dsh.terminals.v1.BackendRegistration\x1a#.dsh.terminals.v1.BackendRegistered\x12@\n" +
-	"\x04Open\x12\x1d.dsh.terminals.v1.OpenRequest\x1a\x19.dsh.terminals.v1.Session\x12@\n" +
-	"\x04Send\x12\x1d.dsh.terminals.v1.SendRequest\x1a\x19.dsh.terminals.v1.Session\x12?\n" +
+	"\x04Open\x12\x1d.dsh.terminals.v1.OpenRequest\x1a\x19.dsh.terminals.v1.Session\x12=\n" +
+	"\x04Send\x12\x1d.dsh.terminals.v1.SendRequest\x1a\x16.dsh.terminals.v1.Sent\x12?\n" +
 	"\x04Read\x12\x1d.dsh.terminals.v1.ReadRequest\x1a\x18.dsh.terminals.v1.Output\x12F\n" +
 	"\x06Signal\x12\x1f.dsh.terminals.v1.SignalRequest\x1a\x1b.dsh.terminals.v1.Signalled\x12D\n" +
 	"\x06Resize\x12\x1f.dsh.terminals.v1.ResizeRequest\x1a\x19.dsh.terminals.v1.Session\x12@\n" +
@@ -986,7 +1260,7 @@ func file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP() []byte {
 }
 
 var file_core_terminals_terminalsv1_terminals_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_core_terminals_terminalsv1_terminals_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_core_terminals_terminalsv1_terminals_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_core_terminals_terminalsv1_terminals_proto_goTypes = []any{
 	(Target)(0),                 // 0: dsh.terminals.v1.Target
 	(*BackendRegistration)(nil), // 1: dsh.terminals.v1.BackendRegistration
@@ -994,41 +1268,46 @@ var file_core_terminals_terminalsv1_terminals_proto_goTypes = []any{
 	(*OpenRequest)(nil),         // 3: dsh.terminals.v1.OpenRequest
 	(*Session)(nil),             // 4: dsh.terminals.v1.Session
 	(*SendRequest)(nil),         // 5: dsh.terminals.v1.SendRequest
-	(*ReadRequest)(nil),         // 6: dsh.terminals.v1.ReadRequest
-	(*Output)(nil),              // 7: dsh.terminals.v1.Output
-	(*SignalRequest)(nil),       // 8: dsh.terminals.v1.SignalRequest
-	(*Signalled)(nil),           // 9: dsh.terminals.v1.Signalled
-	(*ResizeRequest)(nil),       // 10: dsh.terminals.v1.ResizeRequest
-	(*SessionRef)(nil),          // 11: dsh.terminals.v1.SessionRef
-	(*ListRequest)(nil),         // 12: dsh.terminals.v1.ListRequest
-	(*ListResponse)(nil),        // 13: dsh.terminals.v1.ListResponse
+	(*Sent)(nil),                // 6: dsh.terminals.v1.Sent
+	(*Screen)(nil),              // 7: dsh.terminals.v1.Screen
+	(*ReadRequest)(nil),         // 8: dsh.terminals.v1.ReadRequest
+	(*Output)(nil),              // 9: dsh.terminals.v1.Output
+	(*SignalRequest)(nil),       // 10: dsh.terminals.v1.SignalRequest
+	(*Signalled)(nil),           // 11: dsh.terminals.v1.Signalled
+	(*ResizeRequest)(nil),       // 12: dsh.terminals.v1.ResizeRequest
+	(*SessionRef)(nil),          // 13: dsh.terminals.v1.SessionRef
+	(*ListRequest)(nil),         // 14: dsh.terminals.v1.ListRequest
+	(*ListResponse)(nil),        // 15: dsh.terminals.v1.ListResponse
 }
 var file_core_terminals_terminalsv1_terminals_proto_depIdxs = []int32{
-	4,  // 0: dsh.terminals.v1.Output.session:type_name -> dsh.terminals.v1.Session
-	0,  // 1: dsh.terminals.v1.SignalRequest.target:type_name -> dsh.terminals.v1.Target
-	4,  // 2: dsh.terminals.v1.Signalled.session:type_name -> dsh.terminals.v1.Session
-	4,  // 3: dsh.terminals.v1.ListResponse.sessions:type_name -> dsh.terminals.v1.Session
-	1,  // 4: dsh.terminals.v1.Terminals.RegisterBackend:input_type -> dsh.terminals.v1.BackendRegistration
-	3,  // 5: dsh.terminals.v1.Terminals.Open:input_type -> dsh.terminals.v1.OpenRequest
-	5,  // 6: dsh.terminals.v1.Terminals.Send:input_type -> dsh.terminals.v1.SendRequest
-	6,  // 7: dsh.terminals.v1.Terminals.Read:input_type -> dsh.terminals.v1.ReadRequest
-	8,  // 8: dsh.terminals.v1.Terminals.Signal:input_type -> dsh.terminals.v1.SignalRequest
-	10, // 9: dsh.terminals.v1.Terminals.Resize:input_type -> dsh.terminals.v1.ResizeRequest
-	11, // 10: dsh.terminals.v1.Terminals.Close:input_type -> dsh.terminals.v1.SessionRef
-	12, // 11: dsh.terminals.v1.Terminals.List:input_type -> dsh.terminals.v1.ListRequest
-	2,  // 12: dsh.terminals.v1.Terminals.RegisterBackend:output_type -> dsh.terminals.v1.BackendRegistered
-	4,  // 13: dsh.terminals.v1.Terminals.Open:output_type -> dsh.terminals.v1.Session
-	4,  // 14: dsh.terminals.v1.Terminals.Send:output_type -> dsh.terminals.v1.Session
-	7,  // 15: dsh.terminals.v1.Terminals.Read:output_type -> dsh.terminals.v1.Output
-	9,  // 16: dsh.terminals.v1.Terminals.Signal:output_type -> dsh.terminals.v1.Signalled
-	4,  // 17: dsh.terminals.v1.Terminals.Resize:output_type -> dsh.terminals.v1.Session
-	4,  // 18: dsh.terminals.v1.Terminals.Close:output_type -> dsh.terminals.v1.Session
-	13, // 19: dsh.terminals.v1.Terminals.List:output_type -> dsh.terminals.v1.ListResponse
-	12, // [12:20] is the sub-list for method output_type
-	4,  // [4:12] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	4,  // 0: dsh.terminals.v1.Sent.session:type_name -> dsh.terminals.v1.Session
+	7,  // 1: dsh.terminals.v1.Sent.screen:type_name -> dsh.terminals.v1.Screen
+	4,  // 2: dsh.terminals.v1.Output.session:type_name -> dsh.terminals.v1.Session
+	7,  // 3: dsh.terminals.v1.Output.screen:type_name -> dsh.terminals.v1.Screen
+	0,  // 4: dsh.terminals.v1.SignalRequest.target:type_name -> dsh.terminals.v1.Target
+	4,  // 5: dsh.terminals.v1.Signalled.session:type_name -> dsh.terminals.v1.Session
+	4,  // 6: dsh.terminals.v1.ListResponse.sessions:type_name -> dsh.terminals.v1.Session
+	1,  // 7: dsh.terminals.v1.Terminals.RegisterBackend:input_type -> dsh.terminals.v1.BackendRegistration
+	3,  // 8: dsh.terminals.v1.Terminals.Open:input_type -> dsh.terminals.v1.OpenRequest
+	5,  // 9: dsh.terminals.v1.Terminals.Send:input_type -> dsh.terminals.v1.SendRequest
+	8,  // 10: dsh.terminals.v1.Terminals.Read:input_type -> dsh.terminals.v1.ReadRequest
+	10, // 11: dsh.terminals.v1.Terminals.Signal:input_type -> dsh.terminals.v1.SignalRequest
+	12, // 12: dsh.terminals.v1.Terminals.Resize:input_type -> dsh.terminals.v1.ResizeRequest
+	13, // 13: dsh.terminals.v1.Terminals.Close:input_type -> dsh.terminals.v1.SessionRef
+	14, // 14: dsh.terminals.v1.Terminals.List:input_type -> dsh.terminals.v1.ListRequest
+	2,  // 15: dsh.terminals.v1.Terminals.RegisterBackend:output_type -> dsh.terminals.v1.BackendRegistered
+	4,  // 16: dsh.terminals.v1.Terminals.Open:output_type -> dsh.terminals.v1.Session
+	6,  // 17: dsh.terminals.v1.Terminals.Send:output_type -> dsh.terminals.v1.Sent
+	9,  // 18: dsh.terminals.v1.Terminals.Read:output_type -> dsh.terminals.v1.Output
+	11, // 19: dsh.terminals.v1.Terminals.Signal:output_type -> dsh.terminals.v1.Signalled
+	4,  // 20: dsh.terminals.v1.Terminals.Resize:output_type -> dsh.terminals.v1.Session
+	4,  // 21: dsh.terminals.v1.Terminals.Close:output_type -> dsh.terminals.v1.Session
+	15, // 22: dsh.terminals.v1.Terminals.List:output_type -> dsh.terminals.v1.ListResponse
+	15, // [15:23] is the sub-list for method output_type
+	7,  // [7:15] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_core_terminals_terminalsv1_terminals_proto_init() }
@@ -1043,7 +1322,7 @@ func file_core_terminals_terminalsv1_terminals_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_core_terminals_terminalsv1_terminals_proto_rawDesc), len(file_core_terminals_terminalsv1_terminals_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

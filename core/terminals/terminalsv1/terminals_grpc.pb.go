@@ -70,10 +70,12 @@ type TerminalsClient interface {
 	Open(ctx context.Context, in *OpenRequest, opts ...grpc.CallOption) (*Session, error)
 	// Send delivers a signal to the foreground (when given), then types text
 	// into the session through its backend, submitting it as a line when
-	// asked. One send at a time per session.
-	Send(ctx context.Context, in *SendRequest, opts ...grpc.CallOption) (*Session, error)
+	// asked, then waits up to wait_ms for the session to settle (see Sent).
+	// One send at a time per session.
+	Send(ctx context.Context, in *SendRequest, opts ...grpc.CallOption) (*Sent, error)
 	// Read consumes what the session's terminal printed since the previous
-	// read, waiting up to wait_ms for some when there is none.
+	// read, waiting up to wait_ms for some when there is none, and looks at
+	// its screen.
 	Read(ctx context.Context, in *ReadRequest, opts ...grpc.CallOption) (*Output, error)
 	Signal(ctx context.Context, in *SignalRequest, opts ...grpc.CallOption) (*Signalled, error)
 	Resize(ctx context.Context, in *ResizeRequest, opts ...grpc.CallOption) (*Session, error)
@@ -111,9 +113,9 @@ func (c *terminalsClient) Open(ctx context.Context, in *OpenRequest, opts ...grp
 	return out, nil
 }
 
-func (c *terminalsClient) Send(ctx context.Context, in *SendRequest, opts ...grpc.CallOption) (*Session, error) {
+func (c *terminalsClient) Send(ctx context.Context, in *SendRequest, opts ...grpc.CallOption) (*Sent, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(Session)
+	out := new(Sent)
 	err := c.cc.Invoke(ctx, Terminals_Send_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -184,10 +186,12 @@ type TerminalsServer interface {
 	Open(context.Context, *OpenRequest) (*Session, error)
 	// Send delivers a signal to the foreground (when given), then types text
 	// into the session through its backend, submitting it as a line when
-	// asked. One send at a time per session.
-	Send(context.Context, *SendRequest) (*Session, error)
+	// asked, then waits up to wait_ms for the session to settle (see Sent).
+	// One send at a time per session.
+	Send(context.Context, *SendRequest) (*Sent, error)
 	// Read consumes what the session's terminal printed since the previous
-	// read, waiting up to wait_ms for some when there is none.
+	// read, waiting up to wait_ms for some when there is none, and looks at
+	// its screen.
 	Read(context.Context, *ReadRequest) (*Output, error)
 	Signal(context.Context, *SignalRequest) (*Signalled, error)
 	Resize(context.Context, *ResizeRequest) (*Session, error)
@@ -211,7 +215,7 @@ func (UnimplementedTerminalsServer) RegisterBackend(context.Context, *BackendReg
 func (UnimplementedTerminalsServer) Open(context.Context, *OpenRequest) (*Session, error) {
 	return nil, status.Error(codes.Unimplemented, "method Open not implemented")
 }
-func (UnimplementedTerminalsServer) Send(context.Context, *SendRequest) (*Session, error) {
+func (UnimplementedTerminalsServer) Send(context.Context, *SendRequest) (*Sent, error) {
 	return nil, status.Error(codes.Unimplemented, "method Send not implemented")
 }
 func (UnimplementedTerminalsServer) Read(context.Context, *ReadRequest) (*Output, error) {

@@ -3,11 +3,13 @@ package terminals
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"google.golang.org/grpc/codes"
 
 	"github.com/dshrun/dsh/core/terminals"
+	"github.com/dshrun/dsh/host/core/terminals/screen"
 	"github.com/dshrun/dsh/internal/seam"
 	"github.com/dshrun/dsh/sdk"
 )
@@ -55,28 +57,56 @@ func (s *Service) Open(ctx context.Context, req *terminals.OpenRequest) (*termin
 	return SessionProto(in), nil
 }
 
-func (s *Service) Send(ctx context.Context, req *terminals.SendRequest) (*terminals.Session, error) {
+func (s *Service) Send(ctx context.Context, req *terminals.SendRequest) (*terminals.Sent, error) {
 	owner, err := s.owner(ctx)
 	if err != nil {
 		return nil, err
 	}
-	in, err := s.M.Send(ctx, owner, req.Id, req.Text, req.Submit, req.Signal)
+	if req.WaitMs < 0 || req.WaitMs > terminals.MaxWait.Milliseconds() || req.Budget < 0 {
+		return nil, terminals.Errorf(terminals.ErrInvalid, fmt.Sprintf("a send's wait is 0 to %d ms (asked %d) and its budget is not negative (asked %d)", terminals.MaxWait.Milliseconds(), req.WaitMs, req.Budget))
+	}
+	out, err := s.M.Settle(ctx, owner, req.Id, SendRequest{Text: req.Text, Submit: req.Submit, Signal: req.Signal, Wait: time.Duration(req.WaitMs) * time.Millisecond, Budget: int(min(req.Budget, 1<<30))})
 	if err != nil {
 		return nil, hostError(err)
 	}
-	return SessionProto(in), nil
+	r := &terminals.Sent{Session: SessionProto(out.Info), Wait: out.Wait, WaitDetail: out.Detail}
+	if out.HasScreen {
+		r.Screen = ScreenProto(out.Screen)
+	}
+	return r, nil
 }
 
-func (s *Service) Read(ctx context.Context, id string, wait time.Duration) (*terminals.Output, error) {
+func (s *Service) Read(ctx context.Context, id string, wait time.Duration, budget int) (*terminals.Output, error) {
 	owner, err := s.owner(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.M.Read(ctx, owner, id, wait)
+	out, err := s.M.ReadScreen(ctx, owner, id, wait, budget)
 	if err != nil {
 		return nil, hostError(err)
 	}
-	return &terminals.Output{Session: SessionProto(out.Info), Data: out.Data, Dropped: out.Dropped, AtPrompt: out.AtPrompt}, nil
+	r := &terminals.Output{Session: SessionProto(out.Info), Data: out.Data, Dropped: out.Dropped, AtPrompt: out.AtPrompt}
+	if out.HasScreen {
+		r.Screen = ScreenProto(out.Screen)
+	}
+	return r, nil
+}
+
+// ScreenProto converts a look at a screen for the wire.
+func ScreenProto(r screen.Read) *terminals.Screen {
+	return &terminals.Screen{
+		Viewport:               r.Viewport,
+		ViewportOmittedLines:   int64(r.ViewportOmittedLines),
+		ViewportOmittedChars:   int64(r.ViewportOmittedChars),
+		Scrollback:             r.Unread.Text,
+		ScrollbackLines:        int64(r.Unread.Lines),
+		ScrollbackOmittedLines: int64(r.Unread.OmittedLines),
+		ScrollbackOmittedChars: int64(r.Unread.OmittedChars),
+		AltScreen:              r.AltScreen,
+		CursorRow:              uint32(max(r.CursorRow, 0)),
+		CursorCol:              uint32(max(r.CursorCol, 0)),
+		Title:                  r.Title,
+	}
 }
 
 func (s *Service) Signal(ctx context.Context, id, signal string, target terminals.Target) (*terminals.Signalled, error) {

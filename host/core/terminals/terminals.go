@@ -42,6 +42,8 @@ import (
 
 	"github.com/dshrun/dsh/core/terminals"
 	hsub "github.com/dshrun/dsh/host/core/subprocess"
+	"github.com/dshrun/dsh/host/core/terminals/screen"
+	"github.com/dshrun/dsh/host/core/terminals/waiting"
 	"github.com/dshrun/dsh/plugins/terminal"
 	"github.com/dshrun/dsh/sdk"
 )
@@ -82,16 +84,37 @@ type Screen interface {
 	Close() error
 }
 
+// Viewer is a Screen a model can look at: a *screen.Screen's Read (the
+// viewport, then the unread scrollback within budget characters).
+type Viewer interface {
+	Read(budget int) screen.Read
+}
+
+// AttachScreen attaches a screen.Screen to a session's terminal: fed with
+// its output, answering its queries through the terminal's input.
+func AttachScreen(_ string, t *hsub.Terminal) Screen {
+	cols, rows := t.Size()
+	sc := screen.New(cols, rows, t.Input())
+	t.Observe(sc)
+	return sc
+}
+
 // Config configures a Manager.
 type Config struct {
 	// Sub is the host's ctx.subprocess, where the sessions' terminals are.
 	Sub *hsub.Manager
 	// MaxPerOwner caps the sessions of one owner; 0 means 128.
 	MaxPerOwner int
-	// Attach, if set, is called once for each session as it opens, before
-	// anything reads its terminal; the Screen it returns (nil for none)
-	// follows the session.
+	// Attach is called once for each session as it opens, before anything
+	// reads its terminal; the Screen it returns (nil for none) follows the
+	// session. Nil means AttachScreen: a screen.Screen on every session.
 	Attach func(id string, t *hsub.Terminal) Screen
+	// IdleAfter is how long a send's output must be quiet, with no read
+	// of the terminal seen, to settle as inferred_idle; 0 means 1.5 s.
+	IdleAfter time.Duration
+	// Check tells whether a session's foreground waits to read its
+	// terminal; nil means waiting.Check.
+	Check  func(master *os.File, shellPid int) (waiting.Result, error)
 	Logger hclog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -138,6 +161,10 @@ type Output struct {
 	Dropped int64
 	// AtPrompt: the output so far ends at the shell's prompt.
 	AtPrompt bool
+	// Screen is the look at the screen after the read (HasScreen false
+	// for a session with no Viewer).
+	Screen    screen.Read
+	HasScreen bool
 }
 
 // OpenRequest is what Open is asked.
@@ -177,6 +204,15 @@ func New(cfg Config) *Manager {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Attach == nil {
+		cfg.Attach = AttachScreen
+	}
+	if cfg.IdleAfter <= 0 {
+		cfg.IdleAfter = DefaultIdleAfter
+	}
+	if cfg.Check == nil {
+		cfg.Check = waiting.Check
+	}
 	return &Manager{cfg: cfg, log: cfg.Logger, sessions: map[string]*Session{}, backends: map[string]*backend{}, released: map[string]bool{}}
 }
 
@@ -197,6 +233,14 @@ const (
 	// text sent with it.
 	settleQuiet = 100 * time.Millisecond
 	settleMax   = 2 * time.Second
+	// DefaultIdleAfter is Config.IdleAfter's default.
+	DefaultIdleAfter = 1500 * time.Millisecond
+	// quietLook is how long output must be quiet before a send's wait
+	// looks whether the foreground reads the terminal (a look costs two
+	// passes over /proc): a program that prints is not waiting for input.
+	quietLook = 150 * time.Millisecond
+	// pollEvery is how often a send's wait watches the output counter.
+	pollEvery = 25 * time.Millisecond
 )
 
 var (
@@ -529,18 +573,134 @@ func (m *Manager) signal(s *Session, name string, shell bool) (bool, error) {
 	return ok, nil
 }
 
+// SendRequest is what Settle is asked: Send's text, submit and signal,
+// then a wait of up to Wait (at most terminals.MaxWait; 0 for none) for
+// the session to settle, and the screen within Budget characters (0
+// means terminals.DefaultBudget).
+type SendRequest struct {
+	Text, Signal string
+	Submit       bool
+	Wait         time.Duration
+	Budget       int
+}
+
+// Sent is a settled send.
+type Sent struct {
+	Info
+	// Wait is why the wait ended (a terminals.Wait* reason; empty without
+	// a wait), Detail what it saw.
+	Wait, Detail string
+	// Screen is the session's screen as the wait ended; HasScreen is false
+	// for a session with no Viewer.
+	Screen    screen.Read
+	HasScreen bool
+}
+
+// Settle is Send, then a wait for the session to settle.
+func (m *Manager) Settle(ctx context.Context, owner, id string, req SendRequest) (Sent, error) {
+	in, s, err := m.send(ctx, owner, id, req.Text, req.Submit, req.Signal)
+	if err != nil {
+		return Sent{}, err
+	}
+	out := Sent{Info: in}
+	if req.Wait > 0 {
+		out.Wait, out.Detail = m.settleSend(ctx, s, min(req.Wait, terminals.MaxWait))
+		out.Info = m.info(s)
+	}
+	out.Screen, out.HasScreen = m.look(s, req.Budget)
+	return out, nil
+}
+
+// settleSend waits up to wait, after typing, until the shell exits, the
+// foreground is seen blocked reading the terminal, or the output has been
+// quiet for the idle bound with no such read seen. A read is looked for
+// only once output has been quiet a moment, and again after each new
+// burst of output or quiet stretch, never in a hot loop.
+func (m *Manager) settleSend(ctx context.Context, s *Session, wait time.Duration) (reason, detail string) {
+	t := s.term
+	start := time.Now()
+	deadline := start.Add(wait)
+	last, quietSince := t.Printed(), start
+	var looked time.Time // when the last look was made; zero for none since output
+	lastDetail := ""
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		if st, code, sig := t.State(); st != hsub.Running {
+			if sig != "" {
+				return terminals.WaitSessionExit, "the shell was ended by " + sig
+			}
+			return terminals.WaitSessionExit, fmt.Sprintf("the shell exited with code %d", code)
+		}
+		now := time.Now()
+		if n := t.Printed(); n != last {
+			last, quietSince, looked = n, now, time.Time{}
+		}
+		quiet := now.Sub(quietSince)
+		if quiet >= quietLook && (looked.IsZero() || now.Sub(looked) >= quietLook) {
+			looked = now
+			res, err := m.cfg.Check(t.Master(), t.Pid())
+			switch {
+			case err != nil:
+				lastDetail = err.Error()
+			case res.Reason == waiting.StdinRead && t.Printed() == last:
+				return terminals.WaitStdinRead, res.Detail
+			default:
+				lastDetail = res.Detail
+			}
+		}
+		if quiet >= m.cfg.IdleAfter {
+			d := fmt.Sprintf("no output for %s", m.cfg.IdleAfter.Round(time.Millisecond))
+			if lastDetail != "" {
+				d += "; " + lastDetail
+			}
+			return terminals.WaitInferredIdle, d
+		}
+		if !now.Before(deadline) {
+			d := fmt.Sprintf("still running after %s", wait.Round(time.Millisecond))
+			if lastDetail != "" {
+				d += "; " + lastDetail
+			}
+			return terminals.WaitTimeout, d
+		}
+		select {
+		case <-ctx.Done():
+			return terminals.WaitTimeout, "the request ended: " + ctx.Err().Error()
+		case <-t.Done():
+		case <-tick.C:
+		}
+	}
+}
+
+// look is the session's screen within budget characters, if it has one.
+func (m *Manager) look(s *Session, budget int) (screen.Read, bool) {
+	v, ok := s.screen.(Viewer)
+	if !ok {
+		return screen.Read{}, false
+	}
+	if budget <= 0 {
+		budget = terminals.DefaultBudget
+	}
+	return v.Read(budget), true
+}
+
 // Send signals the foreground first (when asked), then types text through
 // the session's backend, submitting it when asked. One send at a time.
 func (m *Manager) Send(ctx context.Context, owner, id, text string, submit bool, signal string) (Info, error) {
+	in, _, err := m.send(ctx, owner, id, text, submit, signal)
+	return in, err
+}
+
+func (m *Manager) send(ctx context.Context, owner, id, text string, submit bool, signal string) (Info, *Session, error) {
 	m.mu.Lock()
 	s, err := m.getLocked(owner, id)
 	if err != nil {
 		m.mu.Unlock()
-		return Info{}, err
+		return Info{}, nil, err
 	}
 	if s.sending {
 		m.mu.Unlock()
-		return Info{}, terminals.Errorf(terminals.ErrSendActive, fmt.Sprintf("a send to terminal session %s is in flight: wait for it (or signal the session)", id))
+		return Info{}, nil, terminals.Errorf(terminals.ErrSendActive, fmt.Sprintf("a send to terminal session %s is in flight: wait for it (or signal the session)", id))
 	}
 	s.sending = true
 	b := m.backends[s.Backend]
@@ -552,20 +712,20 @@ func (m *Manager) Send(ctx context.Context, owner, id, text string, submit bool,
 	}()
 	if signal != "" {
 		if _, err := m.signal(s, signal, false); err != nil {
-			return Info{}, err
+			return Info{}, nil, err
 		}
 		if text != "" || submit {
 			settle(ctx, s.term)
 		}
 	}
 	if text == "" && !submit {
-		return m.info(s), nil
+		return m.info(s), s, nil
 	}
 	if st, _, _ := s.term.State(); st != hsub.Running {
-		return m.info(s), nil // nothing to type into
+		return m.info(s), s, nil // nothing to type into
 	}
 	if b == nil {
-		return Info{}, terminals.Errorf(terminals.ErrNoBackend, fmt.Sprintf("terminal backend %q, which session %s was opened with, is not registered now: close the session", s.Backend, id))
+		return Info{}, nil, terminals.Errorf(terminals.ErrNoBackend, fmt.Sprintf("terminal backend %q, which session %s was opened with, is not registered now: close the session", s.Backend, id))
 	}
 	call, err := m.type1(ctx, s, b, text, submit)
 	if err != nil && errors.Is(err, sdk.ErrProviderGone) && !s.term.WroteFor(call) && ctx.Err() == nil {
@@ -579,9 +739,9 @@ func (m *Manager) Send(ctx context.Context, owner, id, text string, submit bool,
 		}
 	}
 	if err != nil {
-		return Info{}, err
+		return Info{}, nil, err
 	}
-	return m.info(s), nil
+	return m.info(s), s, nil
 }
 
 // type1 asks backend b once to type text into the session, and returns
@@ -623,6 +783,13 @@ func settle(ctx context.Context, t *hsub.Terminal) {
 
 // Read consumes the session's new output, waiting up to wait for some.
 func (m *Manager) Read(ctx context.Context, owner, id string, wait time.Duration) (Output, error) {
+	return m.ReadScreen(ctx, owner, id, wait, 0)
+}
+
+// ReadScreen is Read, then a look at the session's screen within budget
+// characters (0 means terminals.DefaultBudget): the viewport and the
+// unread scrollback, with what was left out counted.
+func (m *Manager) ReadScreen(ctx context.Context, owner, id string, wait time.Duration, budget int) (Output, error) {
 	s, err := m.get(owner, id)
 	if err != nil {
 		return Output{}, err
@@ -636,6 +803,7 @@ func (m *Manager) Read(ctx context.Context, owner, id string, wait time.Duration
 	}
 	out := Output{Info: m.info(s), Data: r.Data, Dropped: r.Dropped}
 	out.AtPrompt = !out.Exited && AtPrompt(s.tail, s.prompt)
+	out.Screen, out.HasScreen = m.look(s, budget)
 	return out, nil
 }
 

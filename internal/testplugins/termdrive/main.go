@@ -63,6 +63,9 @@ type args struct {
 	Signal  string `json:"signal"`
 	Shell   bool   `json:"shell"`
 	WaitMs  int64  `json:"waitMs"`
+	// SettleMs is a send's wait to settle; Budget a read's screen budget.
+	SettleMs int64 `json:"settleMs"`
+	Budget   int   `json:"budget"`
 	// Outside makes the call with a context of no tool call.
 	Outside bool `json:"outside"`
 }
@@ -88,9 +91,15 @@ func (p *termdrive) Call(ctx context.Context, req *tools.CallRequest) (*tools.Ca
 	case "open":
 		msg, err = p.terms.Open(ctx, &terminals.OpenRequest{Backend: a.Backend, Name: a.Name, Cwd: a.Cwd, Cols: uint32(a.Cols), Rows: uint32(a.Rows)})
 	case "send":
-		msg, err = p.terms.Send(ctx, &terminals.SendRequest{Id: a.ID, Text: a.Text, Submit: a.Submit, Signal: a.Signal})
+		var sent *terminals.Sent
+		sent, err = p.terms.Send(ctx, &terminals.SendRequest{Id: a.ID, Text: a.Text, Submit: a.Submit, Signal: a.Signal, WaitMs: a.SettleMs})
+		// Without a wait the session alone is the answer, as a plain send's.
+		msg = sent
+		if err == nil && a.SettleMs == 0 {
+			msg = sent.Session
+		}
 	case "read":
-		msg, err = p.terms.Read(ctx, a.ID, time.Duration(a.WaitMs)*time.Millisecond)
+		msg, err = p.terms.Read(ctx, a.ID, time.Duration(a.WaitMs)*time.Millisecond, a.Budget)
 	case "signal":
 		target := terminals.TargetForeground
 		if a.Shell {

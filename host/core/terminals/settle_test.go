@@ -1,0 +1,68 @@
+//go:build linux
+
+package terminals
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dshrun/dsh/core/terminals"
+)
+
+func (f *fixture) settle(t *testing.T, id string, req SendRequest) Sent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	start := time.Now()
+	out, err := f.m.Settle(ctx, "agent", id, req)
+	if err != nil {
+		t.Fatalf("send %+v to %s: %v", req, id, err)
+	}
+	t.Logf("%q settled as %s in %s", req.Text, out.Wait, time.Since(start).Round(time.Millisecond))
+	return out
+}
+
+// A send settles on evidence: the shell back at its prompt reads the
+// terminal (stdin_read), a sleeping command outlasts the wait (timeout)
+// or, with a short idle bound, is quiet without reading (inferred_idle),
+// and exit ends the session (session_exit). The screen comes with it.
+func TestSettle(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.IdleAfter = 700 * time.Millisecond })
+	in := f.open(t, "agent", OpenRequest{Cols: 80, Rows: 10})
+
+	out := f.settle(t, in.ID, SendRequest{Text: "echo he''llo", Submit: true, Wait: 5 * time.Second})
+	if out.Wait != terminals.WaitStdinRead || !strings.Contains(out.Detail, "bash") {
+		t.Fatalf("echo: %q %q", out.Wait, out.Detail)
+	}
+	if !out.HasScreen || !strings.Contains(out.Screen.Viewport, "\nhello\n") {
+		t.Fatalf("echo's screen: %+v", out.Screen)
+	}
+
+	out = f.settle(t, in.ID, SendRequest{Text: "sleep 3", Submit: true, Wait: 300 * time.Millisecond})
+	if out.Wait != terminals.WaitTimeout {
+		t.Fatalf("sleep with a short wait: %q %q", out.Wait, out.Detail)
+	}
+	out = f.settle(t, in.ID, SendRequest{Wait: 5 * time.Second})
+	if out.Wait != terminals.WaitInferredIdle || !strings.Contains(out.Detail, "sleep") {
+		t.Fatalf("sleep, quiet: %q %q", out.Wait, out.Detail)
+	}
+	out = f.settle(t, in.ID, SendRequest{Signal: "SIGINT", Text: "read -p 'name? ' x", Submit: true, Wait: 5 * time.Second})
+	if out.Wait != terminals.WaitStdinRead || !strings.Contains(out.Screen.Viewport, "name? ") {
+		t.Fatalf("read -p: %q %q %q", out.Wait, out.Detail, out.Screen.Viewport)
+	}
+
+	// Output past the screen is handed out once, within the budget, with
+	// what was left out counted.
+	f.settle(t, in.ID, SendRequest{Text: "ada", Submit: true, Wait: 5 * time.Second})
+	out = f.settle(t, in.ID, SendRequest{Text: "seq 1 100", Submit: true, Wait: 5 * time.Second, Budget: 200})
+	u := out.Screen.Unread
+	if u.Lines+u.OmittedLines < 90 || u.OmittedLines == 0 || !strings.HasSuffix(u.Text, "\n") {
+		t.Fatalf("seq's scrollback: %+v", u)
+	}
+	out = f.settle(t, in.ID, SendRequest{Text: "exit 3", Submit: true, Wait: 5 * time.Second})
+	if out.Wait != terminals.WaitSessionExit || out.Detail != "the shell exited with code 3" || !out.Exited {
+		t.Fatalf("exit: %q %q %+v", out.Wait, out.Detail, out.Info)
+	}
+}

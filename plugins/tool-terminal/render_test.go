@@ -1,0 +1,104 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dshrun/dsh/core/terminals"
+)
+
+// Golden files hold texts the model reads; a change to one is a
+// deliberate change to what the model sees. Regenerate with -update.
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s changed:\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
+	}
+}
+
+func code(n int32) *int32 { return &n }
+
+func TestRenderSent(t *testing.T) {
+	s := &terminals.Session{Id: "t3-0123456789ab", Status: "running", Cols: 120, Rows: 40}
+	golden(t, "send-stdin-read", renderSent(&terminals.Sent{Session: s, Wait: terminals.WaitStdinRead, WaitDetail: "pid 123 cat: read on fd 0 (/dev/pts/4)",
+		Screen: &terminals.Screen{Viewport: "$ cat\nhello\nhello", Scrollback: "line 1\nline 2\n", ScrollbackOmittedLines: 1234, ScrollbackOmittedChars: 56789}}))
+	golden(t, "send-timeout", renderSent(&terminals.Sent{Session: s, Wait: terminals.WaitTimeout, WaitDetail: "still running after 500ms; pid 9 sleep: in clock_nanosleep",
+		Screen: &terminals.Screen{Viewport: "$ sleep 5"}}))
+	golden(t, "send-exit", renderSent(&terminals.Sent{Session: &terminals.Session{Id: "t3-0123456789ab", Status: "exited", ExitCode: code(0)}, Wait: terminals.WaitSessionExit,
+		Screen: &terminals.Screen{Viewport: "$ exit\nexit"}}))
+	golden(t, "read-alt-screen", renderRead(&terminals.Output{Session: s, Screen: &terminals.Screen{Viewport: "line one\nline two\n:", AltScreen: true, ViewportOmittedLines: 2, ViewportOmittedChars: 80}}))
+}
+
+// Each error of the taxonomy is one bracketed sentence in plain words.
+func TestErrorSentences(t *testing.T) {
+	var out []string
+	for _, err := range []error{
+		terminals.Errorf(terminals.ErrNoSession, "no terminal session \"t9\""),
+		terminals.Errorf(terminals.ErrSendActive, "in flight"),
+		terminals.Errorf(terminals.ErrTooMany, "128 open"),
+		terminals.Errorf(terminals.ErrDuplicateName, "dup"),
+		terminals.Errorf(terminals.ErrNoBackend, "none"),
+		terminals.Errorf(terminals.ErrOwnerNotLive, "gone"),
+		terminals.Errorf(terminals.ErrServiceDisposing, "stopping"),
+		terminals.Errorf(terminals.ErrInvalid, "SIGKILL for the shell of session t9 is refused"),
+		errors.New("something else"),
+	} {
+		r := failed(err, "t9")
+		if !r.IsError {
+			t.Errorf("%v is no error result", err)
+		}
+		var f map[string]string
+		if json.Unmarshal(r.Structured, &f) != nil || "["+f["error"]+"]" != r.Text {
+			t.Errorf("structured %s for %q", r.Structured, r.Text)
+		}
+		for _, w := range []string{"rpc", "grpc", "status", "code =", "NOT_FOUND", "ABORTED"} {
+			if strings.Contains(r.Text, w) {
+				t.Errorf("%q says %q", r.Text, w)
+			}
+		}
+		out = append(out, r.Text)
+	}
+	golden(t, "errors", strings.Join(out, "\n"))
+}
+
+// The schemas: no field beyond those declared, the defaults, and the
+// signals the model may send.
+func TestSpecs(t *testing.T) {
+	specs := toolSpecs(30000)
+	if len(specs) != 6 {
+		t.Fatalf("%d tools", len(specs))
+	}
+	var all []string
+	for i, s := range specs {
+		if s.Name != toolNames[i] {
+			t.Errorf("tool %d is %s, declared %s", i, s.Name, toolNames[i])
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(s.InputSchema), &m); err != nil || m["additionalProperties"] != false {
+			t.Errorf("%s: %s", s.Name, s.InputSchema)
+		}
+		all = append(all, s.Name+" "+s.InputSchema)
+	}
+	if !strings.Contains(specs[1].InputSchema, `"enum":["SIGINT","SIGTERM","SIGKILL","SIGTSTP","SIGHUP"]`) || !strings.Contains(specs[1].InputSchema, `"maximum":30000`) {
+		t.Errorf("terminal_send: %s", specs[1].InputSchema)
+	}
+	golden(t, "schemas", strings.Join(all, "\n"))
+}
