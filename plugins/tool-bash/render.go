@@ -197,7 +197,7 @@ func cutNotice(v view) string {
 	if v.omittedLines == 1 {
 		lines = "line"
 	}
-	return fmt.Sprintf("[%s truncated: %s bytes (%s %s) omitted%s]", v.name, thousands(v.omittedBytes), thousands(v.omittedLines), lines, whereIs(v))
+	return fmt.Sprintf("[%s truncated: %s bytes (%s %s) omitted%s]", v.name, modeltext.Thousands(v.omittedBytes), modeltext.Thousands(v.omittedLines), lines, whereIs(v))
 }
 
 // binaryNotice stands for a stream that is not text.
@@ -206,7 +206,7 @@ func binaryNotice(v view) string {
 	if where == "; no spill file was reported" {
 		where = "; not shown (pipe it through xxd or od to read it)"
 	}
-	return fmt.Sprintf("[binary %s: %s bytes%s]", v.name, thousands(v.omittedBytes), where)
+	return fmt.Sprintf("[binary %s: %s bytes%s]", v.name, modeltext.Thousands(v.omittedBytes), where)
 }
 
 // whereIs is where the rest of a stream is, after "; ".
@@ -218,7 +218,7 @@ func whereIs(v view) string {
 		return "; full " + stream + ": " + path
 	case path != "" && c.GetSpillReason() != "":
 		return fmt.Sprintf("; partial %s (first %s of %s bytes; %s): %s", stream,
-			thousands(c.GetSpillBytes()), thousands(c.GetTotal()), spillReason(c), path)
+			modeltext.Thousands(c.GetSpillBytes()), modeltext.Thousands(c.GetTotal()), spillReason(c), path)
 	case path != "":
 		// An executor that names a spill file but not how much it holds.
 		return "; " + stream + " so far, perhaps not all of it: " + path
@@ -256,22 +256,6 @@ func spillReason(c collected) string {
 }
 
 // thousands writes n with comma separators: 1234567 is "1,234,567".
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	if neg {
-		b.WriteByte('-')
-	}
-	for i, d := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(d)
-	}
-	return b.String()
-}
 
 // runFailed reports whether a run's result carries an exit marker: the
 // tool result is an error exactly when the command did not exit 0.

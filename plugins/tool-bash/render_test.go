@@ -186,14 +186,6 @@ func TestStructuredFacts(t *testing.T) {
 	golden(t, "facts-run-cleaned", string(runStructured(r, so, se))+"\n")
 }
 
-func TestThousands(t *testing.T) {
-	for n, want := range map[int64]string{0: "0", 7: "7", 999: "999", 1000: "1,000", 21936000: "21,936,000", 1234567: "1,234,567", 100000: "100,000", -1234: "-1,234"} {
-		if got := thousands(n); got != want {
-			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 func TestToolSpecsGolden(t *testing.T) {
 	for name, mode := range map[string]shell.SandboxMode{"local": "", "sandboxed": shell.WorkspaceWrite} {
 		var b strings.Builder

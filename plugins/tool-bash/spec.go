@@ -6,6 +6,7 @@ import (
 
 	"github.com/dshrun/dsh/core/tools/toolsv1"
 	"github.com/dshrun/dsh/plugins/shell"
+	"github.com/dshrun/dsh/sdk/modeltext"
 )
 
 // modesByAccess are the sandbox modes, least access first.
@@ -72,7 +73,7 @@ func bashDescription(defaultTimeoutMs, maxTimeoutMs int64, maxChars int) string 
 - A command is killed with every process it started after `+"`timeoutMs`"+` (default %d ms, at most %d ms).
 - You see stdout, then stderr after a `+"`[stderr]`"+` line: at most %s characters of the two, their last lines. `+"`[output truncated: … omitted; full output: <file>]`"+` names a file with all of it: read that (grep, sed -n, tail) instead of running the command again. Colours and other terminal codes are removed; binary output is not shown.
 - How it ended is the last line: nothing for exit code 0, else `+"`[exit code: N]`"+`, or `+"`[timed out after <ms>ms]`"+` and `+"`[killed by signal: SIGTERM]`"+`.
-- `+"`run_in_background: true`"+` starts a job and returns its id at once, with no timeout: read its new output with job_output, stop it with job_kill; you are told when it finishes. Use it for servers, watchers and anything long.`, defaultTimeoutMs, maxTimeoutMs, thousands(int64(maxChars)))
+- `+"`run_in_background: true`"+` starts a job and returns its id at once, with no timeout: read its new output with job_output, stop it with job_kill; you are told when it finishes. Use it for servers, watchers and anything long.`, defaultTimeoutMs, maxTimeoutMs, modeltext.Thousands(int64(maxChars)))
 }
 
 func mustJSON(v any) string {

@@ -238,22 +238,5 @@ func plural(n int64, word string) string {
 	if n == 1 {
 		return "1 " + word
 	}
-	return thousands(n) + " " + word + "s"
-}
-
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	if neg {
-		b.WriteByte('-')
-	}
-	for i, d := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(d)
-	}
-	return b.String()
+	return modeltext.Thousands(n) + " " + word + "s"
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/dshrun/dsh/core/terminals"
 	"github.com/dshrun/dsh/core/tools/toolsv1"
+	"github.com/dshrun/dsh/sdk/modeltext"
 )
 
 var toolNames = []string{"terminal_open", "terminal_send", "terminal_read", "terminal_signal", "terminal_close", "terminal_list"}
@@ -24,7 +25,7 @@ func toolSpecs(maxChars int) []*toolsv1.ToolSpec {
 		}
 		return mustJSON(s)
 	}
-	budget := thousands(int64(maxChars))
+	budget := modeltext.Thousands(int64(maxChars))
 	return []*toolsv1.ToolSpec{
 		{Name: "terminal_open", Title: "Open a persistent terminal", InputSchema: obj(map[string]any{
 			"name": map[string]any{"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$", "description": "A name for the terminal, unique among yours."},
