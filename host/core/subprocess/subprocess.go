@@ -245,6 +245,28 @@ func (m *Manager) Env(explicit map[string]string) []string {
 	return out
 }
 
+// admit checks what every spawn needs before anything starts (a usable
+// working directory, the program on PATH, a manager still open) and gives
+// the program's path, the environment and a new process id.
+func (m *Manager) admit(argv []string, dir string, explicit map[string]string) (path string, env []string, id string, err error) {
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		if err == nil {
+			err = errNotDir
+		}
+		return "", nil, "", &Error{Op: "workdir", Argv: argv, Dir: dir, Err: err}
+	}
+	env = m.Env(explicit)
+	if path, err = lookPath(argv[0], env); err != nil {
+		return "", nil, "", &Error{Op: "lookup", Argv: argv, Err: err}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return "", nil, "", &Error{Op: "closed", Argv: argv, Err: errors.New("the host is shutting down")}
+	}
+	return path, env, m.newID(), nil
+}
+
 // Spawn starts a process. It fails only when the command cannot be started
 // (an unusable working directory, a missing program, a closed manager).
 func (m *Manager) Spawn(spec Spec) (*Process, error) {
@@ -260,25 +282,10 @@ func (m *Manager) Spawn(spec Spec) (*Process, error) {
 	if spec.MaxSpillBytes <= 0 {
 		spec.MaxSpillBytes = DefaultMaxSpillBytes
 	}
-	if fi, err := os.Stat(spec.Dir); err != nil || !fi.IsDir() {
-		if err == nil {
-			err = errNotDir
-		}
-		return nil, &Error{Op: "workdir", Argv: spec.Argv, Dir: spec.Dir, Err: err}
-	}
-	env := m.Env(spec.Env)
-	path, err := lookPath(spec.Argv[0], env)
+	path, env, id, err := m.admit(spec.Argv, spec.Dir, spec.Env)
 	if err != nil {
-		return nil, &Error{Op: "lookup", Argv: spec.Argv, Err: err}
+		return nil, err
 	}
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return nil, &Error{Op: "closed", Argv: spec.Argv, Err: errors.New("the host is shutting down")}
-	}
-	id := m.newID()
-	m.mu.Unlock()
-
 	p := newProcess(m, id, spec)
 	if err := p.start(path, env); err != nil {
 		return nil, &Error{Op: "start", Argv: spec.Argv, Err: err}

@@ -114,24 +114,10 @@ func (m *Manager) SpawnTerminal(spec TerminalSpec) (*Terminal, error) {
 	if spec.MaxBufferBytes <= 0 {
 		spec.MaxBufferBytes = DefaultTerminalBuffer
 	}
-	if fi, err := os.Stat(spec.Dir); err != nil || !fi.IsDir() {
-		if err == nil {
-			err = errNotDir
-		}
-		return nil, &Error{Op: "workdir", Argv: spec.Argv, Dir: spec.Dir, Err: err}
-	}
-	env := m.Env(spec.Env)
-	path, err := lookPath(spec.Argv[0], env)
+	path, env, id, err := m.admit(spec.Argv, spec.Dir, spec.Env)
 	if err != nil {
-		return nil, &Error{Op: "lookup", Argv: spec.Argv, Err: err}
+		return nil, err
 	}
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return nil, &Error{Op: "closed", Argv: spec.Argv, Err: errors.New("the host is shutting down")}
-	}
-	id := m.newID()
-	m.mu.Unlock()
 
 	// The process's own streams stay empty: a terminal's output is its
 	// master's, kept by the Terminal and never spilled to a file.
