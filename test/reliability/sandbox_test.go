@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -143,6 +144,38 @@ func TestSandboxSession(t *testing.T) {
 	mustNotExist(t, "the run after an approval", again)
 	s.commandsRun(t, ctx, 3)
 	f.Saw("refused, approved once, confined again")
+
+	f = fault(t, "sandbox: kill -9 of bash-sandbox with a confined job running")
+	out, _ = s.bash(t, ctx, map[string]any{"command": "sleep 2; echo late > " + filepath.Join(outside, "late") + "; echo done", "run_in_background": true})
+	id = jobID(out)
+	killed(t, pluginPid(t, "bash-sandbox"), syscall.SIGKILL)
+	// The restarted executor confines as before.
+	late := filepath.Join(outside, "after-restart")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		text, _ := s.bash(t, ctx, map[string]any{"command": "touch " + late})
+		if strings.Contains(text, "[sandbox: file access denied under workspace-write mode]") {
+			break
+		}
+		if time.Now().After(deadline) || (!strings.Contains(text, "restart") && !strings.Contains(text, "exited") && !strings.Contains(text, "not provided") && !strings.Contains(text, "gone")) {
+			t.Fatalf("after the executor's kill: %q", text)
+		}
+	}
+	mustNotExist(t, "a write after the executor's restart", late)
+	// The job outlived its executor, still confined.
+	read = ""
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(read, "finished"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the job never finished: %q", read)
+		}
+		r, _ := s.tool(t, ctx, "job_output", map[string]any{"job_id": id})
+		read += r
+	}
+	if !strings.Contains(read, "done") || !strings.Contains(read, "[sandbox: file access denied under workspace-write mode]") {
+		t.Fatalf("the job across the kill: %q", read)
+	}
+	mustNotExist(t, "a job's write after its executor died", filepath.Join(outside, "late"))
+	s.commandsRun(t, ctx, 3)
+	f.Saw("restarted confined; the job finished confined: %q", lastLine(read))
 }
 
 // A workspace that is gone before the first command: the runner cannot
