@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"strings"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -161,7 +162,7 @@ func (h *Host) confineOptions(owner string) hsandbox.Options {
 	spill := h.sub.OwnerSpillDir(owner)
 	_ = os.MkdirAll(spill, 0o700) // a mount point before any file spills
 	opt := hsandbox.Options{Show: []string{spill}}
-	if self, err := os.Executable(); err == nil {
+	if self := selfBinary(); self != "" {
 		opt.ReadOnly = append(opt.ReadOnly, self)
 	}
 	if bins := h.binaries.Load(); bins != nil {
@@ -239,3 +240,9 @@ func (c backendConn) Invoke(ctx context.Context, method string, args, reply any,
 func (c backendConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
 	return nil, sdk.HostError(codes.Unimplemented, sdk.ReasonUnknownService, "a terminal backend is called without streams")
 }
+
+// selfBinary is the dsh binary, looked up once.
+var selfBinary = sync.OnceValue(func() string {
+	self, _ := os.Executable()
+	return self
+})
