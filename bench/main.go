@@ -53,7 +53,8 @@ func main() {
 	swaps := flag.Int("swaps", 3, "executor reloads under load")
 	outRounds := flag.Int("output-rounds", 9, "1 GiB runs (each interleaved with a cat baseline)")
 	sandboxRuns := flag.Int("sandbox-calls", 300, "bash tool calls of true per executor, sandboxed and not")
-	only := flag.String("only", "", "run only these sections (comma-separated: start,calls,run,output,mcp,sandbox,reload,transcript)")
+	termRounds := flag.Int("terminal-rounds", 30, "terminal opens and sends (each interleaved with a direct pty bash)")
+	only := flag.String("only", "", "run only these sections (comma-separated: start,calls,run,output,mcp,sandbox,terminals,reload,transcript)")
 	flag.Parse()
 	want := func(name string) bool {
 		return *only == "" || strings.Contains(","+*only+",", ","+name+",")
@@ -82,6 +83,9 @@ func main() {
 	}
 	if want("sandbox") {
 		sandboxCalls(dir, *sandboxRuns)
+	}
+	if want("terminals") {
+		terminalsBench(dir, *termRounds)
 	}
 	if want("reload") {
 		reloadUnderLoad(dir, *swaps)
