@@ -28,6 +28,10 @@ const MaxPerOwner = 128
 // MaxWait bounds a send's wait for the session to settle.
 const MaxWait = 30 * time.Second
 
+// MaxRunWait bounds a run's wait (a send with a capture) for its command
+// to end.
+const MaxRunWait = 10 * time.Minute
+
 // DefaultBudget is the characters of the screen an answer carries when
 // the request names none.
 const DefaultBudget = 30000
@@ -44,6 +48,8 @@ const (
 	WaitTimeout = "timeout"
 	// WaitSessionExit: the shell is gone.
 	WaitSessionExit = "session_exit"
+	// WaitMarker: a run's end marker was printed (runs only).
+	WaitMarker = "marker"
 )
 
 // Signals are the signals a session's processes may be sent.
@@ -89,6 +95,8 @@ type (
 	OpenRequest = terminalsv1.OpenRequest
 	SendRequest = terminalsv1.SendRequest
 	Sent        = terminalsv1.Sent
+	Capture     = terminalsv1.Capture
+	Captured    = terminalsv1.Captured
 	Screen      = terminalsv1.Screen
 	Session     = terminalsv1.Session
 	Output      = terminalsv1.Output

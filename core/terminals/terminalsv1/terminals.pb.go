@@ -419,7 +419,10 @@ type SendRequest struct {
 	WaitMs int64 `protobuf:"varint,5,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
 	// Characters of the screen the answer carries (viewport first, then the
 	// unread scrollback); 0 means 30000.
-	Budget        int64 `protobuf:"varint,6,opt,name=budget,proto3" json:"budget,omitempty"`
+	Budget int64 `protobuf:"varint,6,opt,name=budget,proto3" json:"budget,omitempty"`
+	// Makes the send a run of one command whose output comes between two
+	// marker lines: the answer carries that output instead of the screen.
+	Capture       *Capture `protobuf:"bytes,7,opt,name=capture,proto3" json:"capture,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -496,6 +499,85 @@ func (x *SendRequest) GetBudget() int64 {
 	return 0
 }
 
+func (x *SendRequest) GetCapture() *Capture {
+	if x != nil {
+		return x.Capture
+	}
+	return nil
+}
+
+// Capture is what a run looks for in the output after its text is typed
+// (what the terminal printed before it is consumed and dropped). While a
+// run waits, the session answers other sends and reads with SEND_ACTIVE.
+// wait_ms may be up to 600000 and a run does not settle as inferred_idle (a
+// quiet command is still running): it ends when until is seen, the
+// foreground is seen reading the terminal, the shell exits or wait_ms runs
+// out.
+type Capture struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The output starts after the first line that holds from.
+	From string `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	// The output ends before until; the run settles once the rest of until's
+	// line has arrived too.
+	Until string `protobuf:"bytes,2,opt,name=until,proto3" json:"until,omitempty"`
+	// Bytes of the output kept: its first and last halves when there is
+	// more; 0 means 65536, and at most 16 MiB is kept.
+	MaxBytes      int64 `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Capture) Reset() {
+	*x = Capture{}
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Capture) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Capture) ProtoMessage() {}
+
+func (x *Capture) ProtoReflect() protoreflect.Message {
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Capture.ProtoReflect.Descriptor instead.
+func (*Capture) Descriptor() ([]byte, []int) {
+	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Capture) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *Capture) GetUntil() string {
+	if x != nil {
+		return x.Until
+	}
+	return ""
+}
+
+func (x *Capture) GetMaxBytes() int64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
 // Sent is a send's answer once the session settled, or its wait ran out.
 type Sent struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -503,20 +585,23 @@ type Sent struct {
 	// Why the wait ended: "stdin_read" (the foreground process group is
 	// blocked reading the terminal, seen in /proc), "inferred_idle" (no
 	// output for the idle bound and no such read seen), "timeout" (wait_ms
-	// ran out first) or "session_exit" (the shell is gone); empty when
-	// wait_ms was 0.
+	// ran out first), "session_exit" (the shell is gone), or for a capture
+	// "marker" (until was seen); empty when wait_ms was 0.
 	Wait string `protobuf:"bytes,2,opt,name=wait,proto3" json:"wait,omitempty"`
 	// What the wait saw, e.g. "pid 123 cat: read on fd 0 (/dev/pts/4)".
 	WaitDetail string `protobuf:"bytes,3,opt,name=wait_detail,json=waitDetail,proto3" json:"wait_detail,omitempty"`
 	// The screen as the wait ended; the scrollback it hands out is read.
-	Screen        *Screen `protobuf:"bytes,4,opt,name=screen,proto3" json:"screen,omitempty"`
+	// None for a capture.
+	Screen *Screen `protobuf:"bytes,4,opt,name=screen,proto3" json:"screen,omitempty"`
+	// What a capture found.
+	Captured      *Captured `protobuf:"bytes,5,opt,name=captured,proto3" json:"captured,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Sent) Reset() {
 	*x = Sent{}
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[5]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -528,7 +613,7 @@ func (x *Sent) String() string {
 func (*Sent) ProtoMessage() {}
 
 func (x *Sent) ProtoReflect() protoreflect.Message {
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[5]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -541,7 +626,7 @@ func (x *Sent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sent.ProtoReflect.Descriptor instead.
 func (*Sent) Descriptor() ([]byte, []int) {
-	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{5}
+	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Sent) GetSession() *Session {
@@ -572,6 +657,113 @@ func (x *Sent) GetScreen() *Screen {
 	return nil
 }
 
+func (x *Sent) GetCaptured() *Captured {
+	if x != nil {
+		return x.Captured
+	}
+	return nil
+}
+
+// Captured is the output of a run (SendRequest.capture).
+type Captured struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The output between the marker lines; with started false, the end of
+	// what the terminal printed instead (the line went to another program).
+	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// Bytes left out of data's middle.
+	Omitted int64 `protobuf:"varint,2,opt,name=omitted,proto3" json:"omitted,omitempty"`
+	// The from line was seen.
+	Started bool `protobuf:"varint,3,opt,name=started,proto3" json:"started,omitempty"`
+	// until was seen; rest is what followed it on its line.
+	Ended bool   `protobuf:"varint,4,opt,name=ended,proto3" json:"ended,omitempty"`
+	Rest  string `protobuf:"bytes,5,opt,name=rest,proto3" json:"rest,omitempty"`
+	// The output ends at the shell's prompt.
+	AtPrompt bool `protobuf:"varint,6,opt,name=at_prompt,json=atPrompt,proto3" json:"at_prompt,omitempty"`
+	// Bytes the terminal dropped before they were read (its buffer was full).
+	Dropped       int64 `protobuf:"varint,7,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Captured) Reset() {
+	*x = Captured{}
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Captured) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Captured) ProtoMessage() {}
+
+func (x *Captured) ProtoReflect() protoreflect.Message {
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Captured.ProtoReflect.Descriptor instead.
+func (*Captured) Descriptor() ([]byte, []int) {
+	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Captured) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *Captured) GetOmitted() int64 {
+	if x != nil {
+		return x.Omitted
+	}
+	return 0
+}
+
+func (x *Captured) GetStarted() bool {
+	if x != nil {
+		return x.Started
+	}
+	return false
+}
+
+func (x *Captured) GetEnded() bool {
+	if x != nil {
+		return x.Ended
+	}
+	return false
+}
+
+func (x *Captured) GetRest() string {
+	if x != nil {
+		return x.Rest
+	}
+	return ""
+}
+
+func (x *Captured) GetAtPrompt() bool {
+	if x != nil {
+		return x.AtPrompt
+	}
+	return false
+}
+
+func (x *Captured) GetDropped() int64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
 // Screen is one look at a session's screen, within a budget of characters.
 type Screen struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -599,7 +791,7 @@ type Screen struct {
 
 func (x *Screen) Reset() {
 	*x = Screen{}
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[6]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -611,7 +803,7 @@ func (x *Screen) String() string {
 func (*Screen) ProtoMessage() {}
 
 func (x *Screen) ProtoReflect() protoreflect.Message {
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[6]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -624,7 +816,7 @@ func (x *Screen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Screen.ProtoReflect.Descriptor instead.
 func (*Screen) Descriptor() ([]byte, []int) {
-	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{6}
+	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Screen) GetViewport() string {
@@ -716,7 +908,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[7]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -728,7 +920,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[7]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -741,7 +933,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{7}
+	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReadRequest) GetId() string {
@@ -784,7 +976,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[8]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +988,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[8]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +1001,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{8}
+	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Output) GetSession() *Session {
@@ -859,7 +1051,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[9]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +1063,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[9]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +1076,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{9}
+	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SignalRequest) GetId() string {
@@ -919,7 +1111,7 @@ type Signalled struct {
 
 func (x *Signalled) Reset() {
 	*x = Signalled{}
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[10]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -931,7 +1123,7 @@ func (x *Signalled) String() string {
 func (*Signalled) ProtoMessage() {}
 
 func (x *Signalled) ProtoReflect() protoreflect.Message {
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[10]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -944,7 +1136,7 @@ func (x *Signalled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Signalled.ProtoReflect.Descriptor instead.
 func (*Signalled) Descriptor() ([]byte, []int) {
-	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{10}
+	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Signalled) GetDelivered() bool {
@@ -972,7 +1164,7 @@ type ResizeRequest struct {
 
 func (x *ResizeRequest) Reset() {
 	*x = ResizeRequest{}
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[11]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1176,7 @@ func (x *ResizeRequest) String() string {
 func (*ResizeRequest) ProtoMessage() {}
 
 func (x *ResizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[11]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1189,7 @@ func (x *ResizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResizeRequest.ProtoReflect.Descriptor instead.
 func (*ResizeRequest) Descriptor() ([]byte, []int) {
-	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{11}
+	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResizeRequest) GetId() string {
@@ -1030,7 +1222,7 @@ type SessionRef struct {
 
 func (x *SessionRef) Reset() {
 	*x = SessionRef{}
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[12]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1234,7 @@ func (x *SessionRef) String() string {
 func (*SessionRef) ProtoMessage() {}
 
 func (x *SessionRef) ProtoReflect() protoreflect.Message {
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[12]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1247,7 @@ func (x *SessionRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRef.ProtoReflect.Descriptor instead.
 func (*SessionRef) Descriptor() ([]byte, []int) {
-	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{12}
+	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SessionRef) GetId() string {
@@ -1073,7 +1265,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[13]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1277,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[13]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1290,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{13}
+	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{15}
 }
 
 type ListResponse struct {
@@ -1110,7 +1302,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[14]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1314,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[14]
+	mi := &file_core_terminals_terminalsv1_terminals_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1327,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{14}
+	return file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListResponse) GetSessions() []*Session {
@@ -1175,20 +1367,34 @@ const file_core_terminals_terminalsv1_terminals_proto_rawDesc = "" +
 	"\x03pid\x18\v \x01(\x05R\x03pid\x12$\n" +
 	"\x0eopened_unix_ms\x18\f \x01(\x03R\fopenedUnixMsB\f\n" +
 	"\n" +
-	"_exit_code\"\x92\x01\n" +
+	"_exit_code\"\xc7\x01\n" +
 	"\vSendRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x16\n" +
 	"\x06submit\x18\x03 \x01(\bR\x06submit\x12\x16\n" +
 	"\x06signal\x18\x04 \x01(\tR\x06signal\x12\x17\n" +
 	"\await_ms\x18\x05 \x01(\x03R\x06waitMs\x12\x16\n" +
-	"\x06budget\x18\x06 \x01(\x03R\x06budget\"\xa2\x01\n" +
+	"\x06budget\x18\x06 \x01(\x03R\x06budget\x123\n" +
+	"\acapture\x18\a \x01(\v2\x19.dsh.terminals.v1.CaptureR\acapture\"P\n" +
+	"\aCapture\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x14\n" +
+	"\x05until\x18\x02 \x01(\tR\x05until\x12\x1b\n" +
+	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\"\xda\x01\n" +
 	"\x04Sent\x123\n" +
 	"\asession\x18\x01 \x01(\v2\x19.dsh.terminals.v1.SessionR\asession\x12\x12\n" +
 	"\x04wait\x18\x02 \x01(\tR\x04wait\x12\x1f\n" +
 	"\vwait_detail\x18\x03 \x01(\tR\n" +
 	"waitDetail\x120\n" +
-	"\x06screen\x18\x04 \x01(\v2\x18.dsh.terminals.v1.ScreenR\x06screen\"\xc2\x03\n" +
+	"\x06screen\x18\x04 \x01(\v2\x18.dsh.terminals.v1.ScreenR\x06screen\x126\n" +
+	"\bcaptured\x18\x05 \x01(\v2\x1a.dsh.terminals.v1.CapturedR\bcaptured\"\xb3\x01\n" +
+	"\bCaptured\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x18\n" +
+	"\aomitted\x18\x02 \x01(\x03R\aomitted\x12\x18\n" +
+	"\astarted\x18\x03 \x01(\bR\astarted\x12\x14\n" +
+	"\x05ended\x18\x04 \x01(\bR\x05ended\x12\x12\n" +
+	"\x04rest\x18\x05 \x01(\tR\x04rest\x12\x1b\n" +
+	"\tat_prompt\x18\x06 \x01(\bR\batPrompt\x12\x18\n" +
+	"\adropped\x18\a \x01(\x03R\adropped\"\xc2\x03\n" +
 	"\x06Screen\x12\x1a\n" +
 	"\bviewport\x18\x01 \x01(\tR\bviewport\x124\n" +
 	"\x16viewport_omitted_lines\x18\x02 \x01(\x03R\x14viewportOmittedLines\x124\n" +
@@ -1260,7 +1466,7 @@ func file_core_terminals_terminalsv1_terminals_proto_rawDescGZIP() []byte {
 }
 
 var file_core_terminals_terminalsv1_terminals_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_core_terminals_terminalsv1_terminals_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_core_terminals_terminalsv1_terminals_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_core_terminals_terminalsv1_terminals_proto_goTypes = []any{
 	(Target)(0),                 // 0: dsh.terminals.v1.Target
 	(*BackendRegistration)(nil), // 1: dsh.terminals.v1.BackendRegistration
@@ -1268,46 +1474,50 @@ var file_core_terminals_terminalsv1_terminals_proto_goTypes = []any{
 	(*OpenRequest)(nil),         // 3: dsh.terminals.v1.OpenRequest
 	(*Session)(nil),             // 4: dsh.terminals.v1.Session
 	(*SendRequest)(nil),         // 5: dsh.terminals.v1.SendRequest
-	(*Sent)(nil),                // 6: dsh.terminals.v1.Sent
-	(*Screen)(nil),              // 7: dsh.terminals.v1.Screen
-	(*ReadRequest)(nil),         // 8: dsh.terminals.v1.ReadRequest
-	(*Output)(nil),              // 9: dsh.terminals.v1.Output
-	(*SignalRequest)(nil),       // 10: dsh.terminals.v1.SignalRequest
-	(*Signalled)(nil),           // 11: dsh.terminals.v1.Signalled
-	(*ResizeRequest)(nil),       // 12: dsh.terminals.v1.ResizeRequest
-	(*SessionRef)(nil),          // 13: dsh.terminals.v1.SessionRef
-	(*ListRequest)(nil),         // 14: dsh.terminals.v1.ListRequest
-	(*ListResponse)(nil),        // 15: dsh.terminals.v1.ListResponse
+	(*Capture)(nil),             // 6: dsh.terminals.v1.Capture
+	(*Sent)(nil),                // 7: dsh.terminals.v1.Sent
+	(*Captured)(nil),            // 8: dsh.terminals.v1.Captured
+	(*Screen)(nil),              // 9: dsh.terminals.v1.Screen
+	(*ReadRequest)(nil),         // 10: dsh.terminals.v1.ReadRequest
+	(*Output)(nil),              // 11: dsh.terminals.v1.Output
+	(*SignalRequest)(nil),       // 12: dsh.terminals.v1.SignalRequest
+	(*Signalled)(nil),           // 13: dsh.terminals.v1.Signalled
+	(*ResizeRequest)(nil),       // 14: dsh.terminals.v1.ResizeRequest
+	(*SessionRef)(nil),          // 15: dsh.terminals.v1.SessionRef
+	(*ListRequest)(nil),         // 16: dsh.terminals.v1.ListRequest
+	(*ListResponse)(nil),        // 17: dsh.terminals.v1.ListResponse
 }
 var file_core_terminals_terminalsv1_terminals_proto_depIdxs = []int32{
-	4,  // 0: dsh.terminals.v1.Sent.session:type_name -> dsh.terminals.v1.Session
-	7,  // 1: dsh.terminals.v1.Sent.screen:type_name -> dsh.terminals.v1.Screen
-	4,  // 2: dsh.terminals.v1.Output.session:type_name -> dsh.terminals.v1.Session
-	7,  // 3: dsh.terminals.v1.Output.screen:type_name -> dsh.terminals.v1.Screen
-	0,  // 4: dsh.terminals.v1.SignalRequest.target:type_name -> dsh.terminals.v1.Target
-	4,  // 5: dsh.terminals.v1.Signalled.session:type_name -> dsh.terminals.v1.Session
-	4,  // 6: dsh.terminals.v1.ListResponse.sessions:type_name -> dsh.terminals.v1.Session
-	1,  // 7: dsh.terminals.v1.Terminals.RegisterBackend:input_type -> dsh.terminals.v1.BackendRegistration
-	3,  // 8: dsh.terminals.v1.Terminals.Open:input_type -> dsh.terminals.v1.OpenRequest
-	5,  // 9: dsh.terminals.v1.Terminals.Send:input_type -> dsh.terminals.v1.SendRequest
-	8,  // 10: dsh.terminals.v1.Terminals.Read:input_type -> dsh.terminals.v1.ReadRequest
-	10, // 11: dsh.terminals.v1.Terminals.Signal:input_type -> dsh.terminals.v1.SignalRequest
-	12, // 12: dsh.terminals.v1.Terminals.Resize:input_type -> dsh.terminals.v1.ResizeRequest
-	13, // 13: dsh.terminals.v1.Terminals.Close:input_type -> dsh.terminals.v1.SessionRef
-	14, // 14: dsh.terminals.v1.Terminals.List:input_type -> dsh.terminals.v1.ListRequest
-	2,  // 15: dsh.terminals.v1.Terminals.RegisterBackend:output_type -> dsh.terminals.v1.BackendRegistered
-	4,  // 16: dsh.terminals.v1.Terminals.Open:output_type -> dsh.terminals.v1.Session
-	6,  // 17: dsh.terminals.v1.Terminals.Send:output_type -> dsh.terminals.v1.Sent
-	9,  // 18: dsh.terminals.v1.Terminals.Read:output_type -> dsh.terminals.v1.Output
-	11, // 19: dsh.terminals.v1.Terminals.Signal:output_type -> dsh.terminals.v1.Signalled
-	4,  // 20: dsh.terminals.v1.Terminals.Resize:output_type -> dsh.terminals.v1.Session
-	4,  // 21: dsh.terminals.v1.Terminals.Close:output_type -> dsh.terminals.v1.Session
-	15, // 22: dsh.terminals.v1.Terminals.List:output_type -> dsh.terminals.v1.ListResponse
-	15, // [15:23] is the sub-list for method output_type
-	7,  // [7:15] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	6,  // 0: dsh.terminals.v1.SendRequest.capture:type_name -> dsh.terminals.v1.Capture
+	4,  // 1: dsh.terminals.v1.Sent.session:type_name -> dsh.terminals.v1.Session
+	9,  // 2: dsh.terminals.v1.Sent.screen:type_name -> dsh.terminals.v1.Screen
+	8,  // 3: dsh.terminals.v1.Sent.captured:type_name -> dsh.terminals.v1.Captured
+	4,  // 4: dsh.terminals.v1.Output.session:type_name -> dsh.terminals.v1.Session
+	9,  // 5: dsh.terminals.v1.Output.screen:type_name -> dsh.terminals.v1.Screen
+	0,  // 6: dsh.terminals.v1.SignalRequest.target:type_name -> dsh.terminals.v1.Target
+	4,  // 7: dsh.terminals.v1.Signalled.session:type_name -> dsh.terminals.v1.Session
+	4,  // 8: dsh.terminals.v1.ListResponse.sessions:type_name -> dsh.terminals.v1.Session
+	1,  // 9: dsh.terminals.v1.Terminals.RegisterBackend:input_type -> dsh.terminals.v1.BackendRegistration
+	3,  // 10: dsh.terminals.v1.Terminals.Open:input_type -> dsh.terminals.v1.OpenRequest
+	5,  // 11: dsh.terminals.v1.Terminals.Send:input_type -> dsh.terminals.v1.SendRequest
+	10, // 12: dsh.terminals.v1.Terminals.Read:input_type -> dsh.terminals.v1.ReadRequest
+	12, // 13: dsh.terminals.v1.Terminals.Signal:input_type -> dsh.terminals.v1.SignalRequest
+	14, // 14: dsh.terminals.v1.Terminals.Resize:input_type -> dsh.terminals.v1.ResizeRequest
+	15, // 15: dsh.terminals.v1.Terminals.Close:input_type -> dsh.terminals.v1.SessionRef
+	16, // 16: dsh.terminals.v1.Terminals.List:input_type -> dsh.terminals.v1.ListRequest
+	2,  // 17: dsh.terminals.v1.Terminals.RegisterBackend:output_type -> dsh.terminals.v1.BackendRegistered
+	4,  // 18: dsh.terminals.v1.Terminals.Open:output_type -> dsh.terminals.v1.Session
+	7,  // 19: dsh.terminals.v1.Terminals.Send:output_type -> dsh.terminals.v1.Sent
+	11, // 20: dsh.terminals.v1.Terminals.Read:output_type -> dsh.terminals.v1.Output
+	13, // 21: dsh.terminals.v1.Terminals.Signal:output_type -> dsh.terminals.v1.Signalled
+	4,  // 22: dsh.terminals.v1.Terminals.Resize:output_type -> dsh.terminals.v1.Session
+	4,  // 23: dsh.terminals.v1.Terminals.Close:output_type -> dsh.terminals.v1.Session
+	17, // 24: dsh.terminals.v1.Terminals.List:output_type -> dsh.terminals.v1.ListResponse
+	17, // [17:25] is the sub-list for method output_type
+	9,  // [9:17] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_core_terminals_terminalsv1_terminals_proto_init() }
@@ -1322,7 +1532,7 @@ func file_core_terminals_terminalsv1_terminals_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_core_terminals_terminalsv1_terminals_proto_rawDesc), len(file_core_terminals_terminalsv1_terminals_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

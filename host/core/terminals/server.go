@@ -62,16 +62,27 @@ func (s *Service) Send(ctx context.Context, req *terminals.SendRequest) (*termin
 	if err != nil {
 		return nil, err
 	}
-	if req.WaitMs < 0 || req.WaitMs > terminals.MaxWait.Milliseconds() || req.Budget < 0 {
-		return nil, terminals.Errorf(terminals.ErrInvalid, fmt.Sprintf("a send's wait is 0 to %d ms (asked %d) and its budget is not negative (asked %d)", terminals.MaxWait.Milliseconds(), req.WaitMs, req.Budget))
+	maxWait := terminals.MaxWait
+	if req.Capture != nil {
+		maxWait = terminals.MaxRunWait
 	}
-	out, err := s.M.Settle(ctx, owner, req.Id, SendRequest{Text: req.Text, Submit: req.Submit, Signal: req.Signal, Wait: time.Duration(req.WaitMs) * time.Millisecond, Budget: int(min(req.Budget, 1<<30))})
+	if req.WaitMs < 0 || req.WaitMs > maxWait.Milliseconds() || req.Budget < 0 || req.Capture.GetMaxBytes() < 0 {
+		return nil, terminals.Errorf(terminals.ErrInvalid, fmt.Sprintf("a send's wait is 0 to %d ms (asked %d) and its budgets are not negative (asked %d and %d)", maxWait.Milliseconds(), req.WaitMs, req.Budget, req.Capture.GetMaxBytes()))
+	}
+	sr := SendRequest{Text: req.Text, Submit: req.Submit, Signal: req.Signal, Wait: time.Duration(req.WaitMs) * time.Millisecond, Budget: int(min(req.Budget, 1<<30))}
+	if c := req.Capture; c != nil {
+		sr.Capture = &Capture{From: c.From, Until: c.Until, MaxBytes: int(min(c.MaxBytes, maxCaptureBytes))}
+	}
+	out, err := s.M.Settle(ctx, owner, req.Id, sr)
 	if err != nil {
 		return nil, hostError(err)
 	}
 	r := &terminals.Sent{Session: SessionProto(out.Info), Wait: out.Wait, WaitDetail: out.Detail}
 	if out.HasScreen {
 		r.Screen = ScreenProto(out.Screen)
+	}
+	if c := out.Captured; c != nil {
+		r.Captured = &terminals.Captured{Data: c.Data, Omitted: c.Omitted, Started: c.Started, Ended: c.Ended, Rest: c.Rest, AtPrompt: c.AtPrompt, Dropped: c.Dropped}
 	}
 	return r, nil
 }

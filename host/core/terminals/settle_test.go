@@ -66,3 +66,22 @@ func TestSettle(t *testing.T) {
 		t.Fatalf("exit: %q %q %+v", out.Wait, out.Detail, out.Info)
 	}
 }
+
+// A stopped foreground settles at once (nothing moves until it is
+// continued), as inferred_idle saying so, well before the idle bound; a
+// run ends the same way.
+func TestSettleStopped(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.IdleAfter = time.Minute })
+	in := f.open(t, "agent", OpenRequest{})
+	// Without job control the shell does not take the terminal back from
+	// a child that stops.
+	out := f.settle(t, in.ID, SendRequest{Text: "set +m; sh -c 'kill -STOP $$'", Submit: true, Wait: 10 * time.Second})
+	if out.Wait != terminals.WaitInferredIdle || !strings.Contains(out.Detail, "stopped") {
+		t.Fatalf("a stopped foreground: %q %q", out.Wait, out.Detail)
+	}
+	in = f.open(t, "agent", OpenRequest{})
+	run := runCmd(t, f, "agent", in.ID, "s1", "set +m; echo going; sh -c 'kill -STOP $$'", 10*time.Second)
+	if run.Wait != terminals.WaitInferredIdle || !strings.Contains(run.Detail, "stopped") || string(run.Captured.Data) != "going\r\n" {
+		t.Fatalf("a run whose command stops: %q %q %+v", run.Wait, run.Detail, run.Captured)
+	}
+}

@@ -136,6 +136,7 @@ type Session struct {
 	readMu  sync.Mutex
 	tail    []byte // the end of the output read so far
 	sending bool   // a Send is in flight; Manager.mu
+	running bool   // and it is a run (Settle with a capture); Manager.mu
 }
 
 // Terminal is the session's terminal (nil while it opens): its master and
@@ -582,6 +583,10 @@ type SendRequest struct {
 	Submit       bool
 	Wait         time.Duration
 	Budget       int
+	// Capture makes the send a run: the answer is the command's output
+	// between the capture's markers (and no screen), Wait may be up to
+	// terminals.MaxRunWait, and quiet output does not settle it.
+	Capture *Capture
 }
 
 // Sent is a settled send.
@@ -594,10 +599,15 @@ type Sent struct {
 	// for a session with no Viewer.
 	Screen    screen.Read
 	HasScreen bool
+	// Captured is what a run found.
+	Captured *Captured
 }
 
 // Settle is Send, then a wait for the session to settle.
 func (m *Manager) Settle(ctx context.Context, owner, id string, req SendRequest) (Sent, error) {
+	if req.Capture != nil {
+		return m.run(ctx, owner, id, req)
+	}
 	in, s, err := m.send(ctx, owner, id, req.Text, req.Submit, req.Signal)
 	if err != nil {
 		return Sent{}, err
@@ -645,6 +655,10 @@ func (m *Manager) settleSend(ctx context.Context, s *Session, wait time.Duration
 				lastDetail = err.Error()
 			case res.Reason == waiting.StdinRead && t.Printed() == last:
 				return terminals.WaitStdinRead, res.Detail
+			case res.Reason == waiting.Stopped:
+				// Nothing moves until it is continued: waiting longer shows
+				// nothing new.
+				return terminals.WaitInferredIdle, res.Detail
 			default:
 				lastDetail = res.Detail
 			}
@@ -692,40 +706,62 @@ func (m *Manager) Send(ctx context.Context, owner, id, text string, submit bool,
 }
 
 func (m *Manager) send(ctx context.Context, owner, id, text string, submit bool, signal string) (Info, *Session, error) {
-	m.mu.Lock()
-	s, err := m.getLocked(owner, id)
+	s, b, release, err := m.acquire(owner, id, false)
 	if err != nil {
-		m.mu.Unlock()
 		return Info{}, nil, err
 	}
-	if s.sending {
-		m.mu.Unlock()
-		return Info{}, nil, terminals.Errorf(terminals.ErrSendActive, fmt.Sprintf("a send to terminal session %s is in flight: wait for it (or signal the session)", id))
+	defer release()
+	in, err := m.typeInto(ctx, s, b, text, submit, signal)
+	return in, s, err
+}
+
+// acquire holds owner's session id for one send (with run, a run: reads
+// are refused too) and returns its backend as registered now.
+func (m *Manager) acquire(owner, id string, run bool) (*Session, *backend, func(), error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, err := m.getLocked(owner, id)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	s.sending = true
-	b := m.backends[s.Backend]
-	m.mu.Unlock()
-	defer func() {
+	if s.sending {
+		return nil, nil, nil, errSendActive(s)
+	}
+	s.sending, s.running = true, run
+	release := func() {
 		m.mu.Lock()
-		s.sending = false
+		s.sending, s.running = false, false
 		m.mu.Unlock()
-	}()
+	}
+	return s, m.backends[s.Backend], release, nil
+}
+
+func errSendActive(s *Session) error {
+	if s.running {
+		return terminals.Errorf(terminals.ErrSendActive, fmt.Sprintf("a command runs in terminal session %s (the persistent shell of a tool): wait for it to end", s.ID))
+	}
+	return terminals.Errorf(terminals.ErrSendActive, fmt.Sprintf("a send to terminal session %s is in flight: wait for it (or signal the session)", s.ID))
+}
+
+// typeInto signals the foreground first (when asked), then types text
+// into the held session s through backend b.
+func (m *Manager) typeInto(ctx context.Context, s *Session, b *backend, text string, submit bool, signal string) (Info, error) {
 	if signal != "" {
 		if _, err := m.signal(s, signal, false); err != nil {
-			return Info{}, nil, err
+			return Info{}, err
 		}
 		if text != "" || submit {
 			settle(ctx, s.term)
 		}
 	}
 	if text == "" && !submit {
-		return m.info(s), s, nil
+		return m.info(s), nil
 	}
 	if st, _, _ := s.term.State(); st != hsub.Running {
-		return m.info(s), s, nil // nothing to type into
+		return m.info(s), nil // nothing to type into
 	}
 	if b == nil {
-		return Info{}, nil, terminals.Errorf(terminals.ErrNoBackend, fmt.Sprintf("terminal backend %q, which session %s was opened with, is not registered now: close the session", s.Backend, id))
+		return Info{}, terminals.Errorf(terminals.ErrNoBackend, fmt.Sprintf("terminal backend %q, which session %s was opened with, is not registered now: close the session", s.Backend, s.ID))
 	}
 	call, err := m.type1(ctx, s, b, text, submit)
 	if err != nil && errors.Is(err, sdk.ErrProviderGone) && !s.term.WroteFor(call) && ctx.Err() == nil {
@@ -739,9 +775,9 @@ func (m *Manager) send(ctx context.Context, owner, id, text string, submit bool,
 		}
 	}
 	if err != nil {
-		return Info{}, nil, err
+		return Info{}, err
 	}
-	return m.info(s), s, nil
+	return m.info(s), nil
 }
 
 // type1 asks backend b once to type text into the session, and returns
@@ -790,7 +826,12 @@ func (m *Manager) Read(ctx context.Context, owner, id string, wait time.Duration
 // characters (0 means terminals.DefaultBudget): the viewport and the
 // unread scrollback, with what was left out counted.
 func (m *Manager) ReadScreen(ctx context.Context, owner, id string, wait time.Duration, budget int) (Output, error) {
-	s, err := m.get(owner, id)
+	m.mu.Lock()
+	s, err := m.getLocked(owner, id)
+	if err == nil && s.running {
+		err = errSendActive(s)
+	}
+	m.mu.Unlock()
 	if err != nil {
 		return Output{}, err
 	}

@@ -1,0 +1,246 @@
+package terminals
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/dshrun/dsh/core/terminals"
+	hsub "github.com/dshrun/dsh/host/core/subprocess"
+	"github.com/dshrun/dsh/host/core/terminals/waiting"
+)
+
+// Capture frames the output of one command typed into a session: it comes
+// after the first line holding From and ends before Until, whose line's
+// end settles the run. MaxBytes (0 means 64 KiB) bounds the output kept:
+// its first and last halves.
+type Capture struct {
+	From, Until string
+	MaxBytes    int
+}
+
+// Captured is what a run found (see terminals.Captured).
+type Captured struct {
+	Data           []byte
+	Omitted        int64
+	Started, Ended bool
+	Rest           string
+	AtPrompt       bool
+	Dropped        int64
+}
+
+// DefaultCaptureBytes is Capture.MaxBytes's default.
+const DefaultCaptureBytes = 64 << 10
+
+// compactSlack is how far a capture's output may grow past its bound
+// before its middle is cut out: cutting on every read would copy the tail
+// each time.
+const compactSlack = 256 << 10
+
+// run is Settle with a capture: the session is held (other sends and
+// reads answer SEND_ACTIVE) from before its pending output is dropped
+// until the run settles.
+func (m *Manager) run(ctx context.Context, owner, id string, req SendRequest) (Sent, error) {
+	c := *req.Capture
+	if c.From == "" || c.Until == "" || bytes.ContainsAny([]byte(c.From+c.Until), "\r\n") {
+		return Sent{}, terminals.Errorf(terminals.ErrInvalid, "a capture names the marker it starts after and the one it ends before, each within one line")
+	}
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = DefaultCaptureBytes
+	}
+	s, b, release, err := m.acquire(owner, id, true)
+	if err != nil {
+		return Sent{}, err
+	}
+	defer release()
+	// What the terminal printed before the command is not its output.
+	m.consume(s, s.term.Read(ctx, 0).Data)
+	if _, err := m.typeInto(ctx, s, b, req.Text, req.Submit, req.Signal); err != nil {
+		return Sent{}, err
+	}
+	out := Sent{Info: m.info(s)}
+	got := newCapture(c)
+	out.Wait, out.Detail = m.settleRun(ctx, s, got, min(req.Wait, terminals.MaxRunWait))
+	out.Info = m.info(s)
+	r := got.result()
+	s.readMu.Lock()
+	r.AtPrompt = !out.Exited && AtPrompt(s.tail, s.prompt)
+	s.readMu.Unlock()
+	out.Captured = &r
+	return out, nil
+}
+
+// consume keeps the end of data, output read from s, for its prompt.
+func (m *Manager) consume(s *Session, data []byte) {
+	s.readMu.Lock()
+	defer s.readMu.Unlock()
+	s.tail = append(s.tail, data...)
+	if over := len(s.tail) - tailBytes; over > 0 {
+		s.tail = append([]byte(nil), s.tail[over:]...)
+	}
+}
+
+// settleRun reads the session's output into got until until's line has
+// arrived, the shell exits, the foreground is seen reading the terminal
+// (what it reads is not the command's end: a prompt of its own, or a
+// program waiting for input), the foreground is seen stopped
+// (inferred_idle: nothing moves until it is continued), wait runs out or
+// ctx ends. Quiet output alone settles nothing: a command may be quiet
+// for long.
+func (m *Manager) settleRun(ctx context.Context, s *Session, got *capture, wait time.Duration) (reason, detail string) {
+	t := s.term
+	deadline := time.Now().Add(wait)
+	quietSince := time.Now()
+	var looked time.Time
+	lastDetail := ""
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			d := fmt.Sprintf("still running after %s", wait.Round(time.Millisecond))
+			if lastDetail != "" {
+				d += "; " + lastDetail
+			}
+			return terminals.WaitTimeout, d
+		}
+		r := t.Read(ctx, min(left, quietLook))
+		got.dropped += r.Dropped
+		if len(r.Data) > 0 {
+			m.consume(s, r.Data)
+			got.feed(r.Data)
+			quietSince, looked = time.Now(), time.Time{}
+			if got.ended {
+				return terminals.WaitMarker, "the command's end marker was printed"
+			}
+		}
+		if r.Status != hsub.Running {
+			if r.Signal != "" {
+				return terminals.WaitSessionExit, "the shell was ended by " + r.Signal
+			}
+			return terminals.WaitSessionExit, fmt.Sprintf("the shell exited with code %d", r.ExitCode)
+		}
+		if ctx.Err() != nil {
+			return terminals.WaitTimeout, "the request ended: " + ctx.Err().Error()
+		}
+		now := time.Now()
+		if now.Sub(quietSince) >= quietLook && (looked.IsZero() || now.Sub(looked) >= quietLook) {
+			looked = now
+			printed := t.Printed()
+			res, err := m.cfg.Check(t.Master(), t.Pid())
+			switch {
+			case err != nil:
+				lastDetail = err.Error()
+			case res.Reason == waiting.StdinRead && t.Printed() == printed:
+				return terminals.WaitStdinRead, res.Detail
+			case res.Reason == waiting.Stopped:
+				return terminals.WaitInferredIdle, res.Detail
+			default:
+				lastDetail = res.Detail
+			}
+		}
+	}
+}
+
+// capture finds a command's output in a session's output stream.
+type capture struct {
+	Capture
+	from, until []byte
+	pre         []byte // output before the from line: its end
+	body        []byte // the output: its head, then (after a cut) its tail
+	headLen     int    // body[:headLen] is never cut
+	omitted     int64
+	scanned     int // body[:scanned] holds no until (but for its last len(until)-1 bytes)
+	dropped     int64
+
+	started, ended bool
+	rest           []byte
+}
+
+func newCapture(c Capture) *capture {
+	return &capture{Capture: c, from: []byte(c.From), until: []byte(c.Until)}
+}
+
+func (c *capture) feed(b []byte) {
+	if c.ended {
+		return
+	}
+	if !c.started {
+		c.pre = append(c.pre, b...)
+		i := bytes.Index(c.pre, c.from)
+		if i < 0 {
+			// Keep what a from split across reads needs, and the end
+			// shown when the line never starts.
+			if keep := c.MaxBytes + len(c.from); len(c.pre) > keep+compactSlack {
+				c.omitted += int64(len(c.pre) - keep)
+				c.pre = append([]byte(nil), c.pre[len(c.pre)-keep:]...)
+			}
+			return
+		}
+		nl := bytes.IndexByte(c.pre[i+len(c.from):], '\n')
+		if nl < 0 {
+			return
+		}
+		b = c.pre[i+len(c.from)+nl+1:]
+		c.started, c.pre, c.omitted = true, nil, 0
+	}
+	c.body = append(c.body, b...)
+	from := max(c.scanned-len(c.until)+1, 0)
+	if i := bytes.Index(c.body[from:], c.until); i >= 0 {
+		at := from + i
+		if nl := bytes.IndexByte(c.body[at+len(c.until):], '\n'); nl >= 0 {
+			c.rest = bytes.TrimRight(c.body[at+len(c.until):at+len(c.until)+nl], "\r")
+			c.body = c.body[:at]
+			c.ended = true
+			return
+		}
+		// The marker's line is still arriving: keep the marker.
+		c.scanned = at
+		return
+	}
+	c.scanned = len(c.body)
+	c.compact(c.MaxBytes + compactSlack)
+}
+
+// compact cuts the middle out of the body once it is over limit, keeping
+// its first half bound and its last, with what an until split across
+// reads needs.
+func (c *capture) compact(limit int) {
+	if len(c.body) <= limit {
+		return
+	}
+	half := c.MaxBytes / 2
+	c.headLen = min(max(c.headLen, half), len(c.body))
+	keep := max(c.MaxBytes-c.headLen, 0) + len(c.until)
+	if len(c.body)-c.headLen <= keep {
+		return
+	}
+	cut := len(c.body) - c.headLen - keep
+	c.omitted += int64(cut)
+	c.body = append(c.body[:c.headLen:c.headLen], c.body[c.headLen+cut:]...)
+	c.scanned -= cut
+}
+
+func (c *capture) result() Captured {
+	r := Captured{Started: c.started, Ended: c.ended, Rest: string(c.rest), Dropped: c.dropped}
+	if !c.started {
+		data, omitted := c.pre, c.omitted
+		if len(data) > c.MaxBytes {
+			omitted += int64(len(data) - c.MaxBytes)
+			data = data[len(data)-c.MaxBytes:]
+		}
+		r.Data, r.Omitted = data, omitted
+		return r
+	}
+	c.compact(c.MaxBytes)
+	if len(c.body) > c.MaxBytes {
+		// Within the until kept for a split marker: cut to the bound.
+		over := len(c.body) - c.MaxBytes
+		c.omitted += int64(over)
+		c.body = append(c.body[:c.headLen:c.headLen], c.body[c.headLen+over:]...)
+	}
+	r.Data, r.Omitted = c.body, c.omitted
+	return r
+}
+
+// maxCaptureBytes bounds what a capture may ask to keep.
+const maxCaptureBytes = 16 << 20
