@@ -92,7 +92,7 @@ func (h *Host) running() []plan.Running {
 		if e.Disabled || desc == nil {
 			continue
 		}
-		out = append(out, plan.Running{Entry: e, Binary: bin, Desc: desc, Config: en.configJSON()})
+		out = append(out, plan.Running{Entry: e, Binary: bin, Desc: desc, Config: en.configJSON(), Tools: en.toolNames()})
 	}
 	return out
 }
@@ -195,7 +195,7 @@ func (h *Host) applyPlan(ctx context.Context, p *plan.Plan, procs map[string]*pl
 			delete(procs, st.ID)
 		}
 		if st.Action == plan.Add {
-			c.en = &entry{h: h, id: st.ID, e: st.Entry, binary: st.Binary, desc: st.Desc, config: st.Config}
+			c.en = &entry{h: h, id: st.ID, e: st.Entry, binary: st.Binary, desc: st.Desc, config: st.Config, tools: st.Tools}
 		} else {
 			c.en = h.find(st.ID)
 			c.oldScope = c.en.getScope()
@@ -226,7 +226,7 @@ func (h *Host) prepare(ctx context.Context, p *plan.Plan, changes []*change) err
 		}
 		spec := applySpec{
 			desc:    st.Desc,
-			target:  procTarget{binary: st.Binary, sha256: st.Entry.SHA256, config: st.Config},
+			target:  procTarget{binary: st.Binary, sha256: st.Entry.SHA256, config: st.Config, tools: st.Tools},
 			first:   c.first,
 			staging: c.staging,
 		}
@@ -298,7 +298,7 @@ func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, remo
 		}
 		en := c.en
 		en.mu.Lock()
-		en.e, en.binary, en.config, en.desc, en.scope = c.st.Entry, c.st.Binary, c.st.Config, c.st.Desc, c.scope
+		en.e, en.binary, en.config, en.desc, en.tools, en.scope = c.st.Entry, c.st.Binary, c.st.Config, c.st.Desc, c.st.Tools, c.scope
 		if ld != nil {
 			if cur := ld.slot.current(); cur != nil {
 				ld = cur // restarted in place meanwhile

@@ -19,7 +19,10 @@ type entry struct {
 	binary string
 	desc   *pluginv1.Description
 	config []byte // effective config JSON, validated
-	scope  *registry.Scope
+	// tools are the tools it may register, resolved by the plan from desc
+	// and config.
+	tools []string
+	scope *registry.Scope
 
 	mu   sync.Mutex
 	load *load // the current process, while loaded
@@ -50,10 +53,11 @@ func (en *entry) view() (composition.Entry, string, *pluginv1.Description) {
 }
 
 // procTarget is what a scope's processes start from: a binary, its pin and
-// the config to apply.
+// the config to apply, with the tools that config lets them register.
 type procTarget struct {
 	binary, sha256 string
 	config         []byte
+	tools          []string
 }
 
 func (en *entry) errorf(format string, args ...any) error {
@@ -93,6 +97,12 @@ func (en *entry) configJSON() []byte {
 	en.mu.Lock()
 	defer en.mu.Unlock()
 	return en.config
+}
+
+func (en *entry) toolNames() []string {
+	en.mu.Lock()
+	defer en.mu.Unlock()
+	return en.tools
 }
 
 // clearCurrent forgets ld unless a newer load already replaced it.

@@ -443,7 +443,7 @@ func (h *Host) Status() []EntryStatus {
 			for _, p := range desc.Provides {
 				st.Provides = append(st.Provides, p.Key)
 			}
-			st.Tools = desc.Tools
+			st.Tools = en.toolNames()
 		}
 		if s := en.getScope(); s != nil {
 			st.State = s.State().String()

@@ -43,7 +43,9 @@ func (t toolCaller) Serving() (toolSlot, []string, bool) {
 	if ld == nil {
 		return toolSlot{}, nil, false
 	}
-	return toolSlot{ld.slot}, ld.desc.Tools, true
+	// The tools of this load's config: a reload that renames one makes a
+	// new load, and the old name goes with the old one.
+	return toolSlot{ld.slot}, ld.target.tools, true
 }
 
 func (t toolCaller) AddEffect(label string, dispose func(context.Context) error) error {

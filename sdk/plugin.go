@@ -42,6 +42,12 @@ type Description struct {
 	SettingsNamespace string
 	// Tools names the model-facing tools the plugin registers.
 	Tools []string
+	// ToolsFromConfig lists config keys whose string values name further
+	// tools the plugin registers: the key's value in the resolved config,
+	// or the config schema's default for it when the config does not set
+	// it. A tool named by config can then sit beside another plugin's tool
+	// of the usual name.
+	ToolsFromConfig []string
 }
 
 // Provide declares one provided key.
@@ -111,6 +117,7 @@ func (d Description) proto(reg registered) (*pluginv1.Description, error) {
 		ConfigSchema:      d.ConfigSchema,
 		SettingsNamespace: d.SettingsNamespace,
 		Tools:             d.Tools,
+		ToolsFromConfig:   d.ToolsFromConfig,
 	}
 	for _, i := range d.Inject {
 		out.Inject = append(out.Inject, &pluginv1.Inject{Key: i.Key, Optional: i.Optional})

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/dshrun/dsh/host/composition"
+	htools "github.com/dshrun/dsh/host/core/tools"
 	"github.com/dshrun/dsh/sdk/pluginv1"
 )
 
@@ -31,6 +32,9 @@ type Running struct {
 	Binary string
 	Desc   *pluginv1.Description
 	Config []byte // effective config JSON
+	// Tools are the tools it may register: Desc.Tools, then the names its
+	// config gives the Desc.ToolsFromConfig keys (see ResolveTools).
+	Tools []string
 }
 
 // Input is everything a plan is made from.
@@ -70,6 +74,9 @@ type Step struct {
 	Binary string                // what it runs from once the plan is applied
 	Desc   *pluginv1.Description // what that binary describes
 	Config []byte                // its effective config JSON
+	// Tools are the tools it may register, resolved from Desc and Config
+	// (see ResolveTools).
+	Tools []string
 	// Was is the running entry a Reload, Move or Remove replaces.
 	Was *Running
 }
@@ -154,19 +161,32 @@ func Make(in Input) (*Plan, []error) {
 		}
 		steps = append(steps, st)
 	}
-	errs = append(errs, checkGraph(in, steps, core)...)
+	// Tool names may come from config, so the config of every step is
+	// resolved before the graph is checked; its errors still follow the
+	// graph's, as they did.
+	var cfgErrs []error
 	for i := range steps {
 		st := &steps[i]
+		// Until resolved, the declared tools still collide with others'.
+		st.Tools = slices.Clone(st.Desc.Tools)
 		cfg, err := EffectiveConfig(in.Comp, st.Entry, st.Desc)
 		if err != nil {
-			errs = append(errs, err) // already names the file, line and entry
+			cfgErrs = append(cfgErrs, err) // already names the file, line and entry
 			continue
 		}
 		st.Config = cfg
+		tools, err := ResolveTools(st.Entry, st.Desc, cfg)
+		if err != nil {
+			cfgErrs = append(cfgErrs, err)
+			continue
+		}
+		st.Tools = tools
 		if st.Action == Keep && (string(cfg) != string(st.Was.Config) || !configEqual(st.Entry.Config, st.Was.Entry.Config)) {
 			st.Action = Reload
 		}
 	}
+	errs = append(errs, checkGraph(in, steps, core)...)
+	errs = append(errs, cfgErrs...)
 	if len(errs) > 0 {
 		SortByLine(errs)
 		return nil, errs
@@ -196,7 +216,7 @@ func checkGraph(in Input, steps []Step, core func(string) bool) []error {
 			}
 			providers[p.Key] = st
 		}
-		for _, name := range st.Desc.Tools {
+		for _, name := range st.Tools {
 			if first, ok := tools[name]; ok {
 				errs = append(errs, errorAt(st.Entry, "tool %q is already registered by plugin %q (%s); tool names are unique across the composition",
 					name, first.ID, first.Entry.Pos))
@@ -317,7 +337,7 @@ func removals(in Input, steps []Step) []Step {
 		}
 		r := gone[i]
 		gone = slices.Delete(gone, i, i+1)
-		out = append(out, Step{ID: r.Entry.ID, Action: Remove, Entry: r.Entry, Binary: r.Binary, Desc: r.Desc, Config: r.Config, Was: r})
+		out = append(out, Step{ID: r.Entry.ID, Action: Remove, Entry: r.Entry, Binary: r.Binary, Desc: r.Desc, Config: r.Config, Tools: r.Tools, Was: r})
 	}
 	return out
 }
@@ -353,6 +373,61 @@ func EffectiveConfig(comp *composition.Composition, e composition.Entry, desc *p
 		return nil, err
 	}
 	return json.Marshal(cfg)
+}
+
+// ResolveTools is the tools an entry may register: desc.Tools, then for
+// each of desc.ToolsFromConfig the string its effective config cfg gives
+// that top-level key, or else the default of that property in the config
+// schema. A key with neither, or a value that is no valid tool name, is an
+// error at the entry.
+func ResolveTools(e composition.Entry, desc *pluginv1.Description, cfg []byte) ([]string, error) {
+	out := slices.Clone(desc.Tools)
+	if len(desc.ToolsFromConfig) == 0 {
+		return out, nil
+	}
+	var values map[string]any
+	if err := json.Unmarshal(cfg, &values); err != nil {
+		return nil, errorAt(e, "effective config: %v", err)
+	}
+	var schema struct {
+		Properties map[string]struct {
+			Default any `json:"default"`
+		} `json:"properties"`
+	}
+	if desc.ConfigSchema != "" {
+		if err := json.Unmarshal([]byte(desc.ConfigSchema), &schema); err != nil {
+			return nil, errorAt(e, "config schema: %v", err)
+		}
+	}
+	for _, key := range desc.ToolsFromConfig {
+		v, ok := values[key]
+		from := "config key"
+		if !ok {
+			v, ok = schema.Properties[key].Default, schema.Properties[key].Default != nil
+			from = "default of config key"
+		}
+		if !ok {
+			return nil, errorAt(e, "config key %q names a tool the plugin registers (ToolsFromConfig), but neither the config nor the schema's default sets it", key)
+		}
+		name, isString := v.(string)
+		if !isString || !htools.ValidName(name) {
+			return nil, errorAt(e, "%s %q names a tool, but %s is not a tool name: use 1 to 64 letters, digits, '_' or '-'", from, key, jsonText(v))
+		}
+		if slices.Contains(out, name) {
+			return nil, errorAt(e, "%s %q names tool %q, which the plugin already registers", from, key, name)
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}
+
+// jsonText is v as config shows it, for errors.
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
 }
 
 // mergeInto overlays src onto dst, recursing into maps.

@@ -12,14 +12,14 @@ import (
 )
 
 // desc is a description: "provides" and "injects" keys ("key?" is an
-// optional inject), tools, and a schema.
+// optional inject), tools, config keys naming tools, and a schema.
 type desc struct {
-	provides, injects, tools []string
-	schema                   string
+	provides, injects, tools, toolsFromConfig []string
+	schema                                    string
 }
 
 func (d desc) proto() *pluginv1.Description {
-	out := &pluginv1.Description{Tools: d.tools, ConfigSchema: d.schema}
+	out := &pluginv1.Description{Tools: d.tools, ToolsFromConfig: d.toolsFromConfig, ConfigSchema: d.schema}
 	for _, k := range d.provides {
 		out.Provides = append(out.Provides, &pluginv1.Provide{Key: k})
 	}
@@ -76,7 +76,7 @@ func running(t *testing.T, entries ...entry) []Running {
 	}
 	var out []Running
 	for _, st := range p.Steps {
-		out = append(out, Running{Entry: st.Entry, Binary: st.Binary, Desc: st.Desc, Config: st.Config})
+		out = append(out, Running{Entry: st.Entry, Binary: st.Binary, Desc: st.Desc, Config: st.Config, Tools: st.Tools})
 	}
 	return out
 }
@@ -87,7 +87,15 @@ var (
 	env   = entry{id: "env", d: desc{provides: []string{"shellEnv"}}}
 	bash  = entry{id: "bash", d: desc{provides: []string{"shell"}, injects: []string{"subprocess"}, schema: `{"type":"object","properties":{"maxOutputBytes":{"type":"integer"}},"additionalProperties":false}`}}
 	tools = entry{id: "tools", d: desc{injects: []string{"shell", "shellEnv", "jobs", "tools"}, tools: []string{"bash", "job_output"}}}
+	// pbash names its tool by config, "bash" unless toolName says otherwise.
+	pbash = entry{id: "pbash", d: desc{injects: []string{"tools"}, tools: []string{"pbash_reset"}, toolsFromConfig: []string{"toolName"},
+		schema: `{"type":"object","properties":{"toolName":{"type":"string","default":"bash"},"other":{}},"additionalProperties":false}`}}
 )
+
+// toolName is pbash's config naming its tool name.
+func toolName(name any) func(*entry) {
+	return func(e *entry) { e.config = map[string]any{"toolName": name} }
+}
 
 func with(e entry, f func(*entry)) entry {
 	f(&e)
@@ -120,6 +128,23 @@ func TestMakeRefuses(t *testing.T) {
 		{"duplicate tool", []entry{env, bash, tools, with(tools, func(e *entry) { e.id = "tools2" })},
 			[]string{`c.yaml:40: plugin "tools2": tool "bash" is already registered by plugin "tools" (c.yaml:30)`,
 				`c.yaml:40: plugin "tools2": tool "job_output" is already registered`}},
+		{"a tool named by config's schema default", []entry{env, bash, tools, pbash},
+			[]string{`c.yaml:40: plugin "pbash": tool "bash" is already registered by plugin "tools" (c.yaml:30)`}},
+		{"a tool named by config", []entry{with(pbash, toolName("bash")), env, bash, tools},
+			[]string{`c.yaml:40: plugin "tools": tool "bash" is already registered by plugin "pbash" (c.yaml:10)`}},
+		{"a tool named by config, another name", []entry{env, bash, tools, with(pbash, toolName("other"))}, nil},
+		{"two entries naming the same tool by config", []entry{with(pbash, toolName("sh")), with(pbash, func(e *entry) { e.id = "pbash2"; e.config = map[string]any{"toolName": "sh"} })},
+			[]string{`c.yaml:20: plugin "pbash2": tool "pbash_reset" is already registered by plugin "pbash" (c.yaml:10)`,
+				`c.yaml:20: plugin "pbash2": tool "sh" is already registered by plugin "pbash" (c.yaml:10)`}},
+		{"a tool name that is none", []entry{with(pbash, toolName("no spaces"))},
+			[]string{`c.yaml:10: plugin "pbash": config key "toolName" names a tool, but "no spaces" is not a tool name`}},
+		{"a tool name from a schema default that is none", []entry{with(pbash, func(e *entry) {
+			e.d.schema = `{"type":"object","properties":{"toolName":{"default":7}}}`
+		})}, []string{`c.yaml:10: plugin "pbash": default of config key "toolName" names a tool, but 7 is not a tool name`}},
+		{"a tool named by no config and no default", []entry{with(pbash, func(e *entry) { e.d.schema = "" })},
+			[]string{`c.yaml:10: plugin "pbash": config key "toolName" names a tool the plugin registers (ToolsFromConfig), but neither the config nor the schema's default sets it`}},
+		{"a tool named by config that the plugin declares anyway", []entry{with(pbash, toolName("pbash_reset"))},
+			[]string{`c.yaml:10: plugin "pbash": config key "toolName" names tool "pbash_reset", which the plugin already registers`}},
 		{"config against the schema", []entry{with(bash, func(e *entry) { e.config = map[string]any{"maxOutputBytes": "lots"} })},
 			[]string{`maxOutputBytes`}},
 		{"every problem at once", []entry{with(bash, func(e *entry) { e.config = map[string]any{"other": 1} }), tools},
@@ -200,6 +225,9 @@ func TestMakeRefusesEdits(t *testing.T) {
 		{"a rebuilt binary with other keys", base,
 			[]entry{with(env, func(e *entry) { e.d.provides = []string{"shellEnv", "more"} })},
 			[]string{`plugin "env": /bin/env provides [shellEnv more], injects [], other keys`}},
+		{"an added entry naming by config a tool another has", []entry{env, bash, tools, with(pbash, toolName("job_output"))},
+			[]entry{with(pbash, toolName("job_output"))},
+			[]string{`c.yaml:40: plugin "pbash": tool "job_output" is already registered by plugin "tools" (c.yaml:30)`}},
 		{"a config the running binary's schema refuses", []entry{env, with(bash, func(e *entry) { e.config = map[string]any{"x": 1} }), tools}, nil,
 			[]string{`c.yaml:20`}},
 	}
@@ -264,6 +292,44 @@ func TestMakeSteps(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A step's tools are its declared ones and those its config names; a
+// running entry whose config renames its tool reloads, and is refused when
+// the new name is another entry's.
+func TestToolsFromConfig(t *testing.T) {
+	toolsOf := func(p *Plan, id string) string {
+		for _, st := range p.Steps {
+			if st.ID == id {
+				return fmt.Sprintf("%s %v", st.Action, st.Tools)
+			}
+		}
+		return "no step"
+	}
+	bySchema := []entry{env, bash, with(tools, func(e *entry) { e.d.tools = []string{"job_output"} }), pbash}
+	p, errs := Make(Input{Comp: comp(bySchema...), Described: described(bySchema...), Core: isCore})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if got, want := toolsOf(p, "pbash"), "add [pbash_reset bash]"; got != want {
+		t.Fatalf("by the schema's default: %s, want %s", got, want)
+	}
+	base := []entry{env, bash, tools, with(pbash, toolName("sh"))}
+	run := running(t, base...)
+	if got := fmt.Sprint(run[3].Tools); got != "[pbash_reset sh]" {
+		t.Fatalf("by config: %s", got)
+	}
+	next := []entry{env, bash, tools, with(pbash, toolName("sh2"))}
+	p, errs = Make(Input{Comp: comp(next...), Running: run, Core: isCore})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if got, want := toolsOf(p, "pbash"), "reload [pbash_reset sh2]"; got != want {
+		t.Fatalf("renamed: %s, want %s", got, want)
+	}
+	next = []entry{env, bash, tools, with(pbash, toolName("job_output"))}
+	_, errs = Make(Input{Comp: comp(next...), Running: run, Core: isCore})
+	checkErrs(t, errs, []string{`c.yaml:40: plugin "pbash": tool "job_output" is already registered by plugin "tools" (c.yaml:30)`})
 }
 
 // The effective config is the settings namespace under the entry's own.

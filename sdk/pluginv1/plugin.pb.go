@@ -76,9 +76,13 @@ type Description struct {
 	// Settings namespace whose composition section is merged under config.
 	SettingsNamespace string `protobuf:"bytes,7,opt,name=settings_namespace,json=settingsNamespace,proto3" json:"settings_namespace,omitempty"`
 	// Names of the model-facing tools this plugin registers.
-	Tools         []string `protobuf:"bytes,8,rep,name=tools,proto3" json:"tools,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Tools []string `protobuf:"bytes,8,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Config keys whose string values name further tools this plugin
+	// registers: the key's value in the resolved config, or the config
+	// schema's default for it when the config does not set it.
+	ToolsFromConfig []string `protobuf:"bytes,9,rep,name=tools_from_config,json=toolsFromConfig,proto3" json:"tools_from_config,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Description) Reset() {
@@ -163,6 +167,13 @@ func (x *Description) GetSettingsNamespace() string {
 func (x *Description) GetTools() []string {
 	if x != nil {
 		return x.Tools
+	}
+	return nil
+}
+
+func (x *Description) GetToolsFromConfig() []string {
+	if x != nil {
+		return x.ToolsFromConfig
 	}
 	return nil
 }
@@ -881,7 +892,7 @@ var File_sdk_pluginv1_plugin_proto protoreflect.FileDescriptor
 const file_sdk_pluginv1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"\x19sdk/pluginv1/plugin.proto\x12\rdsh.plugin.v1\"\x11\n" +
-	"\x0fDescribeRequest\"\xa2\x02\n" +
+	"\x0fDescribeRequest\"\xce\x02\n" +
 	"\vDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x18\n" +
@@ -890,7 +901,8 @@ const file_sdk_pluginv1_plugin_proto_rawDesc = "" +
 	"\x06inject\x18\x05 \x03(\v2\x15.dsh.plugin.v1.InjectR\x06inject\x12#\n" +
 	"\rconfig_schema\x18\x06 \x01(\tR\fconfigSchema\x12-\n" +
 	"\x12settings_namespace\x18\a \x01(\tR\x11settingsNamespace\x12\x14\n" +
-	"\x05tools\x18\b \x03(\tR\x05tools\"\x94\x01\n" +
+	"\x05tools\x18\b \x03(\tR\x05tools\x12*\n" +
+	"\x11tools_from_config\x18\t \x03(\tR\x0ftoolsFromConfig\"\x94\x01\n" +
 	"\aProvide\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12#\n" +
 	"\rgrpc_services\x18\x02 \x03(\tR\fgrpcServices\x12!\n" +

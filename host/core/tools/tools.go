@@ -194,6 +194,10 @@ func (r *Registry[S]) remove(name string, slot S) bool {
 
 var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
+// ValidName reports whether name is one a tool may have: the planner checks
+// names that come from config with it, before any plugin registers them.
+func ValidName(name string) bool { return toolName.MatchString(name) }
+
 // registrar is ctx.tools for one calling plugin.
 type registrar[S Slot] struct {
 	r *Registry[S]

@@ -1,7 +1,8 @@
 // Command dsh-termdrive is a test consumer of ctx.terminals: its one tool,
 // term, makes the ctx.terminals call its arguments name, as the agent of the
 // tool call, and answers with what came back (or the error's kind), so tests
-// reach ctx.terminals through the host as a tool plugin does.
+// reach ctx.terminals through the host as a tool plugin does. Its config
+// key toolName renames term, so two entries can sit side by side.
 package main
 
 import (
@@ -26,13 +27,19 @@ type termdrive struct {
 	terms *terminals.Client
 }
 
+type config struct {
+	ToolName string `json:"toolName" default:"term"`
+}
+
 func (p *termdrive) Describe() sdk.Description {
 	return sdk.Description{
 		Name:    "termdrive",
 		Version: "0.0.1",
 		Summary: "test consumer of ctx.terminals",
 		Inject:  []sdk.Inject{{Key: terminals.Key}, {Key: tools.Key}},
-		Tools:   []string{"term"},
+		// Its one tool is named by config (term by default).
+		ToolsFromConfig: []string{"toolName"},
+		ConfigSchema:    sdk.SchemaOf[config](),
 	}
 }
 
@@ -40,10 +47,14 @@ func (p *termdrive) Register(s *grpc.Server) {
 	toolsv1.RegisterToolHandlerServer(s, tools.NewHandlerServer(p))
 }
 
-func (p *termdrive) Apply(ctx context.Context, host *sdk.Host, _ json.RawMessage) error {
+func (p *termdrive) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage) error {
+	cfg, err := sdk.DecodeConfig[config](raw)
+	if err != nil {
+		return err
+	}
 	p.terms = terminals.NewClient(host.Conn(terminals.Key))
 	return tools.Register(ctx, host.Conn(tools.Key), &tools.ToolSpec{
-		Name:        "term",
+		Name:        cfg.ToolName,
 		Description: "calls ctx.terminals",
 		InputSchema: `{"type":"object"}`,
 	})
