@@ -4,6 +4,7 @@ package terminals
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -83,5 +84,27 @@ func TestSettleStopped(t *testing.T) {
 	run := runCmd(t, f, "agent", in.ID, "s1", "set +m; echo going; sh -c 'kill -STOP $$'", 10*time.Second)
 	if run.Wait != terminals.WaitInferredIdle || !strings.Contains(run.Detail, "stopped") || string(run.Captured.Data) != "going\r\n" {
 		t.Fatalf("a run whose command stops: %q %q %+v", run.Wait, run.Detail, run.Captured)
+	}
+}
+
+// A send holds the session through its wait: another send then is
+// refused, so it cannot settle the first one's wait with its own output.
+func TestSettleHoldsTheSession(t *testing.T) {
+	f := newFixture(t, nil)
+	in := f.open(t, "agent", OpenRequest{})
+	typed := make(chan struct{}, 1)
+	f.b.onSend = func(context.Context) error {
+		typed <- struct{}{}
+		return nil
+	}
+	done := make(chan Sent, 1)
+	go func() { done <- f.settle(t, in.ID, SendRequest{Text: "sleep 1; echo slept", Submit: true, Wait: 10 * time.Second}) }()
+	<-typed
+	time.Sleep(50 * time.Millisecond) // into its wait
+	if _, err := f.m.Send(context.Background(), "agent", in.ID, "echo meddling", true, ""); !errors.Is(err, terminals.ErrSendActive) {
+		t.Fatalf("a send during another's wait: %v", err)
+	}
+	if out := <-done; out.Wait != terminals.WaitStdinRead || !strings.Contains(out.Screen.Viewport, "slept") {
+		t.Fatalf("the send: %s %q", out.Wait, out.Screen.Viewport)
 	}
 }

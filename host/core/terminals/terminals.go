@@ -608,7 +608,14 @@ func (m *Manager) Settle(ctx context.Context, owner, id string, req SendRequest)
 	if req.Capture != nil {
 		return m.run(ctx, owner, id, req)
 	}
-	in, s, err := m.send(ctx, owner, id, req.Text, req.Submit, req.Signal)
+	// The send holds the session through its wait too: what another send
+	// typed meanwhile would settle this one's wait on its output.
+	s, b, release, err := m.acquire(owner, id, false)
+	if err != nil {
+		return Sent{}, err
+	}
+	defer release()
+	in, err := m.typeInto(ctx, s, b, req.Text, req.Submit, req.Signal)
 	if err != nil {
 		return Sent{}, err
 	}

@@ -1,0 +1,148 @@
+package reliability
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// listIDRE finds the persistent shell's id in terminal_list's text.
+var listIDRE = regexp.MustCompile(`(t\d+-[0-9a-f]{12})  persistent-bash `)
+
+// pbash calls the persistent bash tool and fails the test on any text that
+// shows a marker.
+func pbash(t *testing.T, ctx context.Context, cs *mcp.ClientSession, command string, extra ...any) (string, *mcp.CallToolResult) {
+	t.Helper()
+	args := map[string]any{"command": command}
+	for i := 0; i+1 < len(extra); i += 2 {
+		args[extra[i].(string)] = extra[i+1]
+	}
+	text, r := callText(t, ctx, cs, "bash", args)
+	if strings.Contains(text, "__DSH_PERSISTENT_BASH") || strings.Contains(text, "DSH_PERSISTENT") {
+		t.Fatalf("a marker in the text of %q:\n%s", command, text)
+	}
+	return text, r
+}
+
+// One agent's persistent shell through dsh serve and the real plugins,
+// a command after each way one can end: state carries over; an exit
+// status; a command that waits for input returns what it printed and the
+// next one interrupts it; a timeout closes the shell and the next command
+// gets a fresh one; so does exit; kill -9 of the tool's plugin keeps the
+// shell; meanwhile the shell is a terminal of the agent's that answers a
+// send with SEND_ACTIVE; another agent has a shell of its own.
+func TestPersistentBash(t *testing.T) {
+	if _, err := syscall.Getpgid(1); err != nil {
+		t.Skip("needs /proc")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	s := startHTTP(t, terminalsComp(t))
+	a := s.connect(t, ctx)
+	dir := t.TempDir()
+
+	f := fault(t, "persistent bash: state between calls")
+	if text, r := pbash(t, ctx, a, "cd "+dir+" && export KEPT=yes && f() { echo from-f; }"); text != "" || r.IsError {
+		t.Fatalf("cd and export: %q", text)
+	}
+	text, _ := pbash(t, ctx, a, "pwd; echo $KEPT; f")
+	if text != dir+"\nyes\nfrom-f" {
+		t.Fatalf("the state of the shell: %q", text)
+	}
+	text, _ = pbash(t, ctx, a, "printf 'no newline'; false")
+	if text != "no newline\n[exit code: 1]" {
+		t.Fatalf("an exit status: %q", text)
+	}
+	// A command of several lines, with quotes, a here-document, history
+	// characters and a line that would be a marker if the echo were read.
+	text, _ = pbash(t, ctx, a, "cat <<'EOF'\na!b $KEPT \"q\" 'r'\nEOF\necho __DSH_PERSISTENT''_BASH_END_x:0 | tr -d _\necho \\\n  joined")
+	if text != "a!b $KEPT \"q\" 'r'\nDSHPERSISTENTBASHENDx:0\njoined" {
+		t.Fatalf("several lines: %q", text)
+	}
+	f.Saw("cwd, exports and functions carry over; exit codes, several lines and quotes as typed; no marker in any text")
+
+	f = fault(t, "persistent bash: a command waits for input")
+	text, _ = pbash(t, ctx, a, "echo before; read -p 'name? ' v; echo got $v")
+	if !strings.HasPrefix(text, "before\nname?") || !strings.Contains(text, "[no end yet: the command waits for input (") {
+		t.Fatalf("a command that reads: %q", text)
+	}
+	text, _ = pbash(t, ctx, a, "echo after; pwd")
+	if text != "[the previous command was still running: it was interrupted (SIGINT) first]\nafter\n"+dir {
+		t.Fatalf("the command after one that read: %q", text)
+	}
+	f.Saw("partial output and a wait for input; the next command interrupted it and ran in the same shell")
+
+	f = fault(t, "persistent bash: the shell among the agent's terminals")
+	list, _ := callText(t, ctx, a, "terminal_list", map[string]any{})
+	m := listIDRE.FindStringSubmatch(list)
+	if m == nil || !strings.Contains(list, "persistent-bash") {
+		t.Fatalf("terminal_list: %s", list)
+	}
+	var wg sync.WaitGroup
+	var slow string
+	wg.Go(func() { slow, _ = pbash(t, ctx, a, "sleep 1.5; echo slept") })
+	busy := ""
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && !strings.Contains(busy, "still running"); time.Sleep(20 * time.Millisecond) {
+		busy, _ = callText(t, ctx, a, "terminal_send", map[string]any{"session_id": m[1], "text": "echo meddling"})
+	}
+	// A second command of the agent's waits its turn.
+	queued, _ := pbash(t, ctx, a, "echo queued")
+	wg.Wait()
+	if !strings.Contains(busy, "a command is still running in "+m[1]) || slow != "slept" || queued != "queued" {
+		t.Fatalf("a send while the tool runs a command: %q; the command: %q; the one queued behind it: %q", busy, slow, queued)
+	}
+	f.Saw("terminal_list shows it; terminal_send during a command: SEND_ACTIVE; a second command waited its turn")
+
+	f = fault(t, "persistent bash: kill -9 of tool-bash-persistent between calls")
+	killed(t, pluginPid(t, "tool-bash-persistent"), syscall.SIGKILL)
+	if text, _ = pbash(t, ctx, a, "pwd; echo $KEPT"); text != dir+"\nyes" {
+		t.Fatalf("after kill -9 of the tool's plugin: %q", text)
+	}
+	f.Saw("the restarted plugin found the agent's shell: its state is there")
+
+	f = fault(t, "persistent bash: a timeout closes the shell")
+	text, _ = pbash(t, ctx, a, "echo started; sleep 30", "timeoutMs", 1000)
+	if text != "started\n[timed out after 1000ms: the shell was closed with everything it ran; the next command starts in a fresh shell (working directory and variables reset)]" {
+		t.Fatalf("a timeout: %q", text)
+	}
+	if text, _ = pbash(t, ctx, a, "echo ${KEPT:-unset}; pwd"); text == "" || strings.HasPrefix(text, "yes") || strings.Contains(text, dir) {
+		t.Fatalf("after a timeout: %q", text)
+	}
+	f.Saw("timed out, shell closed; the next command ran in a fresh shell")
+
+	f = fault(t, "persistent bash: exit")
+	pbash(t, ctx, a, "export AGAIN=1")
+	text, _ = pbash(t, ctx, a, "echo bye; exit 3")
+	if !strings.HasPrefix(text, "bye\n") || !strings.HasSuffix(text, "[the shell exited with code 3: the next command starts in a fresh shell (working directory and variables reset)]") {
+		t.Fatalf("exit: %q", text)
+	}
+	if text, _ = pbash(t, ctx, a, "echo ${AGAIN:-fresh}"); text != "fresh" {
+		t.Fatalf("after exit: %q", text)
+	}
+	f.Saw("exit 3 reported; the next command ran in a fresh shell")
+
+	f = fault(t, "persistent bash: the model closes the shell")
+	list, _ = callText(t, ctx, a, "terminal_list", map[string]any{})
+	m = listIDRE.FindStringSubmatch(list)
+	callText(t, ctx, a, "terminal_close", map[string]any{"session_id": m[1]})
+	if text, _ = pbash(t, ctx, a, "echo reopened"); text != "[the shell was closed since the last command: this command runs in a fresh one (working directory and variables reset)]\nreopened" {
+		t.Fatalf("after terminal_close of the shell: %q", text)
+	}
+	f.Saw("the next command said so and ran in a fresh shell")
+
+	f = fault(t, "persistent bash: another agent")
+	b := s.connect(t, ctx)
+	if text, _ = pbash(t, ctx, b, "echo ${KEPT:-none}; pwd"); strings.HasPrefix(text, "yes") || strings.Contains(text, dir) {
+		t.Fatalf("another agent's shell: %q", text)
+	}
+	if list, _ := callText(t, ctx, b, "terminal_list", map[string]any{}); strings.Count(list, "persistent-bash") != 1 {
+		t.Fatalf("the other agent's terminals: %s", list)
+	}
+	f.Saw("a shell of its own")
+}
