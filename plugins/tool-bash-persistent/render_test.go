@@ -34,7 +34,9 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
-func running() *terminals.Session { return &terminals.Session{Id: "t1-0123456789ab", Status: "running"} }
+func running() *terminals.Session {
+	return &terminals.Session{Id: "t1-0123456789ab", Status: "running"}
+}
 
 func TestRender(t *testing.T) {
 	text := func(r *ran, chars int) string { s, _ := r.render(chars); return s }

@@ -98,7 +98,9 @@ func TestSettleHoldsTheSession(t *testing.T) {
 		return nil
 	}
 	done := make(chan Sent, 1)
-	go func() { done <- f.settle(t, in.ID, SendRequest{Text: "sleep 1; echo slept", Submit: true, Wait: 10 * time.Second}) }()
+	go func() {
+		done <- f.settle(t, in.ID, SendRequest{Text: "sleep 1; echo slept", Submit: true, Wait: 10 * time.Second})
+	}()
 	<-typed
 	time.Sleep(50 * time.Millisecond) // into its wait
 	if _, err := f.m.Send(context.Background(), "agent", in.ID, "echo meddling", true, ""); !errors.Is(err, terminals.ErrSendActive) {
