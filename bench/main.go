@@ -86,6 +86,7 @@ func main() {
 	}
 	if want("terminals") {
 		terminalsBench(dir, *termRounds)
+		persistentCalls(dir, *sandboxRuns)
 	}
 	if want("reload") {
 		reloadUnderLoad(dir, *swaps)

@@ -196,8 +196,8 @@ func terminalsBench(dir string, n int) {
 	row("direct pty write+read", sentDirect)
 	fmt.Printf("  ratio (median): %.2fx\n", float64(median(sent))/float64(median(sentDirect)))
 	fmt.Printf("  wait reasons: %s\n", counts(reasons))
-	// The registry looks at /proc only once output has been quiet 150 ms.
-	fmt.Println("  floor of the design: 150ms of quiet output before stdin_read is looked for")
+	// The registry looks at /proc once output has been quiet 20 ms (each look takes two samples some 5 ms apart).
+	fmt.Println("  floor of the design: 20ms of quiet output, then a look of two samples about 5ms apart")
 	fmt.Println()
 	_ = cs.Close()
 
@@ -270,4 +270,56 @@ func counts(m map[string]int) string {
 		b = append(b, fmt.Sprintf("%s %d", name, m[k]))
 	}
 	return strings.Join(b, ", ")
+}
+
+// persistentCalls is the persistent bash tool's call latency against
+// tool-bash's in one server: `true` in the agent's persistent shell (a
+// typed line, a run to its end marker) and as a fresh one-shot bash,
+// interleaved.
+func persistentCalls(dir string, n int) {
+	comp := filepath.Join(dir, "persistent.yaml")
+	check(os.WriteFile(comp, []byte(fmt.Sprintf(`plugins:
+  - id: env
+    path: %[1]s/dsh-shell-env
+  - id: bash
+    path: %[1]s/dsh-bash-local
+  - id: tools
+    path: %[1]s/dsh-tool-bash
+  - id: term-bash
+    path: %[1]s/dsh-terminal-bash
+  - id: persistent
+    path: %[1]s/dsh-tool-bash-persistent
+    config:
+      toolName: pbash
+`, dir)), 0o600))
+	cs := connect(exec.Command(filepath.Join(dir, "dsh"), "serve", "--log-level", "error", comp))
+	defer cs.Close()
+	call := func(tool, command string) (string, time.Duration) {
+		t := time.Now()
+		r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"command": command, "description": "bench"}})
+		d := time.Since(t)
+		check(err)
+		if r.IsError {
+			fail(fmt.Sprintf("%s %q: %s", tool, command, text(r)))
+		}
+		return text(r), d
+	}
+	for i := 0; i < 5; i++ {
+		call("bash", "true")
+		call("pbash", "true")
+	}
+	var oneShot, persistent []time.Duration
+	for i := 0; i < n; i++ {
+		_, d := call("bash", "true")
+		oneShot = append(oneShot, d)
+		_, d = call("pbash", "true")
+		persistent = append(persistent, d)
+	}
+	if out, _ := call("pbash", "echo $((6*7))"); out != "42" {
+		fail(fmt.Sprintf("pbash echo: %q", out))
+	}
+	fmt.Println("persistent bash tool `true` against tool-bash `true` (bash-local), over MCP in one server")
+	row("tool-bash-persistent", persistent)
+	row("tool-bash", oneShot)
+	fmt.Printf("  ratio (median): %.2fx\n\n", float64(median(persistent))/float64(median(oneShot)))
 }

@@ -92,7 +92,7 @@ func (m *Manager) settleRun(ctx context.Context, s *Session, got *capture, wait 
 	t := s.term
 	deadline := time.Now().Add(wait)
 	quietSince := time.Now()
-	var looked time.Time
+	var looks lookout
 	lastDetail := ""
 	for {
 		left := time.Until(deadline)
@@ -103,12 +103,13 @@ func (m *Manager) settleRun(ctx context.Context, s *Session, got *capture, wait 
 			}
 			return terminals.WaitTimeout, d
 		}
-		r := t.Read(ctx, min(left, quietLook))
+		r := t.Read(ctx, min(left, looks.next(time.Now(), quietSince)))
 		got.dropped += r.Dropped
 		if len(r.Data) > 0 {
 			m.consume(s, r.Data)
 			got.feed(r.Data)
-			quietSince, looked = time.Now(), time.Time{}
+			quietSince = time.Now()
+			looks.reset()
 			if got.ended {
 				return terminals.WaitMarker, "the command's end marker was printed"
 			}
@@ -122,9 +123,7 @@ func (m *Manager) settleRun(ctx context.Context, s *Session, got *capture, wait 
 		if ctx.Err() != nil {
 			return terminals.WaitTimeout, "the request ended: " + ctx.Err().Error()
 		}
-		now := time.Now()
-		if now.Sub(quietSince) >= quietLook && (looked.IsZero() || now.Sub(looked) >= quietLook) {
-			looked = now
+		if looks.due(time.Now(), quietSince) {
 			printed := t.Printed()
 			res, err := m.cfg.Check(t.Master(), t.Pid())
 			switch {

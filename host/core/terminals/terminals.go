@@ -236,12 +236,16 @@ const (
 	settleMax   = 2 * time.Second
 	// DefaultIdleAfter is Config.IdleAfter's default.
 	DefaultIdleAfter = 1500 * time.Millisecond
-	// quietLook is how long output must be quiet before a send's wait
-	// looks whether the foreground reads the terminal (a look costs two
-	// passes over /proc): a program that prints is not waiting for input.
-	quietLook = 150 * time.Millisecond
+	// firstLook is how long output must be quiet before a send's wait
+	// looks whether the foreground reads the terminal (a look is two
+	// passes over /proc a few milliseconds apart, about 0.3 ms of CPU); a
+	// program that prints is not waiting for input. Each look that finds
+	// no read doubles the time to the next, up to lookEvery, so a quiet
+	// command costs little however long it runs; new output starts over.
+	firstLook = 20 * time.Millisecond
+	lookEvery = 160 * time.Millisecond
 	// pollEvery is how often a send's wait watches the output counter.
-	pollEvery = 25 * time.Millisecond
+	pollEvery = 10 * time.Millisecond
 )
 
 var (
@@ -631,14 +635,14 @@ func (m *Manager) Settle(ctx context.Context, owner, id string, req SendRequest)
 // settleSend waits up to wait, after typing, until the shell exits, the
 // foreground is seen blocked reading the terminal, or the output has been
 // quiet for the idle bound with no such read seen. A read is looked for
-// only once output has been quiet a moment, and again after each new
-// burst of output or quiet stretch, never in a hot loop.
+// only once output has been quiet a moment, then at growing intervals
+// (see lookout), never in a hot loop.
 func (m *Manager) settleSend(ctx context.Context, s *Session, wait time.Duration) (reason, detail string) {
 	t := s.term
 	start := time.Now()
 	deadline := start.Add(wait)
 	last, quietSince := t.Printed(), start
-	var looked time.Time // when the last look was made; zero for none since output
+	var looks lookout
 	lastDetail := ""
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
@@ -651,11 +655,11 @@ func (m *Manager) settleSend(ctx context.Context, s *Session, wait time.Duration
 		}
 		now := time.Now()
 		if n := t.Printed(); n != last {
-			last, quietSince, looked = n, now, time.Time{}
+			last, quietSince = n, now
+			looks.reset()
 		}
 		quiet := now.Sub(quietSince)
-		if quiet >= quietLook && (looked.IsZero() || now.Sub(looked) >= quietLook) {
-			looked = now
+		if looks.due(now, quietSince) {
 			res, err := m.cfg.Check(t.Master(), t.Pid())
 			switch {
 			case err != nil:
@@ -691,6 +695,41 @@ func (m *Manager) settleSend(ctx context.Context, s *Session, wait time.Duration
 		case <-tick.C:
 		}
 	}
+}
+
+// lookout schedules a wait's looks at the foreground: the first once
+// output has been quiet firstLook, each next one twice as long after the
+// previous, up to lookEvery; new output starts over.
+type lookout struct {
+	last time.Time     // the previous look; zero for none since output
+	gap  time.Duration // from it to the next
+}
+
+func (l *lookout) reset() { *l = lookout{} }
+
+// due reports whether a look is due at now, output quiet since
+// quietSince, and if so counts it as made.
+func (l *lookout) due(now, quietSince time.Time) bool {
+	if l.last.IsZero() {
+		if now.Sub(quietSince) < firstLook {
+			return false
+		}
+		l.last, l.gap = now, firstLook
+		return true
+	}
+	if now.Sub(l.last) < l.gap {
+		return false
+	}
+	l.last, l.gap = now, min(2*l.gap, lookEvery)
+	return true
+}
+
+// next is how long from now until the next look could be due.
+func (l *lookout) next(now, quietSince time.Time) time.Duration {
+	if l.last.IsZero() {
+		return max(firstLook-now.Sub(quietSince), time.Millisecond)
+	}
+	return max(l.gap-now.Sub(l.last), time.Millisecond)
 }
 
 // look is the session's screen within budget characters, if it has one.
