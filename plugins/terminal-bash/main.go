@@ -3,9 +3,10 @@
 // interactive bash on a terminal of ctx.subprocess. The shell reads no rc
 // file; its prompt is one the registry recognises (a mark of the session's
 // own, then "$ "), and PROMPT_COMMAND sets it again before every prompt, so
-// a command that changes PS1 does not blind the registry. It keeps nothing
-// per session: a session outlives this plugin's reloads and crashes, and its
-// next process types into the same terminal.
+// a command that changes PS1 does not blind the registry. A session starts
+// with the trusted DSH_* facts of ctx.shellEnv when one is composed. It
+// keeps nothing per session: a session outlives this plugin's reloads and
+// crashes, and its next process types into the same terminal.
 package main
 
 import (
@@ -21,6 +22,7 @@ import (
 
 	"github.com/dshrun/dsh/core/subprocess"
 	"github.com/dshrun/dsh/core/terminals"
+	"github.com/dshrun/dsh/plugins/shell/shellenv"
 	"github.com/dshrun/dsh/plugins/terminal"
 	"github.com/dshrun/dsh/plugins/terminal/terminalv1"
 	"github.com/dshrun/dsh/sdk"
@@ -46,6 +48,7 @@ type config struct {
 type terminalBash struct {
 	cfg config
 	sub *subprocess.Client
+	env *shellenv.Follower // ctx.shellEnv, when composed
 }
 
 var _ terminal.Backend = (*terminalBash)(nil)
@@ -55,9 +58,16 @@ func (p *terminalBash) Describe() sdk.Description {
 		Name:         "terminal-bash",
 		Version:      "0.1.0",
 		Summary:      "a ctx.terminals backend: interactive bash sessions with a prompt the registry recognises",
-		Inject:       []sdk.Inject{{Key: subprocess.Key}, {Key: terminals.Key}},
+		Inject:       []sdk.Inject{{Key: subprocess.Key}, {Key: terminals.Key}, {Key: shellenv.Key, Optional: true}},
 		ConfigSchema: sdk.SchemaOf[config](),
 	}
+}
+
+func (p *terminalBash) Dispose(context.Context) error {
+	if p.env != nil {
+		p.env.Close()
+	}
+	return nil
 }
 
 func (p *terminalBash) Register(s *grpc.Server) {
@@ -71,6 +81,7 @@ func (p *terminalBash) Apply(ctx context.Context, host *sdk.Host, raw json.RawMe
 	}
 	p.cfg = cfg
 	p.sub = subprocess.NewClient(host.Conn(subprocess.Key))
+	p.env = shellenv.NewClient(host.Conn(shellenv.Key)).Follow()
 	return terminals.NewClient(host.Conn(terminals.Key)).RegisterBackend(ctx, cfg.Name, cfg.ShellDialect)
 }
 
@@ -112,10 +123,22 @@ func (p *terminalBash) Start(ctx context.Context, req *terminal.StartRequest) (*
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	ps1, printed := Prompt(hex.EncodeToString(b[:]))
+	env := Env(ps1, p.cfg.Term)
+	snap, err := p.env.Snapshot(ctx)
+	switch {
+	case errors.Is(err, sdk.ErrNotProvided):
+		// No ctx.shellEnv composed: no facts.
+	case err != nil:
+		return nil, terminal.CannotStart(fmt.Errorf("the DSH_* environment could not be read: %w", err))
+	default:
+		for k, v := range snap.Env {
+			env[k] = v
+		}
+	}
 	st, err := p.sub.SpawnTerminal(ctx, &subprocess.TerminalRequest{
 		Argv: p.Argv(),
 		Dir:  cwd,
-		Env:  Env(ps1, p.cfg.Term),
+		Env:  env,
 		Cols: req.Cols,
 		Rows: req.Rows,
 	})

@@ -51,8 +51,8 @@ func TestPersistentBash(t *testing.T) {
 	if text, r := pbash(t, ctx, a, "cd "+dir+" && export KEPT=yes && f() { echo from-f; }"); text != "" || r.IsError {
 		t.Fatalf("cd and export: %q", text)
 	}
-	text, _ := pbash(t, ctx, a, "pwd; echo $KEPT; f")
-	if text != dir+"\nyes\nfrom-f" {
+	text, _ := pbash(t, ctx, a, "pwd; echo $KEPT; f; echo $DSH_COMPOSITION")
+	if text != dir+"\nyes\nfrom-f\nterminals" {
 		t.Fatalf("the state of the shell: %q", text)
 	}
 	text, _ = pbash(t, ctx, a, "printf 'no newline'; false")
@@ -65,7 +65,7 @@ func TestPersistentBash(t *testing.T) {
 	if text != "a!b $KEPT \"q\" 'r'\nDSHPERSISTENTBASHENDx:0\njoined" {
 		t.Fatalf("several lines: %q", text)
 	}
-	f.Saw("cwd, exports and functions carry over; exit codes, several lines and quotes as typed; no marker in any text")
+	f.Saw("cwd, exports and functions carry over; the DSH_* facts are there; exit codes, several lines and quotes as typed; no marker in any text")
 
 	f = fault(t, "persistent bash: a command waits for input")
 	text, _ = pbash(t, ctx, a, "echo before; read -p 'name? ' v; echo got $v")
