@@ -12,6 +12,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/dshrun/dsh/core/sandbox/sandboxv1"
 )
@@ -45,6 +46,23 @@ const (
 	WorkspaceWrite   = "workspace-write"
 	DangerFullAccess = "danger-full-access"
 )
+
+// ForMode is the complete per-call policy a command confined in mode gets
+// under the composition's policy base (what Wrap is asked to apply):
+// writable roots only in workspace-write, the network always in
+// danger-full-access, base's protected paths and unix sockets.
+func ForMode(base *Policy, mode string) *Policy {
+	p := &Policy{
+		DefaultMode:    mode,
+		Network:        base.GetNetwork() || mode == DangerFullAccess,
+		ProtectedPaths: slices.Clone(base.GetProtectedPaths()),
+		UnixSockets:    slices.Clone(base.GetUnixSockets()),
+	}
+	if mode == WorkspaceWrite {
+		p.WorkspaceRoot, p.WritableRoots = base.GetWorkspaceRoot(), slices.Clone(base.GetWritableRoots())
+	}
+	return p
+}
 
 // Policies is the ctx.sandboxPolicy seam as Go.
 type Policies interface {

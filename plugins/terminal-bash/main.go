@@ -4,7 +4,9 @@
 // file; its prompt is one the registry recognises (a mark of the session's
 // own, then "$ "), and PROMPT_COMMAND sets it again before every prompt, so
 // a command that changes PS1 does not blind the registry. A session starts
-// with the trusted DSH_* facts of ctx.shellEnv when one is composed. It
+// with the trusted DSH_* facts of ctx.shellEnv when one is composed, and
+// confined by ctx.sandbox under the composition's sandbox section when it
+// has one (a terminal is no way around the fence its commands have). It
 // keeps nothing per session: a session outlives this plugin's reloads and
 // crashes, and its next process types into the same terminal.
 package main
@@ -20,6 +22,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/dshrun/dsh/core/sandbox"
 	"github.com/dshrun/dsh/core/subprocess"
 	"github.com/dshrun/dsh/core/terminals"
 	"github.com/dshrun/dsh/plugins/shell/shellenv"
@@ -43,12 +46,18 @@ type config struct {
 	Cwd string `json:"cwd" desc:"where sessions start when none is named (this plugin's working directory)"`
 	// Term is TERM in the sessions.
 	Term string `json:"term" default:"xterm-256color" desc:"TERM in the sessions (xterm-256color)"`
+	// SandboxMode is the mode sessions are confined in, under the
+	// composition's sandbox section; empty means its defaultMode. Without
+	// a sandbox section sessions are not confined.
+	SandboxMode string `json:"sandboxMode" pattern:"^(|read-only|workspace-write|danger-full-access)$" desc:"the sandbox mode sessions run in under the composition's sandbox section (its defaultMode)"`
 }
 
 type terminalBash struct {
-	cfg config
-	sub *subprocess.Client
-	env *shellenv.Follower // ctx.shellEnv, when composed
+	cfg    config
+	sub    *subprocess.Client
+	env    *shellenv.Follower // ctx.shellEnv, when composed
+	policy *sandbox.Policy    // the composition's sandbox section; nil for none
+	box    sandbox.Sandboxes
 }
 
 var _ terminal.Backend = (*terminalBash)(nil)
@@ -58,7 +67,7 @@ func (p *terminalBash) Describe() sdk.Description {
 		Name:         "terminal-bash",
 		Version:      "0.1.0",
 		Summary:      "a ctx.terminals backend: interactive bash sessions with a prompt the registry recognises",
-		Inject:       []sdk.Inject{{Key: subprocess.Key}, {Key: terminals.Key}, {Key: shellenv.Key, Optional: true}},
+		Inject:       []sdk.Inject{{Key: subprocess.Key}, {Key: terminals.Key}, {Key: shellenv.Key, Optional: true}, {Key: sandbox.Key}, {Key: sandbox.PolicyKey}},
 		ConfigSchema: sdk.SchemaOf[config](),
 	}
 }
@@ -79,7 +88,18 @@ func (p *terminalBash) Apply(ctx context.Context, host *sdk.Host, raw json.RawMe
 	if err != nil {
 		return err
 	}
-	p.cfg = cfg
+	policy, err := sandbox.NewClient(host.Conn(sandbox.PolicyKey)).Get(ctx)
+	switch {
+	case errors.Is(err, sandbox.ErrNoPolicy):
+		policy = nil
+		if cfg.SandboxMode != "" {
+			return fmt.Errorf("sandboxMode %s needs the composition's sandbox section, and there is none", cfg.SandboxMode)
+		}
+	case err != nil:
+		return fmt.Errorf("terminal-bash needs to know the composition's sandbox policy: %w", err)
+	}
+	p.cfg, p.policy = cfg, policy
+	p.box = sandbox.NewRunnerClient(host.Conn(sandbox.Key))
 	p.sub = subprocess.NewClient(host.Conn(subprocess.Key))
 	p.env = shellenv.NewClient(host.Conn(shellenv.Key)).Follow()
 	return terminals.NewClient(host.Conn(terminals.Key)).RegisterBackend(ctx, cfg.Name, cfg.ShellDialect)
@@ -135,12 +155,17 @@ func (p *terminalBash) Start(ctx context.Context, req *terminal.StartRequest) (*
 			env[k] = v
 		}
 	}
+	argv, confinement, err := p.confine(ctx, p.Argv())
+	if err != nil {
+		return nil, err
+	}
 	st, err := p.sub.SpawnTerminal(ctx, &subprocess.TerminalRequest{
-		Argv: p.Argv(),
-		Dir:  cwd,
-		Env:  env,
-		Cols: req.Cols,
-		Rows: req.Rows,
+		Argv:        argv,
+		Confinement: confinement,
+		Dir:         cwd,
+		Env:         env,
+		Cols:        req.Cols,
+		Rows:        req.Rows,
 	})
 	if err != nil {
 		if errors.Is(err, subprocess.ErrCannotStart) || errors.Is(err, subprocess.ErrInvalid) {
@@ -154,6 +179,36 @@ func (p *terminalBash) Start(ctx context.Context, req *terminal.StartRequest) (*
 		Cwd:       cwd,
 		Dialect:   &terminal.Dialect{Name: p.cfg.ShellDialect, Prompt: printed},
 	}, nil
+}
+
+// Mode is the sandbox mode sessions run in; empty when they are not
+// confined (no sandbox section).
+func (p *terminalBash) Mode() string {
+	switch {
+	case p.policy == nil:
+		return ""
+	case p.cfg.SandboxMode != "":
+		return p.cfg.SandboxMode
+	}
+	return p.policy.DefaultMode
+}
+
+// confine wraps argv through ctx.sandbox in the sessions' mode; with no
+// sandbox section, or in danger-full-access, it runs as it is. A shell
+// that cannot be confined does not start.
+func (p *terminalBash) confine(ctx context.Context, argv []string) ([]string, string, error) {
+	mode := p.Mode()
+	if mode == "" || mode == sandbox.DangerFullAccess {
+		return argv, "", nil
+	}
+	w, err := p.box.Wrap(ctx, &sandbox.WrapRequest{Argv: argv, Mode: mode, Policy: sandbox.ForMode(p.policy, mode)})
+	switch {
+	case errors.Is(err, sandbox.ErrUnavailable):
+		return nil, "", terminal.CannotStart(fmt.Errorf("the sandbox cannot confine a terminal here, so none was started: %w", err))
+	case err != nil:
+		return nil, "", fmt.Errorf("the sandbox could not be asked, so no terminal was started: %w", err)
+	}
+	return w.Argv, w.Confinement, nil
 }
 
 // Send types text, then Enter (a carriage return, as a terminal sends it)

@@ -302,3 +302,56 @@ func TestSandboxBubblewrapSession(t *testing.T) {
 	s.commandsRun(t, ctx, 3)
 	f.Saw("denied, git works, .git/config refused, timeout, 3 commands after")
 }
+
+// Terminals under a sandbox section are fenced like commands: the
+// persistent shell and a terminal_open'd one write in the workspace and
+// nowhere else, and stay confined after kill -9 of their backend.
+func TestSandboxedTerminals(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
+	defer cancel()
+	ws, outside := t.TempDir(), t.TempDir()
+	s := startHTTP(t, fmt.Sprintf(`sandbox:
+  defaultMode: workspace-write
+  workspaceRoot: %s
+plugins:
+  - id: env
+    name: shell-env
+  - id: term-bash
+    name: terminal-bash
+    config:
+      cwd: %s
+  - id: terminal-tools
+    name: tool-terminal
+  - id: persistent-bash
+    name: tool-bash-persistent
+`, ws, ws))
+	a := s.connect(t, ctx)
+
+	f := fault(t, "sandboxed terminals: the persistent shell")
+	escaped := filepath.Join(outside, "escaped")
+	text, _ := pbash(t, ctx, a, "touch inside && echo wrote; touch "+escaped)
+	if !strings.HasPrefix(text, "wrote\n") || !deniedWrite(text) || !strings.HasSuffix(text, "[exit code: 1]") {
+		t.Fatalf("the persistent shell, confined: %q", text)
+	}
+	mustNotExist(t, "a write from the persistent shell", escaped)
+	if _, err := os.Stat(filepath.Join(ws, "inside")); err != nil {
+		t.Fatalf("the write in the workspace: %v", err)
+	}
+	f.Saw("%q", text)
+
+	f = fault(t, "sandboxed terminals: terminal_open, then kill -9 of terminal-bash")
+	id := openTerm(t, ctx, a)
+	text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": "touch " + escaped + "; echo done-$?"})
+	expect(t, "a terminal, confined", text, "done-1", "[wait: stdin_read — ")
+	mustNotExist(t, "a write from a terminal", escaped)
+	killed(t, pluginPid(t, "terminal-bash"), syscall.SIGKILL)
+	text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": "touch " + escaped + "2; echo again-$?"})
+	expect(t, "the same terminal after kill -9 of its backend", text, "again-1")
+	id2 := openTerm(t, ctx, a)
+	text = sendTerm(t, ctx, a, map[string]any{"session_id": id2, "text": "touch " + escaped + "3; echo fresh-$?"})
+	expect(t, "a terminal opened by the restarted backend", text, "fresh-1")
+	for _, p := range []string{escaped + "2", escaped + "3"} {
+		mustNotExist(t, "a write from a terminal", p)
+	}
+	f.Saw("writes outside refused before and after the backend's restart")
+}

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/dshrun/dsh/core/sandbox"
@@ -61,17 +60,30 @@ func (e *Executor) Resolve(ctx context.Context, req *shell.ExecRequest) (*shell.
 	return spec, nil
 }
 
-func (e *Executor) stamp(mode string) *shell.SandboxPolicy {
-	sp := &shell.SandboxPolicy{
-		Mode:           mode,
-		Network:        e.Policy.Network || mode == sandbox.DangerFullAccess,
-		ProtectedPaths: slices.Clone(e.Policy.ProtectedPaths),
-		UnixSockets:    slices.Clone(e.Policy.UnixSockets),
-	}
-	if mode == sandbox.WorkspaceWrite {
-		sp.WritableRoots = append([]string{e.Policy.WorkspaceRoot}, e.Policy.WritableRoots...)
+func (e *Executor) stamp(mode string) *shell.SandboxPolicy { return stampOf(e.Policy, mode) }
+
+// stampOf is the per-call policy of mode under base, as a spec carries it.
+func stampOf(base *sandbox.Policy, mode string) *shell.SandboxPolicy {
+	p := sandbox.ForMode(base, mode)
+	sp := &shell.SandboxPolicy{Mode: mode, Network: p.Network, ProtectedPaths: p.ProtectedPaths, UnixSockets: p.UnixSockets}
+	if p.WorkspaceRoot != "" {
+		sp.WritableRoots = append([]string{p.WorkspaceRoot}, p.WritableRoots...)
 	}
 	return sp
+}
+
+// wrapPolicy is a per-call policy as ctx.sandbox takes it.
+func wrapPolicy(sp *shell.SandboxPolicy) *sandbox.Policy {
+	p := &sandbox.Policy{
+		DefaultMode:    sp.Mode,
+		Network:        sp.Network,
+		ProtectedPaths: sp.ProtectedPaths,
+		UnixSockets:    sp.UnixSockets,
+	}
+	if len(sp.WritableRoots) > 0 {
+		p.WorkspaceRoot, p.WritableRoots = sp.WritableRoots[0], sp.WritableRoots[1:]
+	}
+	return p
 }
 
 // policyOf is the spec's per-call policy; a spec that was not stamped
@@ -91,16 +103,7 @@ func (e *Executor) confine(ctx context.Context, spec *shell.ExecSpec, req *subpr
 	if sp.Mode == sandbox.DangerFullAccess {
 		return &shell.SandboxInfo{Mode: sp.Mode, Enforcement: "none"}, nil
 	}
-	p := &sandbox.Policy{
-		DefaultMode:    sp.Mode,
-		Network:        sp.Network,
-		ProtectedPaths: sp.ProtectedPaths,
-		UnixSockets:    sp.UnixSockets,
-	}
-	if len(sp.WritableRoots) > 0 {
-		p.WorkspaceRoot, p.WritableRoots = sp.WritableRoots[0], sp.WritableRoots[1:]
-	}
-	w, err := e.Sandbox.Wrap(ctx, &sandbox.WrapRequest{Argv: req.Argv, Mode: sp.Mode, Policy: p})
+	w, err := e.Sandbox.Wrap(ctx, &sandbox.WrapRequest{Argv: req.Argv, Mode: sp.Mode, Policy: wrapPolicy(sp)})
 	if err != nil {
 		if errors.Is(err, sandbox.ErrUnavailable) {
 			return nil, shell.SandboxUnavailable(fmt.Sprintf("the sandbox cannot confine commands here, so nothing was run: %v", err))
