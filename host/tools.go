@@ -90,6 +90,9 @@ type ToolResult struct {
 	IsError    bool
 	// Resources are the caller's files the result refers to.
 	Resources []Resource
+	// Feedback are texts of the call's interceptors for the model, each its
+	// own item after Text (so Text still ends with the tool's exit line).
+	Feedback []string
 }
 
 // Resource is a file of the caller's that a tool result refers to (a spill
@@ -141,15 +144,22 @@ func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMe
 	// theirs is the deadline that speaks.
 	ctx, cancel := context.WithTimeout(ctx, h.callTimeout()+5*time.Second)
 	defer cancel()
-	ld, err := t.Slot.get(ctx, t.Plugin, h.restartWait())
-	if err != nil {
-		return nil, fmt.Errorf("tool %q: %w", name, err)
-	}
 	// The owner travels as a call id only the host stamps (see calls.go);
 	// the request's owner field is for the tool's words and logs.
 	callID, end := h.calls.begin(owner, t.Plugin)
 	defer end()
 	h.calls.keepAsker(ctx, callID)
+	icpt := h.before(ctx, owner, callID, t, args)
+	if icpt.refused != nil {
+		icpt.refused.Feedback = icpt.feedback
+		return icpt.refused, nil
+	}
+	args = icpt.args
+	ld, err := t.Slot.get(ctx, t.Plugin, h.restartWait())
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: %w", name, err)
+	}
+	callCtx := ctx
 	ctx = metadata.AppendToOutgoingContext(ctx, sdk.MetaCall, callID, sdk.MetaCaller, "host")
 	// The owner's jobs this plugin registered that finished since its last
 	// call go with the call, as facts the tool words.
@@ -172,7 +182,7 @@ func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMe
 		h.jobs.GiveBack(owner, t.Plugin, notices)
 		return nil, fmt.Errorf("tool %q: %w", name, sdk.FromRPC(gone(ctx, ld, err)))
 	}
-	out := &ToolResult{Text: res.Text, Structured: res.Structured, IsError: res.IsError}
+	out := &ToolResult{Text: res.Text, Structured: res.Structured, IsError: res.IsError, Feedback: icpt.feedback}
 	dir := h.sub.OwnerDir(owner)
 	for _, r := range res.Resources {
 		// Only the owner's own spill files are offered, whatever a tool
@@ -181,6 +191,7 @@ func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMe
 			out.Resources = append(out.Resources, Resource{Path: r.Path, Title: r.Title, Complete: r.Complete})
 		}
 	}
+	h.after(callCtx, owner, callID, t, args, out)
 	return out, nil
 }
 

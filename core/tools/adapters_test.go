@@ -18,10 +18,27 @@ import (
 type fakeRegistrar struct {
 	register   func(context.Context, *ToolSpec) error
 	unregister func(context.Context, string) error
+	intercept  func(context.Context, *Interception) error
 }
 
 func (f *fakeRegistrar) Register(ctx context.Context, s *ToolSpec) error { return f.register(ctx, s) }
 func (f *fakeRegistrar) Unregister(ctx context.Context, n string) error  { return f.unregister(ctx, n) }
+func (f *fakeRegistrar) Intercept(ctx context.Context, in *Interception) error {
+	return f.intercept(ctx, in)
+}
+
+// fakeInterceptor is an Interceptor made of functions.
+type fakeInterceptor struct {
+	before func(context.Context, *BeforeCall) (*BeforeDecision, error)
+	after  func(context.Context, *AfterCall) (*AfterFeedback, error)
+}
+
+func (f fakeInterceptor) Before(ctx context.Context, r *BeforeCall) (*BeforeDecision, error) {
+	return f.before(ctx, r)
+}
+func (f fakeInterceptor) After(ctx context.Context, r *AfterCall) (*AfterFeedback, error) {
+	return f.after(ctx, r)
+}
 
 // fakeHandler is a Handler made of a function.
 type fakeHandler func(context.Context, *CallRequest) (*CallResult, error)
@@ -109,5 +126,54 @@ func TestHandlerAdaptersRoundTrip(t *testing.T) {
 	var e *sdk.Error
 	if _, err := c.Call(ctx, &CallRequest{Name: "broken"}); !errors.As(err, &e) || e.Code != codes.Internal || err.Error() != "the tool broke" {
 		t.Errorf("a broken tool: %v", err)
+	}
+}
+
+// An interception and the interceptor's answers cross the wire whole.
+func TestInterceptAdaptersRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	var got *Interception
+	reg := &fakeRegistrar{intercept: func(_ context.Context, in *Interception) error {
+		if in.TimeoutMs < 0 {
+			return Invalid("an interception's timeout is 0 to 600000 ms (asked -1)")
+		}
+		got = in
+		return nil
+	}}
+	ic := fakeInterceptor{
+		before: func(_ context.Context, r *BeforeCall) (*BeforeDecision, error) {
+			if r.Call.Tool == "broken" {
+				return nil, errors.New("the hook broke")
+			}
+			return &BeforeDecision{Verdict: VerdictDeny, Reason: r.Call.Alias + " " + string(r.Call.Arguments), UpdatedArguments: []byte(`{"x":1}`)}, nil
+		},
+		after: func(_ context.Context, r *AfterCall) (*AfterFeedback, error) {
+			return &AfterFeedback{Feedback: "saw " + r.Result.Text, Stop: true, StopReason: "enough"}, nil
+		},
+	}
+	conn := seamtest.Conn(t, func(s *grpc.Server) {
+		toolsv1.RegisterToolsServer(s, NewServer(reg))
+		toolsv1.RegisterToolInterceptorServer(s, NewInterceptorServer(ic))
+	})
+	c := NewClient(conn)
+	if err := c.Intercept(ctx, &Interception{Patterns: []string{"Bash"}, Aliases: map[string]string{"bash": "Bash"}, Before: true, TimeoutMs: 5}); err != nil || got.Aliases["bash"] != "Bash" || !got.Before || got.TimeoutMs != 5 {
+		t.Fatalf("intercept: %+v %v", got, err)
+	}
+	if err := c.Intercept(ctx, &Interception{TimeoutMs: -1}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a bad interception: %v", err)
+	}
+	ic2 := NewInterceptorClient(conn)
+	var _ Interceptor = ic2
+	d, err := ic2.Before(ctx, &BeforeCall{Call: &InterceptedCall{Tool: "bash", Alias: "Bash", Arguments: []byte(`{}`)}})
+	if err != nil || d.Verdict != VerdictDeny || d.Reason != "Bash {}" || string(d.UpdatedArguments) != `{"x":1}` {
+		t.Fatalf("before: %+v %v", d, err)
+	}
+	var e *sdk.Error
+	if _, err := ic2.Before(ctx, &BeforeCall{Call: &InterceptedCall{Tool: "broken"}}); !errors.As(err, &e) || err.Error() != "the hook broke" {
+		t.Fatalf("a broken before: %v", err)
+	}
+	fb, err := ic2.After(ctx, &AfterCall{Call: &InterceptedCall{Tool: "bash"}, Result: &CallResult{Text: "out"}})
+	if err != nil || fb.Feedback != "saw out" || !fb.Stop || fb.StopReason != "enough" {
+		t.Fatalf("after: %+v %v", fb, err)
 	}
 }

@@ -42,6 +42,41 @@ func (c *Client) Unregister(ctx context.Context, name string) error {
 	return seam.CallError(fmt.Sprintf("unregister tool %q", name), err, kinds...)
 }
 
+func (c *Client) Intercept(ctx context.Context, in *Interception) error {
+	_, err := c.c.Intercept(ctx, in)
+	return seam.CallError("intercept tool calls", err, kinds...)
+}
+
+// InterceptorClient calls the interceptor of the plugin at the other end
+// of a connection.
+type InterceptorClient struct {
+	c toolsv1.ToolInterceptorClient
+}
+
+var _ Interceptor = (*InterceptorClient)(nil)
+
+// NewInterceptorClient wraps a connection to a plugin that intercepts.
+func NewInterceptorClient(conn grpc.ClientConnInterface) *InterceptorClient {
+	return &InterceptorClient{c: toolsv1.NewToolInterceptorClient(conn)}
+}
+
+// Before and After's errors are the sdk vocabulary's, as they came.
+func (c *InterceptorClient) Before(ctx context.Context, req *BeforeCall) (*BeforeDecision, error) {
+	r, err := c.c.Before(ctx, req)
+	if err != nil {
+		return nil, sdk.FromRPC(err)
+	}
+	return r, nil
+}
+
+func (c *InterceptorClient) After(ctx context.Context, req *AfterCall) (*AfterFeedback, error) {
+	r, err := c.c.After(ctx, req)
+	if err != nil {
+		return nil, sdk.FromRPC(err)
+	}
+	return r, nil
+}
+
 // HandlerClient calls the tools of the plugin at the other end of a
 // connection.
 type HandlerClient struct {

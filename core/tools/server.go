@@ -33,6 +33,35 @@ func (s *Server) Unregister(ctx context.Context, req *toolsv1.UnregisterRequest)
 	return &toolsv1.UnregisterResponse{}, nil
 }
 
+func (s *Server) Intercept(ctx context.Context, in *Interception) (*toolsv1.InterceptResponse, error) {
+	if err := s.impl.Intercept(ctx, in); err != nil {
+		return nil, seam.ToStatus(err, kinds...)
+	}
+	return &toolsv1.InterceptResponse{}, nil
+}
+
+// InterceptorServer serves an Interceptor as dsh.tools.v1.ToolInterceptor.
+type InterceptorServer struct {
+	toolsv1.UnimplementedToolInterceptorServer
+	impl Interceptor
+}
+
+// NewInterceptorServer wraps a plugin's interceptor for registering with a
+// grpc.Server.
+func NewInterceptorServer(impl Interceptor) *InterceptorServer { return &InterceptorServer{impl: impl} }
+
+var _ toolsv1.ToolInterceptorServer = (*InterceptorServer)(nil)
+
+func (s *InterceptorServer) Before(ctx context.Context, req *BeforeCall) (*BeforeDecision, error) {
+	r, err := s.impl.Before(ctx, req)
+	return r, seam.ToStatus(err)
+}
+
+func (s *InterceptorServer) After(ctx context.Context, req *AfterCall) (*AfterFeedback, error) {
+	r, err := s.impl.After(ctx, req)
+	return r, seam.ToStatus(err)
+}
+
 // HandlerServer serves a Handler as dsh.tools.v1.ToolHandler.
 type HandlerServer struct {
 	toolsv1.UnimplementedToolHandlerServer

@@ -31,6 +31,19 @@ var ServiceName = toolsv1.Tools_ServiceDesc.ServiceName
 type Registrar interface {
 	Register(ctx context.Context, spec *ToolSpec) error
 	Unregister(ctx context.Context, name string) error
+	// Intercept sets the calling plugin's interception of tool calls
+	// (replacing its previous one; one with no patterns withdraws it), an
+	// effect of its scope like a tool. The plugin must serve Interceptor.
+	Intercept(ctx context.Context, in *Interception) error
+}
+
+// Interceptor is what a plugin that intercepts tool calls serves
+// (dsh.tools.v1.ToolInterceptor). Before decides whether a call runs (and
+// with which arguments); After sees its result and may add feedback. An
+// error from Before denies the call; one from After is logged.
+type Interceptor interface {
+	Before(ctx context.Context, req *BeforeCall) (*BeforeDecision, error)
+	After(ctx context.Context, req *AfterCall) (*AfterFeedback, error)
 }
 
 // Handler is what a plugin that registers tools serves: their calls
@@ -46,6 +59,23 @@ type (
 	CallRequest = toolsv1.CallRequest
 	CallResult  = toolsv1.CallResult
 	Resource    = toolsv1.Resource
+
+	Interception    = toolsv1.Interception
+	InterceptedCall = toolsv1.InterceptedCall
+	BeforeCall      = toolsv1.BeforeCall
+	BeforeDecision  = toolsv1.BeforeDecision
+	AfterCall       = toolsv1.AfterCall
+	AfterFeedback   = toolsv1.AfterFeedback
+	Verdict         = toolsv1.Verdict
+)
+
+// The verdicts of a Before, weakest first: when several interceptors
+// answer, the strongest wins (deny beats ask beats allow).
+const (
+	VerdictNone  = toolsv1.Verdict_VERDICT_NONE
+	VerdictAllow = toolsv1.Verdict_VERDICT_ALLOW
+	VerdictAsk   = toolsv1.Verdict_VERDICT_ASK
+	VerdictDeny  = toolsv1.Verdict_VERDICT_DENY
 )
 
 // The seam's errors: a spec the host cannot take (its name, its schema),

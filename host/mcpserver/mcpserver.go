@@ -89,6 +89,7 @@ func New(opts Options) *Server {
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:     &mcp.ToolCapabilities{ListChanged: true},
 			Resources: &mcp.ResourceCapabilities{},
+			Logging:   &mcp.LoggingCapabilities{},
 		},
 	})
 	s.srv.AddResourceTemplate(&mcp.ResourceTemplate{
@@ -211,6 +212,12 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 				Keepalive: s.opts.ProgressInterval,
 			})
 		}
+		if req.Session != nil {
+			// Messages for the user (hooks' system messages), not the model.
+			callCtx = host.WithNotify(callCtx, func(msg string) {
+				_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "dsh", Data: msg})
+			})
+		}
 		res, err := s.h.CallTool(callCtx, owner, name, req.Params.Arguments)
 		if q := asker.inputRequired(); q != nil {
 			return q, nil // what the stopped call did say is not the answer
@@ -221,6 +228,10 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "error: " + modelText(err)}}, IsError: true}, nil
 		}
 		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}, IsError: res.IsError}
+		for _, fb := range res.Feedback {
+			// Each its own item: the tool's text still ends with its exit line.
+			out.Content = append(out.Content, &mcp.TextContent{Text: fb})
+		}
 		if len(res.Structured) > 0 && json.Valid(res.Structured) {
 			out.StructuredContent = res.Structured
 		}

@@ -25,6 +25,534 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type Verdict int32
+
+const (
+	// No opinion: the call goes on unless another says otherwise.
+	Verdict_VERDICT_NONE  Verdict = 0
+	Verdict_VERDICT_ALLOW Verdict = 1
+	// The user is asked (ctx.approval); without an answer it is a denial.
+	Verdict_VERDICT_ASK  Verdict = 2
+	Verdict_VERDICT_DENY Verdict = 3
+)
+
+// Enum value maps for Verdict.
+var (
+	Verdict_name = map[int32]string{
+		0: "VERDICT_NONE",
+		1: "VERDICT_ALLOW",
+		2: "VERDICT_ASK",
+		3: "VERDICT_DENY",
+	}
+	Verdict_value = map[string]int32{
+		"VERDICT_NONE":  0,
+		"VERDICT_ALLOW": 1,
+		"VERDICT_ASK":   2,
+		"VERDICT_DENY":  3,
+	}
+)
+
+func (x Verdict) Enum() *Verdict {
+	p := new(Verdict)
+	*p = x
+	return p
+}
+
+func (x Verdict) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Verdict) Descriptor() protoreflect.EnumDescriptor {
+	return file_core_tools_toolsv1_tools_proto_enumTypes[0].Descriptor()
+}
+
+func (Verdict) Type() protoreflect.EnumType {
+	return &file_core_tools_toolsv1_tools_proto_enumTypes[0]
+}
+
+func (x Verdict) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Verdict.Descriptor instead.
+func (Verdict) EnumDescriptor() ([]byte, []int) {
+	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{0}
+}
+
+// Interception says which calls a plugin intercepts, and when.
+type Interception struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tools, as patterns matched in full (RE2) against each tool's
+	// alias; "" or "*" matches every tool. No pattern: no interception.
+	Patterns []string `protobuf:"bytes,1,rep,name=patterns,proto3" json:"patterns,omitempty"`
+	// A tool's alias is aliases[name] if there is one, else alias_prefix
+	// followed by its name (names as another agent knows the tools: "bash"
+	// as "Bash", the rest as "mcp__dsh__<name>").
+	Aliases     map[string]string `protobuf:"bytes,2,rep,name=aliases,proto3" json:"aliases,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	AliasPrefix string            `protobuf:"bytes,3,opt,name=alias_prefix,json=aliasPrefix,proto3" json:"alias_prefix,omitempty"`
+	Before      bool              `protobuf:"varint,4,opt,name=before,proto3" json:"before,omitempty"`
+	After       bool              `protobuf:"varint,5,opt,name=after,proto3" json:"after,omitempty"`
+	// How long one Before or After may take; 0 means 60000, at most 600000.
+	// Past it Before is a denial and After is logged.
+	TimeoutMs     int64 `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Interception) Reset() {
+	*x = Interception{}
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Interception) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Interception) ProtoMessage() {}
+
+func (x *Interception) ProtoReflect() protoreflect.Message {
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Interception.ProtoReflect.Descriptor instead.
+func (*Interception) Descriptor() ([]byte, []int) {
+	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *Interception) GetPatterns() []string {
+	if x != nil {
+		return x.Patterns
+	}
+	return nil
+}
+
+func (x *Interception) GetAliases() map[string]string {
+	if x != nil {
+		return x.Aliases
+	}
+	return nil
+}
+
+func (x *Interception) GetAliasPrefix() string {
+	if x != nil {
+		return x.AliasPrefix
+	}
+	return ""
+}
+
+func (x *Interception) GetBefore() bool {
+	if x != nil {
+		return x.Before
+	}
+	return false
+}
+
+func (x *Interception) GetAfter() bool {
+	if x != nil {
+		return x.After
+	}
+	return false
+}
+
+func (x *Interception) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+type InterceptResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InterceptResponse) Reset() {
+	*x = InterceptResponse{}
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InterceptResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InterceptResponse) ProtoMessage() {}
+
+func (x *InterceptResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InterceptResponse.ProtoReflect.Descriptor instead.
+func (*InterceptResponse) Descriptor() ([]byte, []int) {
+	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{1}
+}
+
+// A call as the interceptors see it.
+type InterceptedCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tool  string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// The tool's alias (see Interception).
+	Alias string `protobuf:"bytes,2,opt,name=alias,proto3" json:"alias,omitempty"`
+	// The arguments as JSON, valid for the tool's schema.
+	Arguments []byte `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// The agent calling.
+	Owner string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	// An id of this call, the same in Before and After.
+	CallId        string `protobuf:"bytes,5,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InterceptedCall) Reset() {
+	*x = InterceptedCall{}
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InterceptedCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InterceptedCall) ProtoMessage() {}
+
+func (x *InterceptedCall) ProtoReflect() protoreflect.Message {
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InterceptedCall.ProtoReflect.Descriptor instead.
+func (*InterceptedCall) Descriptor() ([]byte, []int) {
+	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *InterceptedCall) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *InterceptedCall) GetAlias() string {
+	if x != nil {
+		return x.Alias
+	}
+	return ""
+}
+
+func (x *InterceptedCall) GetArguments() []byte {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *InterceptedCall) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *InterceptedCall) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+type BeforeCall struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Call          *InterceptedCall       `protobuf:"bytes,1,opt,name=call,proto3" json:"call,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BeforeCall) Reset() {
+	*x = BeforeCall{}
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BeforeCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BeforeCall) ProtoMessage() {}
+
+func (x *BeforeCall) ProtoReflect() protoreflect.Message {
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BeforeCall.ProtoReflect.Descriptor instead.
+func (*BeforeCall) Descriptor() ([]byte, []int) {
+	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *BeforeCall) GetCall() *InterceptedCall {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+type BeforeDecision struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Verdict Verdict                `protobuf:"varint,1,opt,name=verdict,proto3,enum=dsh.tools.v1.Verdict" json:"verdict,omitempty"`
+	// Why, for the model (a denial's text) and the user (a question's).
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Arguments to call the tool with instead (JSON), checked against its
+	// schema again. Two interceptors that replace differently deny the call.
+	UpdatedArguments []byte `protobuf:"bytes,3,opt,name=updated_arguments,json=updatedArguments,proto3" json:"updated_arguments,omitempty"`
+	// Stop the call: it does not run, and the result is an error saying
+	// stop_reason.
+	Stop       bool   `protobuf:"varint,4,opt,name=stop,proto3" json:"stop,omitempty"`
+	StopReason string `protobuf:"bytes,5,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
+	// Context for the model, shown after the tool's result.
+	AdditionalContext string `protobuf:"bytes,6,opt,name=additional_context,json=additionalContext,proto3" json:"additional_context,omitempty"`
+	// Messages for the user (not the model): MCP log messages.
+	SystemMessages []string `protobuf:"bytes,7,rep,name=system_messages,json=systemMessages,proto3" json:"system_messages,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *BeforeDecision) Reset() {
+	*x = BeforeDecision{}
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BeforeDecision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BeforeDecision) ProtoMessage() {}
+
+func (x *BeforeDecision) ProtoReflect() protoreflect.Message {
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BeforeDecision.ProtoReflect.Descriptor instead.
+func (*BeforeDecision) Descriptor() ([]byte, []int) {
+	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *BeforeDecision) GetVerdict() Verdict {
+	if x != nil {
+		return x.Verdict
+	}
+	return Verdict_VERDICT_NONE
+}
+
+func (x *BeforeDecision) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *BeforeDecision) GetUpdatedArguments() []byte {
+	if x != nil {
+		return x.UpdatedArguments
+	}
+	return nil
+}
+
+func (x *BeforeDecision) GetStop() bool {
+	if x != nil {
+		return x.Stop
+	}
+	return false
+}
+
+func (x *BeforeDecision) GetStopReason() string {
+	if x != nil {
+		return x.StopReason
+	}
+	return ""
+}
+
+func (x *BeforeDecision) GetAdditionalContext() string {
+	if x != nil {
+		return x.AdditionalContext
+	}
+	return ""
+}
+
+func (x *BeforeDecision) GetSystemMessages() []string {
+	if x != nil {
+		return x.SystemMessages
+	}
+	return nil
+}
+
+type AfterCall struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Call          *InterceptedCall       `protobuf:"bytes,1,opt,name=call,proto3" json:"call,omitempty"`
+	Result        *CallResult            `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AfterCall) Reset() {
+	*x = AfterCall{}
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AfterCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AfterCall) ProtoMessage() {}
+
+func (x *AfterCall) ProtoReflect() protoreflect.Message {
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AfterCall.ProtoReflect.Descriptor instead.
+func (*AfterCall) Descriptor() ([]byte, []int) {
+	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *AfterCall) GetCall() *InterceptedCall {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+func (x *AfterCall) GetResult() *CallResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+type AfterFeedback struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Text for the model, shown after the tool's result as its own item.
+	Feedback string `protobuf:"bytes,1,opt,name=feedback,proto3" json:"feedback,omitempty"`
+	// Stop: the result becomes an error saying stop_reason.
+	Stop           bool     `protobuf:"varint,2,opt,name=stop,proto3" json:"stop,omitempty"`
+	StopReason     string   `protobuf:"bytes,3,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
+	SystemMessages []string `protobuf:"bytes,4,rep,name=system_messages,json=systemMessages,proto3" json:"system_messages,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *AfterFeedback) Reset() {
+	*x = AfterFeedback{}
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AfterFeedback) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AfterFeedback) ProtoMessage() {}
+
+func (x *AfterFeedback) ProtoReflect() protoreflect.Message {
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AfterFeedback.ProtoReflect.Descriptor instead.
+func (*AfterFeedback) Descriptor() ([]byte, []int) {
+	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *AfterFeedback) GetFeedback() string {
+	if x != nil {
+		return x.Feedback
+	}
+	return ""
+}
+
+func (x *AfterFeedback) GetStop() bool {
+	if x != nil {
+		return x.Stop
+	}
+	return false
+}
+
+func (x *AfterFeedback) GetStopReason() string {
+	if x != nil {
+		return x.StopReason
+	}
+	return ""
+}
+
+func (x *AfterFeedback) GetSystemMessages() []string {
+	if x != nil {
+		return x.SystemMessages
+	}
+	return nil
+}
+
 type ToolSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Name the model calls, e.g. "bash".
@@ -41,7 +569,7 @@ type ToolSpec struct {
 
 func (x *ToolSpec) Reset() {
 	*x = ToolSpec{}
-	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[0]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -53,7 +581,7 @@ func (x *ToolSpec) String() string {
 func (*ToolSpec) ProtoMessage() {}
 
 func (x *ToolSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[0]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -66,7 +594,7 @@ func (x *ToolSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSpec.ProtoReflect.Descriptor instead.
 func (*ToolSpec) Descriptor() ([]byte, []int) {
-	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{0}
+	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ToolSpec) GetName() string {
@@ -105,7 +633,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[1]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -117,7 +645,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[1]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -130,7 +658,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{1}
+	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{8}
 }
 
 type UnregisterRequest struct {
@@ -142,7 +670,7 @@ type UnregisterRequest struct {
 
 func (x *UnregisterRequest) Reset() {
 	*x = UnregisterRequest{}
-	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[2]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -154,7 +682,7 @@ func (x *UnregisterRequest) String() string {
 func (*UnregisterRequest) ProtoMessage() {}
 
 func (x *UnregisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[2]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -167,7 +695,7 @@ func (x *UnregisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterRequest) Descriptor() ([]byte, []int) {
-	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{2}
+	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UnregisterRequest) GetName() string {
@@ -185,7 +713,7 @@ type UnregisterResponse struct {
 
 func (x *UnregisterResponse) Reset() {
 	*x = UnregisterResponse{}
-	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[3]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -197,7 +725,7 @@ func (x *UnregisterResponse) String() string {
 func (*UnregisterResponse) ProtoMessage() {}
 
 func (x *UnregisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[3]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -210,7 +738,7 @@ func (x *UnregisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterResponse) Descriptor() ([]byte, []int) {
-	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{3}
+	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{10}
 }
 
 type CallRequest struct {
@@ -231,7 +759,7 @@ type CallRequest struct {
 
 func (x *CallRequest) Reset() {
 	*x = CallRequest{}
-	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[4]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -243,7 +771,7 @@ func (x *CallRequest) String() string {
 func (*CallRequest) ProtoMessage() {}
 
 func (x *CallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[4]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -256,7 +784,7 @@ func (x *CallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallRequest.ProtoReflect.Descriptor instead.
 func (*CallRequest) Descriptor() ([]byte, []int) {
-	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{4}
+	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CallRequest) GetName() string {
@@ -304,7 +832,7 @@ type CallResult struct {
 
 func (x *CallResult) Reset() {
 	*x = CallResult{}
-	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[5]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -316,7 +844,7 @@ func (x *CallResult) String() string {
 func (*CallResult) ProtoMessage() {}
 
 func (x *CallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[5]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -329,7 +857,7 @@ func (x *CallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallResult.ProtoReflect.Descriptor instead.
 func (*CallResult) Descriptor() ([]byte, []int) {
-	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{5}
+	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CallResult) GetText() string {
@@ -375,7 +903,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[6]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -387,7 +915,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[6]
+	mi := &file_core_tools_toolsv1_tools_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -400,7 +928,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{6}
+	return file_core_tools_toolsv1_tools_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Resource) GetPath() string {
@@ -428,7 +956,46 @@ var File_core_tools_toolsv1_tools_proto protoreflect.FileDescriptor
 
 const file_core_tools_toolsv1_tools_proto_rawDesc = "" +
 	"\n" +
-	"\x1ecore/tools/toolsv1/tools.proto\x12\fdsh.tools.v1\x1a\x1bcore/jobs/jobsv1/jobs.proto\"y\n" +
+	"\x1ecore/tools/toolsv1/tools.proto\x12\fdsh.tools.v1\x1a\x1bcore/jobs/jobsv1/jobs.proto\"\x99\x02\n" +
+	"\fInterception\x12\x1a\n" +
+	"\bpatterns\x18\x01 \x03(\tR\bpatterns\x12A\n" +
+	"\aaliases\x18\x02 \x03(\v2'.dsh.tools.v1.Interception.AliasesEntryR\aaliases\x12!\n" +
+	"\falias_prefix\x18\x03 \x01(\tR\valiasPrefix\x12\x16\n" +
+	"\x06before\x18\x04 \x01(\bR\x06before\x12\x14\n" +
+	"\x05after\x18\x05 \x01(\bR\x05after\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\x1a:\n" +
+	"\fAliasesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x13\n" +
+	"\x11InterceptResponse\"\x88\x01\n" +
+	"\x0fInterceptedCall\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x14\n" +
+	"\x05alias\x18\x02 \x01(\tR\x05alias\x12\x1c\n" +
+	"\targuments\x18\x03 \x01(\fR\targuments\x12\x14\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x17\n" +
+	"\acall_id\x18\x05 \x01(\tR\x06callId\"?\n" +
+	"\n" +
+	"BeforeCall\x121\n" +
+	"\x04call\x18\x01 \x01(\v2\x1d.dsh.tools.v1.InterceptedCallR\x04call\"\x93\x02\n" +
+	"\x0eBeforeDecision\x12/\n" +
+	"\averdict\x18\x01 \x01(\x0e2\x15.dsh.tools.v1.VerdictR\averdict\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12+\n" +
+	"\x11updated_arguments\x18\x03 \x01(\fR\x10updatedArguments\x12\x12\n" +
+	"\x04stop\x18\x04 \x01(\bR\x04stop\x12\x1f\n" +
+	"\vstop_reason\x18\x05 \x01(\tR\n" +
+	"stopReason\x12-\n" +
+	"\x12additional_context\x18\x06 \x01(\tR\x11additionalContext\x12'\n" +
+	"\x0fsystem_messages\x18\a \x03(\tR\x0esystemMessages\"p\n" +
+	"\tAfterCall\x121\n" +
+	"\x04call\x18\x01 \x01(\v2\x1d.dsh.tools.v1.InterceptedCallR\x04call\x120\n" +
+	"\x06result\x18\x02 \x01(\v2\x18.dsh.tools.v1.CallResultR\x06result\"\x89\x01\n" +
+	"\rAfterFeedback\x12\x1a\n" +
+	"\bfeedback\x18\x01 \x01(\tR\bfeedback\x12\x12\n" +
+	"\x04stop\x18\x02 \x01(\bR\x04stop\x12\x1f\n" +
+	"\vstop_reason\x18\x03 \x01(\tR\n" +
+	"stopReason\x12'\n" +
+	"\x0fsystem_messages\x18\x04 \x03(\tR\x0esystemMessages\"y\n" +
 	"\bToolSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12!\n" +
@@ -454,11 +1021,20 @@ const file_core_tools_toolsv1_tools_proto_rawDesc = "" +
 	"\bResource\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x1a\n" +
-	"\bcomplete\x18\x03 \x01(\bR\bcomplete2\x9c\x01\n" +
+	"\bcomplete\x18\x03 \x01(\bR\bcomplete*Q\n" +
+	"\aVerdict\x12\x10\n" +
+	"\fVERDICT_NONE\x10\x00\x12\x11\n" +
+	"\rVERDICT_ALLOW\x10\x01\x12\x0f\n" +
+	"\vVERDICT_ASK\x10\x02\x12\x10\n" +
+	"\fVERDICT_DENY\x10\x032\xe6\x01\n" +
 	"\x05Tools\x12B\n" +
 	"\bRegister\x12\x16.dsh.tools.v1.ToolSpec\x1a\x1e.dsh.tools.v1.RegisterResponse\x12O\n" +
 	"\n" +
-	"Unregister\x12\x1f.dsh.tools.v1.UnregisterRequest\x1a .dsh.tools.v1.UnregisterResponse2J\n" +
+	"Unregister\x12\x1f.dsh.tools.v1.UnregisterRequest\x1a .dsh.tools.v1.UnregisterResponse\x12H\n" +
+	"\tIntercept\x12\x1a.dsh.tools.v1.Interception\x1a\x1f.dsh.tools.v1.InterceptResponse2\x92\x01\n" +
+	"\x0fToolInterceptor\x12@\n" +
+	"\x06Before\x12\x18.dsh.tools.v1.BeforeCall\x1a\x1c.dsh.tools.v1.BeforeDecision\x12=\n" +
+	"\x05After\x12\x17.dsh.tools.v1.AfterCall\x1a\x1b.dsh.tools.v1.AfterFeedback2J\n" +
 	"\vToolHandler\x12;\n" +
 	"\x04Call\x12\x19.dsh.tools.v1.CallRequest\x1a\x18.dsh.tools.v1.CallResultB2Z0github.com/dshrun/dsh/core/tools/toolsv1;toolsv1b\x06proto3"
 
@@ -474,31 +1050,52 @@ func file_core_tools_toolsv1_tools_proto_rawDescGZIP() []byte {
 	return file_core_tools_toolsv1_tools_proto_rawDescData
 }
 
-var file_core_tools_toolsv1_tools_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_core_tools_toolsv1_tools_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_core_tools_toolsv1_tools_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_core_tools_toolsv1_tools_proto_goTypes = []any{
-	(*ToolSpec)(nil),           // 0: dsh.tools.v1.ToolSpec
-	(*RegisterResponse)(nil),   // 1: dsh.tools.v1.RegisterResponse
-	(*UnregisterRequest)(nil),  // 2: dsh.tools.v1.UnregisterRequest
-	(*UnregisterResponse)(nil), // 3: dsh.tools.v1.UnregisterResponse
-	(*CallRequest)(nil),        // 4: dsh.tools.v1.CallRequest
-	(*CallResult)(nil),         // 5: dsh.tools.v1.CallResult
-	(*Resource)(nil),           // 6: dsh.tools.v1.Resource
-	(*jobsv1.Job)(nil),         // 7: dsh.jobs.v1.Job
+	(Verdict)(0),               // 0: dsh.tools.v1.Verdict
+	(*Interception)(nil),       // 1: dsh.tools.v1.Interception
+	(*InterceptResponse)(nil),  // 2: dsh.tools.v1.InterceptResponse
+	(*InterceptedCall)(nil),    // 3: dsh.tools.v1.InterceptedCall
+	(*BeforeCall)(nil),         // 4: dsh.tools.v1.BeforeCall
+	(*BeforeDecision)(nil),     // 5: dsh.tools.v1.BeforeDecision
+	(*AfterCall)(nil),          // 6: dsh.tools.v1.AfterCall
+	(*AfterFeedback)(nil),      // 7: dsh.tools.v1.AfterFeedback
+	(*ToolSpec)(nil),           // 8: dsh.tools.v1.ToolSpec
+	(*RegisterResponse)(nil),   // 9: dsh.tools.v1.RegisterResponse
+	(*UnregisterRequest)(nil),  // 10: dsh.tools.v1.UnregisterRequest
+	(*UnregisterResponse)(nil), // 11: dsh.tools.v1.UnregisterResponse
+	(*CallRequest)(nil),        // 12: dsh.tools.v1.CallRequest
+	(*CallResult)(nil),         // 13: dsh.tools.v1.CallResult
+	(*Resource)(nil),           // 14: dsh.tools.v1.Resource
+	nil,                        // 15: dsh.tools.v1.Interception.AliasesEntry
+	(*jobsv1.Job)(nil),         // 16: dsh.jobs.v1.Job
 }
 var file_core_tools_toolsv1_tools_proto_depIdxs = []int32{
-	7, // 0: dsh.tools.v1.CallRequest.finished_jobs:type_name -> dsh.jobs.v1.Job
-	6, // 1: dsh.tools.v1.CallResult.resources:type_name -> dsh.tools.v1.Resource
-	0, // 2: dsh.tools.v1.Tools.Register:input_type -> dsh.tools.v1.ToolSpec
-	2, // 3: dsh.tools.v1.Tools.Unregister:input_type -> dsh.tools.v1.UnregisterRequest
-	4, // 4: dsh.tools.v1.ToolHandler.Call:input_type -> dsh.tools.v1.CallRequest
-	1, // 5: dsh.tools.v1.Tools.Register:output_type -> dsh.tools.v1.RegisterResponse
-	3, // 6: dsh.tools.v1.Tools.Unregister:output_type -> dsh.tools.v1.UnregisterResponse
-	5, // 7: dsh.tools.v1.ToolHandler.Call:output_type -> dsh.tools.v1.CallResult
-	5, // [5:8] is the sub-list for method output_type
-	2, // [2:5] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	15, // 0: dsh.tools.v1.Interception.aliases:type_name -> dsh.tools.v1.Interception.AliasesEntry
+	3,  // 1: dsh.tools.v1.BeforeCall.call:type_name -> dsh.tools.v1.InterceptedCall
+	0,  // 2: dsh.tools.v1.BeforeDecision.verdict:type_name -> dsh.tools.v1.Verdict
+	3,  // 3: dsh.tools.v1.AfterCall.call:type_name -> dsh.tools.v1.InterceptedCall
+	13, // 4: dsh.tools.v1.AfterCall.result:type_name -> dsh.tools.v1.CallResult
+	16, // 5: dsh.tools.v1.CallRequest.finished_jobs:type_name -> dsh.jobs.v1.Job
+	14, // 6: dsh.tools.v1.CallResult.resources:type_name -> dsh.tools.v1.Resource
+	8,  // 7: dsh.tools.v1.Tools.Register:input_type -> dsh.tools.v1.ToolSpec
+	10, // 8: dsh.tools.v1.Tools.Unregister:input_type -> dsh.tools.v1.UnregisterRequest
+	1,  // 9: dsh.tools.v1.Tools.Intercept:input_type -> dsh.tools.v1.Interception
+	4,  // 10: dsh.tools.v1.ToolInterceptor.Before:input_type -> dsh.tools.v1.BeforeCall
+	6,  // 11: dsh.tools.v1.ToolInterceptor.After:input_type -> dsh.tools.v1.AfterCall
+	12, // 12: dsh.tools.v1.ToolHandler.Call:input_type -> dsh.tools.v1.CallRequest
+	9,  // 13: dsh.tools.v1.Tools.Register:output_type -> dsh.tools.v1.RegisterResponse
+	11, // 14: dsh.tools.v1.Tools.Unregister:output_type -> dsh.tools.v1.UnregisterResponse
+	2,  // 15: dsh.tools.v1.Tools.Intercept:output_type -> dsh.tools.v1.InterceptResponse
+	5,  // 16: dsh.tools.v1.ToolInterceptor.Before:output_type -> dsh.tools.v1.BeforeDecision
+	7,  // 17: dsh.tools.v1.ToolInterceptor.After:output_type -> dsh.tools.v1.AfterFeedback
+	13, // 18: dsh.tools.v1.ToolHandler.Call:output_type -> dsh.tools.v1.CallResult
+	13, // [13:19] is the sub-list for method output_type
+	7,  // [7:13] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_core_tools_toolsv1_tools_proto_init() }
@@ -511,13 +1108,14 @@ func file_core_tools_toolsv1_tools_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_core_tools_toolsv1_tools_proto_rawDesc), len(file_core_tools_toolsv1_tools_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   7,
+			NumEnums:      1,
+			NumMessages:   15,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_core_tools_toolsv1_tools_proto_goTypes,
 		DependencyIndexes: file_core_tools_toolsv1_tools_proto_depIdxs,
+		EnumInfos:         file_core_tools_toolsv1_tools_proto_enumTypes,
 		MessageInfos:      file_core_tools_toolsv1_tools_proto_msgTypes,
 	}.Build()
 	File_core_tools_toolsv1_tools_proto = out.File

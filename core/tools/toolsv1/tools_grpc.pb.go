@@ -24,6 +24,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Tools_Register_FullMethodName   = "/dsh.tools.v1.Tools/Register"
 	Tools_Unregister_FullMethodName = "/dsh.tools.v1.Tools/Unregister"
+	Tools_Intercept_FullMethodName  = "/dsh.tools.v1.Tools/Intercept"
 )
 
 // ToolsClient is the client API for Tools service.
@@ -37,6 +38,10 @@ type ToolsClient interface {
 	// plugin holds the name.
 	Register(ctx context.Context, in *ToolSpec, opts ...grpc.CallOption) (*RegisterResponse, error)
 	Unregister(ctx context.Context, in *UnregisterRequest, opts ...grpc.CallOption) (*UnregisterResponse, error)
+	// Intercept sets the calling plugin's interception of tool calls (one
+	// per plugin; a later one replaces it, an empty one withdraws it). The
+	// plugin must serve ToolInterceptor.
+	Intercept(ctx context.Context, in *Interception, opts ...grpc.CallOption) (*InterceptResponse, error)
 }
 
 type toolsClient struct {
@@ -67,6 +72,16 @@ func (c *toolsClient) Unregister(ctx context.Context, in *UnregisterRequest, opt
 	return out, nil
 }
 
+func (c *toolsClient) Intercept(ctx context.Context, in *Interception, opts ...grpc.CallOption) (*InterceptResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InterceptResponse)
+	err := c.cc.Invoke(ctx, Tools_Intercept_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ToolsServer is the server API for Tools service.
 // All implementations must embed UnimplementedToolsServer
 // for forward compatibility.
@@ -78,6 +93,10 @@ type ToolsServer interface {
 	// plugin holds the name.
 	Register(context.Context, *ToolSpec) (*RegisterResponse, error)
 	Unregister(context.Context, *UnregisterRequest) (*UnregisterResponse, error)
+	// Intercept sets the calling plugin's interception of tool calls (one
+	// per plugin; a later one replaces it, an empty one withdraws it). The
+	// plugin must serve ToolInterceptor.
+	Intercept(context.Context, *Interception) (*InterceptResponse, error)
 	mustEmbedUnimplementedToolsServer()
 }
 
@@ -93,6 +112,9 @@ func (UnimplementedToolsServer) Register(context.Context, *ToolSpec) (*RegisterR
 }
 func (UnimplementedToolsServer) Unregister(context.Context, *UnregisterRequest) (*UnregisterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Unregister not implemented")
+}
+func (UnimplementedToolsServer) Intercept(context.Context, *Interception) (*InterceptResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Intercept not implemented")
 }
 func (UnimplementedToolsServer) mustEmbedUnimplementedToolsServer() {}
 func (UnimplementedToolsServer) testEmbeddedByValue()               {}
@@ -151,6 +173,24 @@ func _Tools_Unregister_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Tools_Intercept_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Interception)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ToolsServer).Intercept(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Tools_Intercept_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ToolsServer).Intercept(ctx, req.(*Interception))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Tools_ServiceDesc is the grpc.ServiceDesc for Tools service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -165,6 +205,160 @@ var Tools_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Unregister",
 			Handler:    _Tools_Unregister_Handler,
+		},
+		{
+			MethodName: "Intercept",
+			Handler:    _Tools_Intercept_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "core/tools/toolsv1/tools.proto",
+}
+
+const (
+	ToolInterceptor_Before_FullMethodName = "/dsh.tools.v1.ToolInterceptor/Before"
+	ToolInterceptor_After_FullMethodName  = "/dsh.tools.v1.ToolInterceptor/After"
+)
+
+// ToolInterceptorClient is the client API for ToolInterceptor service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// ToolInterceptor is served by every plugin that intercepts tool calls.
+type ToolInterceptorClient interface {
+	// Before runs before a call the interception covers; it may allow,
+	// deny, ask, replace the arguments, or stop the call.
+	Before(ctx context.Context, in *BeforeCall, opts ...grpc.CallOption) (*BeforeDecision, error)
+	// After runs after such a call ran; it may add feedback for the model.
+	After(ctx context.Context, in *AfterCall, opts ...grpc.CallOption) (*AfterFeedback, error)
+}
+
+type toolInterceptorClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewToolInterceptorClient(cc grpc.ClientConnInterface) ToolInterceptorClient {
+	return &toolInterceptorClient{cc}
+}
+
+func (c *toolInterceptorClient) Before(ctx context.Context, in *BeforeCall, opts ...grpc.CallOption) (*BeforeDecision, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BeforeDecision)
+	err := c.cc.Invoke(ctx, ToolInterceptor_Before_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *toolInterceptorClient) After(ctx context.Context, in *AfterCall, opts ...grpc.CallOption) (*AfterFeedback, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AfterFeedback)
+	err := c.cc.Invoke(ctx, ToolInterceptor_After_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ToolInterceptorServer is the server API for ToolInterceptor service.
+// All implementations must embed UnimplementedToolInterceptorServer
+// for forward compatibility.
+//
+// ToolInterceptor is served by every plugin that intercepts tool calls.
+type ToolInterceptorServer interface {
+	// Before runs before a call the interception covers; it may allow,
+	// deny, ask, replace the arguments, or stop the call.
+	Before(context.Context, *BeforeCall) (*BeforeDecision, error)
+	// After runs after such a call ran; it may add feedback for the model.
+	After(context.Context, *AfterCall) (*AfterFeedback, error)
+	mustEmbedUnimplementedToolInterceptorServer()
+}
+
+// UnimplementedToolInterceptorServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedToolInterceptorServer struct{}
+
+func (UnimplementedToolInterceptorServer) Before(context.Context, *BeforeCall) (*BeforeDecision, error) {
+	return nil, status.Error(codes.Unimplemented, "method Before not implemented")
+}
+func (UnimplementedToolInterceptorServer) After(context.Context, *AfterCall) (*AfterFeedback, error) {
+	return nil, status.Error(codes.Unimplemented, "method After not implemented")
+}
+func (UnimplementedToolInterceptorServer) mustEmbedUnimplementedToolInterceptorServer() {}
+func (UnimplementedToolInterceptorServer) testEmbeddedByValue()                         {}
+
+// UnsafeToolInterceptorServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to ToolInterceptorServer will
+// result in compilation errors.
+type UnsafeToolInterceptorServer interface {
+	mustEmbedUnimplementedToolInterceptorServer()
+}
+
+func RegisterToolInterceptorServer(s grpc.ServiceRegistrar, srv ToolInterceptorServer) {
+	// If the following call panics, it indicates UnimplementedToolInterceptorServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&ToolInterceptor_ServiceDesc, srv)
+}
+
+func _ToolInterceptor_Before_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BeforeCall)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ToolInterceptorServer).Before(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ToolInterceptor_Before_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ToolInterceptorServer).Before(ctx, req.(*BeforeCall))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ToolInterceptor_After_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AfterCall)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ToolInterceptorServer).After(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ToolInterceptor_After_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ToolInterceptorServer).After(ctx, req.(*AfterCall))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// ToolInterceptor_ServiceDesc is the grpc.ServiceDesc for ToolInterceptor service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var ToolInterceptor_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "dsh.tools.v1.ToolInterceptor",
+	HandlerType: (*ToolInterceptorServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Before",
+			Handler:    _ToolInterceptor_Before_Handler,
+		},
+		{
+			MethodName: "After",
+			Handler:    _ToolInterceptor_After_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -590,12 +590,18 @@ func call(comp *composition.Composition, opts host.Options, tool, args string, a
 		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"text": res.Text, "structured": structured, "isError": res.IsError})
+		out := map[string]any{"text": res.Text, "structured": structured, "isError": res.IsError}
+		if len(res.Feedback) > 0 {
+			out["feedback"] = res.Feedback
+		}
+		_ = enc.Encode(out)
 		return exitOK
 	}
-	fmt.Fprint(stdout, res.Text)
-	if !strings.HasSuffix(res.Text, "\n") {
-		fmt.Fprintln(stdout)
+	for _, text := range append([]string{res.Text}, res.Feedback...) {
+		fmt.Fprint(stdout, text)
+		if !strings.HasSuffix(text, "\n") {
+			fmt.Fprintln(stdout)
+		}
 	}
 	return exitOK
 }

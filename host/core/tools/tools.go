@@ -1,5 +1,7 @@
 // Package tools is the host's ctx.tools: the registry of model-facing
-// tools plugins register, as the core/tools seam's Registrar for each
+// tools plugins register, and of the interceptors plugins set on their
+// calls (Intercept: an effect of the plugin's scope, taken over like a
+// tool), as the core/tools seam's Registrar for each
 // calling plugin. A registration is an effect of the registering plugin's
 // scope, so a plugin's tools vanish with it; a name held by one plugin is
 // refused to another with both named; a plugin registers only the tools
@@ -66,13 +68,14 @@ type Tool[S Slot] struct {
 type Registry[S Slot] struct {
 	mu     sync.Mutex
 	tools  map[string]*Tool[S]
+	icepts map[string]*Interceptor[S] // by plugin entry id
 	subs   map[chan struct{}]bool
 	closed bool
 }
 
 // New returns an empty registry.
 func New[S Slot]() *Registry[S] {
-	return &Registry[S]{tools: map[string]*Tool[S]{}, subs: map[chan struct{}]bool{}}
+	return &Registry[S]{tools: map[string]*Tool[S]{}, icepts: map[string]*Interceptor[S]{}, subs: map[chan struct{}]bool{}}
 }
 
 // For is ctx.tools for one calling plugin.
