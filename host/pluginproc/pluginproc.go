@@ -283,7 +283,8 @@ func (p *Process) Exited() <-chan struct{} { return p.exited }
 func (p *Process) Apply(ctx context.Context, req *pluginv1.ApplyRequest) (*pluginv1.ApplyResponse, error) {
 	resp, err := p.lifecycle.Apply(ctx, req)
 	if err != nil {
-		return nil, &Error{ID: p.cfg.ID, Binary: p.cfg.Binary, Op: "apply", Err: err}
+		// The plugin's own words, without the transport's.
+		return nil, &Error{ID: p.cfg.ID, Binary: p.cfg.Binary, Op: "apply", Err: sdk.FromRPC(err)}
 	}
 	return resp, nil
 }

@@ -1,0 +1,280 @@
+//go:build linux
+
+package reliability
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// claudeComp serves tool-bash with hooks-claude-code reading the settings
+// file of project (and only it: never the user's own).
+func claudeComp(project, extra string) string {
+	return fmt.Sprintf(`%splugins:
+  - id: env
+    name: shell-env
+  - id: bash
+    name: bash-local
+  - id: tools
+    name: tool-bash
+  - id: hooks
+    name: hooks-claude-code
+    config:
+      projectDir: %s
+      settingsFiles: [.claude/settings.json]
+`, extra, project)
+}
+
+// writeSettings writes project's .claude/settings.json holding hooks.
+func writeSettings(t *testing.T, project string, hooks map[string]any) {
+	t.Helper()
+	b, err := json.MarshalIndent(map[string]any{"hooks": hooks}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(project, ".claude"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(project, ".claude", "settings.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// script writes an executable hook script and returns its path.
+func script(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func cmdHook(command string, timeout ...int) map[string]any {
+	h := map[string]any{"type": "command", "command": command}
+	if len(timeout) > 0 {
+		h["timeout"] = timeout[0]
+	}
+	return h
+}
+
+func group(matcher string, hooks ...map[string]any) map[string]any {
+	return map[string]any{"matcher": matcher, "hooks": hooks}
+}
+
+// The hooks of a Claude Code settings file guard a session's bash calls,
+// each way a hook can answer, one call after another.
+func TestClaudeHooks(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("the hooks are Python and bash scripts")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	project, logs := t.TempDir(), t.TempDir()
+	// The guard checks its own payload, then decides by the command.
+	guard := script(t, logs, "guard.py", `#!/usr/bin/env python3
+import json, os, sys
+d = json.load(sys.stdin)
+need = ["session_id", "transcript_path", "cwd", "permission_mode", "hook_event_name", "tool_name", "tool_input", "tool_use_id"]
+missing = [k for k in need if k not in d]
+if missing or d["hook_event_name"] != "PreToolUse" or d["tool_name"] != "Bash" or not d["tool_use_id"].startswith("toolu_") \
+        or os.environ.get("CLAUDE_PROJECT_DIR") != d["cwd"] or d["permission_mode"] != "default" \
+        or sorted(d["tool_input"]) != ["command", "description"]:
+    print("bad payload: missing %s in %s (CLAUDE_PROJECT_DIR=%s)" % (missing, d, os.environ.get("CLAUDE_PROJECT_DIR")), file=sys.stderr)
+    sys.exit(2)
+c = d["tool_input"]["command"]
+def out(o):
+    print(json.dumps(o)); sys.exit(0)
+if "rm -rf" in c:
+    print("rm -rf is not allowed in this project", file=sys.stderr); sys.exit(2)
+if c.startswith("git push"):
+    out({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "no pushes from the agent"}})
+if c.startswith("echo old"):
+    out({"hookSpecificOutput": {"hookEventName": "PreToolUse", "updatedInput": {"command": c.replace("echo old", "echo rewritten", 1)}}})
+if c.startswith("echo ask"):
+    out({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask", "permissionDecisionReason": "asks first"}})
+if c.startswith("echo stop"):
+    out({"continue": False, "stopReason": "the session is frozen"})
+if c.startswith("echo crash"):
+    raise SystemExit("crashed on purpose")
+if c.startswith("echo slow"):
+    import time; time.sleep(5)
+out({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}, "systemMessage": "allowed"})
+`)
+	post := script(t, logs, "post.sh", `#!/bin/bash
+cat > "`+logs+`/post-$$.json"
+exit 0
+`)
+	stamp := script(t, logs, "stamp.sh", `#!/bin/bash
+date +%s.%N >> "`+logs+`/stamps-$1"
+sleep 1
+`)
+	writeSettings(t, project, map[string]any{
+		"PreToolUse": []any{
+			group("Bash", cmdHook(guard, 2)),
+			// Matchers: a regex that takes bash, names that do not.
+			group("B.sh", cmdHook(stamp+" a"), cmdHook(stamp+" b")),
+			group("Edit|mcp__dsh__job_output", cmdHook("echo never >> "+logs+"/never")),
+			// The same command under two matchers runs once.
+			group("*", cmdHook("echo once >> "+logs+"/once")),
+			group("", cmdHook("echo once >> "+logs+"/once")),
+		},
+		"PostToolUse": []any{group("Bash", cmdHook(post))},
+	})
+	s := startServe(t, ctx, claudeComp(project, ""))
+	run := func(command string) string {
+		text, _ := s.bash(t, ctx, map[string]any{"command": command})
+		return text
+	}
+
+	f := fault(t, "claude hooks: exit 2 blocks")
+	marker := filepath.Join(logs, "should-not-exist")
+	if text := run("rm -rf " + marker + " && touch " + marker); text != "[denied by hook: rm -rf is not allowed in this project]" {
+		t.Fatalf("exit 2: %q", text)
+	}
+	f.Saw("%q", run("rm -rf /nonexistent-dir"))
+
+	f = fault(t, "claude hooks: a JSON deny")
+	if text := run("git push origin main"); text != "[denied by hook: no pushes from the agent]" {
+		t.Fatalf("a JSON deny: %q", text)
+	}
+	f.Saw("denied with its reason")
+
+	f = fault(t, "claude hooks: updatedInput rewrites the command")
+	if text := run("echo old words"); text != "rewritten words" {
+		t.Fatalf("updatedInput: %q", text)
+	}
+	f.Saw("ran the rewritten command")
+
+	f = fault(t, "claude hooks: ask with no approval section")
+	if text := run("echo ask me"); !strings.HasPrefix(text, "[denied by hook: asks first — the user's approval was needed: denied: the composition has no approval section") {
+		t.Fatalf("ask without approval: %q", text)
+	}
+	f.Saw("denied, saying why")
+
+	f = fault(t, "claude hooks: continue false")
+	if text := run("echo stop now"); text != "[stopped by hook: the session is frozen]" {
+		t.Fatalf("continue false: %q", text)
+	}
+	f.Saw("stopped with its reason")
+
+	f = fault(t, "claude hooks: a hook that crashes, one that times out")
+	if text := run("echo crash test"); text != "crash test" {
+		t.Fatalf("after a crashing hook: %q", text)
+	}
+	start := time.Now()
+	if text := run("echo slow test"); text != "slow test" || time.Since(start) > 4500*time.Millisecond {
+		t.Fatalf("after a hook that timed out (2 s of its 5): %q in %v", text, time.Since(start))
+	}
+	f.Saw("neither blocks (Claude Code's rule); the slow one was cut at its timeout")
+
+	f = fault(t, "claude hooks: PostToolUse gets the output; matchers; parallel; once")
+	for _, p := range []string{"post-*.json", "stamps-*", "once"} {
+		matches, _ := filepath.Glob(filepath.Join(logs, p))
+		for _, m := range matches {
+			_ = os.Remove(m)
+		}
+	}
+	if text := run("echo to-the-post-hook; echo err >&2"); !strings.HasPrefix(text, "to-the-post-hook") {
+		t.Fatalf("a call: %q", text)
+	}
+	posts, _ := filepath.Glob(filepath.Join(logs, "post-*.json"))
+	if len(posts) != 1 {
+		t.Fatalf("PostToolUse ran %d times", len(posts))
+	}
+	var got struct {
+		Event    string `json:"hook_event_name"`
+		Response struct {
+			Stdout, Stderr string
+			ExitCode       *int `json:"exit_code"`
+		} `json:"tool_response"`
+	}
+	b, _ := os.ReadFile(posts[0])
+	if err := json.Unmarshal(b, &got); err != nil || got.Event != "PostToolUse" || got.Response.Stdout != "to-the-post-hook" || got.Response.Stderr != "err" || got.Response.ExitCode == nil || *got.Response.ExitCode != 0 {
+		t.Fatalf("what PostToolUse read: %s", b)
+	}
+	if _, err := os.Stat(filepath.Join(logs, "never")); err == nil {
+		t.Fatal("a hook whose matcher names other tools ran for bash")
+	}
+	if b, _ := os.ReadFile(filepath.Join(logs, "once")); string(b) != "once\n" {
+		t.Fatalf("the same command under two matchers: %q", b)
+	}
+	sa, _ := os.ReadFile(filepath.Join(logs, "stamps-a"))
+	sb, _ := os.ReadFile(filepath.Join(logs, "stamps-b"))
+	ta, _ := strconv.ParseFloat(strings.TrimSpace(string(sa)), 64)
+	tb, _ := strconv.ParseFloat(strings.TrimSpace(string(sb)), 64)
+	if ta == 0 || tb == 0 || ta-tb > 0.5 || tb-ta > 0.5 {
+		t.Fatalf("two hooks of a call did not run at once: %q %q", sa, sb)
+	}
+	f.Saw("stdout and stderr apart, exit code 0; other tools' matchers did not run; two 1 s hooks started %.3f s apart; a command under two matchers ran once", ta-tb)
+
+	f = fault(t, "claude hooks: kill -9 of the bridge between calls")
+	killed(t, pluginPid(t, "hooks-claude-code"), syscall.SIGKILL)
+	if text := run("rm -rf /nonexistent-again"); text != "[denied by hook: rm -rf is not allowed in this project]" {
+		t.Fatalf("after kill -9 of the bridge: %q", text)
+	}
+	f.Saw("the restarted bridge guards the next call")
+
+	f = fault(t, "claude hooks: a command edits the settings")
+	settings := filepath.Join(project, ".claude", "settings.json")
+	run(fmt.Sprintf(`python3 -c 'import json; p=%q; d=json.load(open(p)); d["hooks"]={}; json.dump(d, open(p, "w"))'`, settings))
+	if text := run("rm -rf /nonexistent-3"); text != "[denied by hook: rm -rf is not allowed in this project]" {
+		t.Fatalf("after a command emptied the settings: %q", text)
+	}
+	f.Saw("the hooks are the snapshot read at load")
+}
+
+// ask goes to ctx.approval: a rule that allows lets the call run.
+func TestClaudeHookAskApproved(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	project := t.TempDir()
+	writeSettings(t, project, map[string]any{"PreToolUse": []any{group("Bash", cmdHook(`echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"ask","permissionDecisionReason":"check"}}'`))}})
+	s := startServe(t, ctx, claudeComp(project, "approval:\n  rules:\n    - {match: \"echo fine*\", decision: allow}\n  otherwise: deny\n"))
+	f := fault(t, "claude hooks: ask with an approval rule")
+	if text, _ := s.bash(t, ctx, map[string]any{"command": "echo fine"}); text != "fine" {
+		t.Fatalf("ask, allowed by a rule: %q", text)
+	}
+	if text, _ := s.bash(t, ctx, map[string]any{"command": "echo other"}); !strings.Contains(text, "denied by hook: check") {
+		t.Fatalf("ask, no rule: %q", text)
+	}
+	f.Saw("allowed by the rule; refused otherwise")
+}
+
+// A settings file the bridge cannot read stops the composition, naming
+// the file and line.
+func TestClaudeHookFilesRefused(t *testing.T) {
+	for name, body := range map[string]string{
+		"bad JSON":    "{\n  \"hooks\": {\n    \"PreToolUse\": [\n      {\"matcher\": \"Bash\",, }\n    ]\n  }\n}\n",
+		"bad matcher": "{\n  \"hooks\": {\n    \"PreToolUse\": [\n      {\"matcher\": \"(Bash\", \"hooks\": [{\"type\": \"command\", \"command\": \"true\"}]}\n    ]\n  }\n}\n",
+		"prompt hook": "{\n  \"hooks\": {\n    \"PreToolUse\": [\n      {\"matcher\": \"Bash\", \"hooks\": [\n        {\"type\": \"prompt\", \"prompt\": \"is it safe?\"}\n      ]}\n    ]\n  }\n}\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			project := t.TempDir()
+			_ = os.MkdirAll(filepath.Join(project, ".claude"), 0o755)
+			file := filepath.Join(project, ".claude", "settings.json")
+			if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// serve applies the plugins (validate only describes them); its
+			// stdin is empty, so it stops once loaded.
+			out, err := exec.Command(filepath.Join(binDir, "dsh"), "serve", writeComp(t, claudeComp(project, ""))).CombinedOutput()
+			line := map[string]string{"bad JSON": ":4", "bad matcher": ":4", "prompt hook": ":5"}[name]
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), file+line) {
+				t.Fatalf("serve: %v\n%s", err, out)
+			}
+			t.Logf("%s", out)
+		})
+	}
+}
