@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dshrun/dsh/internal/testplugins"
 )
 
 // claudeComp serves tool-bash with hooks-claude-code reading the settings
@@ -277,4 +279,81 @@ func TestClaudeHookFilesRefused(t *testing.T) {
 			t.Logf("%s", out)
 		})
 	}
+}
+
+// Two bridges on one call: the host combines them (deny beats ask, two
+// different rewrites deny, a rewrite the tool's schema refuses denies),
+// and a bridge that stops answering fails the call closed, then the next
+// calls run once it answers again.
+func TestHookBridgesCombine(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	one, two := t.TempDir(), t.TempDir()
+	hook := func(rules string) map[string]any {
+		return map[string]any{"PreToolUse": []any{group("Bash", cmdHook(`python3 -c '
+import json, sys
+c = json.load(sys.stdin)["tool_input"]["command"]
+rules = `+rules+`
+for prefix, out in rules.items():
+    if c.startswith(prefix):
+        print(json.dumps({"hookSpecificOutput": dict(hookEventName="PreToolUse", **out)}))
+'`, 1))}}
+	}
+	writeSettings(t, one, hook(`{"echo both": {"permissionDecision": "ask", "permissionDecisionReason": "one asks"}, "echo rewrite": {"updatedInput": {"command": "echo by-one"}}, "echo same": {"updatedInput": {"command": "echo agreed"}}, "echo badarg": {"updatedInput": {"timeout": "soon"}}}`))
+	writeSettings(t, two, hook(`{"echo both": {"permissionDecision": "deny", "permissionDecisionReason": "two denies"}, "echo rewrite": {"updatedInput": {"command": "echo by-two"}}, "echo same": {"updatedInput": {"command": "echo agreed"}}}`))
+	s := startServe(t, ctx, `plugins:
+  - id: env
+    name: shell-env
+  - id: bash
+    name: bash-local
+  - id: tools
+    name: tool-bash
+  - id: hooks-one
+    name: hooks-claude-code
+    config: {projectDir: `+one+`, settingsFiles: [.claude/settings.json]}
+  - id: hooks-two
+    name: hooks-claude-code
+    config: {projectDir: `+two+`, settingsFiles: [.claude/settings.json]}
+`)
+	run := func(command string) string {
+		text, _ := s.bash(t, ctx, map[string]any{"command": command})
+		return text
+	}
+	f := fault(t, "hook bridges: two answers on one call")
+	if text := run("echo both"); text != "[denied by hook: two denies]" {
+		t.Fatalf("ask and deny: %q", text)
+	}
+	if text := run("echo rewrite"); !strings.HasPrefix(text, "[denied by hook: two hooks replaced the arguments differently") {
+		t.Fatalf("two rewrites: %q", text)
+	}
+	if text := run("echo same"); text != "agreed" {
+		t.Fatalf("the same rewrite twice: %q", text)
+	}
+	if text := run("echo badarg"); !strings.HasPrefix(text, "[denied: a hook replaced the arguments with ones the tool does not take (arguments /timeoutMs: got string") {
+		t.Fatalf("a rewrite the schema refuses: %q", text)
+	}
+	f.Saw("deny over ask; different rewrites denied; the same one kept; a bad one refused by the schema")
+
+	f = fault(t, "hook bridges: SIGSTOP of a bridge during calls")
+	var pid int
+	for _, p := range testplugins.Running(binDir) {
+		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", p)); filepath.Base(exe) == "dsh-hooks-claude-code" {
+			pid = p
+			break
+		}
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	text := run("echo while-stopped")
+	took := time.Since(start)
+	_ = syscall.Kill(pid, syscall.SIGCONT)
+	if !strings.HasPrefix(text, "[denied by hook: the hooks of plugin") || !strings.Contains(text, "so the call is refused") {
+		t.Fatalf("a call while a bridge is stopped: %q (after %v)", text, took)
+	}
+	if text := run("echo after"); text != "after" {
+		t.Fatalf("the next call: %q", text)
+	}
+	f.Saw("denied after %v (the bridge's bound: its longest hook, 1 s, plus 10 s); the next call ran", took.Round(time.Second))
 }

@@ -215,3 +215,45 @@ func TestRegistryThroughTheAdapter(t *testing.T) {
 		t.Errorf("not registered: %v", err)
 	}
 }
+
+// An interception covers the tools its patterns match by alias, is taken
+// over by the entry's next scope and given back when that one goes first,
+// and goes with its scope.
+func TestIntercept(t *testing.T) {
+	ctx := context.Background()
+	r := New[*slot]()
+	a := &caller{id: "hooks", slot: &slot{}}
+	in := &tools.Interception{Patterns: []string{"Bash", ".*(?:mcp__dsh__job_).*"}, Aliases: map[string]string{"bash": "Bash"}, AliasPrefix: "mcp__dsh__", Before: true}
+	if err := r.For(a).Intercept(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	covered := func(tool string, after bool) bool { return len(r.Interceptors(tool, after)) == 1 }
+	if !covered("bash", false) || !covered("job_output", false) || covered("terminal_open", false) || covered("bash", true) {
+		t.Fatal("the patterns do not cover by alias")
+	}
+	for _, bad := range []*tools.Interception{{Patterns: []string{"("}}, {Patterns: []string{"*"}, TimeoutMs: -1}} {
+		if err := r.For(a).Intercept(ctx, bad); !errors.Is(err, tools.ErrInvalid) {
+			t.Errorf("%v: %v", bad, err)
+		}
+	}
+	// A reload: the next scope takes over; should it go while the first
+	// serves, the first's comes back.
+	next := &caller{id: "hooks", slot: &slot{}}
+	if err := r.For(next).Intercept(ctx, &tools.Interception{Patterns: []string{"*"}, After: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !covered("terminal_open", true) || covered("bash", false) {
+		t.Fatal("the next scope's interception is not the one in force")
+	}
+	next.dispose()
+	if !covered("bash", false) || covered("terminal_open", true) {
+		t.Fatal("the first scope's interception did not come back")
+	}
+	a.dispose()
+	if covered("bash", false) {
+		t.Fatal("the interception outlived its scope")
+	}
+	if err := (&registrar[*slot]{r: r, c: &caller{id: "x"}}).Intercept(ctx, in); !errors.Is(err, tools.ErrCannotRegister) {
+		t.Fatalf("a caller that serves nothing: %v", err)
+	}
+}
