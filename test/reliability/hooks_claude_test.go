@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
@@ -356,4 +358,42 @@ for prefix, out in rules.items():
 		t.Fatalf("the next call: %q", text)
 	}
 	f.Saw("denied after %v (the bridge's bound: its longest hook, 1 s, plus 10 s); the next call ran", took.Round(time.Second))
+}
+
+// A hook's systemMessage reaches the MCP client as a log message, not the
+// model; a hook that fails tells the user the same way.
+func TestClaudeHookSystemMessage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	project := t.TempDir()
+	writeSettings(t, project, map[string]any{"PreToolUse": []any{group("Bash",
+		cmdHook(`echo '{"systemMessage": "checked by the project hook"}'`),
+		cmdHook(`echo broken >&2; exit 3`))}})
+	s := startHTTP(t, claudeComp(project, ""))
+	logs := make(chan string, 10)
+	cs := s.connectWith(t, ctx, &mcp.ClientOptions{LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
+		logs <- fmt.Sprint(r.Params.Data)
+	}})
+	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+	f := fault(t, "claude hooks: systemMessage and a failing hook")
+	text, _ := callText(t, ctx, cs, "bash", map[string]any{"command": "echo ran"})
+	if text != "ran" {
+		t.Fatalf("the call: %q", text)
+	}
+	var got []string
+	for len(got) < 2 {
+		select {
+		case m := <-logs:
+			got = append(got, m)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("log messages: %q", got)
+		}
+	}
+	all := strings.Join(got, "\n")
+	if !strings.Contains(all, "checked by the project hook") || !strings.Contains(all, "exited with code 3: broken") {
+		t.Fatalf("log messages: %q", got)
+	}
+	f.Saw("%q", got)
 }

@@ -81,7 +81,13 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func (s *httpServe) connect(t *testing.T, ctx context.Context) *mcp.ClientSession {
 	t.Helper()
-	client := mcp.NewClient(&mcp.Implementation{Name: "reliability", Version: "1"}, nil)
+	return s.connectWith(t, ctx, nil)
+}
+
+// connectWith connects a client with opts.
+func (s *httpServe) connectWith(t *testing.T, ctx context.Context, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "reliability", Version: "1"}, opts)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   s.url,
 		HTTPClient: &http.Client{Transport: bearer{s.token, http.DefaultTransport}},
