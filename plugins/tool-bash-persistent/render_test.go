@@ -2,37 +2,13 @@ package main
 
 import (
 	"context"
-	"flag"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/dshrun/dsh/core/terminals"
+	"github.com/dshrun/dsh/internal/golden"
 )
-
-// Golden files hold texts the model reads; a change to one is a
-// deliberate change to what the model sees. Regenerate with -update.
-var update = flag.Bool("update", false, "rewrite the golden files")
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s changed:\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
-	}
-}
 
 func running() *terminals.Session {
 	return &terminals.Session{Id: "t1-0123456789ab", Status: "running"}
@@ -44,27 +20,27 @@ func TestRender(t *testing.T) {
 		return &ran{ended: true, status: status, out: &terminals.Sent{Session: running(), Wait: terminals.WaitMarker,
 			Captured: &terminals.Captured{Data: []byte(data), Started: true, Ended: true, AtPrompt: true}}}
 	}
-	golden(t, "ended-0", text(ended("\x1b[1;32mgreen\x1b[0m\r\nprogress 10%\rprogress 100%\r\n\r\n", 0), 1000))
-	golden(t, "ended-2", text(ended("no newline\r\n", 2), 1000))
+	golden.Check(t, "ended-0", text(ended("\x1b[1;32mgreen\x1b[0m\r\nprogress 10%\rprogress 100%\r\n\r\n", 0), 1000))
+	golden.Check(t, "ended-2", text(ended("no newline\r\n", 2), 1000))
 	long := strings.Repeat("a line of output\r\n", 500)
-	golden(t, "ended-cut", text(ended(long+"\r\n", 0), 100))
+	golden.Check(t, "ended-cut", text(ended(long+"\r\n", 0), 100))
 	r := ended("the end\r\n\r\n", 0)
 	r.out.Captured.Omitted = 123456
-	golden(t, "ended-middle-cut", text(r, 100))
-	golden(t, "timeout", text(&ran{timeoutMs: 1000, closed: true, out: &terminals.Sent{Session: running(), Wait: terminals.WaitTimeout,
+	golden.Check(t, "ended-middle-cut", text(r, 100))
+	golden.Check(t, "timeout", text(&ran{timeoutMs: 1000, closed: true, out: &terminals.Sent{Session: running(), Wait: terminals.WaitTimeout,
 		Captured: &terminals.Captured{Data: []byte("started\r\n"), Started: true}}}, 1000))
-	golden(t, "stdin-read", text(&ran{notes: []string{noteInterrupted}, out: &terminals.Sent{Session: running(), Wait: terminals.WaitStdinRead, WaitDetail: "pid 12 cat: read on fd 0 (/dev/pts/3)",
+	golden.Check(t, "stdin-read", text(&ran{notes: []string{noteInterrupted}, out: &terminals.Sent{Session: running(), Wait: terminals.WaitStdinRead, WaitDetail: "pid 12 cat: read on fd 0 (/dev/pts/3)",
 		Captured: &terminals.Captured{Data: []byte("before\r\nname? "), Started: true}}}, 1000))
-	golden(t, "stdin-read-prompt", text(&ran{out: &terminals.Sent{Session: running(), Wait: terminals.WaitStdinRead,
+	golden.Check(t, "stdin-read-prompt", text(&ran{out: &terminals.Sent{Session: running(), Wait: terminals.WaitStdinRead,
 		Captured: &terminals.Captured{Data: []byte("^C\r\n$ "), Started: true, AtPrompt: true}}}, 1000))
 	code := int32(3)
-	golden(t, "exited", text(&ran{freshShell: true, notes: []string{noteGone}, out: &terminals.Sent{Session: &terminals.Session{Id: "t1-0123456789ab", Status: "exited", ExitCode: &code}, Wait: terminals.WaitSessionExit,
+	golden.Check(t, "exited", text(&ran{freshShell: true, notes: []string{noteGone}, out: &terminals.Sent{Session: &terminals.Session{Id: "t1-0123456789ab", Status: "exited", ExitCode: &code}, Wait: terminals.WaitSessionExit,
 		Captured: &terminals.Captured{Data: []byte("bye\r\nexit\r\n"), Started: true}}}, 1000))
-	golden(t, "stopped", text(&ran{out: &terminals.Sent{Session: running(), Wait: terminals.WaitInferredIdle, WaitDetail: "pid 9 sh: stopped (state T)",
+	golden.Check(t, "stopped", text(&ran{out: &terminals.Sent{Session: running(), Wait: terminals.WaitInferredIdle, WaitDetail: "pid 9 sh: stopped (state T)",
 		Captured: &terminals.Captured{Started: true}}}, 1000))
-	golden(t, "error-too-many", errorResult(sentence(terminals.Errorf(terminals.ErrTooMany, "x"))).Text)
-	golden(t, "error-aborted", errorResult(sentence(context.Canceled)).Text)
-	golden(t, "description", description(config{ToolName: "bash", MaxOutputChars: 30000, DefaultTimeoutMs: 120000, MaxTimeoutMs: 600000}))
+	golden.Check(t, "error-too-many", errorResult(sentence(terminals.Errorf(terminals.ErrTooMany, "x"))).Text)
+	golden.Check(t, "error-aborted", errorResult(sentence(context.Canceled)).Text)
+	golden.Check(t, "description", description(config{ToolName: "bash", MaxOutputChars: 30000, DefaultTimeoutMs: 120000, MaxTimeoutMs: 600000}))
 }
 
 // What is typed runs the command as written in the shell itself, and

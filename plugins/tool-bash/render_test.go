@@ -2,39 +2,15 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
+	"github.com/dshrun/dsh/internal/golden"
 	"github.com/dshrun/dsh/plugins/shell"
 )
-
-// Golden files hold every text the model reads; a change to one is a
-// deliberate change to what the model sees. Regenerate with -update.
-var update = flag.Bool("update", false, "rewrite the golden files")
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s changed:\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
-	}
-}
 
 func code(n int32) *int32 { return &n }
 
@@ -123,7 +99,7 @@ func TestRenderGolden(t *testing.T) {
 	}
 	for name, r := range cases {
 		text, _, _ := renderRun(r, DefaultMaxOutputChars)
-		golden(t, "run-"+name, text)
+		golden.Check(t, "run-"+name, text)
 		// The exit marker is always recoverable.
 		st := shell.ParseExitStatus(text)
 		wantCode := 0
@@ -154,9 +130,9 @@ func TestRenderReadGolden(t *testing.T) {
 	}
 	for name, r := range cases {
 		text, _, _ := renderRead(r, DefaultMaxOutputChars)
-		golden(t, "read-"+name, text)
+		golden.Check(t, "read-"+name, text)
 	}
-	golden(t, "started", renderStarted(&jobsv1.Job{Id: "j7", Pid: 4242}))
+	golden.Check(t, "started", renderStarted(&jobsv1.Job{Id: "j7", Pid: 4242}))
 }
 
 // noData is a stream's facts without its data, as JobRead carries them.
@@ -175,15 +151,15 @@ func TestStructuredFacts(t *testing.T) {
 		Stdout: spilled("0123456789\n", 22000000, 1999999, "/s/p3.stdout", 4177920, "disk_full"),
 		Stderr: out("fine\n")}
 	_, so, se := renderRun(r, DefaultMaxOutputChars)
-	golden(t, "facts-run-disk-full", string(runStructured(r, so, se))+"\n")
+	golden.Check(t, "facts-run-disk-full", string(runStructured(r, so, se))+"\n")
 	read := &jobsv1.JobRead{Job: &jobsv1.Job{Id: "j6", Status: "running"}, Stdout: []byte("tail\n"), Lossy: true, StdoutSpillPath: "/s/p10.stdout",
 		StdoutFacts: noData(spilled("tail\n", 200000, 31999, "/s/p10.stdout", 200000, "")), StderrFacts: noData(out(""))}
 	_, so, se = renderRead(read, DefaultMaxOutputChars)
-	golden(t, "facts-read-lossy", string(jobStructured(read.Job, read, so, se))+"\n")
+	golden.Check(t, "facts-read-lossy", string(jobStructured(read.Job, read, so, se))+"\n")
 	// What cleaning took out, and binary output, are facts too.
 	r = &shell.RunResult{ExitCode: code(0), Stdout: out("\x1b[31mred\x1b[0m\r\nbar 10%\rbar 100%\n"), Stderr: out("\x00\x01")}
 	_, so, se = renderRun(r, DefaultMaxOutputChars)
-	golden(t, "facts-run-cleaned", string(runStructured(r, so, se))+"\n")
+	golden.Check(t, "facts-run-cleaned", string(runStructured(r, so, se))+"\n")
 }
 
 func TestToolSpecsGolden(t *testing.T) {
@@ -192,7 +168,7 @@ func TestToolSpecsGolden(t *testing.T) {
 		for _, s := range toolSpecs(mode, 120000, 600000, DefaultMaxOutputChars) {
 			b.WriteString("## " + s.Name + " — " + s.Title + "\n" + s.Description + "\n\nschema: " + s.InputSchema + "\n\n")
 		}
-		golden(t, "tools-"+name, b.String())
+		golden.Check(t, "tools-"+name, b.String())
 	}
 	// The description teaches the budget in few words.
 	if d := toolSpecs("", 120000, 600000, DefaultMaxOutputChars)[0].Description; utf8.RuneCountInString(d) > 1200 || !strings.Contains(d, "30,000 characters") {

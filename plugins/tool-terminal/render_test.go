@@ -3,48 +3,24 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/dshrun/dsh/core/terminals"
+	"github.com/dshrun/dsh/internal/golden"
 )
-
-// Golden files hold texts the model reads; a change to one is a
-// deliberate change to what the model sees. Regenerate with -update.
-var update = flag.Bool("update", false, "rewrite the golden files")
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s changed:\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
-	}
-}
 
 func code(n int32) *int32 { return &n }
 
 func TestRenderSent(t *testing.T) {
 	s := &terminals.Session{Id: "t3-0123456789ab", Status: "running", Cols: 120, Rows: 40}
-	golden(t, "send-stdin-read", renderSent(&terminals.Sent{Session: s, Wait: terminals.WaitStdinRead, WaitDetail: "pid 123 cat: read on fd 0 (/dev/pts/4)",
+	golden.Check(t, "send-stdin-read", renderSent(&terminals.Sent{Session: s, Wait: terminals.WaitStdinRead, WaitDetail: "pid 123 cat: read on fd 0 (/dev/pts/4)",
 		Screen: &terminals.Screen{Viewport: "$ cat\nhello\nhello", Scrollback: "line 1\nline 2\n", ScrollbackOmittedLines: 1234, ScrollbackOmittedChars: 56789}}))
-	golden(t, "send-timeout", renderSent(&terminals.Sent{Session: s, Wait: terminals.WaitTimeout, WaitDetail: "still running after 500ms; pid 9 sleep: in clock_nanosleep",
+	golden.Check(t, "send-timeout", renderSent(&terminals.Sent{Session: s, Wait: terminals.WaitTimeout, WaitDetail: "still running after 500ms; pid 9 sleep: in clock_nanosleep",
 		Screen: &terminals.Screen{Viewport: "$ sleep 5"}}))
-	golden(t, "send-exit", renderSent(&terminals.Sent{Session: &terminals.Session{Id: "t3-0123456789ab", Status: "exited", ExitCode: code(0)}, Wait: terminals.WaitSessionExit,
+	golden.Check(t, "send-exit", renderSent(&terminals.Sent{Session: &terminals.Session{Id: "t3-0123456789ab", Status: "exited", ExitCode: code(0)}, Wait: terminals.WaitSessionExit,
 		Screen: &terminals.Screen{Viewport: "$ exit\nexit"}}))
-	golden(t, "read-alt-screen", renderRead(&terminals.Output{Session: s, Screen: &terminals.Screen{Viewport: "line one\nline two\n:", AltScreen: true, ViewportOmittedLines: 2, ViewportOmittedChars: 80}}))
+	golden.Check(t, "read-alt-screen", renderRead(&terminals.Output{Session: s, Screen: &terminals.Screen{Viewport: "line one\nline two\n:", AltScreen: true, ViewportOmittedLines: 2, ViewportOmittedChars: 80}}))
 }
 
 // Each error of the taxonomy is one bracketed sentence in plain words.
@@ -76,7 +52,7 @@ func TestErrorSentences(t *testing.T) {
 		}
 		out = append(out, r.Text)
 	}
-	golden(t, "errors", strings.Join(out, "\n"))
+	golden.Check(t, "errors", strings.Join(out, "\n"))
 }
 
 // The schemas: no field beyond those declared, the defaults, and the
@@ -100,5 +76,5 @@ func TestSpecs(t *testing.T) {
 	if !strings.Contains(specs[1].InputSchema, `"enum":["SIGINT","SIGTERM","SIGKILL","SIGTSTP","SIGHUP"]`) || !strings.Contains(specs[1].InputSchema, `"maximum":30000`) {
 		t.Errorf("terminal_send: %s", specs[1].InputSchema)
 	}
-	golden(t, "schemas", strings.Join(all, "\n"))
+	golden.Check(t, "schemas", strings.Join(all, "\n"))
 }

@@ -2,7 +2,6 @@ package screen
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,9 +14,9 @@ import (
 	"time"
 
 	"github.com/creack/pty"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files")
+	"github.com/dshrun/dsh/internal/golden"
+)
 
 // term is a program on a real PTY whose output feeds a Screen, as the
 // terminal registry runs one.
@@ -138,32 +137,11 @@ func (tm *term) run(cmd string) string {
 	return tm.prompt(n + 1)
 }
 
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to write it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("viewport differs from %s:\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
-
 func TestShellEcho(t *testing.T) {
 	tm := startShell(t, 80, 24)
 	tm.prompt(1)
 	vp := tm.run("echo hello world")
-	golden(t, "echo", vp)
+	golden.Check(t, "echo", vp)
 	if row, col, _ := tm.s.Cursor(); row != 2 || col != 2 {
 		t.Errorf("Cursor = %d,%d, want 2,2 (after the prompt)", row, col)
 	}
@@ -173,7 +151,7 @@ func TestShellColoursAndWideCharacters(t *testing.T) {
 	tm := startShell(t, 120, 24)
 	tm.prompt(1)
 	vp := tm.run(`printf '\e[1;31mred\e[0m \e[42mgreen\e[0m plain\n'; echo $'h\xc3\xa9llo \xe4\xb8\x96\xe7\x95\x8c ok'`)
-	golden(t, "colours-utf8", vp)
+	golden.Check(t, "colours-utf8", vp)
 	if strings.Contains(vp, "\x1b") {
 		t.Error("escape codes in the viewport")
 	}
@@ -270,7 +248,7 @@ func TestLess(t *testing.T) {
 	if !tm.s.AltScreen() {
 		t.Error("less is not on the alternate screen")
 	}
-	golden(t, "less", vp)
+	golden.Check(t, "less", vp)
 
 	tm.send("q")
 	vp = tm.prompt(2)
