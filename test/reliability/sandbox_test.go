@@ -355,3 +355,37 @@ plugins:
 	}
 	f.Saw("writes outside refused before and after the backend's restart")
 }
+
+// Hooks run as commands of the composed executor: under bash-sandbox a
+// hook is confined like the command it guards.
+func TestClaudeHooksConfined(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ws, outside := t.TempDir(), t.TempDir()
+	writeSettings(t, ws, map[string]any{"PreToolUse": []any{group("Bash",
+		cmdHook("touch "+filepath.Join(ws, "hook-inside")+" && touch "+filepath.Join(outside, "hook-escaped")))}})
+	s := startServe(t, ctx, fmt.Sprintf(`sandbox:
+  defaultMode: workspace-write
+  workspaceRoot: %s
+plugins:
+  - id: env
+    name: shell-env
+  - id: bash
+    name: bash-sandbox
+  - id: tools
+    name: tool-bash
+  - id: hooks
+    name: hooks-claude-code
+    config: {projectDir: %s, settingsFiles: [.claude/settings.json]}
+`, ws, ws))
+	f := fault(t, "sandbox: a hook under bash-sandbox")
+	text, _ := s.tool(t, ctx, "bash", map[string]any{"command": "echo guarded", "workdir": ws})
+	if text != "guarded" {
+		t.Fatalf("the call: %q", text)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "hook-inside")); err != nil {
+		t.Fatalf("the hook did not run: %v", err)
+	}
+	mustNotExist(t, "a hook's write outside the workspace", filepath.Join(outside, "hook-escaped"))
+	f.Saw("the hook ran confined: its write in the workspace landed, the one outside was refused")
+}
