@@ -54,7 +54,7 @@ func main() {
 	outRounds := flag.Int("output-rounds", 9, "1 GiB runs (each interleaved with a cat baseline)")
 	sandboxRuns := flag.Int("sandbox-calls", 300, "bash tool calls of true per executor, sandboxed and not")
 	termRounds := flag.Int("terminal-rounds", 30, "terminal opens and sends (each interleaved with a direct pty bash)")
-	only := flag.String("only", "", "run only these sections (comma-separated: start,calls,run,output,mcp,sandbox,terminals,reload,transcript)")
+	only := flag.String("only", "", "run only these sections (comma-separated: start,calls,run,output,mcp,sandbox,hooks,terminals,reload,transcript)")
 	flag.Parse()
 	want := func(name string) bool {
 		return *only == "" || strings.Contains(","+*only+",", ","+name+",")
@@ -83,6 +83,9 @@ func main() {
 	}
 	if want("sandbox") {
 		sandboxCalls(dir, *sandboxRuns)
+	}
+	if want("hooks") {
+		hookCalls(dir, *sandboxRuns)
 	}
 	if want("terminals") {
 		terminalsBench(dir, *termRounds)
