@@ -60,6 +60,7 @@ type TerminalSpec struct {
 type Terminal struct {
 	p      *Process
 	master *os.File
+	slave  string // the slave's path, for what waits in its input queue
 	max    int
 
 	// claimed is set once a holder (ctx.terminals) reads it alone.
@@ -167,6 +168,9 @@ func (t *Terminal) start(path string, env []string) error {
 		return err
 	}
 	master, slave, err := openTerminal(t.cols, t.rows)
+	if err == nil {
+		t.slave = slave.Name()
+	}
 	if err != nil {
 		p.releaseTree()
 		return err
@@ -544,6 +548,14 @@ func (m *Manager) Terminals(owner string) []*Terminal {
 }
 
 // Printed counts every byte the terminal printed, read or not.
+// InFlight counts the bytes on their way through the terminal: printed by
+// its programs and not yet read by the host, and typed by the host and not
+// yet read by its programs. A look at what the foreground waits for means
+// something only once both are 0: a shell that has not read the typed
+// line yet, or whose output the host has not read yet, still waits at its
+// old prompt.
+func (t *Terminal) InFlight() (int, error) { return inFlight(t.master, t.slave) }
+
 func (t *Terminal) Printed() int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -90,8 +90,9 @@ func (m *Manager) consume(s *Session, data []byte) {
 // for long.
 func (m *Manager) settleRun(ctx context.Context, s *Session, got *capture, wait time.Duration) (reason, detail string) {
 	t := s.term
-	deadline := time.Now().Add(wait)
-	quietSince := time.Now()
+	typed := time.Now()
+	deadline := typed.Add(wait)
+	quietSince := typed
 	var looks lookout
 	lastDetail := ""
 	for {
@@ -129,7 +130,13 @@ func (m *Manager) settleRun(ctx context.Context, s *Session, got *capture, wait 
 			switch {
 			case err != nil:
 				lastDetail = err.Error()
-			case res.Reason == waiting.StdinRead && t.Printed() == printed:
+			case res.Reason == waiting.StdinRead && t.Printed() == printed && drained(t):
+				if !got.started && time.Since(typed) < startGrace {
+					// The shell may be at its old prompt still, the line
+					// typed but not yet taken: the start marker says.
+					lastDetail = res.Detail
+					break
+				}
 				return terminals.WaitStdinRead, res.Detail
 			case res.Reason == waiting.Stopped:
 				return terminals.WaitInferredIdle, res.Detail
@@ -240,6 +247,11 @@ func (c *capture) result() Captured {
 	r.Data, r.Omitted = c.body, c.omitted
 	return r
 }
+
+// startGrace is how long a run that has not printed its start marker
+// waits before a read of the terminal settles it (the typed line went to
+// another program, which reads more).
+const startGrace = time.Second
 
 // maxCaptureBytes bounds what a capture may ask to keep.
 const maxCaptureBytes = 16 << 20

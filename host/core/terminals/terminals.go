@@ -664,7 +664,7 @@ func (m *Manager) settleSend(ctx context.Context, s *Session, wait time.Duration
 			switch {
 			case err != nil:
 				lastDetail = err.Error()
-			case res.Reason == waiting.StdinRead && t.Printed() == last:
+			case res.Reason == waiting.StdinRead && t.Printed() == last && drained(t):
 				return terminals.WaitStdinRead, res.Detail
 			case res.Reason == waiting.Stopped:
 				// Nothing moves until it is continued: waiting longer shows
@@ -695,6 +695,13 @@ func (m *Manager) settleSend(ctx context.Context, s *Session, wait time.Duration
 		case <-tick.C:
 		}
 	}
+}
+
+// drained reports whether nothing is on its way through t (see
+// Terminal.InFlight); when that cannot be told, the look decides alone.
+func drained(t *hsub.Terminal) bool {
+	n, err := t.InFlight()
+	return err != nil || n == 0
 }
 
 // lookout schedules a wait's looks at the foreground: the first once
