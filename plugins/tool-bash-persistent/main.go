@@ -191,9 +191,10 @@ func (p *persistent) run(ctx context.Context, sh *ownerShell, command string, ti
 				Submit: true,
 				WaitMs: timeoutMs,
 				Capture: &terminals.Capture{
-					From:     startMarker(nonce),
-					Until:    endMarker(nonce),
-					MaxBytes: int64(captureBytes(p.cfg.MaxOutputChars)),
+					From:          startMarker(nonce),
+					Until:         endMarker(nonce),
+					MaxBytes:      int64(captureBytes(p.cfg.MaxOutputChars)),
+					CloseOnCancel: true,
 				},
 			})
 		})
@@ -214,8 +215,9 @@ func (p *persistent) run(ctx context.Context, sh *ownerShell, command string, ti
 		// first. A call that ended (a client gone, aborted) takes what it
 		// ran along, as a command of tool-bash would.
 		sh.clean = false
-		if ctx.Err() != nil && sh.id != "" {
-			_ = p.forget(ctx, sh)
+		if ctx.Err() != nil {
+			// The host closed the shell with the command (CloseOnCancel).
+			sh.id = ""
 		}
 		return nil, err
 	}

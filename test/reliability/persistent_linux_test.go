@@ -2,6 +2,8 @@ package reliability
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -145,4 +147,30 @@ func TestPersistentBash(t *testing.T) {
 		t.Fatalf("the other agent's terminals: %s", list)
 	}
 	f.Saw("a shell of its own")
+}
+
+// A persistent call the client cancels takes its command along: the shell
+// is closed with it, and the next call runs in a fresh one.
+func TestPersistentBashCancel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := startHTTP(t, terminalsComp(t))
+	a := s.connect(t, ctx)
+	mark := filepath.Join(t.TempDir(), "finished")
+	f := fault(t, "persistent bash: a call the client cancels")
+	pbash(t, ctx, a, "export KEEP=1")
+	cctx, ccancel := context.WithTimeout(ctx, time.Second)
+	_, err := a.CallTool(cctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "sleep 3; touch " + mark, "description": "d"}})
+	ccancel()
+	if err == nil {
+		t.Fatal("the cancelled call answered")
+	}
+	time.Sleep(4 * time.Second)
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatal("the cancelled command ran to its end")
+	}
+	if text, _ := pbash(t, ctx, a, "echo ${KEEP:-fresh}"); !strings.HasSuffix(text, "fresh") {
+		t.Fatalf("the call after a cancel: %q", text)
+	}
+	f.Saw("the command did not finish; the next call ran in a fresh shell")
 }

@@ -522,7 +522,11 @@ type Capture struct {
 	Until string `protobuf:"bytes,2,opt,name=until,proto3" json:"until,omitempty"`
 	// Bytes of the output kept: its first and last halves when there is
 	// more; 0 means 65536, and at most 16 MiB is kept.
-	MaxBytes      int64 `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	MaxBytes int64 `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// Close the session (and everything it runs) when the request ends
+	// before the run does (its caller was cancelled or went away): what
+	// typed the command can no longer close it.
+	CloseOnCancel bool `protobuf:"varint,4,opt,name=close_on_cancel,json=closeOnCancel,proto3" json:"close_on_cancel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -576,6 +580,13 @@ func (x *Capture) GetMaxBytes() int64 {
 		return x.MaxBytes
 	}
 	return 0
+}
+
+func (x *Capture) GetCloseOnCancel() bool {
+	if x != nil {
+		return x.CloseOnCancel
+	}
+	return false
 }
 
 // Sent is a send's answer once the session settled, or its wait ran out.
@@ -1375,11 +1386,12 @@ const file_core_terminals_terminalsv1_terminals_proto_rawDesc = "" +
 	"\x06signal\x18\x04 \x01(\tR\x06signal\x12\x17\n" +
 	"\await_ms\x18\x05 \x01(\x03R\x06waitMs\x12\x16\n" +
 	"\x06budget\x18\x06 \x01(\x03R\x06budget\x123\n" +
-	"\acapture\x18\a \x01(\v2\x19.dsh.terminals.v1.CaptureR\acapture\"P\n" +
+	"\acapture\x18\a \x01(\v2\x19.dsh.terminals.v1.CaptureR\acapture\"x\n" +
 	"\aCapture\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x14\n" +
 	"\x05until\x18\x02 \x01(\tR\x05until\x12\x1b\n" +
-	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\"\xda\x01\n" +
+	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\x12&\n" +
+	"\x0fclose_on_cancel\x18\x04 \x01(\bR\rcloseOnCancel\"\xda\x01\n" +
 	"\x04Sent\x123\n" +
 	"\asession\x18\x01 \x01(\v2\x19.dsh.terminals.v1.SessionR\asession\x12\x12\n" +
 	"\x04wait\x18\x02 \x01(\tR\x04wait\x12\x1f\n" +

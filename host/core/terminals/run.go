@@ -3,6 +3,7 @@ package terminals
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,6 +19,8 @@ import (
 type Capture struct {
 	From, Until string
 	MaxBytes    int
+	// CloseOnCancel closes the session when ctx ends before the run.
+	CloseOnCancel bool
 }
 
 // Captured is what a run found (see terminals.Captured).
@@ -53,7 +56,17 @@ func (m *Manager) run(ctx context.Context, owner, id string, req SendRequest) (S
 	if err != nil {
 		return Sent{}, err
 	}
-	defer release()
+	defer func() {
+		release()
+		if c.CloseOnCancel && ctx.Err() != nil {
+			// Its caller is gone mid-run: the command goes with the shell.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			defer cancel()
+			if _, err := m.CloseSession(cctx, owner, id); err != nil && !errors.Is(err, terminals.ErrNoSession) {
+				m.log.Warn("a run's caller went away, and its session could not be closed", "session", id, "owner", owner, "error", err)
+			}
+		}
+	}()
 	// What the terminal printed before the command is not its output.
 	m.consume(s, s.term.Read(ctx, 0).Data)
 	if _, err := m.typeInto(ctx, s, b, req.Text, req.Submit, req.Signal); err != nil {

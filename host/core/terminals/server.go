@@ -71,7 +71,7 @@ func (s *Service) Send(ctx context.Context, req *terminals.SendRequest) (*termin
 	}
 	sr := SendRequest{Text: req.Text, Submit: req.Submit, Signal: req.Signal, Wait: time.Duration(req.WaitMs) * time.Millisecond, Budget: int(min(req.Budget, 1<<30))}
 	if c := req.Capture; c != nil {
-		sr.Capture = &Capture{From: c.From, Until: c.Until, MaxBytes: int(min(c.MaxBytes, maxCaptureBytes))}
+		sr.Capture = &Capture{From: c.From, Until: c.Until, MaxBytes: int(min(c.MaxBytes, maxCaptureBytes)), CloseOnCancel: c.CloseOnCancel}
 	}
 	out, err := s.M.Settle(ctx, owner, req.Id, sr)
 	if err != nil {
