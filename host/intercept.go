@@ -58,8 +58,17 @@ func (h *Host) notify(ctx context.Context, plugin string, msgs []string) {
 	}
 }
 
-// refusal is a call that does not run, as its result.
-func refusal(text string) *ToolResult { return &ToolResult{Text: "[" + text + "]", IsError: true} }
+// refusal is a call that does not run, as its result; a hook's long
+// reason is cut (the model reads it, and a hook's stderr can be anything).
+func refusal(text string) *ToolResult {
+	if r := []rune(text); len(r) > maxRefusal {
+		text = string(r[:maxRefusal]) + fmt.Sprintf("… (%d more characters)", len(r)-maxRefusal)
+	}
+	return &ToolResult{Text: "[" + text + "]", IsError: true}
+}
+
+// maxRefusal bounds the characters of a refusal.
+const maxRefusal = 8000
 
 // interceptCall reaches interceptor ic's plugin for a call: its process,
 // and ctx carrying the call id (so what the interceptor does meanwhile acts

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dshrun/dsh/core/tools"
+	"github.com/dshrun/dsh/plugins/hooks"
 )
 
 // payload is what a hook reads on stdin, as Claude Code writes it.
@@ -115,8 +116,11 @@ type output struct {
 
 // parse reads a hook's stdout: JSON when it is a JSON object, else
 // nothing (plain text on exit 0 decides nothing).
-func parse(stdout []byte) (*output, error) {
-	t := bytes.TrimSpace(stdout)
+func parse(r hooks.Ran) (*output, error) {
+	if r.StdoutCut {
+		return nil, fmt.Errorf("its output is more than dsh reads of a hook (%d MiB, or the executor's spill limit), so it cannot be read", 16)
+	}
+	t := bytes.TrimSpace(r.Stdout)
 	if len(t) == 0 || t[0] != '{' {
 		return nil, nil
 	}
@@ -151,7 +155,7 @@ func (b *bridge) Before(ctx context.Context, req *tools.BeforeCall) (*tools.Befo
 			b.nonBlocking(d, r.Failed())
 			continue
 		}
-		o, err := parse(r.Stdout)
+		o, err := parse(r)
 		if err != nil {
 			b.nonBlocking(d, fmt.Sprintf("hook %s (%s): %v", r.Command, r.Where, err))
 			continue
@@ -279,7 +283,7 @@ func (b *bridge) After(ctx context.Context, req *tools.AfterCall) (*tools.AfterF
 			fb.SystemMessages = append(fb.SystemMessages, r.Failed())
 			continue
 		}
-		o, err := parse(r.Stdout)
+		o, err := parse(r)
 		if err != nil {
 			msg := fmt.Sprintf("hook %s (%s): %v", r.Command, r.Where, err)
 			b.log.Warn("a hook failed (not blocking)", "error", msg)

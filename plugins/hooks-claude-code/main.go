@@ -36,6 +36,8 @@ type config struct {
 	SettingsFiles []string `json:"settingsFiles" desc:"the settings files to read instead of Claude Code's (managed, ~/.claude/settings.json, .claude/settings.json, .claude/settings.local.json)"`
 	// ManagedSettings is the managed settings file, read first.
 	ManagedSettings string `json:"managedSettings" default:"/etc/claude-code/managed-settings.json" desc:"the managed settings file, read first (/etc/claude-code/managed-settings.json)"`
+	// BashTools are the tools the hooks see as Bash.
+	BashTools []string `json:"bashTools" desc:"the dsh tools the hooks see as Bash, their command as its command ([bash]); others are mcp__dsh__<tool>"`
 }
 
 // The events bridged: dsh sees tool calls, not prompts, turns or sessions.
@@ -97,7 +99,7 @@ func (b *bridge) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage)
 	b.log.Info("hooks read", "PreToolUse", len(set.Patterns(preToolUse)), "PostToolUse", len(set.Patterns(postToolUse)), "groups", len(set.Groups))
 	return tools.NewClient(host.Conn(tools.Key)).Intercept(ctx, &tools.Interception{
 		Patterns:    set.Patterns(preToolUse, postToolUse),
-		Aliases:     map[string]string{"bash": "Bash"},
+		Aliases:     hooks.BashAliases(cfg.BashTools),
 		AliasPrefix: "mcp__dsh__",
 		Before:      len(set.Patterns(preToolUse)) > 0,
 		After:       len(set.Patterns(postToolUse)) > 0,

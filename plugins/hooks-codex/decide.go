@@ -319,6 +319,9 @@ func (b *bridge) Before(ctx context.Context, req *tools.BeforeCall) (*tools.Befo
 			continue
 		}
 		p, err := readPre(r.Stdout)
+		if err == nil && r.StdoutCut {
+			err = errCut
+		}
 		if err != nil {
 			b.failed(&d.SystemMessages, fmt.Sprintf("hook %s (%s): %v", r.Command, r.Where, err))
 			continue
@@ -458,6 +461,9 @@ func (b *bridge) After(ctx context.Context, req *tools.AfterCall) (*tools.AfterF
 			continue
 		}
 		p, err := readPost(r.Stdout)
+		if err == nil && r.StdoutCut {
+			err = errCut
+		}
 		if err != nil {
 			b.failed(&fb.SystemMessages, fmt.Sprintf("hook %s (%s): %v", r.Command, r.Where, err))
 			continue
@@ -489,3 +495,6 @@ func orElse(s, def string) string {
 }
 
 var _ tools.Interceptor = (*bridge)(nil)
+
+// errCut is a hook output too long to be read whole (its start is gone).
+var errCut = fmt.Errorf("its output is more than dsh reads of a hook (16 MiB, or the executor's spill limit), so it cannot be read")

@@ -34,6 +34,8 @@ type config struct {
 	HooksFiles []string `json:"hooksFiles" desc:"the files to read instead of Codex's (<codexHome>/hooks.json, <codexHome>/config.toml, <projectDir>/.codex/hooks.json, <projectDir>/.codex/config.toml); .toml files for their [hooks] table"`
 	CodexHome  string   `json:"codexHome" desc:"Codex's home folder ($CODEX_HOME, else ~/.codex)"`
 	Model      string   `json:"model" desc:"the model hooks are told of (\"\")"`
+	// BashTools are the tools the hooks see as Bash.
+	BashTools []string `json:"bashTools" desc:"the dsh tools the hooks see as Bash, their command as its command ([bash]); others are mcp__dsh__<tool>"`
 }
 
 // The events bridged: dsh sees tool calls, not prompts, turns or sessions.
@@ -115,7 +117,7 @@ func (b *bridge) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage)
 	b.log.Info("hooks read", "PreToolUse", len(all.Patterns(preToolUse)), "PostToolUse", len(all.Patterns(postToolUse)), "groups", len(all.Groups))
 	return tools.NewClient(host.Conn(tools.Key)).Intercept(ctx, &tools.Interception{
 		Patterns:    all.Patterns(preToolUse, postToolUse),
-		Aliases:     map[string]string{"bash": "Bash"},
+		Aliases:     hooks.BashAliases(cfg.BashTools),
 		AliasPrefix: "mcp__dsh__",
 		Before:      len(all.Patterns(preToolUse)) > 0,
 		After:       len(all.Patterns(postToolUse)) > 0,

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -146,7 +147,10 @@ type Ran struct {
 	ExitCode       int
 	Signal         string
 	Stdout, Stderr []byte
-	TimedOut       bool
+	// StdoutCut: stdout was more than could be read whole; Stdout is its
+	// end only.
+	StdoutCut bool
+	TimedOut  bool
 	// Err: it could not be run (the executor refused or failed).
 	Err error
 }
@@ -218,8 +222,36 @@ func (r *Runner) run(ctx context.Context, owner string, h Hook, payload []byte) 
 		ran.ExitCode = -1
 	}
 	ran.Signal, ran.TimedOut = res.Signal, res.TimedOut
-	ran.Stdout, ran.Stderr = res.Stdout.GetData(), res.Stderr.GetData()
+	ran.Stdout, ran.StdoutCut = whole(res.Stdout)
+	// stderr becomes words (a reason, feedback, a message): valid UTF-8,
+	// and bounded.
+	stderr, _ := whole(res.Stderr)
+	if len(stderr) > maxStderr {
+		stderr = append(stderr[:maxStderr:maxStderr], "\n[… cut]"...)
+	}
+	ran.Stderr = bytes.ToValidUTF8(stderr, []byte("\uFFFD"))
 	return ran
+}
+
+// The bounds of what a hook's output is read of.
+const (
+	maxStdout = 16 << 20
+	maxStderr = 16 << 10
+)
+
+// whole is all a stream printed: what the executor kept, or its spill
+// file when it kept only the end and the file has it all. cut reports that
+// the start is missing (so the output cannot be read as a whole).
+func whole(c *shell.Collected) (data []byte, cut bool) {
+	if !c.GetTruncated() {
+		return c.GetData(), false
+	}
+	if c.GetSpillPath() != "" && c.GetSpillComplete() && c.GetTotal() <= maxStdout {
+		if b, err := os.ReadFile(c.GetSpillPath()); err == nil && int64(len(b)) == c.GetTotal() {
+			return b, false
+		}
+	}
+	return c.GetData(), true
 }
 
 // Locator finds where values of a JSON document are: the line of each
@@ -346,3 +378,17 @@ func (ids *IDs) Session(owner string) string { return ids.of("session", owner) }
 
 // ToolUse is the id hooks see for a call.
 func (ids *IDs) ToolUse(call string) string { return "toolu_dsh_" + ids.of("call", call) }
+
+// BashAliases names the dsh tools a bridge's hooks know as Bash: each of
+// names (dsh's bash, and whatever else runs shell commands under another
+// name, such as a persistent bash tool beside tool-bash).
+func BashAliases(names []string) map[string]string {
+	if len(names) == 0 {
+		names = []string{"bash"}
+	}
+	m := make(map[string]string, len(names))
+	for _, n := range names {
+		m[n] = "Bash"
+	}
+	return m
+}

@@ -397,3 +397,44 @@ func TestClaudeHookSystemMessage(t *testing.T) {
 	}
 	f.Saw("%q", got)
 }
+
+// What a hook prints is read whole or said to be unreadable: a deny whose
+// JSON is longer than the executor keeps in memory still denies, a stderr
+// that is not UTF-8 does not turn a non-blocking failure into a refusal,
+// and a tool named in bashTools is Bash to the hooks.
+func TestClaudeHookOutputs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	project := t.TempDir()
+	writeSettings(t, project, map[string]any{"PreToolUse": []any{group("Bash",
+		cmdHook(`python3 -c 'import json,sys; c=json.load(sys.stdin)["tool_input"]["command"]; print(json.dumps({"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"long "+"r"*70000}}) if "long" in c else "")'`),
+		cmdHook(`printf '\377\376 not utf-8\n' >&2; exit 1`))}})
+	s := startServe(t, ctx, `plugins:
+  - id: env
+    name: shell-env
+  - id: bash
+    name: bash-local
+  - id: tools
+    name: tool-bash
+  - id: term-bash
+    name: terminal-bash
+  - id: persistent
+    name: tool-bash-persistent
+    config: {toolName: pbash}
+  - id: hooks
+    name: hooks-claude-code
+    config: {projectDir: `+project+`, settingsFiles: [.claude/settings.json], bashTools: [bash, pbash]}
+`)
+	f := fault(t, "claude hooks: a 70 KB deny, stderr that is not UTF-8, a second bash tool")
+	text, _ := s.bash(t, ctx, map[string]any{"command": "echo long"})
+	if !strings.HasPrefix(text, "[denied by hook: long rrrr") || !strings.HasSuffix(text, "more characters)]") || len(text) > 9000 {
+		t.Fatalf("a 70 KB deny: %d characters: %.200q", len(text), text)
+	}
+	if text, _ := s.bash(t, ctx, map[string]any{"command": "echo short"}); text != "short" {
+		t.Fatalf("a failing hook with stderr that is not UTF-8: %q", text)
+	}
+	if text, _ := s.tool(t, ctx, "pbash", map[string]any{"command": "echo long too", "description": "d"}); !strings.HasPrefix(text, "[denied by hook: long rrrr") {
+		t.Fatalf("the persistent bash under bashTools: %.200q", text)
+	}
+	f.Saw("denied with the reason cut to 8,000 characters; the non-UTF-8 failure did not block; pbash guarded as Bash")
+}
