@@ -111,7 +111,7 @@ func exitedHow(s *terminals.Session) string {
 // cutNotice says what of the output is not shown.
 func cutNotice(f facts, middle bool) string {
 	s := "[output truncated: " + modeltext.Thousands(f.OmittedBytes) + " bytes"
-	if !middle {
+	if !middle && f.OmittedLines > 0 {
 		s += " (" + plural(f.OmittedLines, "line") + ")"
 	}
 	s += " omitted before the last lines"
