@@ -153,8 +153,13 @@ func newPluginTLS(id string) (*pluginTLS, error) {
 		_ = pem.Encode(&handover, b) // a bytes.Buffer does not fail
 	}
 	caRaw := ca.cert.Raw
+	hostCert := &tls.Certificate{Certificate: [][]byte{hostDER}, PrivateKey: hostKey}
 	cfg := &tls.Config{
-		Certificates: []tls.Certificate{{Certificate: [][]byte{hostDER}, PrivateKey: hostKey}},
+		Certificates: []tls.Certificate{*hostCert},
+		// Always this certificate: an AutoMTLS plugin asks for one issued
+		// by the host certificate itself (its only trusted one), which
+		// Certificates alone would answer with none.
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return hostCert, nil },
 		// go-plugin replaces both pools with the plugin's own certificate
 		// when the plugin prints one (AutoMTLS).
 		RootCAs:    ca.pool,
@@ -162,6 +167,9 @@ func newPluginTLS(id string) (*pluginTLS, error) {
 		ClientAuth: tls.RequireAndVerifyClientCert, // the broker's server side
 		ServerName: sdk.TLSServerName,
 		MinVersion: tls.VersionTLS12, // what go-plugin's AutoMTLS asks of its side
+		// As the SDK's side (sdk.PluginTLSConfig): no post-quantum hybrid.
+		// An AutoMTLS plugin offers X25519 among its defaults.
+		CurvePreferences: []tls.CurveID{tls.X25519},
 		// Runs after the chain is verified. A chain to the CA must end in
 		// this plugin's certificate, not another plugin's; a chain to the
 		// certificate an AutoMTLS plugin printed is that plugin's.
