@@ -168,8 +168,7 @@ func newPluginTLS(id string) (*pluginTLS, error) {
 		ServerName: sdk.TLSServerName,
 		MinVersion: tls.VersionTLS12, // what go-plugin's AutoMTLS asks of its side
 		// As the SDK's side (sdk.PluginTLSConfig): no post-quantum hybrid.
-		// An AutoMTLS plugin offers X25519 among its defaults.
-		CurvePreferences: []tls.CurveID{tls.X25519},
+		CurvePreferences: []tls.CurveID{tls.X25519, tls.CurveP256},
 		// Runs after the chain is verified. A chain to the CA must end in
 		// this plugin's certificate, not another plugin's; a chain to the
 		// certificate an AutoMTLS plugin printed is that plugin's.
