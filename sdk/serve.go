@@ -33,7 +33,7 @@ func Serve(p Plugin) {
 		Output:     os.Stderr,
 		JSONFormat: true, // the host parses these lines and re-logs them
 	})
-	// Read before anything else runs: the hand-over is the plugin's key.
+	// Read once the process is non-dumpable (noDump): it holds the key.
 	tlsConfig, err := handedTLS()
 	if err != nil {
 		logger.Error("TLS hand-over from the host", "error", err)
