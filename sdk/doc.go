@@ -1,7 +1,8 @@
 // Package sdk is what a dsh plugin imports. It owns the plugin side of the
-// wire contract: the go-plugin handshake (gRPC only, AutoMTLS, negotiated
-// protocol versions), the Lifecycle service, the connection back to the host
-// and the watch on the host process. A plugin's main is one call:
+// wire contract: the go-plugin handshake (gRPC only, mutual TLS with the
+// certificates the host hands over, or AutoMTLS without them: tls.go;
+// negotiated protocol versions), the Lifecycle service, the connection back
+// to the host and the watch on the host process. A plugin's main is one call:
 //
 //	func main() { sdk.Serve(&myPlugin{}) }
 //

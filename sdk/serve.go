@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +33,16 @@ func Serve(p Plugin) {
 		Output:     os.Stderr,
 		JSONFormat: true, // the host parses these lines and re-logs them
 	})
+	// Read once the process is non-dumpable (noDump): it holds the key.
+	tlsConfig, err := handedTLS()
+	if err != nil {
+		logger.Error("TLS hand-over from the host", "error", err)
+		os.Exit(1)
+	}
+	var tlsProvider func() (*tls.Config, error) // nil: go-plugin's AutoMTLS
+	if tlsConfig != nil {
+		tlsProvider = func() (*tls.Config, error) { return tlsConfig, nil }
+	}
 	srv := newLifecycle(p, logger)
 	go watchHost(logger, srv)
 	plugin.Serve(&plugin.ServeConfig{
@@ -44,7 +55,8 @@ func Serve(p Plugin) {
 				grpc.ChainUnaryInterceptor(srv.gateUnary),
 				grpc.ChainStreamInterceptor(srv.gateStream)))
 		},
-		Logger: logger,
+		TLSProvider: tlsProvider,
+		Logger:      logger,
 	})
 	srv.dispose(context.Background()) // the host went away without Dispose
 	os.Exit(0)

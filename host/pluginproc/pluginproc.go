@@ -1,9 +1,10 @@
 // Package pluginproc starts and stops one dsh plugin process. It owns the
-// host side of the go-plugin handshake (gRPC only, AutoMTLS, the sha256 pin
-// through SecureConfig, a bounded start), the Lifecycle client, exit
-// detection, and a stop that always ends: Dispose under a deadline, then
-// go-plugin's Kill under a deadline of our own (it can hang), then SIGKILL of
-// the plugin's process group.
+// host side of the go-plugin handshake (gRPC only, mutual TLS with
+// certificates from the host's own CA, or AutoMTLS for plugins that do not
+// take them: tls.go; the sha256 pin through SecureConfig; a bounded start),
+// the Lifecycle client, exit detection, and a stop that always ends: Dispose
+// under a deadline, then go-plugin's Kill under a deadline of our own (it
+// can hang), then SIGKILL of the plugin's process group.
 //
 // What is OS-specific lives in exit_*.go and proc_*.go. On Linux a plugin
 // gets a parent-death signal and its exit is seen through a pidfd; other
@@ -18,6 +19,7 @@ package pluginproc
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -60,6 +62,7 @@ type Process struct {
 	broker    *plugin.GRPCBroker
 	lifecycle pluginv1.LifecycleClient
 	desc      *pluginv1.Description
+	tlsConfig *tls.Config // the host's side of this plugin's mutual TLS
 	pid       int
 	exited    chan struct{}
 	exitWatch // the kernel's word on the exit, where it has one (exit_*.go)
@@ -130,6 +133,18 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		cmd.Env = append(cmd.Env, plugin.EnvUnixSocketDir+"="+cfg.SocketDir)
 	}
 	cmd.SysProcAttr = sysProcAttr()
+	ptls, err := newPluginTLS(cfg.ID)
+	if err != nil {
+		return fail("start", err)
+	}
+	// The certificate only: an AutoMTLS plugin trusts the host by it.
+	cmd.Env = append(cmd.Env, "PLUGIN_CLIENT_CERT="+string(ptls.hostPEM))
+	closeHandOver, err := handOver(cmd, ptls.handover)
+	if err != nil {
+		return fail("start", fmt.Errorf("TLS hand-over: %w", err))
+	}
+	// Start returns only once the handshake is over, whatever its outcome.
+	defer closeHandOver()
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig: sdk.Handshake,
 		VersionedPlugins: map[int]plugin.PluginSet{
@@ -138,12 +153,12 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		Cmd:              cmd,
 		SecureConfig:     secure,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		AutoMTLS:         true,
+		TLSConfig:        ptls.config,
 		StartTimeout:     cfg.StartTimeout,
 		SkipHostEnv:      true,
 		Logger:           cfg.Logger,
 	})
-	p := &Process{cfg: cfg, client: client, exited: make(chan struct{})}
+	p := &Process{cfg: cfg, client: client, tlsConfig: ptls.config, exited: make(chan struct{})}
 
 	type result struct {
 		raw any

@@ -103,6 +103,9 @@ func playRole(role string) {
 		}
 	}
 	switch role {
+	case "automtls": // a plugin that does not take the hand-over
+		os.Unsetenv(sdk.EnvTLSFD)
+		sdk.Serve(rolePlugin{role})
 	case "silent": // never speaks the handshake
 		time.Sleep(time.Hour)
 		os.Exit(0)
