@@ -13,9 +13,13 @@ TOOLS := $(CURDIR)/.tools
 
 all: build
 
+# Without the symbol table and DWARF (panics still print their stacks): a
+# third smaller on disk, and what each process maps.
+BUILDFLAGS ?= -trimpath -ldflags=-s\ -w
+
 build:
-	$(GO) build -o $(BIN)/dsh ./host/cmd/dsh
-	@for p in $(PLUGINS); do echo "$(GO) build -o $(BIN)/dsh-$$p ./plugins/$$p"; $(GO) build -o $(BIN)/dsh-$$p ./plugins/$$p || exit 1; done
+	$(GO) build $(BUILDFLAGS) -o $(BIN)/dsh ./host/cmd/dsh
+	@for p in $(PLUGINS); do echo "$(GO) build $(BUILDFLAGS) -o $(BIN)/dsh-$$p ./plugins/$$p"; $(GO) build $(BUILDFLAGS) -o $(BIN)/dsh-$$p ./plugins/$$p || exit 1; done
 
 test:
 	$(GO) test -race ./...

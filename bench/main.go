@@ -54,7 +54,10 @@ func main() {
 	outRounds := flag.Int("output-rounds", 9, "1 GiB runs (each interleaved with a cat baseline)")
 	sandboxRuns := flag.Int("sandbox-calls", 300, "bash tool calls of true per executor, sandboxed and not")
 	termRounds := flag.Int("terminal-rounds", 30, "terminal opens and sends (each interleaved with a direct pty bash)")
-	only := flag.String("only", "", "run only these sections (comma-separated: start,calls,run,output,mcp,sandbox,hooks,terminals,reload,transcript)")
+	sessions := flag.Int("sessions", 50, "MCP sessions over HTTP in the scale section")
+	jobsEach := flag.Int("jobs", 16, "live background jobs per session in the scale section")
+	binDir := flag.String("bin", filepath.Join(testplugins.Root(), "bin"), "the binaries `make build` made, measured at rest")
+	only := flag.String("only", "", "run only these sections (comma-separated: start,calls,run,output,mcp,sandbox,hooks,terminals,reload,transcript,scale,rest)")
 	flag.Parse()
 	want := func(name string) bool {
 		return *only == "" || strings.Contains(","+*only+",", ","+name+",")
@@ -96,6 +99,12 @@ func main() {
 	}
 	if want("transcript") {
 		transcriptChars(dir)
+	}
+	if want("scale") {
+		scaleBench(dir, *sessions, *jobsEach)
+	}
+	if want("rest") {
+		restBench(dir, *binDir, 9)
 	}
 }
 

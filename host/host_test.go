@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/dshrun/dsh/host/composition"
+	"github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/internal/testplugins"
 	"github.com/dshrun/dsh/internal/testplugins/probev1"
 	"github.com/dshrun/dsh/plugins/shell/shellenv"
@@ -42,7 +43,7 @@ func TestMain(m *testing.M) {
 	binDir = dir
 	code := m.Run()
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := goleak.Find(goleak.IgnoreTopFunction(subprocess.SpawnerGoroutine)); err != nil {
 			fmt.Fprintf(os.Stderr, "goroutines left behind: %v\n", err)
 			code = 1
 		}

@@ -75,6 +75,7 @@ Flags (before or after the command):
   --progress-interval D (serve) the longest a running call goes without a progress notification (default 5s)
   --release-grace D    (serve) kill an ended HTTP session's jobs after D (default 10s)
 The plugin path is the folder of the dsh binary, then $DSH_PLUGIN_PATH, then --plugin-path.
+DSH_HEAP_PROFILE=FILE makes serve write the host's heap profile to FILE when it stops (for go tool pprof).
 `
 
 type globals struct {
@@ -339,6 +340,7 @@ func serveWith(comp *composition.Composition, opts host.Options, g globals, stde
 	}
 	// The signal handler stays through the teardown, so a late SIGTERM
 	// cannot cut it short.
+	writeHeapProfile(stderr)
 	fmt.Fprintln(stderr, "dsh serve: stopping")
 	cctx, cancel := context.WithTimeout(context.Background(), teardownBound(comp))
 	defer cancel()

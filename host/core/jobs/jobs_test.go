@@ -20,7 +20,9 @@ import (
 	"github.com/dshrun/dsh/host/core/subprocess"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction(subprocess.SpawnerGoroutine))
+}
 
 // wait is the bound of every poll: generous, as the tests share two noisy
 // cores with -race.

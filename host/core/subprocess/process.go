@@ -1,6 +1,7 @@
 package subprocess
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -32,8 +33,9 @@ type Process struct {
 	stdout, stderr *stream
 	exited         chan struct{} // main process reaped
 	done           chan struct{} // tree gone, output drained
-	killReq        chan struct{}
 	killOnce       sync.Once
+	causeOnce      sync.Once
+	unwatch        []func() bool // stop the timeout's timer and the abort's hook
 
 	mu       sync.Mutex
 	status   Status
@@ -47,13 +49,12 @@ type Process struct {
 
 func newProcess(m *Manager, id string, spec Spec) *Process {
 	p := &Process{
-		ID:      id,
-		m:       m,
-		spec:    spec,
-		exited:  make(chan struct{}),
-		done:    make(chan struct{}),
-		killReq: make(chan struct{}),
-		status:  Running,
+		ID:     id,
+		m:      m,
+		spec:   spec,
+		exited: make(chan struct{}),
+		done:   make(chan struct{}),
+		status: Running,
 	}
 	p.stdout = newStream(m, spec, id, "stdout")
 	p.stderr = newStream(m, spec, id, "stderr")
@@ -111,6 +112,8 @@ func (p *Process) start(path string, env []string) error {
 		p.releaseTree()
 		return err
 	}
+	// Only Start reads the environment: a live job need not hold it.
+	cmd.Env = nil
 	p.cmd = cmd
 	p.Pid = cmd.Process.Pid
 	p.started = time.Now()
@@ -124,8 +127,8 @@ func (p *Process) start(path string, env []string) error {
 	readers.Add(2)
 	go p.stdout.pump(outR, &readers)
 	go p.stderr.pump(errR, &readers)
+	p.watch()
 	go p.wait(&readers, outR, errR, waitFn)
-	go p.watch()
 	return nil
 }
 
@@ -151,8 +154,12 @@ func (p *Process) wait(readers *sync.WaitGroup, outR, errR *os.File, waitFn func
 		p.status, p.exitCode = Killed, -1
 	}
 	sigkilled := p.signal == "SIGKILL"
+	unwatch := p.unwatch
 	p.mu.Unlock()
 	close(p.exited)
+	for _, stop := range unwatch {
+		stop()
+	}
 	if sigkilled {
 		p.treeSigkilled()
 	}
@@ -177,33 +184,34 @@ func (p *Process) wait(readers *sync.WaitGroup, outR, errR *os.File, waitFn func
 	p.releaseTree()
 }
 
-// watch runs the fused deadline: the timeout, the caller's abort and an
-// explicit kill; whichever comes first is the cause.
+// watch arms the fused deadline: the timeout, the caller's abort and an
+// explicit kill; whichever comes first is the cause. They are callbacks, not
+// a goroutine waiting on them, so a live process costs none.
 func (p *Process) watch() {
-	var timeout <-chan time.Time
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.spec.Timeout > 0 {
-		t := time.NewTimer(p.spec.Timeout)
-		defer t.Stop()
-		timeout = t.C
+		p.unwatch = append(p.unwatch, time.AfterFunc(p.spec.Timeout, func() { p.cause(&p.timedOut) }).Stop)
 	}
-	var abort <-chan struct{}
 	if p.spec.Abort != nil {
-		abort = p.spec.Abort.Done()
+		p.unwatch = append(p.unwatch, context.AfterFunc(p.spec.Abort, func() { p.cause(&p.aborted) }))
 	}
-	select {
-	case <-p.exited:
-		return
-	case <-timeout:
-		p.mu.Lock()
-		p.timedOut = true
-		p.mu.Unlock()
-	case <-abort:
-		p.mu.Lock()
-		p.aborted = true
-		p.mu.Unlock()
-	case <-p.killReq:
-	}
-	p.terminate()
+}
+
+// cause ends the tree for the first cause (flag names it; nil is a kill)
+// unless the main process has exited already.
+func (p *Process) cause(flag *bool) {
+	p.causeOnce.Do(func() {
+		if p.finished() {
+			return
+		}
+		if flag != nil {
+			p.mu.Lock()
+			*flag = true
+			p.mu.Unlock()
+		}
+		go p.terminate()
+	})
 }
 
 // terminate sends SIGTERM to the tree, then SIGKILL after the grace.
@@ -225,7 +233,7 @@ func (p *Process) kill(hard bool) bool {
 		if hard {
 			go p.killTree()
 		}
-		close(p.killReq)
+		p.cause(nil)
 	})
 	return true
 }

@@ -102,15 +102,22 @@ func spillAt(spec Spec) int {
 }
 
 // Most commands print little, so a stream starts with a small buffer and
-// the default pipe. A command that keeps filling the buffer is pouring
-// output: its pipe grows to bigPipe and the buffer with it, so it is read
-// in fewer, larger reads (fewer wake-ups on both sides, and the tail
-// retainer copies only the last maxOut bytes of each). Measured on 1 GiB in
-// one process (no plugins): ~80 % of cat's throughput with the default
-// pipe, ~95 % grown.
+// the default pipe. A buffer a read fills doubles; one that reaches
+// pourReadBuf means the command is pouring output: its pipe grows to
+// bigPipe and the buffer with it, so it is read in fewer, larger reads
+// (fewer wake-ups on both sides, and the tail retainer copies only the last
+// maxOut bytes of each). Measured on 1 GiB in one process (no plugins):
+// ~80 % of cat's throughput with the default pipe, ~95 % grown.
+//
+// A live job's two streams hold their buffers for as long as it runs, so
+// they start at minReadBuf: hundreds of idle jobs then cost little. The
+// size is a variable so the buffer is on the heap; a constant one would be
+// on the pump's stack, whose doubling makes it cost twice the buffer.
+var minReadBuf = 512
+
 const (
-	minReadBuf = 32 << 10
-	bigPipe    = 1 << 20 // the default pipe-max-size, allowed to any user
+	pourReadBuf = 32 << 10
+	bigPipe     = 1 << 20 // the default pipe-max-size, allowed to any user
 )
 
 func (s *stream) pump(r *os.File, wg *sync.WaitGroup) {
@@ -127,6 +134,10 @@ func (s *stream) pump(r *os.File, wg *sync.WaitGroup) {
 			return
 		}
 		if n == len(buf) && len(buf) < bigPipe {
+			if len(buf) < pourReadBuf {
+				buf = make([]byte, 2*len(buf))
+				continue
+			}
 			if !tried {
 				// Counted while the stream lasts, grown or not: past the
 				// cap, pouring streams keep the default pipe.

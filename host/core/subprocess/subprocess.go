@@ -494,3 +494,8 @@ func (m *Manager) LatestLine(call string) []byte {
 // Peeks counts LatestLine calls, for tests that check a call without a
 // progress token costs nothing.
 func (m *Manager) Peeks() int64 { return m.peeks.Load() }
+
+// SpawnerGoroutine is the function of the goroutines that fork commands
+// for the life of the process (on Linux): for goleak.IgnoreTopFunction in
+// tests that check for leaked goroutines.
+const SpawnerGoroutine = "github.com/dshrun/dsh/host/core/subprocess.spawnLoop"

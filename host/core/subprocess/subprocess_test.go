@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction(SpawnerGoroutine))
 }
 
 func newManager(t *testing.T, environ ...string) *Manager {

@@ -198,8 +198,8 @@ func (t *Terminal) start(path string, env []string) error {
 	var readers sync.WaitGroup
 	readers.Add(1)
 	go t.pump(&readers)
+	p.watch()
 	go p.wait(&readers, master, nil, waitFn)
-	go p.watch()
 	return nil
 }
 

@@ -27,7 +27,9 @@ import (
 	"github.com/dshrun/dsh/plugins/terminal/terminalv1"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction(hsub.SpawnerGoroutine))
+}
 
 // The registry with real terminals: a backend served in process over gRPC
 // that spawns through the host's subprocess Manager as the owner and call

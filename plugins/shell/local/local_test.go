@@ -27,7 +27,9 @@ import (
 	"github.com/dshrun/dsh/sdk"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction(subprocess.SpawnerGoroutine))
+}
 
 func bashArgv(spec *shell.ExecSpec) []string { return []string{"bash", "-c", spec.Command} }
 
