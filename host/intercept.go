@@ -67,6 +67,14 @@ func refusal(text string) *ToolResult {
 	return &ToolResult{Text: "[" + text + "]", IsError: true}
 }
 
+// stopped says an interceptor stopped the call, and why.
+func stopped(reason string) string {
+	if reason == "" {
+		reason = "a hook stopped the call"
+	}
+	return "stopped by hook: " + reason
+}
+
 // maxRefusal bounds the characters of a refusal.
 const maxRefusal = 8000
 
@@ -133,11 +141,7 @@ func (h *Host) before(ctx context.Context, owner, callID string, t *htools.Tool[
 			out.feedback = append(out.feedback, d.AdditionalContext)
 		}
 		if d.Stop {
-			reason := d.StopReason
-			if reason == "" {
-				reason = "a hook stopped the call"
-			}
-			out.refused = refusal("stopped by hook: " + reason)
+			out.refused = refusal(stopped(d.StopReason))
 		}
 		if d.Verdict > verdict {
 			verdict = d.Verdict
@@ -262,12 +266,8 @@ func (h *Host) after(ctx context.Context, owner, callID string, t *htools.Tool[t
 			res.Feedback = append(res.Feedback, fb.Feedback)
 		}
 		if fb.Stop {
-			reason := fb.StopReason
-			if reason == "" {
-				reason = "a hook stopped the call"
-			}
 			res.IsError = true
-			res.Feedback = append(res.Feedback, "[stopped by hook: "+reason+"]")
+			res.Feedback = append(res.Feedback, "["+stopped(fb.StopReason)+"]")
 		}
 	}
 }

@@ -232,42 +232,13 @@ func (b *bridge) nonBlocking(d *tools.BeforeDecision, msg string) {
 	d.SystemMessages = append(d.SystemMessages, msg)
 }
 
-// toolResponse is a result as PostToolUse hooks read it: for Bash
-// Claude Code's fields (stdout, stderr as dsh's bash shows them, and
-// whether it was interrupted) beside dsh's facts; for other tools the text
-// and the facts.
-func toolResponse(alias string, r *tools.CallResult) json.RawMessage {
-	resp := map[string]any{"output": r.Text, "is_error": r.IsError}
-	if len(r.Structured) > 0 && json.Valid(r.Structured) {
-		resp["facts"] = json.RawMessage(r.Structured)
-	}
-	if alias == "Bash" {
-		stdout, stderr, _ := strings.Cut(r.Text, "\n[stderr]\n")
-		if strings.HasPrefix(r.Text, "[stderr]\n") {
-			stdout, stderr = "", strings.TrimPrefix(r.Text, "[stderr]\n")
-		}
-		var f struct {
-			ExitCode *int `json:"exitCode"`
-			TimedOut bool `json:"timedOut"`
-			Aborted  bool `json:"aborted"`
-		}
-		_ = json.Unmarshal(r.Structured, &f)
-		resp["stdout"], resp["stderr"], resp["interrupted"], resp["isImage"] = stdout, stderr, f.TimedOut || f.Aborted, false
-		if f.ExitCode != nil {
-			resp["exit_code"] = *f.ExitCode
-		}
-	}
-	b, _ := json.Marshal(resp)
-	return b
-}
-
 func (b *bridge) After(ctx context.Context, req *tools.AfterCall) (*tools.AfterFeedback, error) {
 	c := req.Call
 	hs := b.set.Matching(postToolUse, c.Alias)
 	if len(hs) == 0 {
 		return &tools.AfterFeedback{}, nil
 	}
-	p, _ := b.payload(postToolUse, c, toolResponse(c.Alias, req.Result))
+	p, _ := b.payload(postToolUse, c, hooks.ToolResponse(c.Alias, req.Result))
 	fb := &tools.AfterFeedback{}
 	var feedback []string
 	for _, r := range b.runner.Run(ctx, c.Owner, hs, p) {

@@ -411,38 +411,9 @@ func (b *bridge) background(ctx context.Context, event string, c *tools.Intercep
 	}()
 }
 
-// toolResponse is a result as PostToolUse hooks read it. Codex's shape
-// for Bash was not read; this is hooks-claude-code's: stdout, stderr (as
-// dsh's bash shows them), interrupted and exit_code beside dsh's facts;
-// for other tools the text and the facts.
-func toolResponse(alias string, r *tools.CallResult) json.RawMessage {
-	resp := map[string]any{"output": r.Text, "is_error": r.IsError}
-	if len(r.Structured) > 0 && json.Valid(r.Structured) {
-		resp["facts"] = json.RawMessage(r.Structured)
-	}
-	if alias == "Bash" {
-		stdout, stderr, _ := strings.Cut(r.Text, "\n[stderr]\n")
-		if strings.HasPrefix(r.Text, "[stderr]\n") {
-			stdout, stderr = "", strings.TrimPrefix(r.Text, "[stderr]\n")
-		}
-		var f struct {
-			ExitCode *int `json:"exitCode"`
-			TimedOut bool `json:"timedOut"`
-			Aborted  bool `json:"aborted"`
-		}
-		_ = json.Unmarshal(r.Structured, &f)
-		resp["stdout"], resp["stderr"], resp["interrupted"] = stdout, stderr, f.TimedOut || f.Aborted
-		if f.ExitCode != nil {
-			resp["exit_code"] = *f.ExitCode
-		}
-	}
-	out, _ := json.Marshal(resp)
-	return out
-}
-
 func (b *bridge) After(ctx context.Context, req *tools.AfterCall) (*tools.AfterFeedback, error) {
 	c := req.Call
-	resp := toolResponse(c.Alias, req.Result)
+	resp := hooks.ToolResponse(c.Alias, req.Result)
 	b.background(ctx, postToolUse, c, resp)
 	hs := b.hooks.sync.MatchingAll(postToolUse, c.Alias)
 	if len(hs) == 0 {

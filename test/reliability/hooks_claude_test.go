@@ -182,6 +182,29 @@ sleep 1
 	}
 	f.Saw("neither blocks (Claude Code's rule); the slow one was cut at its timeout")
 
+	f = fault(t, "claude hooks: a call cancelled while its hook runs")
+	cctx, ccancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err := s.cs.CallTool(cctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "echo slow cancelled", "description": "d"}})
+	ccancel()
+	cancelled := time.Now()
+	if err == nil {
+		t.Fatal("the cancelled call answered")
+	}
+	start = time.Now()
+	if text := run("echo after the cancel"); text != "after the cancel" || time.Since(start) > 1500*time.Millisecond {
+		t.Fatalf("the call after a cancel: %q in %v", text, time.Since(start))
+	}
+	// Gone well before its own 2 s timeout would have ended it.
+	for deadline := cancelled.Add(time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if out, _ := exec.Command("pgrep", "-f", guard).Output(); len(out) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cancelled call's hook still runs")
+		}
+	}
+	f.Saw("the next call ran at once, and the hook of the cancelled one was gone")
+
 	f = fault(t, "claude hooks: PostToolUse gets the output; matchers; parallel; once")
 	for _, p := range []string{"post-*.json", "stamps-*", "once"} {
 		matches, _ := filepath.Glob(filepath.Join(logs, p))
