@@ -19,7 +19,6 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/dshrun/dsh/plugins/shell"
@@ -95,16 +94,10 @@ type Set struct {
 func (s *Set) Matching(event, name string) []Hook {
 	var out []Hook
 	seen := map[string]bool{}
-	for i := range s.Groups {
-		g := &s.Groups[i]
-		if g.Event != event || !g.Matches(name) {
-			continue
-		}
-		for _, h := range g.Hooks {
-			if !seen[h.Command] {
-				seen[h.Command] = true
-				out = append(out, h)
-			}
+	for _, h := range s.MatchingAll(event, name) {
+		if !seen[h.Command] {
+			seen[h.Command] = true
+			out = append(out, h)
 		}
 	}
 	return out
@@ -192,12 +185,7 @@ type Runner struct {
 
 // Run runs hooks at once and returns how each ran, in their order.
 func (r *Runner) Run(ctx context.Context, owner string, hooks []Hook, payload []byte) []Ran {
-	out := make([]Ran, len(hooks))
-	var wg sync.WaitGroup
-	for i, h := range hooks {
-		wg.Go(func() { out[i] = r.run(ctx, owner, h, payload) })
-	}
-	wg.Wait()
+	out, _ := r.RunCompleted(ctx, owner, hooks, payload)
 	return out
 }
 
