@@ -13,6 +13,7 @@ import (
 
 	"github.com/dshrun/dsh/host/pluginproc"
 	"github.com/dshrun/dsh/registry"
+	"github.com/dshrun/dsh/sdk"
 	"github.com/dshrun/dsh/sdk/pluginv1"
 )
 
@@ -105,7 +106,7 @@ func (h *Host) applyProcess(ctx context.Context, en *entry, s *registry.Scope, s
 	}
 	brokerID := proc.Broker().NextId()
 	go proc.Broker().AcceptAndServe(brokerID, func(opts []grpc.ServerOption) *grpc.Server {
-		return h.newHostServer(ld, opts...)
+		return h.newHostServer(ld, append(opts, sdk.ServerOptions()...)...)
 	})
 	actx, cancel := context.WithTimeout(ctx, max(controlTimeout, h.startTimeout()))
 	defer cancel()

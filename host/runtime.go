@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dshrun/dsh/host/core/subprocess"
+	"github.com/dshrun/dsh/sdk"
 )
 
 // runtimeDir is the host's private directory: plugin sockets and each
@@ -92,8 +93,12 @@ func (r *runtimeDir) remove() error { return os.RemoveAll(r.dir) }
 // lookup has them (nothing else of the host's, API keys above all), and who
 // its host and its entry are.
 func PluginEnv(lookup func(string) (string, bool), id string) []string {
-	return append(subprocess.MinimalEnv(lookup),
+	env := append(subprocess.MinimalEnv(lookup),
 		"DSH_HOST_PID="+strconv.Itoa(os.Getpid()),
 		"DSH_PLUGIN_ID="+id,
 	)
+	if dir, ok := lookup(sdk.EnvCPUProfile); ok && dir != "" {
+		env = append(env, sdk.EnvCPUProfile+"="+dir) // a diagnostic the user asked for
+	}
+	return env
 }

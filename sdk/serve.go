@@ -43,6 +43,7 @@ func Serve(p Plugin) {
 	if tlsConfig != nil {
 		tlsProvider = func() (*tls.Config, error) { return tlsConfig, nil }
 	}
+	stopProfile := startCPUProfile(logger.Warn)
 	srv := newLifecycle(p, logger)
 	go watchHost(logger, srv)
 	plugin.Serve(&plugin.ServeConfig{
@@ -51,6 +52,7 @@ func Serve(p Plugin) {
 			ProtocolVersion: {PluginName: &gpPlugin{srv: srv}},
 		},
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			opts = append(opts, ServerOptions()...)
 			return plugin.DefaultGRPCServer(append(opts,
 				grpc.ChainUnaryInterceptor(srv.gateUnary),
 				grpc.ChainStreamInterceptor(srv.gateStream)))
@@ -59,6 +61,7 @@ func Serve(p Plugin) {
 		Logger:      logger,
 	})
 	srv.dispose(context.Background()) // the host went away without Dispose
+	stopProfile()
 	os.Exit(0)
 }
 
@@ -69,7 +72,7 @@ type gpPlugin struct {
 }
 
 func (g *gpPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
-	g.srv.dial = broker.Dial
+	g.srv.dial = func(id uint32) (*grpc.ClientConn, error) { return broker.DialWithOptions(id, DialOptions()...) }
 	_ = g.srv.register(s) // a mismatch is Describe's answer
 	return nil
 }

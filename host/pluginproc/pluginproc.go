@@ -156,6 +156,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		TLSConfig:        ptls.config,
 		StartTimeout:     cfg.StartTimeout,
 		SkipHostEnv:      true,
+		GRPCDialOptions:  sdk.DialOptions(),
 		Logger:           quietStops{cfg.Logger},
 	})
 	p := &Process{cfg: cfg, client: client, tlsConfig: ptls.config, exited: make(chan struct{})}

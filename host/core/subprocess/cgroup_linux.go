@@ -176,12 +176,69 @@ func (c *cgroup) pids() []int {
 
 // events reads cgroup.events.
 func (c *cgroup) events() (populated, frozen bool, err error) {
-	b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.events"))
+	b, err := c.read("cgroup.events")
 	if err != nil {
 		return false, false, err
 	}
 	ev := string(b)
 	return !strings.Contains(ev, "populated 0"), strings.Contains(ev, "frozen 1"), nil
+}
+
+// read reads one of the cgroup's small control files. Every command ends
+// with several of these reads, so they are made relative to the cgroup's
+// open directory and with bare system calls: open, read, close, where
+// os.ReadFile also stats the file and tries to poll it.
+func (c *cgroup) read(name string) ([]byte, error) {
+	var fd int
+	var err error
+	if c.fd >= 0 {
+		fd, err = unix.Openat(c.fd, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	} else {
+		fd, err = unix.Open(filepath.Join(c.dir, name), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: filepath.Join(c.dir, name), Err: err}
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 512) // the files read this way hold a few short lines
+	n, err := unix.Read(fd, buf)
+	if err != nil {
+		return nil, &os.PathError{Op: "read", Path: filepath.Join(c.dir, name), Err: err}
+	}
+	return buf[:n], nil
+}
+
+// pristineFiles are the settings a command may have changed in its own
+// cgroup, with their values as made (cgroup.freeze is missing on kernels
+// before 5.2).
+var pristineFiles = [...]struct{ name, want string }{
+	{"cgroup.type", "domain"},
+	{"cgroup.max.descendants", "max"},
+	{"cgroup.max.depth", "max"},
+	{"cgroup.subtree_control", ""},
+	{"cgroup.freeze", "0"},
+}
+
+// hasChildren reports whether the cgroup has child cgroups: a cgroup file
+// system directory counts its subdirectories in its link count, so one
+// fstat answers without listing it.
+func (c *cgroup) hasChildren() bool {
+	if c.fd >= 0 {
+		var st unix.Stat_t
+		if err := unix.Fstat(c.fd, &st); err == nil {
+			return st.Nlink != 2
+		}
+	}
+	ents, err := os.ReadDir(c.dir)
+	if err != nil {
+		return true
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			return true
+		}
+	}
+	return false
 }
 
 // empty reports whether no process is left in the cgroup. A cgroup that is
@@ -204,31 +261,16 @@ func (c *cgroup) pristine() bool {
 	if err != nil || populated || frozen {
 		return false
 	}
-	for file, want := range map[string]string{
-		"cgroup.type":            "domain",
-		"cgroup.max.descendants": "max",
-		"cgroup.max.depth":       "max",
-		"cgroup.subtree_control": "",
-		"cgroup.freeze":          "0",
-	} {
-		b, err := os.ReadFile(filepath.Join(c.dir, file))
-		if err != nil && !(errors.Is(err, os.ErrNotExist) && file == "cgroup.freeze") {
+	for _, f := range pristineFiles {
+		b, err := c.read(f.name)
+		if err != nil && !(errors.Is(err, os.ErrNotExist) && f.name == "cgroup.freeze") {
 			return false
 		}
-		if err == nil && strings.TrimSpace(string(b)) != want {
+		if err == nil && strings.TrimSpace(string(b)) != f.want {
 			return false
 		}
 	}
-	ents, err := os.ReadDir(c.dir)
-	if err != nil {
-		return false
-	}
-	for _, e := range ents {
-		if e.IsDir() {
-			return false
-		}
-	}
-	return true
+	return !c.hasChildren()
 }
 
 // killAndWait kills the tree and waits (bounded) until it is gone.

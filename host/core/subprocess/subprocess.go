@@ -30,11 +30,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -187,8 +188,14 @@ type Manager struct {
 	peeks    atomic.Int64 // LatestLine calls
 
 	// ambient is the host's environment, scrubbed once: without
-	// credentials and without DSH_*.
-	ambient map[string]string
+	// credentials and without DSH_*; ambientEnv is it as KEY=value,
+	// sorted by key.
+	ambient    map[string]string
+	ambientEnv []string
+
+	// found caches lookPath (see program), keyed by PATH and name.
+	foundMu sync.Mutex
+	found   map[string]string
 
 	mu     sync.Mutex
 	procs  map[string]*Process
@@ -222,6 +229,9 @@ func New(cfg Config) (*Manager, error) {
 			m.ambient[k] = v
 		}
 	}
+	for _, k := range slices.Sorted(maps.Keys(m.ambient)) {
+		m.ambientEnv = append(m.ambientEnv, k+"="+m.ambient[k])
+	}
 	m.spill.max = cfg.MaxSpillTotal
 	m.openTrees()
 	return m, nil
@@ -230,18 +240,24 @@ func New(cfg Config) (*Manager, error) {
 // Env builds a command's environment: the ambient one without credentials
 // and without DSH_* (scrubbed once, in New), then the explicit layer.
 func (m *Manager) Env(explicit map[string]string) []string {
-	vars := make(map[string]string, len(m.ambient)+len(explicit))
-	for k, v := range m.ambient {
-		vars[k] = v
+	out := make([]string, 0, len(m.ambientEnv)+len(explicit))
+	keys := slices.Sorted(maps.Keys(explicit))
+	// Both layers are sorted by key: merge them, the explicit one winning.
+	i := 0
+	for _, kv := range m.ambientEnv {
+		k, _, _ := strings.Cut(kv, "=")
+		for i < len(keys) && keys[i] < k {
+			out = append(out, keys[i]+"="+explicit[keys[i]])
+			i++
+		}
+		if i < len(keys) && keys[i] == k {
+			continue // the explicit value comes next
+		}
+		out = append(out, kv)
 	}
-	for k, v := range explicit {
-		vars[k] = v
+	for ; i < len(keys); i++ {
+		out = append(out, keys[i]+"="+explicit[keys[i]])
 	}
-	out := make([]string, 0, len(vars))
-	for k, v := range vars {
-		out = append(out, k+"="+v)
-	}
-	sort.Strings(out)
 	return out
 }
 
@@ -256,7 +272,7 @@ func (m *Manager) admit(argv []string, dir string, explicit map[string]string) (
 		return "", nil, "", &Error{Op: "workdir", Argv: argv, Dir: dir, Err: err}
 	}
 	env = m.Env(explicit)
-	if path, err = lookPath(argv[0], env); err != nil {
+	if path, err = m.program(argv[0], env); err != nil {
 		return "", nil, "", &Error{Op: "lookup", Argv: argv, Err: err}
 	}
 	m.mu.Lock()
@@ -457,6 +473,48 @@ func lookPath(name string, env []string) (string, error) {
 	}
 	return "", fmt.Errorf("%w on PATH %q", exec.ErrNotFound, path)
 }
+
+// program is lookPath with a cache, as bash hashes the commands it ran: a
+// program found once on a PATH is taken again from where it was while it
+// is still an executable file there (one stat, not one per directory on
+// the way). The argv[0] of executors (bash, pwsh, a sandbox's runner) is
+// looked up this way on every command; the commands a shell runs are
+// looked up by the shell.
+func (m *Manager) program(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return exec.LookPath(name)
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	key := path + "\x00" + name
+	m.foundMu.Lock()
+	p, ok := m.found[key]
+	m.foundMu.Unlock()
+	if ok {
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	p, err := lookPath(name, env)
+	m.foundMu.Lock()
+	defer m.foundMu.Unlock()
+	if err != nil {
+		delete(m.found, key)
+		return p, err
+	}
+	if m.found == nil || len(m.found) >= maxFound {
+		m.found = map[string]string{} // callers that vary PATH start it over
+	}
+	m.found[key] = p
+	return p, nil
+}
+
+// maxFound bounds the program cache.
+const maxFound = 64
 
 // SignalName is "SIGKILL" for syscall.SIGKILL.
 func SignalName(sig syscall.Signal) string {

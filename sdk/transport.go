@@ -1,0 +1,32 @@
+package sdk
+
+import "google.golang.org/grpc"
+
+// Every connection between a host and its plugins is one local socket
+// carrying small calls, one at a time more often than not. gRPC's default
+// is a 64 KiB window that it resizes by estimating the bandwidth-delay
+// product, and the estimate costs a PING and its ack on most data frames:
+// two more writes and wake-ups per call, on both sides. A fixed window as
+// large as the estimator could ever grow it turns the estimator off.
+const (
+	streamWindow = 4 << 20
+	connWindow   = 16 << 20
+)
+
+// ServerOptions are the transport options of every gRPC server on a
+// host-plugin connection: the plugin's own and the host's for a plugin.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.InitialWindowSize(streamWindow),
+		grpc.InitialConnWindowSize(connWindow),
+	}
+}
+
+// DialOptions are the transport options of every gRPC client on a
+// host-plugin connection.
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithInitialWindowSize(streamWindow),
+		grpc.WithInitialConnWindowSize(connWindow),
+	}
+}
