@@ -81,40 +81,62 @@ func connect(cmd *exec.Cmd) *mcp.ClientSession {
 	return cs
 }
 
-// peerServers installs the two npm servers into a scratch directory and
-// measures them like dsh. An install that fails is reported, not hidden.
-func peerServers(dir string, n int, dshT, direct []time.Duration) {
+// peer is an MCP shell server from the npm registry and the call of `true`
+// it is measured with.
+type peer struct {
+	name      string
+	command   string
+	argv      []string
+	env       []string // nil: this process's environment
+	tool      string
+	arguments map[string]any
+	maxCalls  int // 0: as many as dsh
+}
+
+// npmPeers installs the two npm servers into dir/npm (once: a later caller
+// finds them there) and says how to start and call them.
+func npmPeers(dir string) ([]peer, error) {
 	npm := filepath.Join(dir, "npm")
-	check(os.MkdirAll(npm, 0o755))
-	install := exec.Command("npm", "install", "--no-audit", "--no-fund", "--silent", "mcp-server-commands@0.5.0", "@wonderwhy-er/desktop-commander@0.2.52")
-	install.Dir = npm
-	install.Env = append(os.Environ(), "PUPPETEER_SKIP_DOWNLOAD=1")
-	if out, err := install.CombinedOutput(); err != nil {
-		fmt.Printf("MCP shell servers from npm: not measured, npm install failed: %v\n%s\n", err, out)
-		return
+	mcJS := filepath.Join(npm, "node_modules", "mcp-server-commands", "build", "index.js")
+	dcJS := filepath.Join(npm, "node_modules", "@wonderwhy-er", "desktop-commander", "dist", "index.js")
+	if _, err := os.Stat(dcJS); err != nil {
+		check(os.MkdirAll(npm, 0o755))
+		install := exec.Command("npm", "install", "--no-audit", "--no-fund", "--silent", "mcp-server-commands@0.5.0", "@wonderwhy-er/desktop-commander@0.2.52")
+		install.Dir = npm
+		install.Env = append(os.Environ(), "PUPPETEER_SKIP_DOWNLOAD=1")
+		if out, err := install.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("npm install failed: %v\n%s", err, out)
+		}
 	}
 	home := filepath.Join(dir, "dc-home")
 	check(os.MkdirAll(filepath.Join(home, ".claude-server-commander"), 0o755))
 	check(os.WriteFile(filepath.Join(home, ".claude-server-commander", "config.json"), []byte(`{"telemetryEnabled": false}`), 0o644))
-	type peer struct {
-		name string
-		cmd  *exec.Cmd
-		tool string
-		args map[string]any
-	}
-	mc := exec.Command("node", filepath.Join(npm, "node_modules", "mcp-server-commands", "build", "index.js"))
-	dc := exec.Command("node", filepath.Join(npm, "node_modules", "@wonderwhy-er", "desktop-commander", "dist", "index.js"), "--no-onboarding")
-	dc.Env = []string{"HOME=" + home, "PATH=/usr/local/bin:/usr/bin:/bin", "DESKTOP_COMMANDER_DISABLE_TELEMETRY=1", "SHELL=/bin/bash"}
-	peers := []peer{
-		{"mcp-server-commands 0.5.0", mc, "run_command", map[string]any{"command": "true"}},
-		{"desktop-commander 0.2.52", dc, "start_process", map[string]any{"command": "true", "timeout_ms": 10000}},
+	return []peer{
+		{name: "mcp-server-commands 0.5.0", command: "node", argv: []string{mcJS},
+			tool: "run_command", arguments: map[string]any{"command": "true"}},
+		{name: "desktop-commander 0.2.52", command: "node", argv: []string{dcJS, "--no-onboarding"},
+			env:  []string{"HOME=" + home, "PATH=/usr/local/bin:/usr/bin:/bin", "DESKTOP_COMMANDER_DISABLE_TELEMETRY=1", "SHELL=/bin/bash"},
+			tool: "start_process", arguments: map[string]any{"command": "true", "timeout_ms": 10000},
+			maxCalls: 60}, // ~12ms a call
+	}, nil
+}
+
+// peerServers measures the npm servers like dsh. An install that fails is
+// reported, not hidden.
+func peerServers(dir string, n int, dshT, direct []time.Duration) {
+	peers, err := npmPeers(dir)
+	if err != nil {
+		fmt.Printf("MCP shell servers from npm: not measured, %v\n", err)
+		return
 	}
 	fmt.Println("MCP tools/call of `true` over stdio, other servers (same client, same run)")
 	row("dsh (above)", dshT)
 	for _, p := range peers {
 		client := mcp.NewClient(&mcp.Implementation{Name: "dsh-bench", Version: "1"}, nil)
+		cmd := exec.Command(p.command, p.argv...)
+		cmd.Env = p.env
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: p.cmd}, nil)
+		cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 		cancel()
 		if err != nil {
 			fmt.Printf("  %-26s not measured: %v\n", p.name, err)
@@ -122,13 +144,13 @@ func peerServers(dir string, n int, dshT, direct []time.Duration) {
 		}
 		var ts []time.Duration
 		m := n
-		if p.tool == "start_process" {
-			m = min(n, 60) // ~60ms a call
+		if p.maxCalls > 0 {
+			m = min(n, p.maxCalls)
 		}
 		ok := true
 		for i := 0; i < m+5 && ok; i++ {
 			t := time.Now()
-			_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: p.tool, Arguments: p.args})
+			_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: p.tool, Arguments: p.arguments})
 			if err != nil {
 				fmt.Printf("  %-26s call failed: %v\n", p.name, err)
 				ok = false
