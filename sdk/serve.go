@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,9 @@ import (
 // exits with status 1.
 func Serve(p Plugin) {
 	noDump()
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
+		runtime.GOMAXPROCS(1) // see the package doc
+	}
 	desc := p.Describe()
 	logger := hclog.New(&hclog.LoggerOptions{
 		Name:       desc.Name,

@@ -1,6 +1,7 @@
 package subprocess
 
 import (
+	"github.com/dshrun/dsh/internal/zzt"
 	"context"
 	"errors"
 	"os"
@@ -137,6 +138,7 @@ func (p *Process) start(path string, env []string) error {
 // output.
 func (p *Process) wait(readers *sync.WaitGroup, outR, errR *os.File, waitFn func() error) {
 	err := waitFn()
+	zzt.Mark("h2")
 	p.mu.Lock()
 	p.ended = time.Now()
 	p.exitCode, p.signal = 0, ""
@@ -166,18 +168,18 @@ func (p *Process) wait(readers *sync.WaitGroup, outR, errR *os.File, waitFn func
 
 	// What the main process left behind dies with it.
 	p.killTree()
-	drained := make(chan struct{})
-	go func() { readers.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(2 * time.Second):
-		// A holder escaped the tree (no cgroup): stop reading.
+	// A holder that escaped the tree (no cgroup) would keep the pipes open:
+	// after 2 s, stop reading. A timer, not a goroutine and a select: this
+	// runs at the end of every command.
+	stopReading := time.AfterFunc(2*time.Second, func() {
 		outR.Close()
 		errR.Close()
-		<-drained
-	}
+	})
+	readers.Wait()
+	stopReading.Stop()
 	p.stdout.finish()
 	p.stderr.finish()
+	zzt.Mark("h3")
 	close(p.done)
 	// The tree is gone: letting go of what tracked it need not delay the
 	// caller.
