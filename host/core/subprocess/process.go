@@ -114,8 +114,9 @@ func (p *Process) start(path string, env []string) error {
 		p.releaseTree()
 		return err
 	}
-	// Only Start reads the environment: a live job need not hold it.
-	cmd.Env = nil
+	// Only Start reads the environment, built or asked for: a live job
+	// need not hold either.
+	cmd.Env, p.spec.Env = nil, nil
 	p.cmd = cmd
 	p.Pid = cmd.Process.Pid
 	p.started = time.Now()
