@@ -176,7 +176,7 @@ func (s *stream) pump(r *os.File, wg *sync.WaitGroup) {
 				buf = getBuf(size)
 			}
 			for {
-				n, rerr = syscall.Read(int(fd), *buf)
+				n, rerr = rawRead(fd, *buf)
 				if rerr != syscall.EINTR {
 					break
 				}
