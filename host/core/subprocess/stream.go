@@ -167,29 +167,30 @@ func (s *stream) pump(r *os.File, wg *sync.WaitGroup) {
 		}
 	}()
 	tried := false // to grow the pipe: once per stream
+	var n int
+	var rerr error
+	// The file's poller waits while read says the pipe is empty.
+	read := func(fd uintptr) bool {
+		if buf == nil {
+			buf = getBuf(size)
+		}
+		for {
+			n, rerr = rawRead(fd, *buf)
+			if rerr != syscall.EINTR {
+				break
+			}
+		}
+		if rerr == syscall.EAGAIN {
+			if size < pourReadBuf {
+				putBuf(buf) // nothing held while quiet
+				buf = nil
+			}
+			return false
+		}
+		return true
+	}
 	for {
-		var n int
-		var rerr error
-		// The file's poller waits while read says the pipe is empty.
-		err := rc.Read(func(fd uintptr) bool {
-			if buf == nil {
-				buf = getBuf(size)
-			}
-			for {
-				n, rerr = rawRead(fd, *buf)
-				if rerr != syscall.EINTR {
-					break
-				}
-			}
-			if rerr == syscall.EAGAIN {
-				if size < pourReadBuf {
-					putBuf(buf) // nothing held while quiet
-					buf = nil
-				}
-				return false
-			}
-			return true
-		})
+		err := rc.Read(read)
 		if n > 0 {
 			_, _ = s.Write((*buf)[:n])
 		}
