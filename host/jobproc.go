@@ -12,6 +12,7 @@ import (
 
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
 	"github.com/dshrun/dsh/host/core/jobs"
+	"github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/plugins/shell"
 	"github.com/dshrun/dsh/plugins/shell/shellv1"
 	"github.com/dshrun/dsh/sdk"
@@ -22,7 +23,11 @@ import (
 // process table: the executor is the process's one consuming reader, and
 // it says what its process did (a sandbox's denials, a runner that
 // failed). Each call goes to the key's current provider, so a job lives on
-// across the executor's reloads and crashes.
+// across the executor's reloads and crashes. The end of the process is
+// seen in the host's own table: the Wait is asked only then, so a running
+// job holds no call on its executor (a call held open per job costs a
+// stream and its goroutines on both sides, twice: the executor's Wait
+// waits on ctx.subprocess's).
 
 // openJobProcess is ctx.jobs' Open: the handle of process id, started by
 // the provider of key, for owner.
@@ -30,8 +35,8 @@ func (h *Host) openJobProcess(_ context.Context, owner, key, id string) (jobs.Pr
 	if key == "" {
 		key = shell.Key
 	}
-	// The table says whose the process is (and its pid); nothing is read
-	// from it.
+	// The table says whose the process is, its pid and when it is done;
+	// nothing is read from it.
 	p, err := h.sub.Get(owner, id)
 	if err != nil {
 		return nil, err
@@ -44,7 +49,7 @@ func (h *Host) openJobProcess(_ context.Context, owner, key, id string) (jobs.Pr
 		return nil, sdk.HostError(codes.InvalidArgument, sdk.ReasonUnknownService, fmt.Sprintf("%q is provided by %q, which does not serve %s: it is no executor", key, ep.id, shell.ServiceName))
 	}
 	c := shell.NewClient(ownerConn{hostConn: hostConn{h: h, key: key}, owner: owner}, "")
-	return &jobProcess{h: h, key: key, proc: c.Attach(id), pid: p.Pid}, nil
+	return &jobProcess{h: h, key: key, proc: c.Attach(id), sp: p}, nil
 }
 
 // jobProcess is a job's handle on its process.
@@ -52,7 +57,7 @@ type jobProcess struct {
 	h    *Host
 	key  string
 	proc *shell.Process
-	pid  int
+	sp   *subprocess.Process // the table's, for its pid and its end
 	// warned is set once a failed wait that is not the executor being away
 	// was logged, until a wait succeeds.
 	warned atomic.Bool
@@ -60,7 +65,9 @@ type jobProcess struct {
 
 var _ jobs.Process = (*jobProcess)(nil)
 
-func (p *jobProcess) Pid() int { return p.pid }
+func (p *jobProcess) Pid() int { return p.sp.Pid }
+
+func (p *jobProcess) AfterDone(f func()) func() bool { return p.sp.AfterDone(f) }
 
 // Forget drops the finished process from ctx.subprocess's table (its spill
 // files stay until its owner is released).
@@ -178,8 +185,9 @@ func (c ownerConn) Invoke(ctx context.Context, method string, args, reply any, o
 	id, end := c.h.calls.begin(c.owner, ld.en.id)
 	defer end()
 	ctx = metadata.AppendToOutgoingContext(ctx, sdk.MetaCaller, "host", sdk.MetaCall, id)
-	// A Wait lasts as long as the job: a reload must not drain it. The
-	// old provider's stop cuts it, and ctx.jobs asks the new one.
+	// A Wait is asked once the job's process is done and answers at once;
+	// one the provider holds anyway must not hold up a reload: the old
+	// provider's stop cuts it, and ctx.jobs asks the new one.
 	if method != shellv1.Shell_Wait_FullMethodName {
 		ld.inflight.begin()
 		defer ld.inflight.end()

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -156,5 +158,53 @@ func TestJobSurvivesExecutorKill(t *testing.T) {
 	r := callTool(t, h, "agent", "job_output", map[string]string{"job_id": id})
 	if r.Text != "two\n[job "+id+" finished]\n[exit code: 3]" || !r.IsError {
 		t.Fatalf("the remaining output: %q (isError %v)", r.Text, r.IsError)
+	}
+}
+
+// A running job holds no call on its executor (a Wait held open per job
+// was a stream and its goroutines on both sides): no call id stays open,
+// and the host's goroutines grow by its process's alone (its two pipes and
+// its exit). Its end is still told, by the executor, once it comes.
+func TestRunningJobsHoldNoCalls(t *testing.T) {
+	h := startTools(t, toolsYAML)
+	startJob(t, h, "agent", "true") // the connections are up
+	settle := func() int {
+		time.Sleep(300 * time.Millisecond)
+		return runtime.NumGoroutine()
+	}
+	before := settle()
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "gate")
+	const n = 8
+	var ids []string
+	for i := range n {
+		ids = append(ids, startJob(t, h, "agent", gated(gate, "started", "done", strconv.Itoa(i))))
+	}
+	for _, id := range ids {
+		readUntil(t, h, "agent", id, "started")
+	}
+	h.calls.mu.Lock()
+	open := len(h.calls.m)
+	h.calls.mu.Unlock()
+	if open != 0 {
+		t.Errorf("%d calls open while %d jobs run", open, n)
+	}
+	// Goroutines of the reads may take a moment to end; a Wait held per
+	// job would be 2 more a job for good.
+	limit := before + 3*n + n/2
+	after := settle()
+	for deadline := time.Now().Add(10 * time.Second); after > limit && time.Now().Before(deadline); {
+		after = settle()
+	}
+	if after > limit {
+		t.Errorf("%.1f goroutines a running job (%d before, %d after), want its process's 3", float64(after-before)/n, before, after)
+	}
+	touch(t, gate)
+	for i, id := range ids {
+		all := readUntil(t, h, "agent", id, "finished]")
+		marker := "[exit code: " + strconv.Itoa(i) + "]"
+		if !strings.Contains(all, "done") || strings.Contains(all, marker) != (i != 0) {
+			t.Fatalf("job %s: %q", id, all)
+		}
 	}
 }

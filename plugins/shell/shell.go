@@ -22,8 +22,9 @@
 //   - ctx.jobs reaches a background process only through ReadOutput, Kill
 //     and Wait, on whichever provider holds the key then: the executor is
 //     the one consuming reader, so what it adds to a read or a state (a
-//     sandbox's denials) is what the agent gets. A Wait cut by a reload is
-//     asked again of the new provider.
+//     sandbox's denials) is what the agent gets. ctx.jobs asks Wait once
+//     the host has seen the process end, so it answers at once; one that
+//     fails while the executor reloads is asked again of the new provider.
 package shell
 
 import (

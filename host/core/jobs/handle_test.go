@@ -20,13 +20,39 @@ import (
 // no process runs.
 
 // fakeProcess is a Process whose every method is a field; an unset one
-// reads nothing, kills nothing and waits until ctx ends.
+// reads nothing, kills nothing and waits until ctx ends. It is done when
+// done is closed, or at once when there is none.
 type fakeProcess struct {
 	pid       int
 	read      func(context.Context) (Output, error)
 	kill      func(context.Context) (bool, error)
 	wait      func(context.Context) (State, error)
+	done      chan struct{}
 	forgotten atomic.Int32
+	waits     atomic.Int32
+}
+
+func (p *fakeProcess) AfterDone(f func()) func() bool {
+	if p.done == nil {
+		go f()
+		return func() bool { return false }
+	}
+	stop := make(chan struct{})
+	var once sync.Once
+	ran := make(chan bool, 1)
+	go func() {
+		select {
+		case <-p.done:
+			ran <- true
+			f()
+		case <-stop:
+			ran <- false
+		}
+	}()
+	return func() bool {
+		once.Do(func() { close(stop) })
+		return !<-ran
+	}
 }
 
 func (p *fakeProcess) Pid() int { return p.pid }
@@ -47,6 +73,7 @@ func (p *fakeProcess) Kill(ctx context.Context) (bool, error) {
 }
 
 func (p *fakeProcess) Wait(ctx context.Context) (State, error) {
+	p.waits.Add(1)
 	if p.wait == nil {
 		<-ctx.Done()
 		return State{}, ctx.Err()
@@ -231,6 +258,10 @@ func TestWaitEndsWithTheJob(t *testing.T) {
 	f.register(t, "gone", "gone-1")
 	f.register(t, "other", "other-1")
 	f.register(t, "other", "other-2")
+	// Their processes are done: each job's wait begins.
+	eventually(t, "every job's wait began", func() bool {
+		return finished.waits.Load() > 0 && released.waits.Load() > 0 && closed.waits.Load() > 0 && away.waits.Load() > 0
+	})
 	expect := func(name string) {
 		t.Helper()
 		select {
@@ -273,6 +304,64 @@ func TestWaitEndsWithTheJob(t *testing.T) {
 	time.Sleep(2 * waitRetryMax)
 	if failures.Load() != n {
 		t.Fatal("a wait was asked again after Close")
+	}
+}
+
+// A job whose process runs asks its executor nothing: the wait begins
+// once the process is done, and a job dropped before that never waits.
+func TestNoWaitWhileTheProcessRuns(t *testing.T) {
+	running := &fakeProcess{pid: 1, done: make(chan struct{}), wait: func(context.Context) (State, error) {
+		return State{Status: Completed, ExitCode: 2}, nil
+	}}
+	killed := &fakeProcess{pid: 2, done: make(chan struct{})}
+	killed.kill = func(context.Context) (bool, error) {
+		close(killed.done)
+		return true, nil
+	}
+	killed.wait = func(context.Context) (State, error) {
+		return State{Status: Killed, ExitCode: -1, Signal: "SIGTERM"}, nil
+	}
+	released := &fakeProcess{pid: 3, done: make(chan struct{})}
+	closed := &fakeProcess{pid: 4, done: make(chan struct{})}
+	f := newFakes(t, Config{}, map[string]*fakeProcess{"agent-1": running, "agent-2": killed, "gone-1": released, "other-1": closed})
+	a := f.register(t, "agent", "agent-1")
+	k := f.register(t, "agent", "agent-2")
+	f.register(t, "gone", "gone-1")
+	f.register(t, "other", "other-1")
+	time.Sleep(200 * time.Millisecond)
+	for _, p := range []*fakeProcess{running, killed, released, closed} {
+		if n := p.waits.Load(); n != 0 {
+			t.Fatalf("process %d: %d waits while it runs", p.pid, n)
+		}
+	}
+	if n := f.m.TakeNotices("agent"); len(n) != 0 {
+		t.Fatalf("notices while the jobs run: %+v", n)
+	}
+
+	// A kill returns once the wait that follows the end has said so.
+	if ok, err := f.m.Kill(bg, "agent", k.ID); !ok || err != nil {
+		t.Fatalf("kill: %v %v", ok, err)
+	}
+	if l := f.m.List("agent"); len(l) != 2 || l[1].ID != k.ID || l[1].Status != Killed || killed.waits.Load() != 1 {
+		t.Fatalf("after the kill: %+v, %d waits", l, killed.waits.Load())
+	}
+	close(running.done)
+	eventually(t, "the notice of the job that ended", func() bool {
+		l := f.m.List("agent")
+		return len(l) == 2 && l[0].ID == a.ID && l[0].Status == Completed
+	})
+	if running.waits.Load() != 1 {
+		t.Fatalf("%d waits of a finished process, want 1", running.waits.Load())
+	}
+
+	// Dropped before their end: no wait, then or later.
+	f.m.ReleaseOwner("gone")
+	f.m.Close()
+	close(released.done)
+	close(closed.done)
+	time.Sleep(100 * time.Millisecond)
+	if n := released.waits.Load() + closed.waits.Load(); n != 0 {
+		t.Fatalf("%d waits of dropped jobs", n)
 	}
 }
 

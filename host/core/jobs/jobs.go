@@ -7,9 +7,11 @@
 // A job holds a Process: a handle that reaches the process through the
 // executor that started it, never the process table itself, so there is
 // one consuming reader per process and the executor can say what its
-// process did (a sandbox's denials, a runner that failed). Processes stay
-// ctx.subprocess's: a job outlives the plugin (and the executor) that
-// started it and dies with the composition.
+// process did (a sandbox's denials, a runner that failed). Only the end of
+// the process is seen without the executor (AfterDone): a running job holds
+// no call on it, and no goroutine. Processes stay ctx.subprocess's: a job
+// outlives the plugin (and the executor) that started it and dies with the
+// composition.
 package jobs
 
 import (
@@ -96,8 +98,13 @@ type Process interface {
 	ReadOutput(ctx context.Context) (Output, error)
 	// Kill terminates the process's tree; false once it had finished.
 	Kill(ctx context.Context) (bool, error)
-	// Wait blocks until the process has finished. It fails when the
-	// executor cannot be reached; the process runs on regardless.
+	// AfterDone runs f, in a goroutine of its own, once the process has
+	// finished (at once when it has); stop keeps f from running and
+	// reports whether it did.
+	AfterDone(f func()) (stop func() bool)
+	// Wait blocks until the process has finished and says how it ended;
+	// it is asked once AfterDone has run, so it answers at once. It fails
+	// when the executor cannot be reached.
 	Wait(ctx context.Context) (State, error)
 	// Pid is the process id of the job's main process.
 	Pid() int
@@ -149,8 +156,9 @@ type Job struct {
 	Plugin                          string // entry id of the plugin that registered it
 	Started                         time.Time
 	proc                            Process
-	stop                            context.CancelFunc // ends its wait
-	waited                          chan struct{}      // closed once its wait has ended
+	unwatch                         func() bool        // stops proc's AfterDone before it ran
+	stop                            context.CancelFunc // ends its wait, once it began
+	waited                          chan struct{}      // closed once its wait has ended (or will never begin)
 	state                           State              // as its wait last reported
 	finished                        time.Time
 	timer                           *time.Timer
@@ -217,7 +225,6 @@ func (m *Manager) Register(ctx context.Context, r Registration) (Snapshot, error
 		return Snapshot{}, fmt.Errorf("%w: %d jobs of %q are running (the cap); kill or wait for one first", ErrTooMany, live, r.Owner)
 	}
 	m.next++
-	wctx, stop := context.WithCancel(m.ctx)
 	j := &Job{
 		ID:          "j" + strconv.Itoa(m.next),
 		Owner:       r.Owner,
@@ -226,14 +233,27 @@ func (m *Manager) Register(ctx context.Context, r Registration) (Snapshot, error
 		Plugin:      r.Plugin,
 		Started:     m.cfg.Now(),
 		proc:        p,
-		stop:        stop,
 		waited:      make(chan struct{}),
 		state:       State{Status: Running},
 	}
 	m.jobs[j.ID] = j
-	m.waits.Add(1)
-	go m.watch(wctx, j)
+	j.unwatch = p.AfterDone(func() { m.done(j) })
 	return m.snapshot(j), nil
+}
+
+// done begins the wait of a job whose process has finished: the executor
+// says how it ended.
+func (m *Manager) done(j *Job) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.jobs[j.ID] != j || m.closed {
+		close(j.waited) // dropped while this was on its way
+		return
+	}
+	ctx, stop := context.WithCancel(m.ctx)
+	j.stop = stop
+	m.waits.Add(1)
+	go m.watch(ctx, j)
 }
 
 // watch queues the completion notice and arms the retention timer.
@@ -256,10 +276,9 @@ func (m *Manager) watch(ctx context.Context, j *Job) {
 	j.timer = time.AfterFunc(m.cfg.Retention, func() { m.forget(j.ID) })
 }
 
-// wait waits for the job's process to finish, asking again after a
-// failure: the executor may be restarting or reloading, and the process
-// runs on meanwhile. It gives up only when ctx ends (the job was
-// forgotten or the manager closed).
+// wait asks the executor how the job's process ended, again after a
+// failure: the executor may be restarting or reloading. It gives up only
+// when ctx ends (the job was forgotten or the manager closed).
 func (m *Manager) wait(ctx context.Context, j *Job) (State, bool) {
 	delay := waitRetryMin
 	for {
@@ -460,7 +479,12 @@ func (m *Manager) Close() {
 
 // drop ends a job's wait and its retention timer; m.mu is held.
 func (m *Manager) drop(j *Job) {
-	j.stop()
+	if j.unwatch() {
+		close(j.waited) // its wait will never begin
+	}
+	if j.stop != nil {
+		j.stop()
+	}
 	if j.timer != nil {
 		j.timer.Stop()
 	}

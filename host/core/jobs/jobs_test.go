@@ -85,6 +85,8 @@ func (t *tableProcess) Forget()  { t.sub.Forget(t.p.ID) }
 
 func (t *tableProcess) Kill(context.Context) (bool, error) { return t.p.Kill(), nil }
 
+func (t *tableProcess) AfterDone(f func()) func() bool { return t.p.AfterDone(f) }
+
 func (t *tableProcess) Wait(ctx context.Context) (State, error) {
 	select {
 	case <-t.p.Done():

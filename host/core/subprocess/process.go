@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -37,6 +38,7 @@ type Process struct {
 	killOnce       sync.Once
 	causeOnce      sync.Once
 	unwatch        []func() bool // stop the timeout's timer and the abort's hook
+	afterDone      []*func()     // AfterDone's callbacks not yet run; under mu
 
 	mu       sync.Mutex
 	status   Status
@@ -113,8 +115,9 @@ func (p *Process) start(path string, env []string) error {
 		p.releaseTree()
 		return err
 	}
-	// Only Start reads the environment: a live job need not hold it.
-	cmd.Env = nil
+	// Only Start reads the environment, built or asked for: a live job
+	// need not hold either.
+	cmd.Env, p.spec.Env = nil, nil
 	p.cmd = cmd
 	p.Pid = cmd.Process.Pid
 	p.started = time.Now()
@@ -181,6 +184,7 @@ func (p *Process) wait(readers *sync.WaitGroup, outR, errR *os.File, waitFn func
 	p.stderr.finish()
 	zzt.Mark("h3")
 	close(p.done)
+	p.runAfterDone()
 	// The tree is gone: letting go of what tracked it need not delay the
 	// caller.
 	p.releaseTree()
@@ -256,6 +260,44 @@ func (p *Process) finished() bool {
 // Done is closed when the process has ended, its tree is gone and its
 // output is collected.
 func (p *Process) Done() <-chan struct{} { return p.done }
+
+// AfterDone runs f in a goroutine of its own once the process is done (at
+// once when it is), so that a waiter holds no goroutine while the process
+// runs. stop keeps f from running, and reports whether it did.
+func (p *Process) AfterDone(f func()) (stop func() bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.done:
+		go f()
+		return func() bool { return false }
+	default:
+	}
+	h := &f
+	p.afterDone = append(p.afterDone, h)
+	return func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		i := slices.Index(p.afterDone, h)
+		if i < 0 {
+			return false
+		}
+		p.afterDone = slices.Delete(p.afterDone, i, i+1)
+		return true
+	}
+}
+
+// runAfterDone runs the callbacks AfterDone queued; done is closed, so
+// none is queued after.
+func (p *Process) runAfterDone() {
+	p.mu.Lock()
+	fs := p.afterDone
+	p.afterDone = nil
+	p.mu.Unlock()
+	for _, f := range fs {
+		go (*f)()
+	}
+}
 
 // Owner is who the process belongs to.
 func (p *Process) Owner() string { return p.spec.Owner }
