@@ -1,7 +1,6 @@
 package subprocess
 
 import (
-	"github.com/dshrun/dsh/internal/zzt"
 	"context"
 	"errors"
 	"os"
@@ -141,7 +140,6 @@ func (p *Process) start(path string, env []string) error {
 // output.
 func (p *Process) wait(readers *sync.WaitGroup, outR, errR *os.File, waitFn func() error) {
 	err := waitFn()
-	zzt.Mark("h2")
 	p.mu.Lock()
 	p.ended = time.Now()
 	p.exitCode, p.signal = 0, ""
@@ -182,7 +180,6 @@ func (p *Process) wait(readers *sync.WaitGroup, outR, errR *os.File, waitFn func
 	stopReading.Stop()
 	p.stdout.finish()
 	p.stderr.finish()
-	zzt.Mark("h3")
 	close(p.done)
 	p.runAfterDone()
 	// The tree is gone: letting go of what tracked it need not delay the
