@@ -8,6 +8,7 @@ import (
 	"github.com/dshrun/dsh/host/composition"
 	"github.com/dshrun/dsh/host/pluginproc"
 	"github.com/dshrun/dsh/registry"
+	"github.com/dshrun/dsh/sdk"
 	"github.com/dshrun/dsh/sdk/pluginv1"
 )
 
@@ -122,7 +123,7 @@ func (h *Host) startProcess(ctx context.Context, id, bin, sha256 string) (*plugi
 		Binary:       bin,
 		SHA256:       sha256,
 		StartTimeout: h.startTimeout(),
-		Env:          PluginEnv(h.opts.LookupEnv, id),
+		Env:          append(PluginEnv(h.opts.LookupEnv, id), sdk.EnvLogLevel+"="+h.opts.PluginLogger.GetLevel().String()),
 		SocketDir:    h.rt.sockets(),
 		Logger:       h.opts.PluginLogger.Named(id),
 	})

@@ -33,7 +33,7 @@ func Serve(p Plugin) {
 	desc := p.Describe()
 	logger := hclog.New(&hclog.LoggerOptions{
 		Name:       desc.Name,
-		Level:      hclog.Debug,
+		Level:      logLevel(),
 		Output:     os.Stderr,
 		JSONFormat: true, // the host parses these lines and re-logs them
 	})
@@ -67,6 +67,20 @@ func Serve(p Plugin) {
 	srv.dispose(context.Background()) // the host went away without Dispose
 	stopProfile()
 	os.Exit(0)
+}
+
+// EnvLogLevel is the level of the host's log of this plugin, which the
+// host sets: a line below it would be parsed by the host only to be
+// dropped (tool-bash logs every command at info, for instance).
+const EnvLogLevel = "DSH_LOG_LEVEL"
+
+// logLevel is EnvLogLevel's level; without one (a host that does not say),
+// everything is sent and the host filters.
+func logLevel() hclog.Level {
+	if l := hclog.LevelFromString(os.Getenv(EnvLogLevel)); l != hclog.NoLevel {
+		return l
+	}
+	return hclog.Debug
 }
 
 // gpPlugin is the go-plugin glue; it only registers services.

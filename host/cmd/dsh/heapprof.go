@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"sync"
 )
 
 // heapProfileEnv names a file the host writes its heap profile to when it
@@ -45,6 +46,39 @@ func writeProfile(path, name string, debug int) error {
 		err = cerr
 	}
 	return err
+}
+
+// cpuProfileEnv names a file the host writes its CPU profile to, from the
+// start of serve until it stops serving. Its plugins are profiled with
+// DSH_PLUGIN_CPU_PROFILE (a directory), which the host passes on.
+const cpuProfileEnv = "DSH_CPU_PROFILE"
+
+// startCPUProfile starts the profile cpuProfileEnv asks for and returns
+// what stops it.
+func startCPUProfile(stderr io.Writer) (stop func()) {
+	path := os.Getenv(cpuProfileEnv)
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err == nil {
+		if err = pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "dsh serve: %s: %v\n", cpuProfileEnv, err)
+		return func() {}
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				fmt.Fprintf(stderr, "dsh serve: %s: %v\n", cpuProfileEnv, err)
+			}
+		})
+	}
 }
 
 // A profile asked for samples finely (every 4 KiB, not 512), so that what

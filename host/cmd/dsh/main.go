@@ -76,6 +76,7 @@ Flags (before or after the command):
   --release-grace D    (serve) kill an ended HTTP session's jobs after D (default 10s)
 The plugin path is the folder of the dsh binary, then $DSH_PLUGIN_PATH, then --plugin-path.
 DSH_HEAP_PROFILE=FILE makes serve write the host's heap profile to FILE when it stops (for go tool pprof).
+DSH_CPU_PROFILE=FILE profiles serve's CPU until it stops; DSH_PLUGIN_CPU_PROFILE=DIR profiles each plugin into DIR.
 `
 
 type globals struct {
@@ -306,6 +307,8 @@ func serveWith(comp *composition.Composition, opts host.Options, g globals, stde
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	started := time.Now()
+	stopProfile := startCPUProfile(stderr)
+	defer stopProfile()
 	h, err := host.Start(ctx, comp, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "dsh serve: %v\n", err)
@@ -341,6 +344,7 @@ func serveWith(comp *composition.Composition, opts host.Options, g globals, stde
 	// The signal handler stays through the teardown, so a late SIGTERM
 	// cannot cut it short.
 	writeHeapProfile(stderr)
+	stopProfile()
 	fmt.Fprintln(stderr, "dsh serve: stopping")
 	cctx, cancel := context.WithTimeout(context.Background(), teardownBound(comp))
 	defer cancel()
