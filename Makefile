@@ -19,6 +19,7 @@ BUILDFLAGS ?= -trimpath -ldflags=-s\ -w
 
 build:
 	$(GO) build $(BUILDFLAGS) -o $(BIN)/dsh ./host/cmd/dsh
+	$(GO) build $(BUILDFLAGS) -o $(BIN)/dsh_watchdog ./host/cmd/dsh_watchdog
 	@for p in $(PLUGINS); do echo "$(GO) build $(BUILDFLAGS) -o $(BIN)/dsh-$$p ./plugins/$$p"; $(GO) build $(BUILDFLAGS) -o $(BIN)/dsh-$$p ./plugins/$$p || exit 1; done
 
 test:
