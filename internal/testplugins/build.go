@@ -43,6 +43,8 @@ func Build(dir string) error {
 	// folder names, renamed below.
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
+	// As make build does: statically linked, what is shipped and measured.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %v\n%s", err, out)
 	}
