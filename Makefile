@@ -16,10 +16,16 @@ all: build
 # Without the symbol table and DWARF (panics still print their stacks): a
 # third smaller on disk, and what each process maps.
 BUILDFLAGS ?= -trimpath -ldflags=-s\ -w
+# Statically linked, without libc and the dynamic loader: 1.5-2 MiB less
+# RSS a process at rest. Nothing needs cgo (user names come from
+# /etc/passwd, names resolve with Go's resolver). Only build sets it: -race
+# (make test) needs cgo.
+BUILDCGO ?= 0
 
 build:
-	$(GO) build $(BUILDFLAGS) -o $(BIN)/dsh ./host/cmd/dsh
-	@for p in $(PLUGINS); do echo "$(GO) build $(BUILDFLAGS) -o $(BIN)/dsh-$$p ./plugins/$$p"; $(GO) build $(BUILDFLAGS) -o $(BIN)/dsh-$$p ./plugins/$$p || exit 1; done
+	CGO_ENABLED=$(BUILDCGO) $(GO) build $(BUILDFLAGS) -o $(BIN)/dsh ./host/cmd/dsh
+	CGO_ENABLED=$(BUILDCGO) $(GO) build $(BUILDFLAGS) -o $(BIN)/dsh_watchdog ./host/cmd/dsh_watchdog
+	@for p in $(PLUGINS); do echo "CGO_ENABLED=$(BUILDCGO) $(GO) build $(BUILDFLAGS) -o $(BIN)/dsh-$$p ./plugins/$$p"; CGO_ENABLED=$(BUILDCGO) $(GO) build $(BUILDFLAGS) -o $(BIN)/dsh-$$p ./plugins/$$p || exit 1; done
 
 test:
 	$(GO) test -race ./...

@@ -61,8 +61,9 @@ type Options struct {
 	LookupEnv func(string) (string, bool)
 	// Observe, if set, sees every registry transition in order.
 	Observe func(registry.Event)
-	// WatchdogExe, if set, is the dsh binary: it is started as a watchdog
-	// that kills every command tree if the host is killed.
+	// WatchdogExe, if set, is the watchdog binary (dsh_watchdog, or dsh
+	// itself): it is started as a watchdog that kills every command tree if
+	// the host is killed.
 	WatchdogExe string
 }
 

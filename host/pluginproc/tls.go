@@ -21,9 +21,9 @@ import (
 // Mutual TLS without go-plugin's AutoMTLS key generation: AutoMTLS makes a
 // P-521 key on each side of every plugin, which cost ~10 ms of CPU per side
 // and dominated a composition's start. Instead the host makes one P-256 CA
-// per process, whose key never leaves its memory, and for each plugin issues
-// a certificate of its own and a certificate and key for the plugin, which
-// it hands over on an inherited descriptor (sdk.EnvTLSFD).
+// per process, whose key never leaves its memory, and one certificate of its
+// own, and for each plugin issues a certificate and key for the plugin,
+// which it hands over on an inherited descriptor (sdk.EnvTLSFD).
 //
 // A plugin that does not read the hand-over (not built on this SDK, or on
 // Windows where there is none) does go-plugin's AutoMTLS as it always did:
@@ -42,6 +42,13 @@ type hostCA struct {
 	cert     *x509.Certificate
 	pool     *x509.CertPool
 	notAfter time.Time
+
+	// The host's own certificate, the same for every plugin: a plugin
+	// pins it (sdk.PluginTLSConfig) and no plugin holds its key, so one
+	// per plugin bought nothing and cost a key, a signature and its check
+	// at every start.
+	hostCert *tls.Certificate
+	hostPEM  []byte
 }
 
 var (
@@ -82,7 +89,14 @@ func theCA() (*hostCA, error) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
-	currentCA = &hostCA{key: key, cert: cert, pool: pool, notAfter: tmpl.NotAfter}
+	ca := &hostCA{key: key, cert: cert, pool: pool, notAfter: tmpl.NotAfter}
+	hostKey, hostDER, err := ca.issue("dsh host")
+	if err != nil {
+		return nil, fmt.Errorf("host certificate: %w", err)
+	}
+	ca.hostCert = &tls.Certificate{Certificate: [][]byte{hostDER}, PrivateKey: hostKey}
+	ca.hostPEM = pem.EncodeToMemory(&pem.Block{Type: sdk.PEMCertificate, Bytes: hostDER})
+	currentCA = ca
 	return currentCA, nil
 }
 
@@ -131,10 +145,7 @@ func newPluginTLS(id string) (*pluginTLS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("TLS CA: %w", err)
 	}
-	hostKey, hostDER, err := ca.issue("dsh host for " + id)
-	if err != nil {
-		return nil, fmt.Errorf("TLS host certificate: %w", err)
-	}
+	hostCert, hostDER := ca.hostCert, ca.hostCert.Certificate[0]
 	plugKey, plugDER, err := ca.issue("dsh plugin " + id)
 	if err != nil {
 		return nil, fmt.Errorf("TLS plugin certificate: %w", err)
@@ -153,7 +164,6 @@ func newPluginTLS(id string) (*pluginTLS, error) {
 		_ = pem.Encode(&handover, b) // a bytes.Buffer does not fail
 	}
 	caRaw := ca.cert.Raw
-	hostCert := &tls.Certificate{Certificate: [][]byte{hostDER}, PrivateKey: hostKey}
 	cfg := &tls.Config{
 		Certificates: []tls.Certificate{*hostCert},
 		// Always this certificate: an AutoMTLS plugin asks for one issued
@@ -189,7 +199,7 @@ func newPluginTLS(id string) (*pluginTLS, error) {
 	}
 	return &pluginTLS{
 		config:   cfg,
-		hostPEM:  pem.EncodeToMemory(&pem.Block{Type: sdk.PEMCertificate, Bytes: hostDER}),
+		hostPEM:  ca.hostPEM,
 		handover: handover.Bytes(),
 	}, nil
 }

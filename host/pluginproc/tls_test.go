@@ -73,12 +73,18 @@ func TestHandedOverMutualTLS(t *testing.T) {
 	if err := dialPlugin(t, p, noCert); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("a connection without a client certificate: %v", err)
 	}
-	// A certificate from the same CA, issued for another plugin's host side.
+	// A certificate and key from the same CA, handed to another plugin
+	// (the host's own certificate is one for all plugins; no plugin has
+	// its key).
 	other, err := newPluginTLS("other")
 	if err != nil {
 		t.Fatal(err)
 	}
-	otherCert := &tls.Config{RootCAs: ca.pool, ServerName: sdk.TLSServerName, Certificates: other.config.Certificates}
+	otherPlugin, err := sdk.PluginTLSConfig(other.handover)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherCert := &tls.Config{RootCAs: ca.pool, ServerName: sdk.TLSServerName, Certificates: otherPlugin.Certificates}
 	if err := dialPlugin(t, p, otherCert); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("a client certificate issued for another plugin: %v", err)
 	}

@@ -23,11 +23,12 @@ func Root() string {
 }
 
 // Build compiles the test plugins and the named real plugins as
-// dir/dsh-<name>, plus the dsh command as dir/dsh, and returns dir.
+// dir/dsh-<name>, plus the dsh command as dir/dsh and its watchdog as
+// dir/dsh_watchdog, and returns dir.
 func Build(dir string) error {
 	root := Root()
 	type target struct{ out, pkg string }
-	targets := []target{{"dsh", "./host/cmd/dsh"}}
+	targets := []target{{"dsh", "./host/cmd/dsh"}, {"dsh_watchdog", "./host/cmd/dsh_watchdog"}}
 	for _, n := range Real {
 		targets = append(targets, target{"dsh-" + n, "./plugins/" + n})
 	}
@@ -42,6 +43,8 @@ func Build(dir string) error {
 	// folder names, renamed below.
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
+	// As make build does: statically linked, what is shipped and measured.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %v\n%s", err, out)
 	}

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"sort"
 	"strconv"
@@ -34,6 +35,7 @@ import (
 	"github.com/dshrun/dsh/host"
 	"github.com/dshrun/dsh/host/composition"
 	"github.com/dshrun/dsh/host/core/subprocess"
+	"github.com/dshrun/dsh/host/core/watchdog"
 	"github.com/dshrun/dsh/host/mcpserver"
 	"github.com/dshrun/dsh/host/pluginproc"
 	"github.com/dshrun/dsh/sdk/pluginv1"
@@ -95,6 +97,23 @@ type globals struct {
 func main() {
 	noDump()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// watchdogExe is the watchdog binary next to this one (only Linux runs
+// one). Missing, the host says so and runs this binary as its watchdog
+// instead (it takes the same arguments): the same guard, at ~20 MiB more
+// at rest.
+func watchdogExe(logger hclog.Logger) string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	wd := filepath.Join(filepath.Dir(exe), watchdog.Binary+filepath.Ext(exe))
+	if _, err := os.Stat(wd); err != nil && runtime.GOOS == "linux" {
+		logger.Warn("the watchdog binary is missing next to dsh (make build builds it); dsh itself runs as the watchdog", "want", wd, "error", err)
+		return exe
+	}
+	return wd
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -177,9 +196,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return exitBadUse
 		}
 		opts := host.Options{PluginPath: pluginPath(g.pluginPath), Logger: logger, PluginLogger: pluginLogger}
-		if exe, err := os.Executable(); err == nil {
-			opts.WatchdogExe = exe
-		}
+		opts.WatchdogExe = watchdogExe(logger)
 		// The text may name spill files: they must outlive this process.
 		opts.SpillDir = filepath.Join(os.TempDir(), fmt.Sprintf("dsh-call-%d", os.Getuid()), strconv.Itoa(os.Getpid()))
 		code := call(comp, opts, rest[1], rest[2], g.json, stdout, stderr)
@@ -196,8 +213,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return exitBadUse
 		}
 		opts := host.Options{PluginPath: pluginPath(g.pluginPath), Logger: logger, PluginLogger: pluginLogger}
-		if exe, err := os.Executable(); err == nil && cmd == "serve" {
-			opts.WatchdogExe = exe
+		if cmd == "serve" {
+			opts.WatchdogExe = watchdogExe(logger)
 		}
 		switch cmd {
 		case "serve":

@@ -1,7 +1,6 @@
 package subprocess
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	wd "github.com/dshrun/dsh/host/core/watchdog"
 )
 
 // cgroupRoot is this manager's cgroup v2 directory. Each command gets a
@@ -38,24 +39,7 @@ type cgroupRoot struct {
 const maxIdleCgroups = 32
 
 // findCgroup2 returns the mount point of the cgroup v2 hierarchy.
-func findCgroup2() (string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// 20:41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
-		fields := strings.Fields(sc.Text())
-		for i, fld := range fields {
-			if fld == "-" && i+1 < len(fields) && fields[i+1] == "cgroup2" && len(fields) > 4 {
-				return fields[4], nil
-			}
-		}
-	}
-	return "", errors.New("no cgroup2 hierarchy is mounted")
-}
+func findCgroup2() (string, error) { return wd.FindCgroup2() }
 
 // newCgroupRoot makes <cgroup2>/dsh-<pid>-<nonce>. It fails where cgroups
 // are not writable (unprivileged, or delegated elsewhere).

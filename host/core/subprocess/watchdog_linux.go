@@ -1,21 +1,20 @@
 package subprocess
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
+
+	wd "github.com/dshrun/dsh/host/core/watchdog"
 )
 
 // The watchdog covers the one case the host cannot: its own SIGKILL. A
 // parent-death signal reaches only direct children, and commands that
 // called setsid or double-forked are nobody's children. So the host starts
-// a small watchdog process (the dsh binary, in its own session) holding the
+// a small watchdog process (dsh_watchdog, in its own session) holding the
 // read end of a pipe; when the host dies, for whatever reason, the pipe
 // closes and the watchdog kills the host's cgroup: every command tree in it.
 //
@@ -158,25 +157,7 @@ func (m *Manager) stopWatchdog() {
 	}
 }
 
-// RunWatchdog is the watchdog's body: wait for stdin to close, then kill
-// and remove every cgroup under dir. dir must be a dsh cgroup root.
-func RunWatchdog(dir string) error {
-	if filepath.Base(dir) == "" || !isDshCgroup(dir) {
-		return errors.New("watchdog: not a dsh cgroup: " + dir)
-	}
-	_, _ = io.Copy(io.Discard, os.Stdin) // returns when the host is gone
-	root := &cgroupRoot{dir: dir}
-	// cgroup.kill on the root kills every descendant at once.
-	_ = os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
-	root.close()
-	return nil
-}
-
-func isDshCgroup(dir string) bool {
-	mnt, err := findCgroup2()
-	if err != nil {
-		return false
-	}
-	rel, err := filepath.Rel(mnt, dir)
-	return err == nil && filepath.Dir(rel) == "." && len(rel) > 4 && rel[:4] == "dsh-"
-}
+// RunWatchdog is the watchdog's body (host/core/watchdog): wait for stdin
+// to close, then kill and remove every cgroup under dir. dir must be a dsh
+// cgroup root.
+func RunWatchdog(dir string) error { return wd.Run(dir) }
