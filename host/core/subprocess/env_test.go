@@ -68,3 +68,33 @@ func TestProgramCacheFollowsThePath(t *testing.T) {
 		t.Fatalf("a program gone from the PATH: %v", err)
 	}
 }
+
+// Run waits on the caller's goroutine: it returns with the process done,
+// its output collected and its cgroup given back soon after; a timeout
+// still ends it, and the next Run starts clean.
+func TestRunWaitsOnTheCaller(t *testing.T) {
+	m := newManager(t)
+	p, err := m.Run(Spec{Argv: []string{"bash", "-c", "echo hi; exit 3"}, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	default:
+		t.Fatal("Run returned before the process was done")
+	}
+	if r := p.Result(); r.ExitCode != 3 || string(r.Stdout.Data) != "hi\n" {
+		t.Fatalf("result: %+v", r)
+	}
+	p, err = m.Run(Spec{Argv: []string{"bash", "-c", "sleep 30"}, Dir: t.TempDir(), Timeout: 200 * time.Millisecond, Grace: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := p.Result(); !r.TimedOut || r.Status != Killed {
+		t.Fatalf("timed out run: %+v", r)
+	}
+	p, err = m.Run(Spec{Argv: []string{"bash", "-c", "echo after"}, Dir: t.TempDir()})
+	if err != nil || string(p.Result().Stdout.Data) != "after\n" {
+		t.Fatalf("the run after a timeout: %v", err)
+	}
+}

@@ -34,6 +34,7 @@ type Process struct {
 	stdout, stderr *stream
 	exited         chan struct{} // main process reaped
 	done           chan struct{} // tree gone, output drained
+	inline         bool          // its wait runs on Run's goroutine
 	killOnce       sync.Once
 	causeOnce      sync.Once
 	unwatch        []func() bool // stop the timeout's timer and the abort's hook
@@ -63,28 +64,31 @@ func newProcess(m *Manager, id string, spec Spec) *Process {
 	return p
 }
 
-func (p *Process) start(path string, env []string) error {
+// start starts the process and returns its wait (reap, end the tree, drain
+// the output), which the caller runs: on a goroutine of its own, or on its
+// own goroutine when it only waits for the end anyway.
+func (p *Process) start(path string, env []string) (wait func(), err error) {
 	cmd := exec.Command(path, p.spec.Argv[1:]...)
 	cmd.Args = p.spec.Argv
 	cmd.Dir = p.spec.Dir
 	cmd.Env = env
 	attr, err := p.sysProcAttr()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cmd.SysProcAttr = attr
 
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		p.releaseTree()
-		return err
+		return nil, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outR.Close()
 		outW.Close()
 		p.releaseTree()
-		return err
+		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	var stdinW *os.File
@@ -96,7 +100,7 @@ func (p *Process) start(path string, env []string) error {
 			errR.Close()
 			errW.Close()
 			p.releaseTree()
-			return err
+			return nil, err
 		}
 		cmd.Stdin, stdinW = r, w
 		defer r.Close()
@@ -112,7 +116,7 @@ func (p *Process) start(path string, env []string) error {
 			stdinW.Close()
 		}
 		p.releaseTree()
-		return err
+		return nil, err
 	}
 	// Only Start reads the environment, built or asked for: a live job
 	// need not hold either.
@@ -131,8 +135,7 @@ func (p *Process) start(path string, env []string) error {
 	go p.stdout.pump(outR, &readers)
 	go p.stderr.pump(errR, &readers)
 	p.watch()
-	go p.wait(&readers, outR, errR, waitFn)
-	return nil
+	return func() { p.wait(&readers, outR, errR, waitFn) }, nil
 }
 
 // wait reaps the main process (with waitFn, which is cmd.Wait or its
@@ -183,8 +186,12 @@ func (p *Process) wait(readers *sync.WaitGroup, outR, errR *os.File, waitFn func
 	close(p.done)
 	p.runAfterDone()
 	// The tree is gone: letting go of what tracked it need not delay the
-	// caller.
-	p.releaseTree()
+	// caller, nor a Run that waits on this goroutine.
+	if p.inline {
+		go p.releaseTree()
+	} else {
+		p.releaseTree()
+	}
 }
 
 // watch arms the fused deadline: the timeout, the caller's abort and an

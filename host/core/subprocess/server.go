@@ -104,11 +104,10 @@ func (s *Service) Run(ctx context.Context, req *subprocess.SpawnRequest) (*subpr
 	// The call's context is the caller's abort: if the caller goes away
 	// (cancels, or its process dies), the command's tree is killed.
 	spec.Abort = ctx
-	p, err := s.M.Spawn(spec)
+	p, err := s.M.Run(spec)
 	if err != nil {
 		return nil, spawnError(err)
 	}
-	<-p.Done()
 	s.M.Forget(p.ID)
 	return ResultProto(p.Result()), nil
 }

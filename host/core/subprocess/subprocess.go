@@ -285,7 +285,9 @@ func (m *Manager) admit(argv []string, dir string, explicit map[string]string) (
 
 // Spawn starts a process. It fails only when the command cannot be started
 // (an unusable working directory, a missing program, a closed manager).
-func (m *Manager) Spawn(spec Spec) (*Process, error) {
+func (m *Manager) Spawn(spec Spec) (*Process, error) { return m.spawn(spec, false) }
+
+func (m *Manager) spawn(spec Spec, inline bool) (*Process, error) {
 	if len(spec.Argv) == 0 {
 		return nil, &Error{Op: "start", Err: errors.New("empty argv")}
 	}
@@ -303,14 +305,26 @@ func (m *Manager) Spawn(spec Spec) (*Process, error) {
 		return nil, err
 	}
 	p := newProcess(m, id, spec)
-	if err := p.start(path, env); err != nil {
+	p.inline = inline
+	wait, err := p.start(path, env)
+	if err != nil {
 		return nil, &Error{Op: "start", Argv: spec.Argv, Err: err}
 	}
 	m.mu.Lock()
 	m.procs[id] = p
 	m.mu.Unlock()
+	if inline {
+		wait()
+	} else {
+		go wait()
+	}
 	return p, nil
 }
+
+// Run is Spawn, then waits until the process is done on the calling
+// goroutine, not on one of its own: a foreground command's end then wakes
+// no goroutine but its caller's. It returns once Done is closed.
+func (m *Manager) Run(spec Spec) (*Process, error) { return m.spawn(spec, true) }
 
 // newID makes a process id. Ids are handles: the random part keeps a
 // plugin from guessing another's.
