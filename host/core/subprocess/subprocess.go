@@ -470,12 +470,7 @@ func lookPath(name string, env []string) (string, error) {
 	if strings.Contains(name, "/") {
 		return exec.LookPath(name)
 	}
-	path := ""
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			path = v
-		}
-	}
+	path := pathOf(env)
 	for _, dir := range filepath.SplitList(path) {
 		if dir == "" {
 			dir = "."
@@ -488,6 +483,17 @@ func lookPath(name string, env []string) (string, error) {
 	return "", fmt.Errorf("%w on PATH %q", exec.ErrNotFound, path)
 }
 
+// pathOf is the PATH of an environment (the last one, as exec takes it).
+func pathOf(env []string) string {
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	return path
+}
+
 // program is lookPath with a cache, as bash hashes the commands it ran: a
 // program found once on a PATH is taken again from where it was while it
 // is still an executable file there (one stat, not one per directory on
@@ -498,13 +504,7 @@ func (m *Manager) program(name string, env []string) (string, error) {
 	if strings.Contains(name, "/") {
 		return exec.LookPath(name)
 	}
-	path := ""
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			path = v
-		}
-	}
-	key := path + "\x00" + name
+	key := pathOf(env) + "\x00" + name
 	m.foundMu.Lock()
 	p, ok := m.found[key]
 	m.foundMu.Unlock()
