@@ -133,11 +133,11 @@ func parse(r hooks.Ran) (*output, error) {
 
 func (b *bridge) Before(ctx context.Context, req *tools.BeforeCall) (*tools.BeforeDecision, error) {
 	c := req.Call
-	hs := b.set.Matching(preToolUse, c.Alias)
+	hs := b.set.Matching(hooks.PreToolUse, c.Alias)
 	if len(hs) == 0 {
 		return &tools.BeforeDecision{}, nil
 	}
-	p, _ := b.payload(preToolUse, c, nil)
+	p, _ := b.payload(hooks.PreToolUse, c, nil)
 	d := &tools.BeforeDecision{}
 	var denies, asks, allows, contexts []string
 	var replaced json.RawMessage
@@ -234,11 +234,11 @@ func (b *bridge) nonBlocking(d *tools.BeforeDecision, msg string) {
 
 func (b *bridge) After(ctx context.Context, req *tools.AfterCall) (*tools.AfterFeedback, error) {
 	c := req.Call
-	hs := b.set.Matching(postToolUse, c.Alias)
+	hs := b.set.Matching(hooks.PostToolUse, c.Alias)
 	if len(hs) == 0 {
 		return &tools.AfterFeedback{}, nil
 	}
-	p, _ := b.payload(postToolUse, c, hooks.ToolResponse(c.Alias, req.Result))
+	p, _ := b.payload(hooks.PostToolUse, c, hooks.ToolResponse(c.Alias, req.Result))
 	fb := &tools.AfterFeedback{}
 	var feedback []string
 	for _, r := range b.runner.Run(ctx, c.Owner, hs, p) {

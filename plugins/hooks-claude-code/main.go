@@ -40,12 +40,6 @@ type config struct {
 	BashTools []string `json:"bashTools" desc:"the dsh tools the hooks see as Bash, their command as its command ([bash]); others are mcp__dsh__<tool>"`
 }
 
-// The events bridged: dsh sees tool calls, not prompts, turns or sessions.
-const (
-	preToolUse  = "PreToolUse"
-	postToolUse = "PostToolUse"
-)
-
 // defaultTimeout is a hook's timeout when it names none (Claude Code's).
 const defaultTimeout = 60 * time.Second
 
@@ -78,12 +72,7 @@ func (b *bridge) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage)
 	if err != nil {
 		return err
 	}
-	if cfg.ProjectDir == "" {
-		if cfg.ProjectDir, err = os.Getwd(); err != nil {
-			return fmt.Errorf("no project folder: %w", err)
-		}
-	}
-	if cfg.ProjectDir, err = filepath.Abs(cfg.ProjectDir); err != nil {
+	if cfg.ProjectDir, err = hooks.ProjectDir(cfg.ProjectDir); err != nil {
 		return err
 	}
 	set, notes, err := load(cfg, os.Getenv("HOME"))
@@ -96,15 +85,8 @@ func (b *bridge) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage)
 	}
 	b.runner = &hooks.Runner{Shell: shell.NewClient(host.Conn(shell.Key), ""), Dir: cfg.ProjectDir, Env: map[string]string{"CLAUDE_PROJECT_DIR": cfg.ProjectDir}}
 	b.ids = hooks.NewIDs()
-	b.log.Info("hooks read", "PreToolUse", len(set.Patterns(preToolUse)), "PostToolUse", len(set.Patterns(postToolUse)), "groups", len(set.Groups))
-	return tools.NewClient(host.Conn(tools.Key)).Intercept(ctx, &tools.Interception{
-		Patterns:    set.Patterns(preToolUse, postToolUse),
-		Aliases:     hooks.BashAliases(cfg.BashTools),
-		AliasPrefix: "mcp__dsh__",
-		Before:      len(set.Patterns(preToolUse)) > 0,
-		After:       len(set.Patterns(postToolUse)) > 0,
-		TimeoutMs:   (set.Longest(preToolUse, postToolUse) + 10*time.Second).Milliseconds(),
-	})
+	b.log.Info("hooks read", "PreToolUse", len(set.Patterns(hooks.PreToolUse)), "PostToolUse", len(set.Patterns(hooks.PostToolUse)), "groups", len(set.Groups))
+	return tools.NewClient(host.Conn(tools.Key)).Intercept(ctx, hooks.Interception(set, set, cfg.BashTools))
 }
 
 // settingsFiles are the files read, in order.
@@ -171,7 +153,7 @@ func load(cfg config, home string) (*hooks.Set, []string, error) {
 		}
 		at := hooks.Locate(file, raw)
 		for _, event := range sortedKeys(s.Hooks) {
-			if event != preToolUse && event != postToolUse {
+			if event != hooks.PreToolUse && event != hooks.PostToolUse {
 				notes = append(notes, fmt.Sprintf("%s: %s hooks are not run: dsh sees tool calls, not Claude Code's %s", at.At("hooks/"+event), event, event))
 				continue
 			}

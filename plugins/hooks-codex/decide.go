@@ -294,13 +294,13 @@ func exited(r hooks.Ran) (ok, two bool, stderr, failed string) {
 
 func (b *bridge) Before(ctx context.Context, req *tools.BeforeCall) (*tools.BeforeDecision, error) {
 	c := req.Call
-	b.background(ctx, preToolUse, c, nil)
-	hs := b.hooks.sync.MatchingAll(preToolUse, c.Alias)
+	b.background(ctx, hooks.PreToolUse, c, nil)
+	hs := b.hooks.sync.MatchingAll(hooks.PreToolUse, c.Alias)
 	if len(hs) == 0 {
 		return &tools.BeforeDecision{}, nil
 	}
 	d := &tools.BeforeDecision{}
-	ran, done := b.runner.RunCompleted(ctx, c.Owner, hs, b.payload(preToolUse, c, nil))
+	ran, done := b.runner.RunCompleted(ctx, c.Owner, hs, b.payload(hooks.PreToolUse, c, nil))
 	var block string
 	var contexts []string
 	var updated json.RawMessage
@@ -414,14 +414,14 @@ func (b *bridge) background(ctx context.Context, event string, c *tools.Intercep
 func (b *bridge) After(ctx context.Context, req *tools.AfterCall) (*tools.AfterFeedback, error) {
 	c := req.Call
 	resp := hooks.ToolResponse(c.Alias, req.Result)
-	b.background(ctx, postToolUse, c, resp)
-	hs := b.hooks.sync.MatchingAll(postToolUse, c.Alias)
+	b.background(ctx, hooks.PostToolUse, c, resp)
+	hs := b.hooks.sync.MatchingAll(hooks.PostToolUse, c.Alias)
 	if len(hs) == 0 {
 		return &tools.AfterFeedback{}, nil
 	}
 	fb := &tools.AfterFeedback{}
 	var feedback, stops []string
-	for _, r := range b.runner.Run(ctx, c.Owner, hs, b.payload(postToolUse, c, resp)) {
+	for _, r := range b.runner.Run(ctx, c.Owner, hs, b.payload(hooks.PostToolUse, c, resp)) {
 		ok, two, stderr, failed := exited(r)
 		switch {
 		case two:

@@ -239,7 +239,7 @@ func (l *loaded) add(file string, ev *events, at locator) (n int, err error) {
 			continue
 		}
 		switch event {
-		case preToolUse, postToolUse:
+		case hooks.PreToolUse, hooks.PostToolUse:
 		case "PermissionRequest":
 			l.notes = append(l.notes, fmt.Sprintf("%s: PermissionRequest hooks are not run: Codex runs them only where it would ask for approval, and dsh's approvals (ctx.approval) are not seen by this bridge", at.At("hooks/"+event)))
 			n += len(groups)

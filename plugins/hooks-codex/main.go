@@ -11,10 +11,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
@@ -37,12 +35,6 @@ type config struct {
 	// BashTools are the tools the hooks see as Bash.
 	BashTools []string `json:"bashTools" desc:"the dsh tools the hooks see as Bash, their command as its command ([bash]); others are mcp__dsh__<tool>"`
 }
-
-// The events bridged: dsh sees tool calls, not prompts, turns or sessions.
-const (
-	preToolUse  = "PreToolUse"
-	postToolUse = "PostToolUse"
-)
 
 type bridge struct {
 	log    hclog.Logger
@@ -72,12 +64,7 @@ func (b *bridge) Dispose(context.Context) error { return nil }
 // Codex finds it.
 func resolve(cfg config, getenv func(string) string) (config, error) {
 	var err error
-	if cfg.ProjectDir == "" {
-		if cfg.ProjectDir, err = os.Getwd(); err != nil {
-			return cfg, fmt.Errorf("no project folder: %w", err)
-		}
-	}
-	if cfg.ProjectDir, err = filepath.Abs(cfg.ProjectDir); err != nil {
+	if cfg.ProjectDir, err = hooks.ProjectDir(cfg.ProjectDir); err != nil {
 		return cfg, err
 	}
 	if cfg.CodexHome == "" {
@@ -114,15 +101,8 @@ func (b *bridge) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage)
 	b.runner = &hooks.Runner{Shell: shell.NewClient(host.Conn(shell.Key), ""), Dir: cfg.ProjectDir}
 	b.ids = hooks.NewIDs()
 	all := &hooks.Set{Groups: append(append([]hooks.Group{}, l.sync.Groups...), l.async.Groups...)}
-	b.log.Info("hooks read", "PreToolUse", len(all.Patterns(preToolUse)), "PostToolUse", len(all.Patterns(postToolUse)), "groups", len(all.Groups))
-	return tools.NewClient(host.Conn(tools.Key)).Intercept(ctx, &tools.Interception{
-		Patterns:    all.Patterns(preToolUse, postToolUse),
-		Aliases:     hooks.BashAliases(cfg.BashTools),
-		AliasPrefix: "mcp__dsh__",
-		Before:      len(all.Patterns(preToolUse)) > 0,
-		After:       len(all.Patterns(postToolUse)) > 0,
-		TimeoutMs:   (l.sync.Longest(preToolUse, postToolUse) + 10*time.Second).Milliseconds(),
-	})
+	b.log.Info("hooks read", "PreToolUse", len(all.Patterns(hooks.PreToolUse)), "PostToolUse", len(all.Patterns(hooks.PostToolUse)), "groups", len(all.Groups))
+	return tools.NewClient(host.Conn(tools.Key)).Intercept(ctx, hooks.Interception(all, l.sync, cfg.BashTools))
 }
 
 func main() { sdk.Serve(&bridge{}) }
