@@ -1,9 +1,11 @@
 package subprocess
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // pristine reads a cgroup's state with bare reads relative to its
@@ -62,4 +64,56 @@ func TestPristineSeesEveryChange(t *testing.T) {
 	if !byPath.pristine() || !byPath.empty() {
 		t.Fatal("read by path, the cgroup is not pristine and empty")
 	}
+}
+
+// Every way a command runs gives its cgroup back once it has ended: a
+// spawned process and a foreground Run (which waits on its caller's
+// goroutine) back to the pool, a terminal (its tree killed at close, so
+// the cgroup is poisoned) removed; in one manager, each after the other.
+func TestEveryEndGivesTheCgroupBack(t *testing.T) {
+	m := newManager(t)
+	if !m.Cgroups() {
+		t.Skip("no writable cgroup v2 hierarchy here")
+	}
+	released := func(what string, p *Process, idle, made int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			p.cgMu.Lock()
+			held := p.cg != nil
+			p.cgMu.Unlock()
+			m.cg.mu.Lock()
+			i, n := len(m.cg.idle), m.cg.made
+			m.cg.mu.Unlock()
+			if !held && i == idle && n == made {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after %s: cgroup still held %v, %d idle of %d made (want %d of %d)", what, held, i, n, idle, made)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	p, err := m.Spawn(Spec{Argv: []string{"true"}, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	released("a spawned process", p, 1, 1)
+	if p, err = m.Run(Spec{Argv: []string{"true"}, Dir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	released("a foreground run", p, 1, 1)
+	term := shellOn(t, m, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := term.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-term.Done()
+	released("a closed terminal", term.p, 0, 1)
+	if p, err = m.Run(Spec{Argv: []string{"true"}, Dir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	released("a run after the terminal", p, 1, 2)
 }

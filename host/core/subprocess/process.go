@@ -34,7 +34,6 @@ type Process struct {
 	stdout, stderr *stream
 	exited         chan struct{} // main process reaped
 	done           chan struct{} // tree gone, output drained
-	inline         bool          // its wait runs on Run's goroutine
 	killOnce       sync.Once
 	causeOnce      sync.Once
 	unwatch        []func() bool // stop the timeout's timer and the abort's hook
@@ -66,7 +65,8 @@ func newProcess(m *Manager, id string, spec Spec) *Process {
 
 // start starts the process and returns its wait (reap, end the tree, drain
 // the output), which the caller runs: on a goroutine of its own, or on its
-// own goroutine when it only waits for the end anyway.
+// own goroutine when it only waits for the end anyway. Once it returns,
+// the caller gives the tree back (releaseTree).
 func (p *Process) start(path string, env []string) (wait func(), err error) {
 	cmd := exec.Command(path, p.spec.Argv[1:]...)
 	cmd.Args = p.spec.Argv
@@ -185,13 +185,6 @@ func (p *Process) wait(readers *sync.WaitGroup, outR, errR *os.File, waitFn func
 	p.stderr.finish()
 	close(p.done)
 	p.runAfterDone()
-	// The tree is gone: letting go of what tracked it need not delay the
-	// caller, nor a Run that waits on this goroutine.
-	if p.inline {
-		go p.releaseTree()
-	} else {
-		p.releaseTree()
-	}
 }
 
 // watch arms the fused deadline: the timeout, the caller's abort and an

@@ -305,7 +305,6 @@ func (m *Manager) spawn(spec Spec, inline bool) (*Process, error) {
 		return nil, err
 	}
 	p := newProcess(m, id, spec)
-	p.inline = inline
 	wait, err := p.start(path, env)
 	if err != nil {
 		return nil, &Error{Op: "start", Argv: spec.Argv, Err: err}
@@ -313,10 +312,16 @@ func (m *Manager) spawn(spec Spec, inline bool) (*Process, error) {
 	m.mu.Lock()
 	m.procs[id] = p
 	m.mu.Unlock()
+	// Once the tree is gone, letting go of what tracked it need not delay
+	// anyone: not a caller of Done, nor a Run that waits here.
 	if inline {
 		wait()
+		go p.releaseTree()
 	} else {
-		go wait()
+		go func() {
+			wait()
+			p.releaseTree()
+		}()
 	}
 	return p, nil
 }
@@ -475,12 +480,17 @@ func lookPath(name string, env []string) (string, error) {
 		if dir == "" {
 			dir = "."
 		}
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+		if p := filepath.Join(dir, name); executable(p) {
 			return p, nil
 		}
 	}
 	return "", fmt.Errorf("%w on PATH %q", exec.ErrNotFound, path)
+}
+
+// executable reports whether p is a file anyone may execute.
+func executable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
 // pathOf is the PATH of an environment (the last one, as exec takes it).
@@ -502,16 +512,14 @@ func pathOf(env []string) string {
 // looked up by the shell.
 func (m *Manager) program(name string, env []string) (string, error) {
 	if strings.Contains(name, "/") {
-		return exec.LookPath(name)
+		return lookPath(name, env)
 	}
 	key := pathOf(env) + "\x00" + name
 	m.foundMu.Lock()
 	p, ok := m.found[key]
 	m.foundMu.Unlock()
-	if ok {
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
+	if ok && executable(p) {
+		return p, nil
 	}
 	p, err := lookPath(name, env)
 	m.foundMu.Lock()

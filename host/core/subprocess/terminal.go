@@ -199,7 +199,10 @@ func (t *Terminal) start(path string, env []string) error {
 	readers.Add(1)
 	go t.pump(&readers)
 	p.watch()
-	go p.wait(&readers, master, nil, waitFn)
+	go func() {
+		p.wait(&readers, master, nil, waitFn)
+		p.releaseTree()
+	}()
 	return nil
 }
 
