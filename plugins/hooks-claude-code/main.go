@@ -65,8 +65,6 @@ func (b *bridge) Register(s *grpc.Server) {
 	toolsv1.RegisterToolInterceptorServer(s, tools.NewInterceptorServer(b))
 }
 
-func (b *bridge) Dispose(context.Context) error { return nil }
-
 func (b *bridge) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage) error {
 	cfg, err := sdk.DecodeConfig[config](raw)
 	if err != nil {

@@ -58,8 +58,6 @@ func (b *bridge) Register(s *grpc.Server) {
 	toolsv1.RegisterToolInterceptorServer(s, tools.NewInterceptorServer(b))
 }
 
-func (b *bridge) Dispose(context.Context) error { return nil }
-
 // resolve fills in the folders: the working directory, Codex's home as
 // Codex finds it.
 func resolve(cfg config, getenv func(string) string) (config, error) {
