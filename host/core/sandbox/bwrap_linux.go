@@ -180,6 +180,11 @@ func (b *Bubblewrap) Wrap(p *sandbox.Policy, mode string, opt Options, argv []st
 	roots = slices.DeleteFunc(roots, fresh)
 	hides = outermost(slices.DeleteFunc(hides, fresh))
 	shows = outermost(shows)
+	tmp, err := planBwrapTmp(opt, mode, roots)
+	if err != nil {
+		return nil, err
+	}
+	hides = tmp.hides(hides, shows, allowed)
 
 	args := []string{b.Path,
 		"--unshare-user", "--disable-userns",
@@ -190,6 +195,7 @@ func (b *Bubblewrap) Wrap(p *sandbox.Policy, mode string, opt Options, argv []st
 	}
 	args = append(args, "--cap-drop", "ALL", "--new-session", "--die-with-parent",
 		"--ro-bind", "/", "/")
+	args = append(args, tmp.rootArgs(allowed, hides)...)
 	// Parents before children: a later mount covers what an earlier one
 	// put inside it.
 	for _, r := range roots {
@@ -217,6 +223,7 @@ func (b *Bubblewrap) Wrap(p *sandbox.Policy, mode string, opt Options, argv []st
 		args = append(args, "--ro-bind", pp, pp)
 	}
 	args = append(args, "--dev", "/dev", "--proc", "/proc")
+	args = append(args, tmp.devArgs()...)
 	for _, h := range hides {
 		args = append(args, "--tmpfs", h)
 		for _, s := range shows {
@@ -236,7 +243,7 @@ func (b *Bubblewrap) Wrap(p *sandbox.Policy, mode string, opt Options, argv []st
 		return nil, err
 	}
 	for _, s := range sockets {
-		if fresh(s) || under(allowed, s) || (under(hides, s) && !under(shows, s)) {
+		if fresh(s) || under(allowed, s) || (under(hides, s) && !under(shows, s)) || tmp.hidden(s) {
 			continue
 		}
 		args = append(args, "--ro-bind", "/dev/null", s)

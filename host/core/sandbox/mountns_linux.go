@@ -54,6 +54,7 @@ type mountPlan struct {
 	show     []string // directories inside a hidden one bound back read-only
 	// keepCgroups leaves cgroup file systems visible (tests only).
 	keepCgroups bool
+	tmp         *privateTmp // the owner's temporary folder; nil for none
 }
 
 // namespaces are a policy's built namespaces, as open
@@ -327,6 +328,11 @@ func (pl *mountPlan) build() (int, error) {
 			return -1, fmt.Errorf("writable root %s without devices: %w", w, err)
 		}
 	}
+	tmpfds, err := pl.tmp.clone()
+	if err != nil {
+		return -1, err
+	}
+	defer closeAll(tmpfds)
 	// So are the devices the command keeps, while they still work.
 	devs := make([]int, len(devNodes))
 	defer func() {
@@ -395,8 +401,14 @@ func (pl *mountPlan) build() (int, error) {
 			return -1, fmt.Errorf("hide %s: %w", h, err)
 		}
 	}
+	if err := pl.tmp.cover(tmpfds); err != nil {
+		return -1, err
+	}
 	if err := newDev(devs); err != nil {
 		return -1, fmt.Errorf("/dev: %w", err)
+	}
+	if err := pl.tmp.shm(tmpfds); err != nil {
+		return -1, err
 	}
 	nsfd, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {

@@ -13,4 +13,8 @@ type Options struct {
 	// ReadOnly are paths kept read-only even inside a writable root (the
 	// plugin binaries the host runs).
 	ReadOnly []string
+	// Tmp is the owner's private temporary folder (made by [Temps]; ""
+	// for none): in workspace-write mode its tmp is the command's /tmp
+	// and TMPDIR, its shm the command's /dev/shm.
+	Tmp string
 }

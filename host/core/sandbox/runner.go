@@ -111,6 +111,7 @@ func (r *Runner) wrap(req *sandbox.WrapRequest, add Options) (*sandbox.Wrapped, 
 		Hide:     append(slices.Clone(r.opt.Hide), add.Hide...),
 		Show:     append(slices.Clone(r.opt.Show), add.Show...),
 		ReadOnly: append(slices.Clone(r.opt.ReadOnly), add.ReadOnly...),
+		Tmp:      add.Tmp,
 	}
 	if len(req.Argv) == 0 {
 		return nil, unavailable("sandbox: nothing to confine (an empty command line)")
@@ -197,6 +198,7 @@ func Token(p *sandbox.Policy, mode string, opt Options) string {
 	field(mode)
 	field(p.WorkspaceRoot)
 	fmt.Fprintf(h, "%v;", p.Network)
+	field(opt.Tmp)
 	for _, list := range [][]string{p.WritableRoots, p.ProtectedPaths, p.UnixSockets, opt.Hide, opt.Show, opt.ReadOnly} {
 		fmt.Fprintf(h, "%d;", len(list))
 		for _, s := range list {
@@ -224,7 +226,7 @@ func (r *Runner) wrapLandlock(req *sandbox.WrapRequest, opt Options) (*sandbox.W
 		if ok {
 			r.retired = append(r.retired, c)
 		}
-		r.prepared[token] = next
+		r.prepared[token] = hold(next, opt.Tmp, req.Mode)
 	}
 	layers := []string{"landlock", "mount", "seccomp", "capabilities"}
 	if !req.Policy.Network {

@@ -147,6 +147,11 @@ func prepare(p *sandbox.Policy, mode string, opt Options, skip layers) (*Confine
 		return nil, fmt.Errorf("sandbox: mount namespace: %w", err)
 	}
 	plan.keepCgroups = skip&layerHideCgroups != 0
+	tmpStates, err := plan.planTmp(opt.Tmp, mode)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: mount namespace: %w", err)
+	}
+	watched = append(watched, tmpStates...)
 	rules := []landlock.Rule{
 		landlock.RODirs("/"),
 		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx").WithIoctlDev().IgnoreIfMissing(),
@@ -154,6 +159,9 @@ func prepare(p *sandbox.Policy, mode string, opt Options, skip layers) (*Confine
 	}
 	if len(writable) > 0 {
 		rules = append(rules, landlock.RWDirs(writable...).WithRefer())
+	}
+	if plan.tmp != nil {
+		rules = append(rules, plan.tmp.rule())
 	}
 	// The ruleset is made in the namespace: its devpts is not the host's.
 	var fd int
