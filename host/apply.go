@@ -529,7 +529,7 @@ func (h *Host) applyEntryAs(en *entry, spec applySpec) func(context.Context, *re
 		// Processes the plugin owns (spawned without naming another owner)
 		// go with it; disposed before the plugin process itself stops.
 		if _, err := s.Effect("processes of "+en.id, func(ctx context.Context) error {
-			return h.sub.ReleaseOwner(ctx, en.id)
+			return errors.Join(h.sub.ReleaseOwner(ctx, en.id), h.releaseTemp(en.id))
 		}); err != nil {
 			_ = proc.Stop(context.WithoutCancel(ctx))
 			return err

@@ -90,7 +90,7 @@ func (h *Host) registerCore(s *grpc.Server, c caller) {
 		}
 		return id
 	}
-	subprocessv1.RegisterSubprocessServer(s, subprocess.NewServer(&hsub.Service{M: h.sub, Caller: c.callerID(), Owner: owner, Call: call, Confinement: h.runner.Confinement}))
+	subprocessv1.RegisterSubprocessServer(s, subprocess.NewServer(&hsub.Service{M: h.sub, Caller: c.callerID(), Owner: owner, Call: call, Confinement: h.runner.Confinement, ConfinementEnv: h.runner.Env}))
 	jobsv1.RegisterJobsServer(s, jobs.NewServer(&hjobs.Service{M: h.jobs, Caller: c.callerID(), Owner: owner, Reaches: func(key string) error { return h.authorize(c, key) }}))
 	toolsv1.RegisterToolsServer(s, tools.NewServer(h.tools.For(toolCaller{c})))
 	sandboxv1.RegisterSandboxPolicyServer(s, sandbox.NewServer(h.sandbox))
@@ -161,7 +161,7 @@ func runnerOf(section *composition.Sandbox) string {
 func (h *Host) confineOptions(owner string) hsandbox.Options {
 	spill := h.sub.OwnerSpillDir(owner)
 	_ = os.MkdirAll(spill, 0o700) // a mount point before any file spills
-	opt := hsandbox.Options{Show: []string{spill}}
+	opt := hsandbox.Options{Show: []string{spill}, Tmp: h.ownerTemp(owner)}
 	if self := selfBinary(); self != "" {
 		opt.ReadOnly = append(opt.ReadOnly, self)
 	}

@@ -53,6 +53,10 @@ type Options struct {
 	// RuntimeBase is the directory under which each host makes its runtime
 	// directory; "" means $XDG_RUNTIME_DIR/dsh or <tmp>/dsh-<uid>.
 	RuntimeBase string
+	// TempBase is the directory under which each host makes the private
+	// temporary folders of the owners of sandboxed commands; "" means
+	// <tmp>/dsh-<uid>-tmp.
+	TempBase string
 	// SpillDir, if set, holds spill files instead of the runtime directory,
 	// and they are left in place when the host stops (dsh call prints
 	// their paths).
@@ -80,6 +84,7 @@ type Host struct {
 	tools    *toolRegistry       // ctx.tools
 	sandbox  *hsandbox.Service   // ctx.sandboxPolicy
 	runner   *hsandbox.Runner    // ctx.sandbox
+	temps    *hsandbox.Temps     // owners' temporary folders in the sandbox; nil for none
 	approval *happroval.Policy   // ctx.approval
 	core     *registry.Scope     // the host's own scope, which provides the core keys
 	calls    calls               // the tool calls in flight and whom they serve
@@ -256,6 +261,14 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 	if err := sub.StartWatchdog(opts.WatchdogExe); err != nil {
 		opts.Logger.Warn("no watchdog: command trees may outlive a killed host", "error", err)
 	}
+	temps, err := hsandbox.OpenTemps(opts.TempBase)
+	if err != nil {
+		opts.Logger.Warn("no private temporary folders: sandboxed commands see the host's /tmp, read-only", "error", err)
+	}
+	hide := []string{rt.base}
+	if temps != nil {
+		hide = append(hide, temps.Base())
+	}
 	h := &Host{
 		opts:     opts,
 		log:      opts.Logger,
@@ -264,7 +277,8 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 		sub:      sub,
 		tools:    newToolRegistry(),
 		sandbox:  hsandbox.New(comp.Sandbox),
-		runner:   hsandbox.NewRunner(runnerOf(comp.Sandbox), hsandbox.Options{Hide: []string{rt.base}}),
+		runner:   hsandbox.NewRunner(runnerOf(comp.Sandbox), hsandbox.Options{Hide: hide}),
+		temps:    temps,
 		approval: happroval.NewPolicy(comp.Approval, opts.Logger.Named("approval")),
 		byID:     map[string]*entry{},
 		applied:  comp,
@@ -332,7 +346,7 @@ func (h *Host) Close(ctx context.Context) error {
 		h.bg.Wait()
 		h.tools.Close()
 		h.jobs.Close()
-		errs = append(errs, h.terms.Close(ctx), h.sub.Close(ctx), h.runner.Close())
+		errs = append(errs, h.terms.Close(ctx), h.sub.Close(ctx), h.runner.Close(), h.closeTemps())
 		errs = append(errs, h.rt.remove())
 		h.closeErr = errors.Join(errs...)
 	})

@@ -199,12 +199,12 @@ func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMe
 func (h *Host) SpillDir(owner string) string { return h.sub.OwnerDir(owner) }
 
 // ReleaseOwner ends everything an agent owns: its jobs are killed and
-// forgotten, its terminal sessions closed, its processes killed and its
-// spill files removed.
+// forgotten, its terminal sessions closed, its processes killed, its
+// spill files and its temporary folder removed.
 func (h *Host) ReleaseOwner(ctx context.Context, owner string) error {
 	h.jobs.ReleaseOwner(owner)
 	err := h.terms.ReleaseOwner(ctx, owner)
-	return errors.Join(err, h.sub.ReleaseOwner(ctx, owner))
+	return errors.Join(err, h.sub.ReleaseOwner(ctx, owner), h.releaseTemp(owner))
 }
 
 // Progress asks CallTool to report a running call's latest output line:

@@ -3,6 +3,7 @@ package subprocess
 import (
 	"context"
 	"errors"
+	"maps"
 	"time"
 
 	"github.com/dshrun/dsh/core/subprocess"
@@ -27,6 +28,10 @@ type Service struct {
 	// ready by ctx.sandbox). Without it, or for a name it does not know,
 	// a request with a confinement is refused.
 	Confinement func(token string) (func() error, error)
+	// ConfinementEnv, if set, is what the environment of a command
+	// spawned under a confinement must hold (its TMPDIR): set over the
+	// request's explicit variables.
+	ConfinementEnv func(token string) map[string]string
 }
 
 var _ subprocess.Processes = (*Service)(nil)
@@ -73,8 +78,26 @@ func (s *Service) spec(ctx context.Context, req *subprocess.SpawnRequest) (Spec,
 			return spec, err
 		}
 		spec.Confine = confine
+		spec.Env = s.confinedEnv(req.Confinement, spec.Env)
 	}
 	return spec, nil
+}
+
+// confinedEnv is env with what the confinement token sets over it.
+func (s *Service) confinedEnv(token string, env map[string]string) map[string]string {
+	if s.ConfinementEnv == nil {
+		return env
+	}
+	set := s.ConfinementEnv(token)
+	if len(set) == 0 {
+		return env
+	}
+	out := maps.Clone(env)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, set)
+	return out
 }
 
 // confinement is what applies the confinement token names, or why the

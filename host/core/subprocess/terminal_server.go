@@ -36,6 +36,7 @@ func (s *Service) SpawnTerminal(ctx context.Context, req *subprocess.TerminalReq
 			return nil, err
 		}
 		spec.Confine = confine
+		spec.Env = s.confinedEnv(req.Confinement, spec.Env)
 	}
 	t, err := s.M.SpawnTerminal(spec)
 	if err != nil {
