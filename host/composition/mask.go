@@ -132,6 +132,7 @@ func (c *Composition) Masked() map[string]any {
 			"defaultMode":    sb.DefaultMode,
 			"workspaceRoot":  sb.WorkspaceRoot,
 			"writableRoots":  orEmpty(sb.WritableRoots),
+			"cacheRoots":     orEmpty(sb.CacheRoots),
 			"network":        sb.Network,
 			"protectedPaths": orEmpty(sb.ProtectedPaths),
 			"unixSockets":    orEmpty(sb.UnixSockets),

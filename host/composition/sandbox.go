@@ -15,6 +15,7 @@ type Sandbox struct {
 	DefaultMode   string   // ModeReadOnly, ModeWorkspaceWrite or ModeDangerFullAccess
 	WorkspaceRoot string   // writable in workspace-write mode
 	WritableRoots []string // more writable roots, beside the workspace
+	CacheRoots    []string // writable like them; no protected paths in them (caches.go)
 	Network       bool     // network reachable from confined commands
 	// ProtectedPaths stay read-only inside the writable roots: .git/config,
 	// .git/hooks, .claude and .codex of each root, the composition file,
@@ -45,7 +46,7 @@ const (
 var (
 	sandboxModes   = []string{ModeReadOnly, ModeWorkspaceWrite, ModeDangerFullAccess}
 	sandboxRunners = []string{RunnerAuto, RunnerLandlock, RunnerBubblewrap}
-	sandboxKeys    = []string{"defaultMode", "workspaceRoot", "writableRoots", "network", "protectedPaths", "unixSockets", "runner"}
+	sandboxKeys    = []string{"defaultMode", "workspaceRoot", "writableRoots", "network", "protectedPaths", "unixSockets", "runner", "cacheRoots"}
 	// protectedInRoot are kept read-only in every writable root: what
 	// would let a command change how the agent's tools or git behave
 	// later. A commit still works: .git/index, objects and refs stay
@@ -114,6 +115,7 @@ func (p *parser) sandbox(c *Composition, kp pair, v any) {
 	var workspacePair pair
 	var networkSet bool
 	var extraProtected []string
+	var caches []cacheRoot
 	for _, sp := range pairs(kp.val) {
 		if !p.usable(sp.val) {
 			continue
@@ -159,6 +161,8 @@ func (p *parser) sandbox(c *Composition, kp pair, v any) {
 			for _, s := range list {
 				extraProtected = append(extraProtected, path(s))
 			}
+		case "cacheRoots":
+			caches = p.cacheRoots(sp, m[sp.name], home)
 		case "unixSockets":
 			list, _ := strs(sp)
 			for _, s := range list {
@@ -193,6 +197,7 @@ func (p *parser) sandbox(c *Composition, kp pair, v any) {
 			sb.ProtectedPaths = append(sb.ProtectedPaths, x)
 		}
 	}
+	p.checkCacheRoots(sb, caches)
 	c.Sandbox = sb
 }
 
@@ -214,6 +219,6 @@ func (s *Sandbox) String() string {
 	if s == nil {
 		return "no sandbox section"
 	}
-	return fmt.Sprintf("%s, workspace %s, %d more writable roots, network %v, %d protected paths, %d unix sockets, runner %s",
-		s.DefaultMode, s.WorkspaceRoot, len(s.WritableRoots), s.Network, len(s.ProtectedPaths), len(s.UnixSockets), s.Runner)
+	return fmt.Sprintf("%s, workspace %s, %d more writable roots, %d cache roots, network %v, %d protected paths, %d unix sockets, runner %s",
+		s.DefaultMode, s.WorkspaceRoot, len(s.WritableRoots), len(s.CacheRoots), s.Network, len(s.ProtectedPaths), len(s.UnixSockets), s.Runner)
 }

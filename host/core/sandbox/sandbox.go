@@ -50,9 +50,11 @@ func PolicyOf(section *composition.Sandbox) *sandbox.Policy {
 		return nil
 	}
 	return &sandbox.Policy{
-		DefaultMode:    section.DefaultMode,
-		WorkspaceRoot:  section.WorkspaceRoot,
-		WritableRoots:  slices.Clone(section.WritableRoots),
+		DefaultMode:   section.DefaultMode,
+		WorkspaceRoot: section.WorkspaceRoot,
+		// Cache roots are writable roots to the runners: in workspace-write
+		// mode only.
+		WritableRoots:  slices.Concat(section.WritableRoots, section.CacheRoots),
 		Network:        section.Network,
 		ProtectedPaths: slices.Clone(section.ProtectedPaths),
 		UnixSockets:    slices.Clone(section.UnixSockets),

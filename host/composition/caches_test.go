@@ -1,0 +1,65 @@
+package composition
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// sandbox.cacheRoots: none by default; ~ is HOME; a missing one is made;
+// what is odd (relative, /, HOME, a protected path or what holds one) is
+// refused at its line.
+func TestSandboxCacheRoots(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(dir, "home")
+	for _, d := range []string{"ws", "home", "home/.npm", "elsewhere"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := map[string]string{"HOME": home}
+	c, err := loadSandbox(t, dir, "sandbox: {workspaceRoot: ws}\nplugins: []\n", env)
+	if err != nil || len(c.Sandbox.CacheRoots) != 0 {
+		t.Fatalf("by default: %v %v", c.Sandbox.CacheRoots, err)
+	}
+	c, err = loadSandbox(t, dir, "sandbox:\n  workspaceRoot: ws\n  cacheRoots: [~/.npm, ~/.cache/go-build, "+filepath.Join(dir, "elsewhere")+"]\nplugins: []\n", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(home, ".npm"), filepath.Join(home, ".cache/go-build"), filepath.Join(dir, "elsewhere")}
+	if !slices.Equal(c.Sandbox.CacheRoots, want) {
+		t.Fatalf("cache roots: %v, want %v", c.Sandbox.CacheRoots, want)
+	}
+	if fi, err := os.Stat(filepath.Join(home, ".cache/go-build")); err != nil || !fi.IsDir() {
+		t.Fatalf("a missing cache root was not made: %v", err)
+	}
+	if slices.Contains(c.Sandbox.ProtectedPaths, filepath.Join(home, ".npm", ".git/config")) {
+		t.Fatal("a cache root got a project's protected paths")
+	}
+	if m, ok := c.Masked()["sandbox"].(map[string]any); !ok || !slices.Equal(m["cacheRoots"].([]string), want) {
+		t.Fatalf("masked: %v", c.Masked()["sandbox"])
+	}
+	for _, bad := range []struct{ yaml, want string }{
+		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots:\n    - ~/.npm\n    - .cache\n", "comp.yaml:5: sandbox.cacheRoots: .cache is a relative path"},
+		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [/]\n", "comp.yaml:3: sandbox.cacheRoots: / cannot be a cache root"},
+		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: ['~']\n", "sandbox.cacheRoots: " + home + " cannot be a cache root"},
+		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [" + filepath.Join(dir, "ws", ".git", "hooks") + "]\n", "comp.yaml:3: sandbox.cacheRoots: " + filepath.Join(dir, "ws", ".git", "hooks") + " cannot be a cache root: the protected path"},
+		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [" + dir + "]\n", "cannot be a cache root: the protected path"},
+		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [" + filepath.Join(dir, "comp.yaml") + "]\n", "comp.yaml:3: sandbox.cacheRoots: " + filepath.Join(dir, "comp.yaml") + " cannot be made"},
+		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: ~/.npm\n", "sandbox.cacheRoots must be a list of paths"},
+		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [3]\n", "sandbox.cacheRoots: want a path"},
+	} {
+		_, err := loadSandbox(t, dir, bad.yaml+"plugins: []\n", env)
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%q: %v, want %q", bad.yaml, err, bad.want)
+		}
+	}
+	if _, err := loadSandbox(t, dir, "sandbox:\n  cacheRoots: [~/.npm]\nplugins: []\n", nil); err == nil || !strings.Contains(err.Error(), "HOME is not set") {
+		t.Errorf("~ without HOME: %v", err)
+	}
+}
