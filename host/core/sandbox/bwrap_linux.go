@@ -38,6 +38,8 @@ import (
 //     fails, unless Policy.UnixSockets names it or a directory above it
 //     (one under a hidden directory is bound back in); each cover costs
 //     bwrap about 0.15 ms;
+//   - in workspace-write mode, the owner's temporary folder (Options.Tmp,
+//     bwraptmp_linux.go) on /tmp and /dev/shm, TMPDIR=/tmp;
 //   - a fresh /dev (null, zero, full, random, urandom, tty, a private pts
 //     for PTYs) and a /proc of its own PID namespace: no other process can
 //     be seen, signalled or read (/proc/PID/environ);
@@ -53,8 +55,8 @@ import (
 //     shared mount (systemd's default for /), appear inside writable:
 //     bwrap's mounts receive the host's as slaves (Landlock's rules cover
 //     new mounts too);
-//   - /dev and /dev/shm are a private writable tmpfs (gone with the
-//     command; Landlock forbids writing there).
+//   - /dev is a private writable tmpfs (gone with the command; Landlock
+//     forbids writing there), and so is /dev/shm in read-only mode.
 //
 // What neither blocks: unix sockets bound less than socketSettle before
 // Wrap ran or after it, or by processes in another network namespace; abstract unix sockets and the whole network

@@ -23,9 +23,10 @@ import (
 //     its loopback, up), and its IPC namespace;
 //  3. the policy's mount namespace (mountns_linux.go): everything
 //     read-only but the writable roots, protected paths read-only inside
-//     them, the host's runtime directory and cgroups hidden, a /dev of its
-//     own and no device nodes elsewhere, the command's root not the
-//     namespace's;
+//     them, the host's runtime directory and cgroups hidden, in
+//     workspace-write the owner's temporary folder on /tmp and /dev/shm
+//     (tmp_linux.go), a /dev of its own and no device nodes elsewhere,
+//     the command's root not the namespace's;
 //  4. no new privileges;
 //  5. Landlock: read everywhere, write only in the writable roots and the
 //     terminal and null devices; no signals and no abstract unix sockets
