@@ -55,7 +55,7 @@ func deniedWrite(text string) bool {
 func TestSandboxSession(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
-	ws, outside := t.TempDir(), t.TempDir()
+	ws, outside := t.TempDir(), outsideTmp(t)
 	s := startServe(t, ctx, sandboxComp(ws, "workspace-write", ""))
 
 	f := fault(t, "sandbox: a write outside the workspace")
@@ -185,7 +185,7 @@ func TestSandboxSession(t *testing.T) {
 func TestSandboxUnavailable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	ws, outside := t.TempDir(), t.TempDir()
+	ws, outside := t.TempDir(), outsideTmp(t)
 	s := startServe(t, ctx, sandboxComp(ws, "workspace-write", ""))
 	f := fault(t, "sandbox: the workspace removed, so nothing can be confined")
 	if err := os.RemoveAll(ws); err != nil {
@@ -279,7 +279,7 @@ func TestSandboxBubblewrapSession(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	ws, outside := t.TempDir(), t.TempDir()
+	ws, outside := t.TempDir(), outsideTmp(t)
 	s := startServe(t, ctx, sandboxComp(ws, "workspace-write", "  runner: bubblewrap\n"))
 	f := fault(t, "sandbox (bubblewrap): a write outside, then git, a timeout, the next commands")
 	target := filepath.Join(outside, "escaped")
@@ -309,7 +309,7 @@ func TestSandboxBubblewrapSession(t *testing.T) {
 func TestSandboxedTerminals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
-	ws, outside := t.TempDir(), t.TempDir()
+	ws, outside := t.TempDir(), outsideTmp(t)
 	s := startHTTP(t, fmt.Sprintf(`sandbox:
   defaultMode: workspace-write
   workspaceRoot: %s
@@ -361,7 +361,7 @@ plugins:
 func TestClaudeHooksConfined(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ws, outside := t.TempDir(), t.TempDir()
+	ws, outside := t.TempDir(), outsideTmp(t)
 	writeSettings(t, ws, map[string]any{"PreToolUse": []any{group("Bash",
 		cmdHook("touch "+filepath.Join(ws, "hook-inside")+" && touch "+filepath.Join(outside, "hook-escaped")))}})
 	s := startServe(t, ctx, fmt.Sprintf(`sandbox:
