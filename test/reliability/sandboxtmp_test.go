@@ -39,6 +39,9 @@ func TestSandboxTempFolders(t *testing.T) {
 	defer cancel()
 	// The host's own TMPDIR, outside /tmp: its folders are hidden from
 	// commands there too.
+	// (The test's own temporary folders stay where they were: made once
+	// before, under a short path, as sockets need.)
+	_ = t.TempDir()
 	hostTmp := outsideTmp(t)
 	t.Setenv("TMPDIR", hostTmp)
 	ws, other := outsideTmp(t), outsideTmp(t)
