@@ -23,6 +23,7 @@ type owners struct {
 	temps *Temps
 	m     *subprocess.Manager
 	pol   *sandbox.Policy
+	show  string // a folder every owner's commands may read inside a hidden one
 }
 
 func newOwners(t *testing.T, runner string, pol *sandbox.Policy) *owners {
@@ -73,7 +74,11 @@ func (o *owners) wrap(owner, mode, script string) (*sandbox.Wrapped, error) {
 		if err != nil {
 			o.t.Fatal(err)
 		}
-		return Options{Tmp: tmp}
+		opt := Options{Tmp: tmp}
+		if o.show != "" {
+			opt.Show = []string{o.show}
+		}
+		return opt
 	}}
 	return own.Wrap(context.Background(), &sandbox.WrapRequest{Argv: []string{"bash", "-c", script}, Mode: mode, Policy: sandbox.ForMode(o.pol, mode)})
 }
@@ -115,7 +120,28 @@ func TestPrivateTmp(t *testing.T) {
 					pol.WritableRoots = []string{gocache}
 				}
 			}
+			// A protected path in the workspace under /tmp, and a hidden
+			// folder under /tmp with the owner's part of it shown.
+			if err := os.MkdirAll(filepath.Join(ws, ".git"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(ws, ".git", "config"), []byte("kept\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			pol.ProtectedPaths = []string{filepath.Join(ws, ".git", "config")}
+			hidden := t.TempDir()
+			shown := filepath.Join(hidden, "spill", "a")
+			for _, d := range []string{shown, filepath.Join(hidden, "spill", "b")} {
+				if err := os.MkdirAll(d, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(d, "out"), []byte(filepath.Base(d)+"-spill\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
 			o := newOwners(t, runner, pol)
+			o.r.opt.Hide = append(o.r.opt.Hide, hidden)
+			o.show = shown
 			if _, err := o.wrap("probe", sandbox.WorkspaceWrite, "true"); err != nil && runner == sandbox.RunnerLandlock {
 				t.Skipf("no landlock runner here: %v", err)
 			}
@@ -147,13 +173,24 @@ ls /dev/shm`))
 				t.Fatal("the command wrote the host's /tmp")
 			}
 
+			// What the namespace shows under the host's /tmp is as it was:
+			// the protected path read-only, the shown folder readable, the
+			// rest of the hidden one not.
+			r := o.run("a", sandbox.WorkspaceWrite, ws, "cat "+filepath.Join(shown, "out")+"; echo x >> .git/config; cat "+filepath.Join(hidden, "spill", "b", "out"))
+			if out := string(r.Stdout.Data); out != "a-spill\n" || !strings.Contains(string(r.Stderr.Data), ".git/config") {
+				t.Fatalf("under the owner's /tmp: %q %q", out, r.Stderr.Data)
+			}
+			if b, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); string(b) != "kept\n" {
+				t.Fatalf("the protected path changed: %q", b)
+			}
+
 			// The same owner's next command finds its files.
 			if out := ok(t, "the next command", o.run("a", sandbox.WorkspaceWrite, ws, "cat /tmp/x")); out != "secret" {
 				t.Fatalf("the owner's next command: %q", out)
 			}
 			// Another owner sees neither /tmp/x nor the folder at its
 			// path on the host.
-			r := o.run("b", sandbox.WorkspaceWrite, ws, "ls -A /tmp /dev/shm; cat /tmp/x; cat "+filepath.Join(folder, "tmp", "x")+"; ls -A "+o.temps.Base())
+			r = o.run("b", sandbox.WorkspaceWrite, ws, "ls -A /tmp /dev/shm; cat /tmp/x; cat "+filepath.Join(folder, "tmp", "x")+"; ls -A "+o.temps.Base())
 			if r.ExitCode == 0 || strings.Contains(string(r.Stdout.Data), "secret") || strings.Contains(string(r.Stdout.Data), "dshprobe") || strings.Contains(string(r.Stdout.Data), "host-") {
 				t.Fatalf("another owner reached a's files: exit %d %q %q", r.ExitCode, r.Stdout.Data, r.Stderr.Data)
 			}
