@@ -562,7 +562,7 @@ plugins:
 `)
 	for _, v := range versions {
 		t.Run(v.name, func(t *testing.T) {
-			outside := t.TempDir()
+			outside := outsideTmp(t)
 			no, yes := answers("decline"), accepts(true)
 			a, b := connectUser(t, s, v.version, no), connectUser(t, s, v.version, yes)
 			if got := plainBash(t, a, "true"); strings.Contains(got, "the sandbox cannot confine commands here") {

@@ -287,7 +287,7 @@ func TestDefaultComposition(t *testing.T) {
 // the sandbox refused it.
 func TestSandboxComposition(t *testing.T) {
 	f := filepath.Join(testplugins.Root(), "compositions", "sandbox.yaml")
-	ws, outside := t.TempDir(), t.TempDir()
+	ws, outside := t.TempDir(), outsideTmp(t)
 	out, errOut, code := dsh(t, []string{"DSH_WORKSPACE=" + ws}, "call", f, "bash", fmt.Sprintf(`{"command":"echo $DSH_COMPOSITION > %s/in && cat %s/in && touch %s/out","description":"d"}`, ws, ws, outside))
 	if !strings.HasPrefix(out, "sandbox\n") || !strings.Contains(out, "[sandbox: file access denied under workspace-write mode]") {
 		t.Fatalf("exit %d, stdout %q, stderr %s", code, out, errOut)
