@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -296,4 +297,68 @@ func TestTempsSweep(t *testing.T) {
 	if _, err := live.For("b"); err == nil {
 		t.Fatal("a closed host made a folder")
 	}
+}
+
+// BenchmarkTrueTmp is BenchmarkTrue with the owner's temporary folder:
+// `true` spawned plain, confined, and confined with the folder on /tmp
+// (its workspace under the host's /tmp, kept in sight), interleaved; the
+// folder's cost is tmp minus confined.
+func BenchmarkTrueTmp(b *testing.B) {
+	ws := b.TempDir()
+	m, err := subprocess.New(subprocess.Config{SpillDir: filepath.Join(b.TempDir(), "spill")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close(b.Context())
+	temps, err := OpenTemps(filepath.Join(b.TempDir(), "temps"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer temps.Close()
+	folder, err := temps.For("bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := &sandbox.Policy{DefaultMode: sandbox.WorkspaceWrite, WorkspaceRoot: ws}
+	opt := Options{Hide: []string{temps.Base()}}
+	c, err := Prepare(p, sandbox.WorkspaceWrite, opt)
+	if err != nil {
+		b.Skipf("no runner here: %v", err)
+	}
+	defer c.Close()
+	opt.Tmp = folder
+	ct, err := Prepare(p, sandbox.WorkspaceWrite, opt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ct.Close()
+	env := tmpEnv(folder, sandbox.WorkspaceWrite)
+	spawn := func(confine func() error, env map[string]string) time.Duration {
+		start := time.Now()
+		p, err := m.Spawn(subprocess.Spec{Argv: []string{"true"}, Dir: ws, Owner: "bench", Confine: confine, Env: env})
+		if err != nil {
+			b.Fatal(err)
+		}
+		<-p.Done()
+		m.Forget(p.ID)
+		if r := p.Result(); r.ExitCode != 0 {
+			b.Fatalf("true: %+v", r)
+		}
+		return time.Since(start)
+	}
+	var plain, confined, tmp []time.Duration
+	for b.Loop() {
+		plain = append(plain, spawn(nil, nil))
+		confined = append(confined, spawn(c.Confine, nil))
+		tmp = append(tmp, spawn(ct.Confine, env))
+	}
+	med := func(d []time.Duration) time.Duration {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	b.ReportMetric(float64(med(plain).Microseconds()), "plain-µs")
+	b.ReportMetric(float64(med(confined).Microseconds()), "confined-µs")
+	b.ReportMetric(float64(med(tmp).Microseconds()), "confined-tmp-µs")
+	b.ReportMetric(float64((med(tmp) - med(plain)).Microseconds()), "overhead-µs")
 }
