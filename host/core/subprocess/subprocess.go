@@ -44,6 +44,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/dshrun/dsh/host/credential"
 )
 
 // Defaults for zero Spec fields.
@@ -69,8 +71,8 @@ type Config struct {
 	// os.Environ.
 	Environ func() []string
 	// Scrub withholds credentials from the ambient environment; nil means
-	// the built-in rules.
-	Scrub  *Scrub
+	// the built-in rule.
+	Scrub  *credential.Rule
 	Logger hclog.Logger
 	// KeepSpill leaves the spill files in place at Close (for one-shot
 	// callers that print their paths).
@@ -225,7 +227,7 @@ func New(cfg Config) (*Manager, error) {
 	m := &Manager{cfg: cfg, log: cfg.Logger, procs: map[string]*Process{}, terms: map[string]*Terminal{}, ambient: map[string]string{}}
 	for _, kv := range cfg.Environ() {
 		k, v, ok := strings.Cut(kv, "=")
-		if ok && !strings.HasPrefix(k, EnvPrefix) && !cfg.Scrub.Drops(k, v) {
+		if ok && !strings.HasPrefix(k, EnvPrefix) && !cfg.Scrub.Withholds(k, v) {
 			m.ambient[k] = v
 		}
 	}
