@@ -99,7 +99,11 @@ func New(opts Options) *Server {
 		URITemplate: SpillScheme + "://{owner}/{file}",
 		MIMEType:    "text/plain",
 	}, s.readSpill)
+	// Cleaned first (inner), so that a text cleaned to nothing is still
+	// written as an empty text.
+	s.srv.AddReceivingMiddleware(cleanResults)
 	s.srv.AddReceivingMiddleware(keepEmptyText)
+	s.srv.AddSendingMiddleware(cleanSent)
 	// Subscribed before the first Sync, so no change is missed.
 	changes, _ := s.h.ToolChanges()
 	s.Sync()
