@@ -245,10 +245,12 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 	scrub := credential.NewRule(comp.Host.Scrub.Extra, comp.Host.Scrub.Keep)
 	opts.LookupEnv = scrub.Lookup(opts.LookupEnv)
 	sub, err := subprocess.New(subprocess.Config{
-		SpillDir:  spill,
-		KeepSpill: keep,
-		Logger:    opts.Logger.Named("subprocess"),
-		Scrub:     scrub,
+		SpillDir:         spill,
+		KeepSpill:        keep,
+		Logger:           opts.Logger.Named("subprocess"),
+		Scrub:            scrub,
+		MaxSpillTotal:    comp.Host.Spill.Total,
+		MaxSpillPerOwner: comp.Host.Spill.PerOwner,
 	})
 	if err != nil {
 		_ = rt.remove()

@@ -49,6 +49,7 @@ type HostSettings struct {
 	// restarting after a crash; 0 means 5s.
 	RestartWait time.Duration
 	Scrub       Scrub // what of the host's environment commands never see
+	Spill       Spill // the disk budgets of spill files (spill.go)
 }
 
 // Scrub is host.scrub: additions to the built-in credential scrub of the

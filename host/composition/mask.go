@@ -127,6 +127,16 @@ func (c *Composition) Masked() map[string]any {
 		}
 		host["scrub"] = scrub
 	}
+	if sp := c.Host.Spill; sp != (Spill{}) {
+		spill := map[string]any{}
+		if sp.Total != 0 {
+			spill["total"] = sp.Total
+		}
+		if sp.PerOwner != 0 {
+			spill["perOwner"] = sp.PerOwner
+		}
+		host["spill"] = spill
+	}
 	out := map[string]any{
 		"host":     host,
 		"settings": settings,

@@ -26,7 +26,8 @@ func cleanText(s string) string {
 // cleanResults cleans the results of the requests the server answers:
 // every text of a tool call's result (its contents, resource links,
 // structured content) and of a resource read. The spill file read stays
-// as it is on disk; only the text sent is cleaned.
+// as it is on disk; only the text sent is cleaned. (The tools' titles and
+// descriptions, a plugin's words, are cleaned once, when Sync adds them.)
 func cleanResults(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)

@@ -133,8 +133,8 @@ func (s *Server) Sync() {
 		s.tools[t.Name] = sig
 		s.srv.AddTool(&mcp.Tool{
 			Name:        t.Name,
-			Title:       t.Title,
-			Description: t.Description,
+			Title:       cleanText(t.Title),
+			Description: cleanText(t.Description),
 			InputSchema: t.InputSchema,
 		}, s.handler(t.Name))
 	}
