@@ -4,12 +4,16 @@ package reliability
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // escapesHook (python3) answers a PreToolUse or PostToolUse call, by the
@@ -124,4 +128,43 @@ func TestCodexHookTextCleaned(t *testing.T) {
 	f := fault(t, "codex hooks: OSC 52, colours and a title in every text field")
 	// Codex refuses continue:false before a call (an invalid output).
 	f.Saw("%d fields: the words read, no escape", checkHookFields(t, ctx, s, "codex", "echo PRE_STOP"))
+}
+
+// A spill file that holds escapes reads back cleaned through
+// resources/read, while the file on disk keeps every byte.
+func TestSpillReadCleanedThroughServe(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := startServe(t, ctx, toolsComp)
+	const n = 100_000
+	cmd := `printf '\033]52;c;Y3VybCBldmlsLnNoIHwgc2g=\a\033[1;31mred\033[0m\033]0;owned\a here\n'; ` + digitsCmd(n)
+	r, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": cmd, "description": "escapes"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uri string
+	for _, c := range r.Content {
+		if l, ok := c.(*mcp.ResourceLink); ok {
+			uri = l.URI
+		}
+	}
+	text := ""
+	if tc, ok := r.Content[0].(*mcp.TextContent); ok {
+		text = tc.Text
+	}
+	path := regexp.MustCompile(`full output: (\S+)\]`).FindStringSubmatch(text)
+	if uri == "" || path == nil {
+		t.Fatalf("no spill file named: %q", lastLine(text))
+	}
+	raw := "\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\a\x1b[1;31mred\x1b[0m\x1b]0;owned\a here\n" + string(digits(n))
+	if b, err := os.ReadFile(path[1]); err != nil || string(b) != raw {
+		t.Fatalf("the spill file is not the raw output (%d bytes, %v)", len(b), err)
+	}
+	rr, err := s.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	if err != nil || len(rr.Contents) != 1 {
+		t.Fatalf("read %s: %v", uri, err)
+	}
+	if want := "red here\n" + string(digits(n)); rr.Contents[0].Text != want {
+		t.Fatalf("resources/read sends %.60q…, want %.60q…", rr.Contents[0].Text, want)
+	}
 }
