@@ -168,3 +168,29 @@ func TestSpillReadCleanedThroughServe(t *testing.T) {
 		t.Fatalf("resources/read sends %.60q…, want %.60q…", rr.Contents[0].Text, want)
 	}
 }
+
+// The host cleans a result before any front end gets it: `dsh call`
+// prints a hook's deny reason and its PostToolUse feedback cleaned too.
+func TestHookTextCleanedThroughCall(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("the hook is a Python script")
+	}
+	project, dir := t.TempDir(), t.TempDir()
+	hook := script(t, dir, "escapes.py", escapesHook)
+	writeSettings(t, project, map[string]any{
+		"PreToolUse":  []any{group("Bash", cmdHook("python3 "+hook))},
+		"PostToolUse": []any{group("Bash", cmdHook("python3 "+hook))},
+	})
+	file := writeComp(t, claudeComp(project, ""))
+	for _, c := range []struct{ command, word string }{{"echo PRE_DENY", "deny-reason"}, {"echo POST_CONTEXT", "post-context"}} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		out, err := exec.CommandContext(ctx, filepath.Join(binDir, "dsh"), "call", file, "bash", `{"command":"`+c.command+`","description":"d"}`).Output()
+		cancel()
+		if err != nil && len(out) == 0 {
+			t.Fatalf("dsh call %s: %v", c.command, err)
+		}
+		if !strings.Contains(string(out), c.word+" here") || strings.ContainsAny(string(out), "\x1b\x07") || strings.Contains(string(out), "owned") {
+			t.Errorf("dsh call %s prints %q", c.command, out)
+		}
+	}
+}
