@@ -34,6 +34,7 @@ import (
 	hsandbox "github.com/dshrun/dsh/host/core/sandbox"
 	"github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/host/core/terminals"
+	"github.com/dshrun/dsh/host/credential"
 	"github.com/dshrun/dsh/host/plan"
 	"github.com/dshrun/dsh/host/pluginproc"
 	"github.com/dshrun/dsh/registry"
@@ -246,13 +247,15 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 	// The host's environment is scrubbed once, here, for everything it
 	// passes on: commands (the manager's ambient environment) and plugins
 	// (PluginEnv reads through opts.LookupEnv).
-	scrub := subprocess.NewScrub(comp.Host.Scrub.Extra, comp.Host.Scrub.Keep)
+	scrub := credential.NewRule(comp.Host.Scrub.Extra, comp.Host.Scrub.Keep)
 	opts.LookupEnv = scrub.Lookup(opts.LookupEnv)
 	sub, err := subprocess.New(subprocess.Config{
-		SpillDir:  spill,
-		KeepSpill: keep,
-		Logger:    opts.Logger.Named("subprocess"),
-		Scrub:     scrub,
+		SpillDir:         spill,
+		KeepSpill:        keep,
+		Logger:           opts.Logger.Named("subprocess"),
+		Scrub:            scrub,
+		MaxSpillTotal:    comp.Host.Spill.Total,
+		MaxSpillPerOwner: comp.Host.Spill.PerOwner,
 	})
 	if err != nil {
 		_ = rt.remove()

@@ -59,8 +59,10 @@ func (h *Host) notify(ctx context.Context, plugin string, msgs []string) {
 }
 
 // refusal is a call that does not run, as its result; a hook's long
-// reason is cut (the model reads it, and a hook's stderr can be anything).
+// reason is cleaned then cut (the model reads it, and a hook's stderr can
+// be anything: escapes must not take the room of words).
 func refusal(text string) *ToolResult {
+	text = cleanText(text)
 	if r := []rune(text); len(r) > maxRefusal {
 		text = string(r[:maxRefusal]) + fmt.Sprintf("… (%d more characters)", len(r)-maxRefusal)
 	}

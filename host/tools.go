@@ -112,12 +112,8 @@ type ArgumentsError struct {
 
 func (e *ArgumentsError) Error() string { return fmt.Sprintf("tool %q: %s", e.Tool, e.Msg) }
 
-// CallTool calls a tool for owner (the agent). It fails with an
-// *ArgumentsError for an unknown tool or arguments that do not fit its
-// schema, and with another error when the tool itself failed to answer.
-// ctx may carry the front end's Asker (approval.WithAsker of
-// host/core/approval), through which ctx.approval asks the call's user.
-func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMessage) (*ToolResult, error) {
+// callTool is CallTool before its result's texts are cleaned.
+func (h *Host) callTool(ctx context.Context, owner, name string, args json.RawMessage) (*ToolResult, error) {
 	t, ok := h.tools.Get(name)
 	if !ok {
 		var names []string

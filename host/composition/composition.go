@@ -49,17 +49,18 @@ type HostSettings struct {
 	// restarting after a crash; 0 means 5s.
 	RestartWait time.Duration
 	Scrub       Scrub // what of the host's environment commands never see
+	Spill       Spill // the disk budgets of spill files (spill.go)
 }
 
-// Scrub is host.scrub: additions to the built-in credential scrub of the
-// host's environment.
+// Scrub is host.scrub: additions to the built-in credential rule
+// (package credential), for the scrub of the host's environment and the
+// masking of `dsh config` alike.
 type Scrub struct {
 	// Extra lists more name substrings (case-insensitive) that mark a
-	// credential, beside KEY, PASSWORD, PASSWD, SECRET, TOKEN, CREDENTIAL
-	// and PRIVATE.
+	// credential, beside the built-in words and segments.
 	Extra []string
-	// Keep lists exact variable names passed on even though they look
-	// like credentials.
+	// Keep lists exact variable names passed on (and printed) even though
+	// they look like credentials.
 	Keep []string
 }
 

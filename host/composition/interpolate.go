@@ -4,15 +4,9 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-
-	"github.com/dshrun/dsh/host/core/subprocess"
 )
 
 var varNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// secretName reports whether a key or variable name marks a secret: the
-// names the credential scrub withholds from commands.
-func secretName(name string) bool { return subprocess.Sensitive(name) }
 
 // expand interpolates s: ${VAR}, ${VAR:-default}, ${VAR:?message} and $$.
 // It returns the expanded text, the names of the variables referred to (in
@@ -93,14 +87,4 @@ func expand(s string, lookup func(string) (string, bool)) (out string, vars []st
 		b.WriteString(v)
 	}
 	return b.String(), vars, problems
-}
-
-// secretVars reports whether any of the names looks like a secret's.
-func secretVars(names []string) bool {
-	for _, n := range names {
-		if secretName(n) {
-			return true
-		}
-	}
-	return false
 }

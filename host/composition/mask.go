@@ -1,18 +1,20 @@
 package composition
 
 import (
+	"slices"
+
 	"go.yaml.in/yaml/v3"
 
-	"github.com/dshrun/dsh/host/core/subprocess"
+	"github.com/dshrun/dsh/host/credential"
 )
 
 // masked replaces secret values in Masked.
 const masked = "********"
 
-// taint records, for a value tree, which strings were interpolated from a
-// variable whose name looks secret. A nil *taint means "nothing below".
+// taint records, for a value tree, the variables each string was
+// interpolated from. A nil *taint means "nothing below".
 type taint struct {
-	secret bool
+	vars   []string
 	fields map[string]*taint
 	items  []*taint
 }
@@ -47,8 +49,8 @@ func (p *parser) taintOf(n *yaml.Node) *taint {
 		var t *taint
 		switch n.Kind {
 		case yaml.ScalarNode:
-			if secretVars(p.vars[n]) {
-				t = &taint{secret: true}
+			if vs := p.vars[n]; len(vs) > 0 {
+				t = &taint{vars: vs}
 			}
 		case yaml.MappingNode:
 			for _, kp := range pairs(n) {
@@ -78,10 +80,14 @@ func (p *parser) taintOf(n *yaml.Node) *taint {
 
 // Masked returns the composition as a plain map (host, settings, and plugins
 // with id, name or path, sha256, config and disabled), ready to print as YAML
-// or JSON. Every value under a key matching (?i)KEY|PASSWORD|SECRET|TOKEN,
-// and every string interpolated from an environment variable whose name
-// matches it, is replaced by "********". The composition is not modified.
+// or JSON. What the credential scrub withholds from commands is masked, by
+// the same rule (package credential, with host.scrub's additions): every
+// value under a key that names a credential, every string interpolated from
+// a variable whose name does, and every string holding a credential value
+// (a URL with user-info, a webhook URL) is replaced by "********". The
+// composition is not modified.
 func (c *Composition) Masked() map[string]any {
+	maskValue := masker{credential.NewRule(c.Host.Scrub.Extra, c.Host.Scrub.Keep)}.value
 	settings := map[string]any{}
 	for ns, m := range c.Settings {
 		settings[ns] = maskValue(ns, m, c.settingsTaint.field(ns))
@@ -121,6 +127,16 @@ func (c *Composition) Masked() map[string]any {
 		}
 		host["scrub"] = scrub
 	}
+	if sp := c.Host.Spill; sp != (Spill{}) {
+		spill := map[string]any{}
+		if sp.Total != 0 {
+			spill["total"] = sp.Total
+		}
+		if sp.PerOwner != 0 {
+			spill["perOwner"] = sp.PerOwner
+		}
+		host["spill"] = spill
+	}
 	out := map[string]any{
 		"host":     host,
 		"settings": settings,
@@ -149,29 +165,32 @@ func orEmpty(s []string) []string {
 	return s
 }
 
-// maskValue copies v, masking as Masked says; key is v's key ("" for none).
-func maskValue(key string, v any, t *taint) any {
-	if key != "" && secretName(key) {
+// masker masks by a credential rule.
+type masker struct{ rule *credential.Rule }
+
+// value copies v, masking as Masked says; key is v's key ("" for none).
+func (m masker) value(key string, v any, t *taint) any {
+	if key != "" && m.rule.SecretName(key) {
 		return masked
 	}
-	if s, ok := v.(string); ok && subprocess.HasURLPassword(s) {
-		return masked // a URL that carries its password
+	if s, ok := v.(string); ok && credential.Value(s) {
+		return masked // a URL that carries its credential
 	}
 	switch v := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(v))
 		for k, x := range v {
-			out[k] = maskValue(k, x, t.field(k))
+			out[k] = m.value(k, x, t.field(k))
 		}
 		return out
 	case []any:
 		out := make([]any, len(v))
 		for i, x := range v {
-			out[i] = maskValue("", x, t.item(i))
+			out[i] = m.value("", x, t.item(i))
 		}
 		return out
 	case string:
-		if t != nil && t.secret {
+		if t != nil && slices.ContainsFunc(t.vars, m.rule.SecretName) {
 			return masked
 		}
 	}

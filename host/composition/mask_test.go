@@ -138,3 +138,42 @@ plugins:
 		t.Errorf("db = %#v, want %#v", got, want)
 	}
 }
+
+// Every name and value the credential scrub withholds is masked, by the
+// same rule with the same additions: a GH_PAT interpolated anywhere, keys
+// named by a segment, webhook URLs and URLs with user-info; names commands
+// rely on, and a name host.scrub keeps, are printed.
+func TestMaskedByTheScrubRule(t *testing.T) {
+	vars := map[string]string{
+		"GH_PAT": "ghp_0123", "MYSQL_PWD": "my-pw", "CI_JOB_JWT": "eyJ.x.y", "NETLIFY_AUTH": "nfp_1",
+		"SENTRY_DSN": "https://k3y@o0.ingest.sentry.io/1", "NOTIFY": "https://hooks.slack.com/services/T000/B000/XXXX",
+		"GIT_AUTHOR_NAME": "A U Thor", "COMPASS_HOME": "/compass", "VAULT_ADDR": "https://vault:8200", "GPG_KEY_ID": "ABCD",
+	}
+	c := mustParse(t, `
+host:
+  scrub: {extra: [vault], keep: [GPG_KEY_ID]}
+settings:
+  gh: {header: "Bearer ${GH_PAT}", user: "${GIT_AUTHOR_NAME}", home: "${COMPASS_HOME}"}
+  db: {args: ["-p${MYSQL_PWD}", plain], pass: literal, bypass_cache: true}
+  ci: {jwt: x, token_file: "${CI_JOB_JWT}", deploy: "${NETLIFY_AUTH}"}
+  notify: {sentry: "${SENTRY_DSN}", slack: "${NOTIFY}"}
+  vault: {addr: "${VAULT_ADDR}", key: "${GPG_KEY_ID}", id: "${GPG_KEY_ID}"}
+plugins:
+  - name: a
+`, vars)
+	got := c.Masked()["settings"]
+	want := map[string]any{
+		"gh":     map[string]any{"header": masked, "user": "A U Thor", "home": "/compass"},
+		"db":     map[string]any{"args": []any{masked, "plain"}, "pass": masked, "bypass_cache": true},
+		"ci":     map[string]any{"jwt": masked, "token_file": masked, "deploy": masked},
+		"notify": map[string]any{"sentry": masked, "slack": masked},
+		"vault":  masked, // host.scrub.extra names it
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("settings = %#v, want %#v", got, want)
+	}
+	c = mustParse(t, "settings:\n  gpg: {id: \"${GPG_KEY_ID}\"}\nhost:\n  scrub: {keep: [GPG_KEY_ID]}\nplugins:\n  - name: a\n", vars)
+	if got := c.Masked()["settings"].(map[string]any)["gpg"]; !reflect.DeepEqual(got, map[string]any{"id": "ABCD"}) {
+		t.Errorf("a kept name is masked: %#v", got)
+	}
+}

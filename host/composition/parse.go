@@ -27,7 +27,7 @@ var (
 
 var (
 	topKeys   = []string{"host", "settings", "sandbox", "approval", "plugins"}
-	hostKeys  = []string{"startTimeout", "stopTimeout", "callTimeout", "pingInterval", "pingTimeout", "restartWait", "scrub"}
+	hostKeys  = []string{"startTimeout", "stopTimeout", "callTimeout", "pingInterval", "pingTimeout", "restartWait", "scrub", "spill"}
 	scrubKeys = []string{"extra", "keep"}
 	entryKeys = []string{"id", "name", "path", "sha256", "config", "disabled"}
 )
@@ -250,6 +250,9 @@ func (p *parser) host(c *Composition, kp pair, v any) {
 		switch hp.name {
 		case "scrub":
 			p.scrub(c, hp, m["scrub"])
+			continue
+		case "spill":
+			p.spill(c, hp, m["spill"])
 			continue
 		case "startTimeout":
 			dst = &c.Host.StartTimeout

@@ -214,7 +214,7 @@ func TestErrors(t *testing.T) {
 		{"unknown entry key", "plugins:\n  - id: probe\n    name: probe\n    confg: {}\n", nil, 4,
 			`plugin "probe": unknown key "confg" (allowed: id, name, path, sha256, config, disabled)`},
 		{"unknown host key", "host:\n  startTimeOut: 1s\nplugins: []\n", nil, 2,
-			`unknown host key "startTimeOut" (allowed: startTimeout, stopTimeout, callTimeout, pingInterval, pingTimeout, restartWait, scrub)`},
+			`unknown host key "startTimeOut" (allowed: startTimeout, stopTimeout, callTimeout, pingInterval, pingTimeout, restartWait, scrub, spill)`},
 		{"unknown scrub key", "host:\n  scrub:\n    extra: [AUTH]\n    kept: [X]\nplugins: []\n", nil, 4,
 			`unknown host.scrub key "kept" (allowed: extra, keep)`},
 		{"scrub not a map", "host:\n  scrub: [AUTH]\nplugins: []\n", nil, 2,
@@ -326,7 +326,7 @@ func TestAllErrorsTogether(t *testing.T) {
 	file := filepath.Join("testdata", "bad.yaml")
 	want := []string{
 		file + `:2: bad duration for startTimeout: got the string "soon", want a positive Go duration such as "10s" or "1m30s"`,
-		file + `:3: unknown host key "stopTimout" (allowed: startTimeout, stopTimeout, callTimeout, pingInterval, pingTimeout, restartWait, scrub)`,
+		file + `:3: unknown host key "stopTimout" (allowed: startTimeout, stopTimeout, callTimeout, pingInterval, pingTimeout, restartWait, scrub, spill)`,
 		file + `:5: settings namespace "shell" must be a map, got the number 3`,
 		file + `:6: unknown key "plugin" (allowed: host, settings, sandbox, approval, plugins)`,
 		file + `:10: plugin "env": unknown key "confg" (allowed: id, name, path, sha256, config, disabled)`,

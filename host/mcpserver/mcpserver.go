@@ -99,7 +99,11 @@ func New(opts Options) *Server {
 		URITemplate: SpillScheme + "://{owner}/{file}",
 		MIMEType:    "text/plain",
 	}, s.readSpill)
+	// Cleaned first (inner), so that a text cleaned to nothing is still
+	// written as an empty text.
+	s.srv.AddReceivingMiddleware(cleanResults)
 	s.srv.AddReceivingMiddleware(keepEmptyText)
+	s.srv.AddSendingMiddleware(cleanSent)
 	// Subscribed before the first Sync, so no change is missed.
 	changes, _ := s.h.ToolChanges()
 	s.Sync()
@@ -129,8 +133,8 @@ func (s *Server) Sync() {
 		s.tools[t.Name] = sig
 		s.srv.AddTool(&mcp.Tool{
 			Name:        t.Name,
-			Title:       t.Title,
-			Description: t.Description,
+			Title:       cleanText(t.Title),
+			Description: cleanText(t.Description),
 			InputSchema: t.InputSchema,
 		}, s.handler(t.Name))
 	}

@@ -242,6 +242,8 @@ func spillReason(c collected) string {
 		return "maxSpillBytes cap"
 	case "budget":
 		return "total spill budget used up"
+	case "owner_budget":
+		return "this session's spill budget used up"
 	case "disk_full":
 		if detail == syscall.EDQUOT.Error() {
 			return "disk quota exceeded (EDQUOT)"

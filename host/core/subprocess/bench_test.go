@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dshrun/dsh/host/credential"
 )
 
 // BenchmarkSpawnTrue is Spawn and wait of `bash -c true`, cgroup and
@@ -44,11 +46,11 @@ func BenchmarkScrub(b *testing.B) {
 	for len(env) < 60 {
 		env = append(env, "SOME_ORDINARY_VARIABLE_"+string(rune('A'+len(env)%26))+"=/some/ordinary/value:with/a/path")
 	}
-	s := NewScrub([]string{"DSN"}, []string{"GPG_KEY_ID"})
+	s := credential.NewRule([]string{"DSN"}, []string{"GPG_KEY_ID"})
 	for b.Loop() {
 		for _, kv := range env {
 			k, v, _ := strings.Cut(kv, "=")
-			_ = s.Drops(k, v)
+			_ = s.Withholds(k, v)
 		}
 	}
 }

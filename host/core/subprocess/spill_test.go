@@ -78,14 +78,80 @@ func TestSpillCapReason(t *testing.T) {
 	}
 }
 
+// One owner's budget: an owner that used it up gets partial files, then
+// none, each saying the owner's budget ran out; another owner's output
+// still spills whole, and a file of the first owner's never grows past
+// the budget. Without MaxSpillPerOwner an owner gets a quarter of the
+// total.
+func TestSpillOwnerBudget(t *testing.T) {
+	m, err := New(Config{
+		SpillDir:         filepath.Join(t.TempDir(), "spill"),
+		MaxSpillTotal:    1_000_000,
+		MaxSpillPerOwner: 200_000,
+		Environ:          func() []string { return []string{"PATH=" + os.Getenv("PATH")} },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	const n, small = 500_000, 150_000
+	r := bash(t, m, fmt.Sprintf(digitsCmd, n), func(s *Spec) { s.Owner = "a" })
+	wantCut(t, "a's first", r.Stdout, digits(n))
+	if r.Stdout.SpillComplete || r.Stdout.SpillBytes != 200_000 || r.Stdout.SpillReason != SpillOwnerBudget {
+		t.Fatalf("a's first: %+v", facts(r.Stdout))
+	}
+	b, _ := os.ReadFile(r.Stdout.SpillPath)
+	if want := fmt.Sprintf("\n[dsh: %d more bytes were dropped (owner_budget): this file holds the first %d of %d]\n", n-200_000, 200_000, n); string(b[200_000:]) != want {
+		t.Fatalf("a's spill file ends %q, want %q", b[200_000:], want)
+	}
+	r = bash(t, m, fmt.Sprintf(digitsCmd, n), func(s *Spec) { s.Owner = "a" })
+	if r.Stdout.SpillPath != "" || r.Stdout.SpillBytes != 0 || r.Stdout.SpillReason != SpillOwnerBudget {
+		t.Fatalf("a's second, its budget used up: %+v", facts(r.Stdout))
+	}
+	for _, owner := range []string{"b", "c"} {
+		r = bash(t, m, fmt.Sprintf(digitsCmd, small), func(s *Spec) { s.Owner = owner })
+		wantCut(t, owner, r.Stdout, digits(small))
+		if !r.Stdout.SpillComplete || r.Stdout.SpillBytes != small || r.Stdout.SpillReason != "" {
+			t.Fatalf("%s, after a used its budget: %+v", owner, facts(r.Stdout))
+		}
+		if b, err := os.ReadFile(r.Stdout.SpillPath); err != nil || !bytes.Equal(b, digits(small)) {
+			t.Fatalf("%s's spill file is not its whole output (%d bytes, %v)", owner, len(b), err)
+		}
+	}
+	// The host-wide budget still binds when it is the tighter one: d has
+	// 200,000 of its own but 1,000,000 - 200,000 - 2×150,000 = 500,000 are
+	// left; e's 200,000 find 300,000; f's find 100,000.
+	for _, c := range []struct {
+		owner string
+		want  int64
+		why   SpillReason
+	}{{"d", 200_000, SpillOwnerBudget}, {"e", 200_000, SpillOwnerBudget}, {"f", 100_000, SpillBudget}} {
+		r = bash(t, m, fmt.Sprintf(digitsCmd, n), func(s *Spec) { s.Owner = c.owner })
+		if r.Stdout.SpillBytes != c.want || r.Stdout.SpillReason != c.why {
+			t.Fatalf("%s: %+v, want %d bytes and %s", c.owner, facts(r.Stdout), c.want, c.why)
+		}
+	}
+
+	d, err := New(Config{SpillDir: filepath.Join(t.TempDir(), "spill"), MaxSpillTotal: 400_000,
+		Environ: func() []string { return []string{"PATH=" + os.Getenv("PATH")} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	if r := bash(t, d, fmt.Sprintf(digitsCmd, n), nil); r.Stdout.SpillBytes != 100_000 || r.Stdout.SpillReason != SpillOwnerBudget {
+		t.Fatalf("the default share: %+v", facts(r.Stdout))
+	}
+}
+
 // The total budget, shared by every spill file: the one that meets it is
 // partial with that reason, the next has nothing and says so, and a file
 // never gains bytes after a gap when the budget frees up.
 func TestSpillBudgetReason(t *testing.T) {
 	m, err := New(Config{
-		SpillDir:      filepath.Join(t.TempDir(), "spill"),
-		MaxSpillTotal: 200_000,
-		Environ:       func() []string { return []string{"PATH=" + os.Getenv("PATH")} },
+		SpillDir:         filepath.Join(t.TempDir(), "spill"),
+		MaxSpillTotal:    200_000,
+		MaxSpillPerOwner: 200_000,
+		Environ:          func() []string { return []string{"PATH=" + os.Getenv("PATH")} },
 	})
 	if err != nil {
 		t.Fatal(err)

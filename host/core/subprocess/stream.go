@@ -47,6 +47,7 @@ type SpillReason string
 const (
 	SpillCap         SpillReason = "cap"          // the stream's MaxSpillBytes
 	SpillBudget      SpillReason = "budget"       // MaxSpillTotal, shared by every spill file
+	SpillOwnerBudget SpillReason = "owner_budget" // MaxSpillPerOwner, shared by the owner's spill files
 	SpillDiskFull    SpillReason = "disk_full"    // ENOSPC or EDQUOT, at creation or on a write
 	SpillWriteError  SpillReason = "write_error"  // any other failed write
 	SpillCreateError SpillReason = "create_error" // the file could not be created
@@ -286,7 +287,7 @@ func (s *stream) spill(p []byte) {
 		return
 	}
 	n := min(int64(len(p)), max(s.maxSpill-s.spilled, 0))
-	got := s.m.spill.take(s.owner, n)
+	got, short := s.m.spill.take(s.owner, n)
 	var w int
 	if got > 0 {
 		var err error
@@ -299,7 +300,7 @@ func (s *stream) spill(p []byte) {
 	}
 	switch {
 	case got < n:
-		s.stop(SpillBudget, nil)
+		s.stop(short, nil)
 	case n < int64(len(p)):
 		s.stop(SpillCap, nil)
 	}
@@ -315,7 +316,7 @@ func (s *stream) finish() {
 	if s.file == nil {
 		return
 	}
-	if s.lost > 0 && (s.reason == SpillCap || s.reason == SpillBudget) && s.spilled > 0 {
+	if s.lost > 0 && (s.reason == SpillCap || s.reason == SpillBudget || s.reason == SpillOwnerBudget) && s.spilled > 0 {
 		fmt.Fprintf(s.file, "\n[dsh: %d more bytes were dropped (%s): this file holds the first %d of %d]\n", s.lost, s.reason, s.spilled, s.total)
 	}
 	_ = s.file.Close()
@@ -367,26 +368,36 @@ func (s *stream) collect(consume bool) Collected {
 	return c
 }
 
-// spillBudget is the disk cap shared by every spill file.
+// spillBudget is the disk cap shared by every spill file, and the cap
+// shared by the spill files of one owner.
 type spillBudget struct {
-	mu    sync.Mutex
-	max   int64
-	used  int64
-	owner map[string]int64
+	mu       sync.Mutex
+	max      int64
+	perOwner int64
+	used     int64
+	owner    map[string]int64
 }
 
-func (b *spillBudget) take(owner string, n int64) int64 {
+// take reserves up to n bytes for owner's spill file and returns how many
+// it got and, when fewer than n, which budget ran out: the owner's when it
+// is the tighter one, the host's when both are spent.
+func (b *spillBudget) take(owner string, n int64) (int64, SpillReason) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if room := b.max - b.used; n > room {
-		n = max(room, 0)
+	var short SpillReason
+	room, ownRoom := b.max-b.used, b.perOwner-b.owner[owner]
+	switch {
+	case n > ownRoom && ownRoom < room:
+		n, short = max(ownRoom, 0), SpillOwnerBudget
+	case n > room:
+		n, short = max(room, 0), SpillBudget
 	}
 	b.used += n
 	if b.owner == nil {
 		b.owner = map[string]int64{}
 	}
 	b.owner[owner] += n
-	return n
+	return n, short
 }
 
 // give returns bytes taken but not written.

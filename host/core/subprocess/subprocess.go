@@ -44,6 +44,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/dshrun/dsh/host/credential"
 )
 
 // Defaults for zero Spec fields.
@@ -53,6 +55,11 @@ const (
 	DefaultMaxSpillBytes  = 64 << 20
 	// DefaultMaxSpillTotal caps the disk used by all spill files together.
 	DefaultMaxSpillTotal = 1 << 30
+	// DefaultSpillOwnerShare is the part of MaxSpillTotal one owner may
+	// use when MaxSpillPerOwner is 0: a quarter (256 MiB of the default
+	// 1 GiB, four streams at the default 64 MiB cap), so one session's
+	// floods leave three quarters for the others.
+	DefaultSpillOwnerShare = 4
 )
 
 // EnvPrefix is the managed namespace: ambient DSH_* variables are scrubbed;
@@ -65,12 +72,16 @@ type Config struct {
 	SpillDir string
 	// MaxSpillTotal caps all spill files together; 0 means 1 GiB.
 	MaxSpillTotal int64
+	// MaxSpillPerOwner caps the spill files of one owner together, so one
+	// owner cannot starve the others; 0 means a quarter of MaxSpillTotal
+	// (DefaultSpillOwnerShare).
+	MaxSpillPerOwner int64
 	// Environ is the ambient environment, read once by New; nil means
 	// os.Environ.
 	Environ func() []string
 	// Scrub withholds credentials from the ambient environment; nil means
-	// the built-in rules.
-	Scrub  *Scrub
+	// the built-in rule.
+	Scrub  *credential.Rule
 	Logger hclog.Logger
 	// KeepSpill leaves the spill files in place at Close (for one-shot
 	// callers that print their paths).
@@ -216,6 +227,9 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.MaxSpillTotal <= 0 {
 		cfg.MaxSpillTotal = DefaultMaxSpillTotal
 	}
+	if cfg.MaxSpillPerOwner <= 0 {
+		cfg.MaxSpillPerOwner = cfg.MaxSpillTotal / DefaultSpillOwnerShare
+	}
 	if cfg.SpillDir == "" {
 		return nil, errors.New("subprocess: no spill directory")
 	}
@@ -225,14 +239,14 @@ func New(cfg Config) (*Manager, error) {
 	m := &Manager{cfg: cfg, log: cfg.Logger, procs: map[string]*Process{}, terms: map[string]*Terminal{}, ambient: map[string]string{}}
 	for _, kv := range cfg.Environ() {
 		k, v, ok := strings.Cut(kv, "=")
-		if ok && !strings.HasPrefix(k, EnvPrefix) && !cfg.Scrub.Drops(k, v) {
+		if ok && !strings.HasPrefix(k, EnvPrefix) && !cfg.Scrub.Withholds(k, v) {
 			m.ambient[k] = v
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.ambient)) {
 		m.ambientEnv = append(m.ambientEnv, k+"="+m.ambient[k])
 	}
-	m.spill.max = cfg.MaxSpillTotal
+	m.spill.max, m.spill.perOwner = cfg.MaxSpillTotal, cfg.MaxSpillPerOwner
 	m.openTrees()
 	return m, nil
 }

@@ -1,0 +1,35 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/dshrun/dsh/sdk/modeltext"
+)
+
+// CallTool calls a tool for owner (the agent). It fails with an
+// *ArgumentsError for an unknown tool or arguments that do not fit its
+// schema, and with another error when the tool itself failed to answer.
+// ctx may carry the front end's Asker (approval.WithAsker of
+// host/core/approval), through which ctx.approval asks the call's user.
+//
+// The result's texts are what a model may read, whoever wrote them (the
+// tool, a hook's reason, context or feedback, a refusal): each is cleaned
+// by modeltext, so no escape sequence (an OSC 52 clipboard write, colours,
+// a window title) reaches the caller. Every front end gets them so.
+func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMessage) (*ToolResult, error) {
+	res, err := h.callTool(ctx, owner, name, args)
+	if res != nil {
+		res.Text = cleanText(res.Text)
+		for i, fb := range res.Feedback {
+			res.Feedback[i] = cleanText(fb)
+		}
+	}
+	return res, err
+}
+
+// cleanText is s as a model may read it.
+func cleanText(s string) string {
+	b, _ := modeltext.Clean([]byte(s))
+	return string(b)
+}
