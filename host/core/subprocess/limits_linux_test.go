@@ -1,0 +1,180 @@
+package subprocess
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// limitedManager is a manager whose commands are limited, or a skip where
+// this host cannot limit them.
+func limitedManager(t *testing.T) *Manager {
+	t.Helper()
+	m := newManager(t)
+	st := m.Limits()
+	if !st.Available || st.Processes == "" || st.Memory == "" {
+		t.Skipf("no limits on this host: %s", st)
+	}
+	return m
+}
+
+// forkBomb starts sleeps until the shell cannot fork any more (dash stops
+// at the first failed fork, where bash would retry for half a minute),
+// printing how many it started.
+const forkBomb = `i=0; while [ $i -lt 5000 ]; do sleep 30 & i=$((i+1)); echo $i; done`
+
+// lastNumber is the last line of out, as a number.
+func lastNumber(t *testing.T, out []byte) int {
+	t.Helper()
+	lines := strings.Fields(string(out))
+	if len(lines) == 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(lines[len(lines)-1])
+	if err != nil {
+		t.Fatalf("output %q does not end in a count", out)
+	}
+	return n
+}
+
+// A bounded fork bomb stops at the tree's process limit, the result says
+// which limit and its value, and the next command runs.
+func TestForkBombStopsAtTheProcessLimit(t *testing.T) {
+	m := limitedManager(t)
+	for _, confined := range []bool{false, true} {
+		spec := func(s *Spec) {
+			s.Argv = []string{"dash", "-c", forkBomb}
+			s.Limits = Limits{Processes: 50}
+			if confined {
+				// The confined path forks from a thread of its own.
+				s.Confine = func() error { return nil }
+			}
+		}
+		r := bash(t, m, "", spec)
+		started := lastNumber(t, r.Stdout.Data)
+		if started >= 50 || started < 5 {
+			t.Fatalf("confined %v: the fork bomb started %d sleeps under a limit of 50: %+v", confined, started, r)
+		}
+		if !slices.Contains(r.Limits, LimitHit{LimitProcesses, 50}) {
+			t.Fatalf("confined %v: the result does not say the process limit stopped the command: %+v (stderr %q)", confined, r.Limits, r.Stderr.Data)
+		}
+		next := bash(t, m, "echo next", nil)
+		if next.Status != Completed || next.ExitCode != 0 || string(next.Stdout.Data) != "next\n" || len(next.Limits) != 0 {
+			t.Fatalf("the command after the fork bomb: %+v", next)
+		}
+	}
+}
+
+// An allocation beyond the tree's memory limit is killed, the result says
+// so, and the next command runs.
+func TestAllocationBeyondTheMemoryLimitIsKilled(t *testing.T) {
+	m := limitedManager(t)
+	const limit = 64 << 20
+	// tail holds a line without a newline whole: it grows to 200 MiB.
+	r := bash(t, m, "set -o pipefail; head -c 200M /dev/zero | tail | wc -c", func(s *Spec) { s.Limits = Limits{MemoryBytes: limit} })
+	if r.ExitCode == 0 || strings.TrimSpace(string(r.Stdout.Data)) == "209715200" {
+		t.Fatalf("200 MiB were held under a limit of 64 MiB: %+v", r)
+	}
+	if !slices.Contains(r.Limits, LimitHit{LimitMemory, limit}) {
+		t.Fatalf("the result does not say the memory limit killed a process: %+v", r)
+	}
+	next := bash(t, m, "head -c 20M /dev/zero | tail | wc -c", func(s *Spec) { s.Limits = Limits{MemoryBytes: limit} })
+	if next.Status != Completed || next.ExitCode != 0 || strings.TrimSpace(string(next.Stdout.Data)) != "20971520" || len(next.Limits) != 0 {
+		t.Fatalf("the command after the allocation: %+v", next)
+	}
+}
+
+// cgroupPaths are the cgroups a command ran in, by hierarchy ("pids",
+// "memory", "" for v2), as it printed /proc/self/cgroup.
+func cgroupPaths(out []byte) map[string]string {
+	paths := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 {
+			paths[parts[1]] = parts[2]
+		}
+	}
+	return paths
+}
+
+// A command under the defaults starts inside its limits (its processes are
+// in the tree's cgroups from their first instruction, the host's threads
+// are not), and a build-like load (a few hundred short processes, 300 MiB
+// held at once) is not stopped.
+func TestDefaultsLimitWithoutHinderingABuild(t *testing.T) {
+	m := limitedManager(t)
+	def := m.Limits().Defaults
+	if def.Processes != DefaultMaxProcesses || def.MemoryBytes < 512<<20 {
+		t.Fatalf("defaults %+v", def)
+	}
+	r := bash(t, m, `cat /proc/self/cgroup
+for j in $(seq 8); do (for i in $(seq 20); do sh -c true; done) & done; wait
+head -c 300M /dev/zero | tail | wc -c`, nil)
+	if r.Status != Completed || r.ExitCode != 0 || len(r.Limits) != 0 || !strings.HasSuffix(string(r.Stdout.Data), "314572800\n") {
+		t.Fatalf("a build-like load under the defaults: %+v (stderr %q)", r, r.Stderr.Data)
+	}
+	paths := cgroupPaths(r.Stdout.Data)
+	for _, h := range []struct{ controller, file, want string }{
+		{"pids", "pids.max", strconv.Itoa(DefaultMaxProcesses)},
+		{"memory", "memory.limit_in_bytes", strconv.FormatInt(def.MemoryBytes&^4095, 10)},
+	} {
+		mnt, _, err := findCgroup1(h.controller)
+		if err != nil {
+			continue // enforced by v2
+		}
+		p := paths[h.controller]
+		if !strings.Contains(p, "/dsh-") {
+			t.Fatalf("the command ran in %s cgroup %q, not in one of the host's trees", h.controller, p)
+		}
+		b, err := os.ReadFile(filepath.Join(mnt, p, h.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(string(b)); got != h.want {
+			t.Fatalf("%s of the command's cgroup is %s, want %s", h.file, got, h.want)
+		}
+		// The host's own threads stay where they were.
+		own, _ := ownCgroup1(h.controller)
+		self, _ := os.ReadFile("/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/cgroup")
+		if got := cgroupPaths(self)[h.controller]; got != own {
+			t.Fatalf("the host's main thread is in %s cgroup %q, want %q", h.controller, got, own)
+		}
+		tasks, _ := os.ReadDir("/proc/self/task")
+		for _, task := range tasks {
+			b, _ := os.ReadFile("/proc/self/task/" + task.Name() + "/cgroup")
+			if got := cgroupPaths(b)[h.controller]; got != "" && got != own {
+				t.Fatalf("host thread %s stayed in %s cgroup %q after the spawn", task.Name(), h.controller, got)
+			}
+		}
+	}
+}
+
+// A tree's cgroups go back to the pool after an ordinary command, but not
+// after one a limit stopped: the next command gets fresh ones.
+func TestAStoppedTreeIsNotPooled(t *testing.T) {
+	m := limitedManager(t)
+	where := func(script string, mod func(*Spec)) (string, Result) {
+		r := bash(t, m, "", func(s *Spec) {
+			s.Argv = []string{"dash", "-c", "cat /proc/self/cgroup; " + script}
+			mod(s)
+		})
+		return cgroupPaths(r.Stdout.Data)["pids"], r
+	}
+	small := func(s *Spec) { s.Limits = Limits{Processes: 20} }
+	first, r := where(forkBomb, small)
+	if first == "" || len(r.Limits) == 0 {
+		t.Skipf("processes are not limited by cgroup v1 here: %+v", r)
+	}
+	second, _ := where("true", small)
+	if second == first {
+		t.Fatalf("the cgroup %s a limit stopped was pooled and reused", first)
+	}
+	// No limit stopped that one: it is pooled.
+	third, _ := where("true", small)
+	if third != second {
+		t.Fatalf("a cgroup no limit stopped was not reused: %s then %s", second, third)
+	}
+}
