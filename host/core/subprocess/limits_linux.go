@@ -449,14 +449,16 @@ func (l *limiter) pristine(c *cgroup) bool {
 // join is how the forking thread enters a tree's v1 cgroups for the fork,
 // or nil when it has none.
 func (l *limiter) join(c *cgroup) *v1join {
-	if c.lim.pids == nil && c.lim.mem == nil {
-		return nil
-	}
+	// A hierarchy without a limit set need not be joined.
 	j := &v1join{home: l.home}
-	for _, g := range []*v1group{c.lim.pids, c.lim.mem} {
-		if g != nil {
-			j.into = append(j.into, g.tasks)
-		}
+	if c.lim.pids != nil && c.lim.set.Processes > 0 {
+		j.into = append(j.into, c.lim.pids.tasks)
+	}
+	if c.lim.mem != nil && c.lim.set.MemoryBytes > 0 {
+		j.into = append(j.into, c.lim.mem.tasks)
+	}
+	if len(j.into) == 0 {
+		return nil
 	}
 	return j
 }
