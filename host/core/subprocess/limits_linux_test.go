@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // limitedManager is a manager whose commands are limited, or a skip where
@@ -173,5 +175,59 @@ func TestAStoppedTreeIsNotPooled(t *testing.T) {
 	third, _ := where("true")
 	if third != second {
 		t.Fatalf("a cgroup no limit stopped was not reused: %s then %s", second, third)
+	}
+}
+
+// Where neither cgroup v2 nor v1 has the controllers, the manager says so
+// once in its log and in its status, and commands still run, unlimited.
+func TestNoControllersSaysSoOnce(t *testing.T) {
+	if _, err := findCgroup2(); err != nil {
+		t.Skip("no cgroup v2 hierarchy here")
+	}
+	// The v1 hierarchies hidden: a mount list with cgroup v2 alone.
+	list := filepath.Join(t.TempDir(), "mountinfo")
+	if err := os.WriteFile(list, []byte("41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := mountinfo
+	mountinfo = list
+	defer func() { mountinfo = old }()
+	var log strings.Builder
+	m, err := New(Config{
+		SpillDir: filepath.Join(t.TempDir(), "spill"),
+		Logger:   hclog.New(&hclog.LoggerOptions{Output: &log, Level: hclog.Debug}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(t.Context())
+	if !m.Cgroups() {
+		t.Skip("no writable cgroup v2 hierarchy here")
+	}
+	st := m.Limits()
+	if v2, _ := os.ReadFile(filepath.Join(m.cg.dir, "cgroup.controllers")); strings.Contains(string(v2), "pids") {
+		t.Skipf("cgroup v2 has the controllers here: %s", st)
+	}
+	if st.Available || !strings.HasPrefix(st.String(), "unavailable (processes: no cgroup v1 pids hierarchy is mounted") {
+		t.Fatalf("status %+v: %s", st, st)
+	}
+	if n := strings.Count(log.String(), "no limits on the processes and memory of commands"); n != 1 {
+		t.Fatalf("%d warnings:\n%s", n, log.String())
+	}
+	r := bash(t, m, "echo ran", func(s *Spec) { s.Limits = Limits{Processes: 5} })
+	if string(r.Stdout.Data) != "ran\n" || len(r.Limits) != 0 {
+		t.Fatalf("%+v", r)
+	}
+}
+
+// The status line names who enforces what, and the defaults.
+func TestLimitsStatusLine(t *testing.T) {
+	st := LimitsStatus{Available: true, Processes: "cgroup v1", Memory: "cgroup v2", Defaults: Limits{4096, 3 << 29}}
+	if got := st.String(); got != "per command: 4096 processes by cgroup v1, 1.5 GiB of memory by cgroup v2" {
+		t.Fatal(got)
+	}
+	st = LimitsStatus{Reason: "no per-command cgroups"}
+	if got := st.String(); got != "unavailable (no per-command cgroups)" {
+		t.Fatal(got)
 	}
 }
