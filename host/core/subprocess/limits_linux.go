@@ -140,6 +140,7 @@ func v1Root(controller, name string) (dir string, home int, err error) {
 		own = strings.TrimPrefix(own, mntRoot)
 	}
 	base := filepath.Join(mnt, own)
+	removeStale(base)
 	home, err = unix.Open(filepath.Join(base, "tasks"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return "", -1, fmt.Errorf("cgroup v1 %s: %w", base, err)
@@ -150,6 +151,31 @@ func v1Root(controller, name string) (dir string, home int, err error) {
 		return "", -1, fmt.Errorf("cgroup v1: %w", err)
 	}
 	return dir, home, nil
+}
+
+// removeStale removes the v1 cgroups a host that is gone left in base: the
+// watchdog of a SIGKILLed host kills its trees and removes its cgroup v2
+// directory, but knows nothing of these (empty once the trees are dead).
+func removeStale(base string) {
+	ents, _ := os.ReadDir(base)
+	for _, e := range ents {
+		var pid int
+		var nonce int64
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "dsh-") {
+			continue
+		}
+		if _, err := fmt.Sscanf(e.Name(), "dsh-%d-%d", &pid, &nonce); err != nil || pid == os.Getpid() || unix.Kill(pid, 0) != unix.ESRCH {
+			continue
+		}
+		dir := filepath.Join(base, e.Name())
+		kids, _ := os.ReadDir(dir)
+		for _, k := range kids {
+			if k.IsDir() {
+				_ = os.Remove(filepath.Join(dir, k.Name()))
+			}
+		}
+		_ = os.Remove(dir)
+	}
 }
 
 // mountinfo lists the mounts (a test hides the v1 hierarchies with

@@ -2,6 +2,7 @@ package subprocess
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -229,5 +230,40 @@ func TestLimitsStatusLine(t *testing.T) {
 	st = LimitsStatus{Reason: "no per-command cgroups"}
 	if got := st.String(); got != "unavailable (no per-command cgroups)" {
 		t.Fatal(got)
+	}
+}
+
+// The v1 cgroups a SIGKILLed host left behind (its watchdog removes only
+// the v2 ones) are removed by the next host that starts; a live host's are
+// not touched.
+func TestStaleV1CgroupsAreRemoved(t *testing.T) {
+	mnt, root, err := findCgroup1("pids")
+	if err != nil {
+		t.Skip(err)
+	}
+	own, _ := ownCgroup1("pids")
+	if root != "/" {
+		own = strings.TrimPrefix(own, root)
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(mnt, own, "dsh-"+strconv.Itoa(gone.Process.Pid)+"-1")
+	live := filepath.Join(mnt, own, "dsh-"+strconv.Itoa(os.Getppid())+"-1")
+	for _, d := range []string{stale, filepath.Join(stale, "c1"), live} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Skip(err)
+		}
+	}
+	defer os.Remove(live)
+	defer os.Remove(filepath.Join(stale, "c1"))
+	defer os.Remove(stale)
+	limitedManager(t)
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("the stale %s is still there: %v", stale, err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Fatalf("a live host's %s was removed: %v", live, err)
 	}
 }
