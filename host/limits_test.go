@@ -50,15 +50,19 @@ func TestToolBashLimits(t *testing.T) {
 	if res := callTool(t, h, "agent", "bash", bashCall("head -c 10M /dev/zero | tail | wc -c")); res.Text != "10485760" {
 		t.Fatalf("the command after the allocation: %q", res.Text)
 	}
-	// A job: its final read says it, as does the notice of its end.
-	res = callTool(t, h, "agent", "bash", bashCall(forkBomb, "run_in_background", true))
-	var id string
-	if i := strings.Index(res.Text, "[job "); i >= 0 {
-		id = strings.Fields(res.Text[i+5:])[0]
-	}
-	out := readJobToEnd(t, h, "agent", id)
-	const jobProcs = "[limit: the job reached its limit of 50 processes and threads alive at once, so starting another failed]"
-	if id == "" || !strings.Contains(out, "[job "+id+" finished]\n"+jobProcs) {
-		t.Fatalf("job %q: %q", id, out)
+	// Jobs: their final read says it.
+	for cmd, want := range map[string]string{
+		forkBomb: "[limit: the job reached its limit of 50 processes and threads alive at once, so starting another failed]",
+		"head -c 200M /dev/zero | tail | wc -c": "[limit: a process of the job was killed on reaching the job's memory limit of 64 MiB]",
+	} {
+		res = callTool(t, h, "agent", "bash", bashCall(cmd, "run_in_background", true))
+		var id string
+		if i := strings.Index(res.Text, "[job "); i >= 0 {
+			id = strings.Fields(res.Text[i+5:])[0]
+		}
+		out := readJobToEnd(t, h, "agent", id)
+		if id == "" || !strings.Contains(out, "[job "+id+" finished]\n"+want) {
+			t.Fatalf("job %q of %s: %q", id, cmd, out)
+		}
 	}
 }

@@ -63,11 +63,19 @@ func (s LimitsStatus) String() string {
 		return "unavailable (" + s.Reason + ")"
 	}
 	var parts []string
-	if s.Processes != "" {
+	switch {
+	case s.Processes == "":
+	case s.Defaults.Processes > 0:
 		parts = append(parts, fmt.Sprintf("%d processes by %s", s.Defaults.Processes, s.Processes))
+	default:
+		parts = append(parts, "processes unlimited unless an executor sets a limit, by "+s.Processes)
 	}
-	if s.Memory != "" {
+	switch {
+	case s.Memory == "":
+	case s.Defaults.MemoryBytes > 0:
 		parts = append(parts, fmt.Sprintf("%s of memory by %s", FormatBytes(s.Defaults.MemoryBytes), s.Memory))
+	default:
+		parts = append(parts, "memory unlimited unless an executor sets a limit, by "+s.Memory)
 	}
 	out := "per command: "
 	for i, p := range parts {
