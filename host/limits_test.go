@@ -52,7 +52,7 @@ func TestToolBashLimits(t *testing.T) {
 	}
 	// Jobs: their final read says it.
 	for cmd, want := range map[string]string{
-		forkBomb: "[limit: the job reached its limit of 50 processes and threads alive at once, so starting another failed]",
+		forkBomb:                                "[limit: the job reached its limit of 50 processes and threads alive at once, so starting another failed]",
 		"head -c 200M /dev/zero | tail | wc -c": "[limit: a process of the job was killed on reaching the job's memory limit of 64 MiB]",
 	} {
 		res = callTool(t, h, "agent", "bash", bashCall(cmd, "run_in_background", true))

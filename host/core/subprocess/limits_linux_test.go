@@ -231,7 +231,7 @@ func TestLimitsStatusLine(t *testing.T) {
 	if got := st.String(); got != "per command: 4096 processes by cgroup v1, memory unlimited unless an executor sets a limit, by cgroup v2" {
 		t.Fatal(got)
 	}
-		st = LimitsStatus{Reason: "no per-command cgroups"}
+	st = LimitsStatus{Reason: "no per-command cgroups"}
 	if got := st.String(); got != "unavailable (no per-command cgroups)" {
 		t.Fatal(got)
 	}
