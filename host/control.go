@@ -29,10 +29,14 @@ type ControlRequest struct {
 
 // ControlResponse is the answer.
 type ControlResponse struct {
-	Error       string        `json:"error,omitempty"`
-	Composition string        `json:"composition,omitempty"`
-	Pid         int           `json:"pid,omitempty"`
-	Entries     []EntryStatus `json:"entries,omitempty"`
+	Error       string `json:"error,omitempty"`
+	Composition string `json:"composition,omitempty"`
+	Pid         int    `json:"pid,omitempty"`
+	// Limits says how each command's processes and memory are limited
+	// ("per command: 4096 processes by cgroup v1, ..."), or why they are
+	// not ("unavailable (...)").
+	Limits  string        `json:"limits,omitempty"`
+	Entries []EntryStatus `json:"entries,omitempty"`
 }
 
 // ServeControl listens on the control socket until ctx is done.
@@ -71,7 +75,7 @@ func (h *Host) control(ctx context.Context, c net.Conn) {
 		_ = json.NewEncoder(c).Encode(ControlResponse{Error: "bad request: " + err.Error()})
 		return
 	}
-	resp := ControlResponse{Composition: h.comp.File, Pid: os.Getpid()}
+	resp := ControlResponse{Composition: h.comp.File, Pid: os.Getpid(), Limits: h.sub.Limits().String()}
 	switch req.Op {
 	case "status":
 	case "reload":

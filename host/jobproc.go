@@ -146,6 +146,9 @@ func jobStateOf(s *shell.ProcessState) (jobs.State, error) {
 	if s.ExitCode != nil {
 		st.ExitCode = int(*s.ExitCode)
 	}
+	for _, h := range s.GetLimits() {
+		st.Limits = append(st.Limits, &jobsv1.LimitHit{Limit: h.Limit, Value: h.Value})
+	}
 	return st, nil
 }
 

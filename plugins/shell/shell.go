@@ -75,6 +75,18 @@ type (
 	SandboxInfo = shellv1.SandboxInfo
 	// SandboxPolicy is a per-call sandbox policy.
 	SandboxPolicy = shellv1.SandboxPolicy
+	// LimitHit is a limit of a command's tree that stopped something in
+	// it.
+	LimitHit = shellv1.LimitHit
+)
+
+// The limits of LimitHit.Limit.
+const (
+	// LimitProcesses: a fork failed at the cap on tasks (processes and
+	// threads alive at once).
+	LimitProcesses = "processes"
+	// LimitMemory: a process was killed on reaching the memory limit.
+	LimitMemory = "memory"
 )
 
 // Process status values of ProcessState.Status.

@@ -123,11 +123,71 @@ func renderRun(r *shell.RunResult, max int) (string, view, view) {
 	if r.Aborted {
 		markers = append(markers, "[aborted]")
 	}
+	markers = append(markers, limitMarkers("command", r.Limits)...)
 	if m := exitMarker(r.ExitCode, r.Signal); m != "" {
 		markers = append(markers, m)
 	}
 	markers = append(markers, sandboxMarkers(r.Sandbox)...)
 	return assemble(body(out, errs), markers), out, errs
+}
+
+// limitHit is a limit that stopped something in a command's tree, as a
+// run (shell.LimitHit) or a job (jobsv1.LimitHit) reports it.
+type limitHit interface {
+	GetLimit() string
+	GetValue() int64
+}
+
+// limitMarkers say, one plain sentence each, which limit of the command
+// (or job: what) stopped something in it, and its value.
+func limitMarkers[H limitHit](what string, hits []H) []string {
+	var m []string
+	for _, h := range hits {
+		m = append(m, "[limit: "+limitSentence(what, h)+"]")
+	}
+	return m
+}
+
+// limitSentence is what a limit did, without brackets.
+func limitSentence(what string, h limitHit) string {
+	switch h.GetLimit() {
+	case shell.LimitProcesses:
+		return fmt.Sprintf("the %s reached its limit of %s processes and threads alive at once, so starting another failed", what, modeltext.Thousands(h.GetValue()))
+	case shell.LimitMemory:
+		return fmt.Sprintf("a process of the %s was killed on reaching the %s's memory limit of %s", what, what, bytesText(h.GetValue()))
+	}
+	return fmt.Sprintf("the %s reached its %s limit of %s", what, h.GetLimit(), modeltext.Thousands(h.GetValue()))
+}
+
+// bytesText is n in the largest binary unit that keeps it readable: "2
+// GiB", "1.5 GiB", "64 MiB", "900 bytes".
+func bytesText(n int64) string {
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.size {
+			if n%u.size == 0 {
+				return fmt.Sprintf("%d %s", n/u.size, u.name)
+			}
+			return fmt.Sprintf("%.1f %s", float64(n)/float64(u.size), u.name)
+		}
+	}
+	return modeltext.Thousands(n) + " bytes"
+}
+
+// limitJSON is a limit a tree hit, in structured content.
+type limitJSON struct {
+	Limit string `json:"limit"`
+	Value int64  `json:"value"`
+}
+
+func limitsOf[H limitHit](hits []H) []limitJSON {
+	var out []limitJSON
+	for _, h := range hits {
+		out = append(out, limitJSON{h.GetLimit(), h.GetValue()})
+	}
+	return out
 }
 
 // sandboxFacts are a sandboxing executor's facts, as a run
@@ -306,6 +366,7 @@ type runFacts struct {
 	Stdout     streamFacts  `json:"stdout"`
 	Stderr     streamFacts  `json:"stderr"`
 	Sandbox    *sandboxJSON `json:"sandbox,omitempty"`
+	Limits     []limitJSON  `json:"limits,omitempty"`
 }
 
 func facts(v view) streamFacts {
@@ -342,6 +403,7 @@ func runStructured(r *shell.RunResult, out, errs view) []byte {
 		DurationMs: r.DurationMs,
 		Stdout:     facts(out),
 		Stderr:     facts(errs),
+		Limits:     limitsOf(r.Limits),
 	}
 	if r.Sandbox != nil {
 		f.Sandbox = sandboxOf(r.Sandbox)
@@ -366,6 +428,7 @@ func renderRead(r *jobsv1.JobRead, max int) (string, view, view) {
 		markers = append(markers, "[job "+j.Id+" is still running]")
 	} else {
 		markers = append(markers, "[job "+j.Id+" finished]")
+		markers = append(markers, limitMarkers("job", j.Limits)...)
 		if m := exitMarker(j.ExitCode, j.Signal); m != "" {
 			markers = append(markers, m)
 		}
@@ -386,11 +449,12 @@ type jobFacts struct {
 	Stderr   *streamFacts `json:"stderr,omitempty"`
 	Pid      int32        `json:"pid,omitempty"`
 	Sandbox  *sandboxJSON `json:"sandbox,omitempty"`
+	Limits   []limitJSON  `json:"limits,omitempty"`
 }
 
 // jobStructured is a job's facts; with a read, its streams' too.
 func jobStructured(j *jobsv1.Job, r *jobsv1.JobRead, vs ...view) []byte {
-	f := jobFacts{JobID: j.Id, Status: j.Status, ExitCode: j.ExitCode, Signal: j.Signal, Pid: j.Pid}
+	f := jobFacts{JobID: j.Id, Status: j.Status, ExitCode: j.ExitCode, Signal: j.Signal, Pid: j.Pid, Limits: limitsOf(j.Limits)}
 	if r != nil && len(vs) == 2 {
 		out, errs := facts(vs[0]), facts(vs[1])
 		f.Lossy, f.Stdout, f.Stderr = r.Lossy, &out, &errs
@@ -413,6 +477,9 @@ func renderNotices(finished []*jobsv1.Job) string {
 			how = "killed by signal " + j.Signal
 		case j.ExitCode != nil && *j.ExitCode != 0:
 			how = "exited with code " + strconv.Itoa(int(*j.ExitCode))
+		}
+		for _, h := range j.Limits {
+			how += "; " + limitSentence("job", h)
 		}
 		cmd, _ := modeltext.Clean([]byte(j.Command))
 		lines = append(lines, fmt.Sprintf("[job %s finished: %s; read its output with job_output] %s", j.Id, how, oneLine(string(cmd), 80)))

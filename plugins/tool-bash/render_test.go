@@ -96,6 +96,11 @@ func TestRenderGolden(t *testing.T) {
 		"binary-small":         {ExitCode: code(0), Stdout: out("\x00\x01\x02\x03"), Stderr: out("")},
 		"clean-colours":        {ExitCode: code(1), Stdout: out("\x1b[32m✓\x1b[0m parses\n\x1b[1;31m✗ reads the port\x1b[0m\n"), Stderr: out("\x1b]52;c;Y3VybA==\x07oops\n")},
 		"clean-progress":       {ExitCode: code(0), Stdout: out("installing 10%\rinstalling 50%\rinstalling 100%\r\ndone\n"), Stderr: out("")},
+		// A limit of the command's tree stopped something in it.
+		"limit-processes": {ExitCode: code(2), Stdout: out("48\n49\n"), Stderr: out("sh: 1: Cannot fork\n"),
+			Limits: []*shell.LimitHit{{Limit: shell.LimitProcesses, Value: 4096}}},
+		"limit-memory": {ExitCode: code(137), Stdout: out(""), Stderr: out(""),
+			Limits: []*shell.LimitHit{{Limit: shell.LimitMemory, Value: 2 << 30}}},
 		"truncated-unreported": {ExitCode: code(0),
 			Stdout: &shell.Collected{Data: []byte("z\n"), Total: 100000, Truncated: true, Dropped: 99998, DroppedLines: 49999, SpillPath: "/s/p7.stdout"},
 			Stderr: &shell.Collected{Data: []byte("q\n"), Total: 100000, Truncated: true, Dropped: 99998, DroppedLines: 49999}},
@@ -125,6 +130,8 @@ func TestRenderReadGolden(t *testing.T) {
 		"finished-0":    {Job: &jobsv1.Job{Id: "j2", Status: "completed", ExitCode: code(0)}, Stdout: []byte("done\n"), Stderr: []byte("warning\n")},
 		"finished-4":    {Job: &jobsv1.Job{Id: "j3", Status: "completed", ExitCode: code(4)}},
 		"killed":        {Job: &jobsv1.Job{Id: "j4", Status: "killed", Signal: "SIGTERM"}, Stdout: []byte("partial")},
+		"limit-memory": {Job: &jobsv1.Job{Id: "j8", Status: "killed", Signal: "SIGKILL",
+			Limits: []*jobsv1.LimitHit{{Limit: "memory", Value: 1536 << 20}}}, Stdout: []byte("allocating\n")},
 		"lossy": {Job: &jobsv1.Job{Id: "j5", Status: "running"}, Stdout: []byte("tail\n"), Lossy: true, StdoutSpillPath: "/s/p9.stdout",
 			StdoutFacts: noData(spilled("tail\n", 200000, 31999, "/s/p9.stdout", 200000, ""))},
 		"lossy-partial": {Job: &jobsv1.Job{Id: "j6", Status: "completed", ExitCode: code(0)}, Stdout: []byte("tail\n"), Stderr: []byte("oops\n"), Lossy: true,
@@ -201,10 +208,12 @@ func TestRenderNotices(t *testing.T) {
 		{Id: "j1", Command: long, Status: "completed", ExitCode: &four},
 		{Id: "j2", Command: "sleep 600\necho never", Status: "killed", Signal: "SIGTERM"},
 		{Id: "j3", Command: "true", Status: "completed", ExitCode: &zero},
+		{Id: "j4", Command: "make -j", Status: "completed", ExitCode: &four, Limits: []*jobsv1.LimitHit{{Limit: "processes", Value: 50}}},
 	})
 	want := "[job j1 finished: exited with code 4; read its output with job_output] " + string([]rune(long)[:80]) + "…\n" +
 		"[job j2 finished: killed by signal SIGTERM; read its output with job_output] sleep 600 …\n" +
-		"[job j3 finished: completed; read its output with job_output] true"
+		"[job j3 finished: completed; read its output with job_output] true\n" +
+		"[job j4 finished: exited with code 4; the job reached its limit of 50 processes and threads alive at once, so starting another failed; read its output with job_output] make -j"
 	if got != want {
 		t.Errorf("notices:\n%s\nwant\n%s", got, want)
 	}

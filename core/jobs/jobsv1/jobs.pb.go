@@ -122,6 +122,8 @@ type Job struct {
 	Signal        string `protobuf:"bytes,7,opt,name=signal,proto3" json:"signal,omitempty"`
 	StartedUnixMs int64  `protobuf:"varint,8,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
 	Pid           int32  `protobuf:"varint,9,opt,name=pid,proto3" json:"pid,omitempty"`
+	// Once finished: the limits that stopped something in the job's tree.
+	Limits        []*LimitHit `protobuf:"bytes,10,rep,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -219,6 +221,70 @@ func (x *Job) GetPid() int32 {
 	return 0
 }
 
+func (x *Job) GetLimits() []*LimitHit {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+// A limit of a job's tree that stopped something in it
+// (dsh.shell.v1.LimitHit field for field).
+type LimitHit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "processes": a fork failed at the cap on tasks; "memory": a process
+	// was killed on reaching the memory limit.
+	Limit string `protobuf:"bytes,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The limit: a count of tasks, or bytes.
+	Value         int64 `protobuf:"varint,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LimitHit) Reset() {
+	*x = LimitHit{}
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitHit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitHit) ProtoMessage() {}
+
+func (x *LimitHit) ProtoReflect() protoreflect.Message {
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitHit.ProtoReflect.Descriptor instead.
+func (*LimitHit) Descriptor() ([]byte, []int) {
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *LimitHit) GetLimit() string {
+	if x != nil {
+		return x.Limit
+	}
+	return ""
+}
+
+func (x *LimitHit) GetValue() int64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
 type JobRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -229,7 +295,7 @@ type JobRef struct {
 
 func (x *JobRef) Reset() {
 	*x = JobRef{}
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[2]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -241,7 +307,7 @@ func (x *JobRef) String() string {
 func (*JobRef) ProtoMessage() {}
 
 func (x *JobRef) ProtoReflect() protoreflect.Message {
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[2]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -254,7 +320,7 @@ func (x *JobRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRef.ProtoReflect.Descriptor instead.
 func (*JobRef) Descriptor() ([]byte, []int) {
-	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{2}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *JobRef) GetId() string {
@@ -292,7 +358,7 @@ type JobRead struct {
 
 func (x *JobRead) Reset() {
 	*x = JobRead{}
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[3]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -304,7 +370,7 @@ func (x *JobRead) String() string {
 func (*JobRead) ProtoMessage() {}
 
 func (x *JobRead) ProtoReflect() protoreflect.Message {
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[3]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -317,7 +383,7 @@ func (x *JobRead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRead.ProtoReflect.Descriptor instead.
 func (*JobRead) Descriptor() ([]byte, []int) {
-	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{3}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *JobRead) GetJob() *Job {
@@ -398,7 +464,7 @@ type Sandbox struct {
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[4]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +476,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[4]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +489,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{4}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Sandbox) GetMode() string {
@@ -501,7 +567,7 @@ type Collected struct {
 
 func (x *Collected) Reset() {
 	*x = Collected{}
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[5]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -513,7 +579,7 @@ func (x *Collected) String() string {
 func (*Collected) ProtoMessage() {}
 
 func (x *Collected) ProtoReflect() protoreflect.Message {
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[5]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -526,7 +592,7 @@ func (x *Collected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Collected.ProtoReflect.Descriptor instead.
 func (*Collected) Descriptor() ([]byte, []int) {
-	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{5}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Collected) GetData() []byte {
@@ -608,7 +674,7 @@ type KillResponse struct {
 
 func (x *KillResponse) Reset() {
 	*x = KillResponse{}
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[6]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -620,7 +686,7 @@ func (x *KillResponse) String() string {
 func (*KillResponse) ProtoMessage() {}
 
 func (x *KillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[6]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -633,7 +699,7 @@ func (x *KillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillResponse.ProtoReflect.Descriptor instead.
 func (*KillResponse) Descriptor() ([]byte, []int) {
-	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{6}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *KillResponse) GetKilled() bool {
@@ -652,7 +718,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[7]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -664,7 +730,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[7]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -677,7 +743,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{7}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListRequest) GetOwner() string {
@@ -696,7 +762,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[8]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -708,7 +774,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[8]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -721,7 +787,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{8}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListResponse) GetJobs() []*Job {
@@ -742,7 +808,7 @@ const file_core_jobs_jobsv1_jobs_proto_rawDesc = "" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x18\n" +
 	"\acommand\x18\x03 \x01(\tR\acommand\x12 \n" +
 	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x1b\n" +
-	"\tshell_key\x18\x05 \x01(\tR\bshellKey\"\x81\x02\n" +
+	"\tshell_key\x18\x05 \x01(\tR\bshellKey\"\xb0\x02\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x18\n" +
@@ -752,9 +818,14 @@ const file_core_jobs_jobsv1_jobs_proto_rawDesc = "" +
 	"\texit_code\x18\x06 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
 	"\x06signal\x18\a \x01(\tR\x06signal\x12&\n" +
 	"\x0fstarted_unix_ms\x18\b \x01(\x03R\rstartedUnixMs\x12\x10\n" +
-	"\x03pid\x18\t \x01(\x05R\x03pidB\f\n" +
+	"\x03pid\x18\t \x01(\x05R\x03pid\x12-\n" +
+	"\x06limits\x18\n" +
+	" \x03(\v2\x15.dsh.jobs.v1.LimitHitR\x06limitsB\f\n" +
 	"\n" +
-	"_exit_code\".\n" +
+	"_exit_code\"6\n" +
+	"\bLimitHit\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value\".\n" +
 	"\x06JobRef\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\"\xf1\x02\n" +
@@ -814,37 +885,39 @@ func file_core_jobs_jobsv1_jobs_proto_rawDescGZIP() []byte {
 	return file_core_jobs_jobsv1_jobs_proto_rawDescData
 }
 
-var file_core_jobs_jobsv1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_core_jobs_jobsv1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_core_jobs_jobsv1_jobs_proto_goTypes = []any{
 	(*RegisterRequest)(nil), // 0: dsh.jobs.v1.RegisterRequest
 	(*Job)(nil),             // 1: dsh.jobs.v1.Job
-	(*JobRef)(nil),          // 2: dsh.jobs.v1.JobRef
-	(*JobRead)(nil),         // 3: dsh.jobs.v1.JobRead
-	(*Sandbox)(nil),         // 4: dsh.jobs.v1.Sandbox
-	(*Collected)(nil),       // 5: dsh.jobs.v1.Collected
-	(*KillResponse)(nil),    // 6: dsh.jobs.v1.KillResponse
-	(*ListRequest)(nil),     // 7: dsh.jobs.v1.ListRequest
-	(*ListResponse)(nil),    // 8: dsh.jobs.v1.ListResponse
+	(*LimitHit)(nil),        // 2: dsh.jobs.v1.LimitHit
+	(*JobRef)(nil),          // 3: dsh.jobs.v1.JobRef
+	(*JobRead)(nil),         // 4: dsh.jobs.v1.JobRead
+	(*Sandbox)(nil),         // 5: dsh.jobs.v1.Sandbox
+	(*Collected)(nil),       // 6: dsh.jobs.v1.Collected
+	(*KillResponse)(nil),    // 7: dsh.jobs.v1.KillResponse
+	(*ListRequest)(nil),     // 8: dsh.jobs.v1.ListRequest
+	(*ListResponse)(nil),    // 9: dsh.jobs.v1.ListResponse
 }
 var file_core_jobs_jobsv1_jobs_proto_depIdxs = []int32{
-	1, // 0: dsh.jobs.v1.JobRead.job:type_name -> dsh.jobs.v1.Job
-	5, // 1: dsh.jobs.v1.JobRead.stdout_facts:type_name -> dsh.jobs.v1.Collected
-	5, // 2: dsh.jobs.v1.JobRead.stderr_facts:type_name -> dsh.jobs.v1.Collected
-	4, // 3: dsh.jobs.v1.JobRead.sandbox:type_name -> dsh.jobs.v1.Sandbox
-	1, // 4: dsh.jobs.v1.ListResponse.jobs:type_name -> dsh.jobs.v1.Job
-	0, // 5: dsh.jobs.v1.Jobs.Register:input_type -> dsh.jobs.v1.RegisterRequest
-	2, // 6: dsh.jobs.v1.Jobs.Read:input_type -> dsh.jobs.v1.JobRef
-	2, // 7: dsh.jobs.v1.Jobs.Kill:input_type -> dsh.jobs.v1.JobRef
-	7, // 8: dsh.jobs.v1.Jobs.List:input_type -> dsh.jobs.v1.ListRequest
-	1, // 9: dsh.jobs.v1.Jobs.Register:output_type -> dsh.jobs.v1.Job
-	3, // 10: dsh.jobs.v1.Jobs.Read:output_type -> dsh.jobs.v1.JobRead
-	6, // 11: dsh.jobs.v1.Jobs.Kill:output_type -> dsh.jobs.v1.KillResponse
-	8, // 12: dsh.jobs.v1.Jobs.List:output_type -> dsh.jobs.v1.ListResponse
-	9, // [9:13] is the sub-list for method output_type
-	5, // [5:9] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	2,  // 0: dsh.jobs.v1.Job.limits:type_name -> dsh.jobs.v1.LimitHit
+	1,  // 1: dsh.jobs.v1.JobRead.job:type_name -> dsh.jobs.v1.Job
+	6,  // 2: dsh.jobs.v1.JobRead.stdout_facts:type_name -> dsh.jobs.v1.Collected
+	6,  // 3: dsh.jobs.v1.JobRead.stderr_facts:type_name -> dsh.jobs.v1.Collected
+	5,  // 4: dsh.jobs.v1.JobRead.sandbox:type_name -> dsh.jobs.v1.Sandbox
+	1,  // 5: dsh.jobs.v1.ListResponse.jobs:type_name -> dsh.jobs.v1.Job
+	0,  // 6: dsh.jobs.v1.Jobs.Register:input_type -> dsh.jobs.v1.RegisterRequest
+	3,  // 7: dsh.jobs.v1.Jobs.Read:input_type -> dsh.jobs.v1.JobRef
+	3,  // 8: dsh.jobs.v1.Jobs.Kill:input_type -> dsh.jobs.v1.JobRef
+	8,  // 9: dsh.jobs.v1.Jobs.List:input_type -> dsh.jobs.v1.ListRequest
+	1,  // 10: dsh.jobs.v1.Jobs.Register:output_type -> dsh.jobs.v1.Job
+	4,  // 11: dsh.jobs.v1.Jobs.Read:output_type -> dsh.jobs.v1.JobRead
+	7,  // 12: dsh.jobs.v1.Jobs.Kill:output_type -> dsh.jobs.v1.KillResponse
+	9,  // 13: dsh.jobs.v1.Jobs.List:output_type -> dsh.jobs.v1.ListResponse
+	10, // [10:14] is the sub-list for method output_type
+	6,  // [6:10] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_core_jobs_jobsv1_jobs_proto_init() }
@@ -859,7 +932,7 @@ func file_core_jobs_jobsv1_jobs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_core_jobs_jobsv1_jobs_proto_rawDesc), len(file_core_jobs_jobsv1_jobs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

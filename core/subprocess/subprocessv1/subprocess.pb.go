@@ -154,9 +154,14 @@ type SpawnRequest struct {
 	// A confinement ctx.sandbox's Wrap returned: the host forks the command
 	// from a thread it restricted. One the host does not know, or cannot
 	// apply, refuses the spawn (nothing runs unconfined).
-	Confinement   string `protobuf:"bytes,13,opt,name=confinement,proto3" json:"confinement,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Confinement string `protobuf:"bytes,13,opt,name=confinement,proto3" json:"confinement,omitempty"`
+	// Limits of the command's tree: the tasks (processes and threads) alive
+	// at once, and its memory in bytes (swap included). 0 means the host's
+	// default; a negative value means none.
+	MaxProcesses   int64 `protobuf:"varint,14,opt,name=max_processes,json=maxProcesses,proto3" json:"max_processes,omitempty"`
+	MaxMemoryBytes int64 `protobuf:"varint,15,opt,name=max_memory_bytes,json=maxMemoryBytes,proto3" json:"max_memory_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SpawnRequest) Reset() {
@@ -278,6 +283,20 @@ func (x *SpawnRequest) GetConfinement() string {
 		return x.Confinement
 	}
 	return ""
+}
+
+func (x *SpawnRequest) GetMaxProcesses() int64 {
+	if x != nil {
+		return x.MaxProcesses
+	}
+	return 0
+}
+
+func (x *SpawnRequest) GetMaxMemoryBytes() int64 {
+	if x != nil {
+		return x.MaxMemoryBytes
+	}
+	return 0
 }
 
 type StartResponse struct {
@@ -518,13 +537,15 @@ type Result struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Status Status                 `protobuf:"varint,1,opt,name=status,proto3,enum=dsh.subprocess.v1.Status" json:"status,omitempty"`
 	// Absent when a signal killed the process.
-	ExitCode      *int32     `protobuf:"varint,2,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
-	Signal        string     `protobuf:"bytes,3,opt,name=signal,proto3" json:"signal,omitempty"`
-	TimedOut      bool       `protobuf:"varint,4,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
-	Aborted       bool       `protobuf:"varint,5,opt,name=aborted,proto3" json:"aborted,omitempty"`
-	DurationMs    int64      `protobuf:"varint,6,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
-	Stdout        *Collected `protobuf:"bytes,7,opt,name=stdout,proto3" json:"stdout,omitempty"`
-	Stderr        *Collected `protobuf:"bytes,8,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	ExitCode   *int32     `protobuf:"varint,2,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	Signal     string     `protobuf:"bytes,3,opt,name=signal,proto3" json:"signal,omitempty"`
+	TimedOut   bool       `protobuf:"varint,4,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	Aborted    bool       `protobuf:"varint,5,opt,name=aborted,proto3" json:"aborted,omitempty"`
+	DurationMs int64      `protobuf:"varint,6,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	Stdout     *Collected `protobuf:"bytes,7,opt,name=stdout,proto3" json:"stdout,omitempty"`
+	Stderr     *Collected `protobuf:"bytes,8,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	// The limits that stopped something in the tree.
+	Limits        []*LimitHit `protobuf:"bytes,9,rep,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -615,21 +636,87 @@ func (x *Result) GetStderr() *Collected {
 	return nil
 }
 
+func (x *Result) GetLimits() []*LimitHit {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+// A limit of a command's tree that stopped something in it.
+type LimitHit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "processes": a fork or clone failed at the cap on tasks (processes
+	// and threads); "memory": a process of the tree was killed on reaching
+	// the memory limit.
+	Limit string `protobuf:"bytes,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The limit: a count of tasks, or bytes.
+	Value         int64 `protobuf:"varint,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LimitHit) Reset() {
+	*x = LimitHit{}
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitHit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitHit) ProtoMessage() {}
+
+func (x *LimitHit) ProtoReflect() protoreflect.Message {
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitHit.ProtoReflect.Descriptor instead.
+func (*LimitHit) Descriptor() ([]byte, []int) {
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *LimitHit) GetLimit() string {
+	if x != nil {
+		return x.Limit
+	}
+	return ""
+}
+
+func (x *LimitHit) GetValue() int64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
 type ReadResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Stdout        *Collected             `protobuf:"bytes,1,opt,name=stdout,proto3" json:"stdout,omitempty"`
-	Stderr        *Collected             `protobuf:"bytes,2,opt,name=stderr,proto3" json:"stderr,omitempty"`
-	Lossy         bool                   `protobuf:"varint,3,opt,name=lossy,proto3" json:"lossy,omitempty"`
-	Status        Status                 `protobuf:"varint,4,opt,name=status,proto3,enum=dsh.subprocess.v1.Status" json:"status,omitempty"`
-	ExitCode      *int32                 `protobuf:"varint,5,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
-	Signal        string                 `protobuf:"bytes,6,opt,name=signal,proto3" json:"signal,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Stdout   *Collected             `protobuf:"bytes,1,opt,name=stdout,proto3" json:"stdout,omitempty"`
+	Stderr   *Collected             `protobuf:"bytes,2,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	Lossy    bool                   `protobuf:"varint,3,opt,name=lossy,proto3" json:"lossy,omitempty"`
+	Status   Status                 `protobuf:"varint,4,opt,name=status,proto3,enum=dsh.subprocess.v1.Status" json:"status,omitempty"`
+	ExitCode *int32                 `protobuf:"varint,5,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	Signal   string                 `protobuf:"bytes,6,opt,name=signal,proto3" json:"signal,omitempty"`
+	// Once finished: the limits that stopped something in the tree.
+	Limits        []*LimitHit `protobuf:"bytes,7,rep,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[5]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -641,7 +728,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[5]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -654,7 +741,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{5}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReadResponse) GetStdout() *Collected {
@@ -699,6 +786,13 @@ func (x *ReadResponse) GetSignal() string {
 	return ""
 }
 
+func (x *ReadResponse) GetLimits() []*LimitHit {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
 type KillResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Killed        bool                   `protobuf:"varint,1,opt,name=killed,proto3" json:"killed,omitempty"`
@@ -708,7 +802,7 @@ type KillResponse struct {
 
 func (x *KillResponse) Reset() {
 	*x = KillResponse{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[6]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +814,7 @@ func (x *KillResponse) String() string {
 func (*KillResponse) ProtoMessage() {}
 
 func (x *KillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[6]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +827,7 @@ func (x *KillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillResponse.ProtoReflect.Descriptor instead.
 func (*KillResponse) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{6}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *KillResponse) GetKilled() bool {
@@ -765,7 +859,7 @@ type TerminalRequest struct {
 
 func (x *TerminalRequest) Reset() {
 	*x = TerminalRequest{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[7]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +871,7 @@ func (x *TerminalRequest) String() string {
 func (*TerminalRequest) ProtoMessage() {}
 
 func (x *TerminalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[7]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +884,7 @@ func (x *TerminalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalRequest.ProtoReflect.Descriptor instead.
 func (*TerminalRequest) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{7}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TerminalRequest) GetArgv() []string {
@@ -859,7 +953,7 @@ type TerminalInput struct {
 
 func (x *TerminalInput) Reset() {
 	*x = TerminalInput{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[8]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +965,7 @@ func (x *TerminalInput) String() string {
 func (*TerminalInput) ProtoMessage() {}
 
 func (x *TerminalInput) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[8]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +978,7 @@ func (x *TerminalInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalInput.ProtoReflect.Descriptor instead.
 func (*TerminalInput) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{8}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TerminalInput) GetId() string {
@@ -911,7 +1005,7 @@ type TerminalWritten struct {
 
 func (x *TerminalWritten) Reset() {
 	*x = TerminalWritten{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[9]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1017,7 @@ func (x *TerminalWritten) String() string {
 func (*TerminalWritten) ProtoMessage() {}
 
 func (x *TerminalWritten) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[9]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1030,7 @@ func (x *TerminalWritten) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalWritten.ProtoReflect.Descriptor instead.
 func (*TerminalWritten) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{9}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TerminalWritten) GetWritten() bool {
@@ -957,7 +1051,7 @@ type TerminalReadRequest struct {
 
 func (x *TerminalReadRequest) Reset() {
 	*x = TerminalReadRequest{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[10]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1063,7 @@ func (x *TerminalReadRequest) String() string {
 func (*TerminalReadRequest) ProtoMessage() {}
 
 func (x *TerminalReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[10]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1076,7 @@ func (x *TerminalReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalReadRequest.ProtoReflect.Descriptor instead.
 func (*TerminalReadRequest) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{10}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TerminalReadRequest) GetId() string {
@@ -1017,7 +1111,7 @@ type TerminalOutput struct {
 
 func (x *TerminalOutput) Reset() {
 	*x = TerminalOutput{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[11]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1029,7 +1123,7 @@ func (x *TerminalOutput) String() string {
 func (*TerminalOutput) ProtoMessage() {}
 
 func (x *TerminalOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[11]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,7 +1136,7 @@ func (x *TerminalOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalOutput.ProtoReflect.Descriptor instead.
 func (*TerminalOutput) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{11}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TerminalOutput) GetData() []byte {
@@ -1098,7 +1192,7 @@ type TerminalSize struct {
 
 func (x *TerminalSize) Reset() {
 	*x = TerminalSize{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[12]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1204,7 @@ func (x *TerminalSize) String() string {
 func (*TerminalSize) ProtoMessage() {}
 
 func (x *TerminalSize) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[12]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1217,7 @@ func (x *TerminalSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalSize.ProtoReflect.Descriptor instead.
 func (*TerminalSize) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{12}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TerminalSize) GetId() string {
@@ -1155,7 +1249,7 @@ type TerminalResized struct {
 
 func (x *TerminalResized) Reset() {
 	*x = TerminalResized{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[13]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1261,7 @@ func (x *TerminalResized) String() string {
 func (*TerminalResized) ProtoMessage() {}
 
 func (x *TerminalResized) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[13]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1274,7 @@ func (x *TerminalResized) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalResized.ProtoReflect.Descriptor instead.
 func (*TerminalResized) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{13}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{14}
 }
 
 type TerminalSignal struct {
@@ -1196,7 +1290,7 @@ type TerminalSignal struct {
 
 func (x *TerminalSignal) Reset() {
 	*x = TerminalSignal{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[14]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1208,7 +1302,7 @@ func (x *TerminalSignal) String() string {
 func (*TerminalSignal) ProtoMessage() {}
 
 func (x *TerminalSignal) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[14]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1221,7 +1315,7 @@ func (x *TerminalSignal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalSignal.ProtoReflect.Descriptor instead.
 func (*TerminalSignal) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{14}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TerminalSignal) GetId() string {
@@ -1257,7 +1351,7 @@ type TerminalSignalled struct {
 
 func (x *TerminalSignalled) Reset() {
 	*x = TerminalSignalled{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[15]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1363,7 @@ func (x *TerminalSignalled) String() string {
 func (*TerminalSignalled) ProtoMessage() {}
 
 func (x *TerminalSignalled) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[15]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1376,7 @@ func (x *TerminalSignalled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalSignalled.ProtoReflect.Descriptor instead.
 func (*TerminalSignalled) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{15}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TerminalSignalled) GetSignalled() bool {
@@ -1303,7 +1397,7 @@ var File_core_subprocess_subprocessv1_subprocess_proto protoreflect.FileDescript
 
 const file_core_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
 	"\n" +
-	"-core/subprocess/subprocessv1/subprocess.proto\x12\x11dsh.subprocess.v1\"\xf2\x03\n" +
+	"-core/subprocess/subprocessv1/subprocess.proto\x12\x11dsh.subprocess.v1\"\xc1\x04\n" +
 	"\fSpawnRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
 	"\x03dir\x18\x02 \x01(\tR\x03dir\x12:\n" +
@@ -1319,7 +1413,9 @@ const file_core_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
 	" \x01(\x03R\rmaxSpillBytes\x12%\n" +
 	"\x0esettle_failure\x18\v \x01(\bR\rsettleFailure\x12*\n" +
 	"\x11spill_after_bytes\x18\f \x01(\x03R\x0fspillAfterBytes\x12 \n" +
-	"\vconfinement\x18\r \x01(\tR\vconfinement\x1a6\n" +
+	"\vconfinement\x18\r \x01(\tR\vconfinement\x12#\n" +
+	"\rmax_processes\x18\x0e \x01(\x03R\fmaxProcesses\x12(\n" +
+	"\x10max_memory_bytes\x18\x0f \x01(\x03R\x0emaxMemoryBytes\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"X\n" +
@@ -1344,7 +1440,7 @@ const file_core_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
 	"\fspill_reason\x18\t \x01(\tR\vspillReason\x12\x1f\n" +
 	"\vspill_error\x18\n" +
 	" \x01(\tR\n" +
-	"spillError\"\xc7\x02\n" +
+	"spillError\"\xfc\x02\n" +
 	"\x06Result\x121\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x19.dsh.subprocess.v1.StatusR\x06status\x12 \n" +
 	"\texit_code\x18\x02 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
@@ -1354,16 +1450,21 @@ const file_core_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
 	"\vduration_ms\x18\x06 \x01(\x03R\n" +
 	"durationMs\x124\n" +
 	"\x06stdout\x18\a \x01(\v2\x1c.dsh.subprocess.v1.CollectedR\x06stdout\x124\n" +
-	"\x06stderr\x18\b \x01(\v2\x1c.dsh.subprocess.v1.CollectedR\x06stderrB\f\n" +
+	"\x06stderr\x18\b \x01(\v2\x1c.dsh.subprocess.v1.CollectedR\x06stderr\x123\n" +
+	"\x06limits\x18\t \x03(\v2\x1b.dsh.subprocess.v1.LimitHitR\x06limitsB\f\n" +
 	"\n" +
-	"_exit_code\"\x8b\x02\n" +
+	"_exit_code\"6\n" +
+	"\bLimitHit\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value\"\xc0\x02\n" +
 	"\fReadResponse\x124\n" +
 	"\x06stdout\x18\x01 \x01(\v2\x1c.dsh.subprocess.v1.CollectedR\x06stdout\x124\n" +
 	"\x06stderr\x18\x02 \x01(\v2\x1c.dsh.subprocess.v1.CollectedR\x06stderr\x12\x14\n" +
 	"\x05lossy\x18\x03 \x01(\bR\x05lossy\x121\n" +
 	"\x06status\x18\x04 \x01(\x0e2\x19.dsh.subprocess.v1.StatusR\x06status\x12 \n" +
 	"\texit_code\x18\x05 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
-	"\x06signal\x18\x06 \x01(\tR\x06signalB\f\n" +
+	"\x06signal\x18\x06 \x01(\tR\x06signal\x123\n" +
+	"\x06limits\x18\a \x03(\v2\x1b.dsh.subprocess.v1.LimitHitR\x06limitsB\f\n" +
 	"\n" +
 	"_exit_code\"&\n" +
 	"\fKillResponse\x12\x16\n" +
@@ -1443,7 +1544,7 @@ func file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP() []byte {
 }
 
 var file_core_subprocess_subprocessv1_subprocess_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_core_subprocess_subprocessv1_subprocess_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_core_subprocess_subprocessv1_subprocess_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_core_subprocess_subprocessv1_subprocess_proto_goTypes = []any{
 	(Status)(0),                 // 0: dsh.subprocess.v1.Status
 	(TerminalTarget)(0),         // 1: dsh.subprocess.v1.TerminalTarget
@@ -1452,56 +1553,59 @@ var file_core_subprocess_subprocessv1_subprocess_proto_goTypes = []any{
 	(*ProcessRef)(nil),          // 4: dsh.subprocess.v1.ProcessRef
 	(*Collected)(nil),           // 5: dsh.subprocess.v1.Collected
 	(*Result)(nil),              // 6: dsh.subprocess.v1.Result
-	(*ReadResponse)(nil),        // 7: dsh.subprocess.v1.ReadResponse
-	(*KillResponse)(nil),        // 8: dsh.subprocess.v1.KillResponse
-	(*TerminalRequest)(nil),     // 9: dsh.subprocess.v1.TerminalRequest
-	(*TerminalInput)(nil),       // 10: dsh.subprocess.v1.TerminalInput
-	(*TerminalWritten)(nil),     // 11: dsh.subprocess.v1.TerminalWritten
-	(*TerminalReadRequest)(nil), // 12: dsh.subprocess.v1.TerminalReadRequest
-	(*TerminalOutput)(nil),      // 13: dsh.subprocess.v1.TerminalOutput
-	(*TerminalSize)(nil),        // 14: dsh.subprocess.v1.TerminalSize
-	(*TerminalResized)(nil),     // 15: dsh.subprocess.v1.TerminalResized
-	(*TerminalSignal)(nil),      // 16: dsh.subprocess.v1.TerminalSignal
-	(*TerminalSignalled)(nil),   // 17: dsh.subprocess.v1.TerminalSignalled
-	nil,                         // 18: dsh.subprocess.v1.SpawnRequest.EnvEntry
-	nil,                         // 19: dsh.subprocess.v1.TerminalRequest.EnvEntry
+	(*LimitHit)(nil),            // 7: dsh.subprocess.v1.LimitHit
+	(*ReadResponse)(nil),        // 8: dsh.subprocess.v1.ReadResponse
+	(*KillResponse)(nil),        // 9: dsh.subprocess.v1.KillResponse
+	(*TerminalRequest)(nil),     // 10: dsh.subprocess.v1.TerminalRequest
+	(*TerminalInput)(nil),       // 11: dsh.subprocess.v1.TerminalInput
+	(*TerminalWritten)(nil),     // 12: dsh.subprocess.v1.TerminalWritten
+	(*TerminalReadRequest)(nil), // 13: dsh.subprocess.v1.TerminalReadRequest
+	(*TerminalOutput)(nil),      // 14: dsh.subprocess.v1.TerminalOutput
+	(*TerminalSize)(nil),        // 15: dsh.subprocess.v1.TerminalSize
+	(*TerminalResized)(nil),     // 16: dsh.subprocess.v1.TerminalResized
+	(*TerminalSignal)(nil),      // 17: dsh.subprocess.v1.TerminalSignal
+	(*TerminalSignalled)(nil),   // 18: dsh.subprocess.v1.TerminalSignalled
+	nil,                         // 19: dsh.subprocess.v1.SpawnRequest.EnvEntry
+	nil,                         // 20: dsh.subprocess.v1.TerminalRequest.EnvEntry
 }
 var file_core_subprocess_subprocessv1_subprocess_proto_depIdxs = []int32{
-	18, // 0: dsh.subprocess.v1.SpawnRequest.env:type_name -> dsh.subprocess.v1.SpawnRequest.EnvEntry
+	19, // 0: dsh.subprocess.v1.SpawnRequest.env:type_name -> dsh.subprocess.v1.SpawnRequest.EnvEntry
 	0,  // 1: dsh.subprocess.v1.Result.status:type_name -> dsh.subprocess.v1.Status
 	5,  // 2: dsh.subprocess.v1.Result.stdout:type_name -> dsh.subprocess.v1.Collected
 	5,  // 3: dsh.subprocess.v1.Result.stderr:type_name -> dsh.subprocess.v1.Collected
-	5,  // 4: dsh.subprocess.v1.ReadResponse.stdout:type_name -> dsh.subprocess.v1.Collected
-	5,  // 5: dsh.subprocess.v1.ReadResponse.stderr:type_name -> dsh.subprocess.v1.Collected
-	0,  // 6: dsh.subprocess.v1.ReadResponse.status:type_name -> dsh.subprocess.v1.Status
-	19, // 7: dsh.subprocess.v1.TerminalRequest.env:type_name -> dsh.subprocess.v1.TerminalRequest.EnvEntry
-	0,  // 8: dsh.subprocess.v1.TerminalOutput.status:type_name -> dsh.subprocess.v1.Status
-	1,  // 9: dsh.subprocess.v1.TerminalSignal.target:type_name -> dsh.subprocess.v1.TerminalTarget
-	2,  // 10: dsh.subprocess.v1.Subprocess.Run:input_type -> dsh.subprocess.v1.SpawnRequest
-	2,  // 11: dsh.subprocess.v1.Subprocess.Start:input_type -> dsh.subprocess.v1.SpawnRequest
-	4,  // 12: dsh.subprocess.v1.Subprocess.Read:input_type -> dsh.subprocess.v1.ProcessRef
-	4,  // 13: dsh.subprocess.v1.Subprocess.Kill:input_type -> dsh.subprocess.v1.ProcessRef
-	4,  // 14: dsh.subprocess.v1.Subprocess.Wait:input_type -> dsh.subprocess.v1.ProcessRef
-	9,  // 15: dsh.subprocess.v1.Subprocess.SpawnTerminal:input_type -> dsh.subprocess.v1.TerminalRequest
-	10, // 16: dsh.subprocess.v1.Subprocess.WriteTerminal:input_type -> dsh.subprocess.v1.TerminalInput
-	12, // 17: dsh.subprocess.v1.Subprocess.ReadTerminal:input_type -> dsh.subprocess.v1.TerminalReadRequest
-	14, // 18: dsh.subprocess.v1.Subprocess.ResizeTerminal:input_type -> dsh.subprocess.v1.TerminalSize
-	16, // 19: dsh.subprocess.v1.Subprocess.SignalTerminal:input_type -> dsh.subprocess.v1.TerminalSignal
-	6,  // 20: dsh.subprocess.v1.Subprocess.Run:output_type -> dsh.subprocess.v1.Result
-	3,  // 21: dsh.subprocess.v1.Subprocess.Start:output_type -> dsh.subprocess.v1.StartResponse
-	7,  // 22: dsh.subprocess.v1.Subprocess.Read:output_type -> dsh.subprocess.v1.ReadResponse
-	8,  // 23: dsh.subprocess.v1.Subprocess.Kill:output_type -> dsh.subprocess.v1.KillResponse
-	6,  // 24: dsh.subprocess.v1.Subprocess.Wait:output_type -> dsh.subprocess.v1.Result
-	3,  // 25: dsh.subprocess.v1.Subprocess.SpawnTerminal:output_type -> dsh.subprocess.v1.StartResponse
-	11, // 26: dsh.subprocess.v1.Subprocess.WriteTerminal:output_type -> dsh.subprocess.v1.TerminalWritten
-	13, // 27: dsh.subprocess.v1.Subprocess.ReadTerminal:output_type -> dsh.subprocess.v1.TerminalOutput
-	15, // 28: dsh.subprocess.v1.Subprocess.ResizeTerminal:output_type -> dsh.subprocess.v1.TerminalResized
-	17, // 29: dsh.subprocess.v1.Subprocess.SignalTerminal:output_type -> dsh.subprocess.v1.TerminalSignalled
-	20, // [20:30] is the sub-list for method output_type
-	10, // [10:20] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	7,  // 4: dsh.subprocess.v1.Result.limits:type_name -> dsh.subprocess.v1.LimitHit
+	5,  // 5: dsh.subprocess.v1.ReadResponse.stdout:type_name -> dsh.subprocess.v1.Collected
+	5,  // 6: dsh.subprocess.v1.ReadResponse.stderr:type_name -> dsh.subprocess.v1.Collected
+	0,  // 7: dsh.subprocess.v1.ReadResponse.status:type_name -> dsh.subprocess.v1.Status
+	7,  // 8: dsh.subprocess.v1.ReadResponse.limits:type_name -> dsh.subprocess.v1.LimitHit
+	20, // 9: dsh.subprocess.v1.TerminalRequest.env:type_name -> dsh.subprocess.v1.TerminalRequest.EnvEntry
+	0,  // 10: dsh.subprocess.v1.TerminalOutput.status:type_name -> dsh.subprocess.v1.Status
+	1,  // 11: dsh.subprocess.v1.TerminalSignal.target:type_name -> dsh.subprocess.v1.TerminalTarget
+	2,  // 12: dsh.subprocess.v1.Subprocess.Run:input_type -> dsh.subprocess.v1.SpawnRequest
+	2,  // 13: dsh.subprocess.v1.Subprocess.Start:input_type -> dsh.subprocess.v1.SpawnRequest
+	4,  // 14: dsh.subprocess.v1.Subprocess.Read:input_type -> dsh.subprocess.v1.ProcessRef
+	4,  // 15: dsh.subprocess.v1.Subprocess.Kill:input_type -> dsh.subprocess.v1.ProcessRef
+	4,  // 16: dsh.subprocess.v1.Subprocess.Wait:input_type -> dsh.subprocess.v1.ProcessRef
+	10, // 17: dsh.subprocess.v1.Subprocess.SpawnTerminal:input_type -> dsh.subprocess.v1.TerminalRequest
+	11, // 18: dsh.subprocess.v1.Subprocess.WriteTerminal:input_type -> dsh.subprocess.v1.TerminalInput
+	13, // 19: dsh.subprocess.v1.Subprocess.ReadTerminal:input_type -> dsh.subprocess.v1.TerminalReadRequest
+	15, // 20: dsh.subprocess.v1.Subprocess.ResizeTerminal:input_type -> dsh.subprocess.v1.TerminalSize
+	17, // 21: dsh.subprocess.v1.Subprocess.SignalTerminal:input_type -> dsh.subprocess.v1.TerminalSignal
+	6,  // 22: dsh.subprocess.v1.Subprocess.Run:output_type -> dsh.subprocess.v1.Result
+	3,  // 23: dsh.subprocess.v1.Subprocess.Start:output_type -> dsh.subprocess.v1.StartResponse
+	8,  // 24: dsh.subprocess.v1.Subprocess.Read:output_type -> dsh.subprocess.v1.ReadResponse
+	9,  // 25: dsh.subprocess.v1.Subprocess.Kill:output_type -> dsh.subprocess.v1.KillResponse
+	6,  // 26: dsh.subprocess.v1.Subprocess.Wait:output_type -> dsh.subprocess.v1.Result
+	3,  // 27: dsh.subprocess.v1.Subprocess.SpawnTerminal:output_type -> dsh.subprocess.v1.StartResponse
+	12, // 28: dsh.subprocess.v1.Subprocess.WriteTerminal:output_type -> dsh.subprocess.v1.TerminalWritten
+	14, // 29: dsh.subprocess.v1.Subprocess.ReadTerminal:output_type -> dsh.subprocess.v1.TerminalOutput
+	16, // 30: dsh.subprocess.v1.Subprocess.ResizeTerminal:output_type -> dsh.subprocess.v1.TerminalResized
+	18, // 31: dsh.subprocess.v1.Subprocess.SignalTerminal:output_type -> dsh.subprocess.v1.TerminalSignalled
+	22, // [22:32] is the sub-list for method output_type
+	12, // [12:22] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_core_subprocess_subprocessv1_subprocess_proto_init() }
@@ -1510,15 +1614,15 @@ func file_core_subprocess_subprocessv1_subprocess_proto_init() {
 		return
 	}
 	file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[4].OneofWrappers = []any{}
-	file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[5].OneofWrappers = []any{}
-	file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[11].OneofWrappers = []any{}
+	file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[6].OneofWrappers = []any{}
+	file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_core_subprocess_subprocessv1_subprocess_proto_rawDesc), len(file_core_subprocess_subprocessv1_subprocess_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

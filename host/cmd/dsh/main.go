@@ -466,6 +466,9 @@ func controlCmd(cmd string, rest []string, g globals, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "reloaded %s\n", req.ID)
 	}
 	fmt.Fprintf(stdout, "%s (pid %d)\n", resp.Composition, resp.Pid)
+	if resp.Limits != "" {
+		fmt.Fprintf(stdout, "limits: %s\n", resp.Limits)
+	}
 	printStatus(stdout, resp.Entries)
 	return exitOK
 }

@@ -422,6 +422,10 @@ func TestStatusAndReload(t *testing.T) {
 	if code != 0 || m == nil || !strings.Contains(out, "tool-bash") {
 		t.Fatalf("status: exit %d\n%s\n%s", code, out, errOut)
 	}
+	// How commands are limited, or why they are not.
+	if !regexp.MustCompile(`(?m)^limits: (per command: \d+ processes by cgroup v[12], [0-9.]+ [GMK]iB of memory by cgroup v[12]|unavailable \(.+\))$`).MatchString(out) {
+		t.Fatalf("status has no limits line:\n%s", out)
+	}
 	out, errOut, code = dsh(t, env, "reload", "bash")
 	m2 := pidRe.FindStringSubmatch(out)
 	if code != 0 || !strings.HasPrefix(out, "reloaded bash") || m2 == nil || m2[1] == m[1] {

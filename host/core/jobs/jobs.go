@@ -68,6 +68,8 @@ type State struct {
 	ExitCode int
 	// Signal names the signal that ended it ("SIGKILL"), if one did.
 	Signal string
+	// Limits are the limits that stopped something in its tree.
+	Limits []*jobsv1.LimitHit
 }
 
 func (s State) finished() bool { return s.Status == Completed || s.Status == Killed }
@@ -172,6 +174,7 @@ type Snapshot struct {
 	Status                          Status
 	ExitCode                        int
 	Signal                          string
+	Limits                          []*jobsv1.LimitHit
 }
 
 // Registration is a process to adopt as a job.
@@ -383,10 +386,10 @@ func (m *Manager) Read(ctx context.Context, owner, id string) (Snapshot, Output,
 	snap := m.snapshot(j)
 	m.mu.Unlock()
 	if out.State.finished() {
-		snap.Status, snap.ExitCode, snap.Signal = out.State.Status, out.State.ExitCode, out.State.Signal
+		snap.Status, snap.ExitCode, snap.Signal, snap.Limits = out.State.Status, out.State.ExitCode, out.State.Signal, out.State.Limits
 		m.forget(id)
 	} else {
-		snap.Status, snap.ExitCode, snap.Signal = Running, 0, ""
+		snap.Status, snap.ExitCode, snap.Signal, snap.Limits = Running, 0, "", nil
 	}
 	return snap, out, nil
 }
@@ -521,5 +524,6 @@ func (m *Manager) snapshot(j *Job) Snapshot {
 	return Snapshot{
 		ID: j.ID, Owner: j.Owner, Command: j.Command, Description: j.Description, Started: j.Started,
 		Pid: j.proc.Pid(), Status: j.state.Status, ExitCode: j.state.ExitCode, Signal: j.state.Signal,
+		Limits: j.state.Limits,
 	}
 }

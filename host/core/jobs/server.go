@@ -117,6 +117,7 @@ func JobProto(s Snapshot) *jobsv1.Job {
 		Signal:        s.Signal,
 		StartedUnixMs: s.Started.UnixMilli(),
 		Pid:           int32(s.Pid),
+		Limits:        s.Limits,
 	}
 	switch s.Status {
 	case Running:

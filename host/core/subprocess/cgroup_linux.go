@@ -27,6 +27,7 @@ import (
 // as it was made (see release).
 type cgroupRoot struct {
 	dir string
+	lim *limiter // the trees' limits (limits_linux.go)
 
 	mu     sync.Mutex
 	idle   []*cgroup
@@ -80,16 +81,29 @@ func (r *cgroupRoot) child() (*cgroup, error) {
 		_ = os.Remove(dir)
 		return nil, err
 	}
-	return &cgroup{dir: dir, fd: fd}, nil
+	c := &cgroup{dir: dir, fd: fd}
+	if r.lim != nil {
+		if err := r.lim.addV1(c); err != nil {
+			c.remove()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// readFile reads one of the root's control files.
+func (r *cgroupRoot) readFile(name string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(r.dir, name))
 }
 
 // release takes back a command's cgroup once its tree is gone. Only a
 // cgroup as it was made is pooled: one still holding a process, one that
 // was killed, or one the command changed (froze it, set limits, made
-// children, made it threaded), is removed instead (or left to close when
-// it cannot be).
+// children, made it threaded, changed its limits), and one where a limit
+// stopped something, are removed instead (or left to close when they
+// cannot be).
 func (r *cgroupRoot) release(c *cgroup) {
-	if c.pristine() {
+	if c.pristine() && (r.lim == nil || r.lim.pristine(c)) {
 		r.mu.Lock()
 		if !r.closed && len(r.idle) < maxIdleCgroups {
 			r.idle = append(r.idle, c)
@@ -107,6 +121,8 @@ func (r *cgroupRoot) close() {
 	r.closed = true
 	for _, c := range r.idle {
 		_ = unix.Close(c.fd)
+		c.lim.pids.remove()
+		c.lim.mem.remove()
 	}
 	r.idle = nil
 	r.mu.Unlock()
@@ -119,6 +135,9 @@ func (r *cgroupRoot) close() {
 		}
 	}
 	_ = os.Remove(r.dir)
+	if r.lim != nil {
+		r.lim.close()
+	}
 }
 
 // cgroup holds the whole tree of one command.
@@ -129,6 +148,7 @@ type cgroup struct {
 	// process later started into such a cgroup with CLONE_INTO_CGROUP is
 	// SIGKILLed at birth, so it is never pooled.
 	killed bool
+	lim    treeLimits
 }
 
 // kill sends SIGKILL to every process in the cgroup.
@@ -273,14 +293,22 @@ func (c *cgroup) killAndWait(bound time.Duration) bool {
 	return true
 }
 
-// remove closes the fd and removes the (empty) cgroup.
+// remove closes the fd and removes the (empty) cgroup, and its v1 ones.
 func (c *cgroup) remove() {
 	if c.fd >= 0 {
 		_ = unix.Close(c.fd)
 		c.fd = -1
 	}
+	removeDir(c.dir)
+	c.lim.pids.remove()
+	c.lim.mem.remove()
+}
+
+// removeDir removes an empty cgroup, again for a while as its last tasks
+// finish leaving it.
+func removeDir(dir string) {
 	for i := 0; i < 50; i++ {
-		if err := os.Remove(c.dir); err == nil || errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(dir); err == nil || errors.Is(err, os.ErrNotExist) {
 			return
 		}
 		time.Sleep(2 * time.Millisecond)

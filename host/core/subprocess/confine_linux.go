@@ -21,11 +21,27 @@ import (
 // confined command must never have forked anything else, so unconfined
 // commands fork on spawner threads, locked for good and never ending, and
 // nothing forks on the pool's threads.
-func startLocked(cmd *exec.Cmd, confine func() error) (wait func() error, err error) {
+//
+// join, when set, moves the forking thread into the command's cgroup v1
+// limits for the fork and back after it.
+func startLocked(cmd *exec.Cmd, confine func() error, join *v1join) (wait func() error, err error) {
 	if confine == nil {
-		return startSpawner(cmd)
+		return startSpawner(cmd, join)
 	}
-	return startConfined(cmd, confine)
+	return startConfined(cmd, confine, join)
+}
+
+// startJoined is cmd.Start from inside join's cgroups.
+func startJoined(cmd *exec.Cmd, join *v1join) error {
+	if join == nil {
+		return cmd.Start()
+	}
+	if err := join.enter(); err != nil {
+		return err
+	}
+	err := cmd.Start()
+	join.leave()
+	return err
 }
 
 // spawners is how many threads fork unconfined commands: a few, so
@@ -39,13 +55,14 @@ var (
 
 type spawnReq struct {
 	cmd  *exec.Cmd
+	join *v1join
 	done chan error
 }
 
 // startSpawner starts cmd on a spawner thread; the wait, on the caller's
 // goroutine, holds no thread while the command runs (see waitExited), so a
 // live command costs no OS thread.
-func startSpawner(cmd *exec.Cmd) (func() error, error) {
+func startSpawner(cmd *exec.Cmd, join *v1join) (func() error, error) {
 	spawnOnce.Do(func() {
 		spawnQ = make(chan spawnReq)
 		for i := 0; i < spawners; i++ {
@@ -53,7 +70,7 @@ func startSpawner(cmd *exec.Cmd) (func() error, error) {
 		}
 	})
 	done := make(chan error, 1)
-	spawnQ <- spawnReq{cmd, done}
+	spawnQ <- spawnReq{cmd, join, done}
 	if err := <-done; err != nil {
 		return nil, err
 	}
@@ -68,7 +85,7 @@ func startSpawner(cmd *exec.Cmd) (func() error, error) {
 func spawnLoop() {
 	runtime.LockOSThread() // never unlocked: the thread lives as long as the host
 	for r := range spawnQ {
-		r.done <- r.cmd.Start()
+		r.done <- startJoined(r.cmd, r.join)
 	}
 }
 
@@ -97,18 +114,33 @@ func waitExited(pid int) {
 	})
 }
 
-func startConfined(cmd *exec.Cmd, confine func() error) (wait func() error, err error) {
+func startConfined(cmd *exec.Cmd, confine func() error, join *v1join) (wait func() error, err error) {
 	started := make(chan error, 1)
 	waited := make(chan error, 1)
-	// work runs on a locked thread that is not the main one.
+	// work runs on a locked thread that is not the main one. It joins the
+	// v1 cgroups before the confinement, which may forbid opening them;
+	// leaving goes through files opened before.
 	work := func() {
+		if join != nil {
+			if err := join.enter(); err != nil {
+				started <- err
+				return
+			}
+		}
 		if confine != nil {
 			if err := confine(); err != nil {
+				if join != nil {
+					join.leave()
+				}
 				started <- &confineError{err}
 				return // the thread dies with what it got
 			}
 		}
-		if err := cmd.Start(); err != nil {
+		err := cmd.Start()
+		if join != nil {
+			join.leave()
+		}
+		if err != nil {
 			started <- err
 			return
 		}

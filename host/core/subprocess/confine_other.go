@@ -9,7 +9,7 @@ import (
 
 // startLocked starts cmd. Confining is Linux's: elsewhere a confined spawn
 // is refused, never run unconfined.
-func startLocked(cmd *exec.Cmd, confine func() error) (func() error, error) {
+func startLocked(cmd *exec.Cmd, confine func() error, _ *v1join) (func() error, error) {
 	if confine != nil {
 		return nil, &confineError{errors.New("confining a command is not supported on this system")}
 	}

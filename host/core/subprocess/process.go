@@ -45,6 +45,7 @@ type Process struct {
 	signal   string
 	timedOut bool
 	aborted  bool
+	limits   []LimitHit // the limits that stopped something in the tree
 	started  time.Time
 	ended    time.Time
 }
@@ -105,7 +106,7 @@ func (p *Process) start(path string, env []string) (wait func(), err error) {
 		cmd.Stdin, stdinW = r, w
 		defer r.Close()
 	}
-	waitFn, err := startLocked(cmd, p.spec.Confine)
+	waitFn, err := startLocked(cmd, p.spec.Confine, p.forkJoin())
 	// The child has its copies; ours must go so EOF comes when it exits.
 	outW.Close()
 	errW.Close()
@@ -172,6 +173,11 @@ func (p *Process) wait(readers *sync.WaitGroup, outR, errR *os.File, waitFn func
 
 	// What the main process left behind dies with it.
 	p.killTree()
+	if hits := p.limitHits(); hits != nil {
+		p.mu.Lock()
+		p.limits = hits
+		p.mu.Unlock()
+	}
 	// A holder that escaped the tree (no cgroup) would keep the pipes open:
 	// after 2 s, stop reading. A timer, not a goroutine and a select: this
 	// runs at the end of every command.
@@ -322,8 +328,11 @@ type Result struct {
 	// TimedOut and Aborted say which first cause ended the process; at
 	// most one is true.
 	TimedOut, Aborted bool
-	Duration          time.Duration
-	Stdout, Stderr    Collected
+	// Limits are the limits of the tree that stopped something in it: a
+	// fork that failed, a process killed for memory.
+	Limits         []LimitHit
+	Duration       time.Duration
+	Stdout, Stderr Collected
 }
 
 // Result returns the outcome; call it after Done. The collected output is
@@ -336,6 +345,7 @@ func (p *Process) Result() Result {
 		Signal:   p.signal,
 		TimedOut: p.timedOut,
 		Aborted:  p.aborted,
+		Limits:   p.limits,
 		Duration: p.ended.Sub(p.started),
 	}
 	p.mu.Unlock()
@@ -351,9 +361,11 @@ type Read struct {
 	// dropped; the spill files hold them.
 	Lossy  bool
 	Status Status
-	// ExitCode and Signal are set once the process has finished.
+	// ExitCode and Signal are set once the process has finished, and
+	// Limits, the limits that stopped something in its tree.
 	ExitCode int
 	Signal   string
+	Limits   []LimitHit
 }
 
 // Read returns the output produced since the previous Read (never twice).
@@ -371,7 +383,7 @@ func (p *Process) Read() Read {
 	r.Status = Running
 	if finished {
 		p.mu.Lock()
-		r.Status, r.ExitCode, r.Signal = p.status, p.exitCode, p.signal
+		r.Status, r.ExitCode, r.Signal, r.Limits = p.status, p.exitCode, p.signal, p.limits
 		p.mu.Unlock()
 	}
 	return r

@@ -87,8 +87,13 @@ type Config struct {
 	// callers that print their paths).
 	KeepSpill bool
 	// NoCgroup disables per-command cgroups (then a tree is found by its
-	// process group only, which misses setsid children).
+	// process group only, which misses setsid children, and nothing is
+	// limited).
 	NoCgroup bool
+	// Limits are the limits of a command whose Spec asks for none: a zero
+	// field means the built-in default (DefaultMaxProcesses tasks, half
+	// the memory the host may use), a negative one no limit.
+	Limits Limits
 }
 
 // Spec says what to run.
@@ -126,6 +131,9 @@ type Spec struct {
 	// ran it, and waited on there, and that thread is never used again.
 	// An error means nothing was started.
 	Confine func() error
+	// Limits bound the tree's tasks and memory; a zero field means the
+	// manager's default, a negative one no limit.
+	Limits Limits
 }
 
 // Error is an infrastructure failure: the command could not be started.
@@ -194,6 +202,8 @@ type Manager struct {
 	trees  // how the OS tracks process trees (tree_*.go)
 	nextID atomic.Uint64
 	spill  spillBudget
+	// limits says how trees are limited (set by openTrees).
+	limits LimitsStatus
 	// bigPipes counts the pipes grown for streams pouring output.
 	bigPipes atomic.Int32
 	peeks    atomic.Int64 // LatestLine calls
@@ -247,9 +257,14 @@ func New(cfg Config) (*Manager, error) {
 		m.ambientEnv = append(m.ambientEnv, k+"="+m.ambient[k])
 	}
 	m.spill.max, m.spill.perOwner = cfg.MaxSpillTotal, cfg.MaxSpillPerOwner
+	m.limits = LimitsStatus{Reason: "limits need Linux cgroups"}
 	m.openTrees()
 	return m, nil
 }
+
+// Limits says how the limits of command trees are enforced, or why they
+// are not.
+func (m *Manager) Limits() LimitsStatus { return m.limits }
 
 // Env builds a command's environment: the ambient one without credentials
 // and without DSH_* (scrubbed once, in New), then the explicit layer.

@@ -182,7 +182,7 @@ func (t *Terminal) start(path string, env []string) error {
 	cmd.Env = env
 	cmd.SysProcAttr = attr
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	waitFn, err := startLocked(cmd, p.spec.Confine)
+	waitFn, err := startLocked(cmd, p.spec.Confine, p.forkJoin())
 	// The child has its copy; with ours gone the master reads its end
 	// once the last holder in the tree lets go.
 	slave.Close()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -118,7 +119,10 @@ func TestTerminalShell(t *testing.T) {
 	}
 	// The terminal's session is its own, led by the shell.
 	out = run(t, term, &all, "ps -o sid=,pgid= -p $$")
-	if !strings.Contains(out, strconv.Itoa(term.Pid())+" "+strconv.Itoa(term.Pid())) && !strings.Contains(out, strconv.Itoa(term.Pid())+"  "+strconv.Itoa(term.Pid())) {
+	// ps pads its columns to the widest pid it might show: compare the
+	// fields of each line.
+	pid := strconv.Itoa(term.Pid())
+	if !slices.ContainsFunc(strings.FieldsFunc(out, func(r rune) bool { return r == '\r' || r == '\n' }), func(l string) bool { return slices.Equal(strings.Fields(l), []string{pid, pid}) }) {
 		t.Errorf("session and group of the shell (pid %d): %q", term.Pid(), out)
 	}
 	// Input takes what answers the program from the host.

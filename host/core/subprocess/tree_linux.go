@@ -22,18 +22,35 @@ type trees struct {
 type procTree struct {
 	cgMu sync.Mutex
 	cg   *cgroup
+	// join moves the forking thread into the tree's v1 cgroups, where
+	// limits are enforced by cgroup v1.
+	join *v1join
 }
 
 func (m *Manager) openTrees() {
 	if m.cfg.NoCgroup {
+		m.limits = LimitsStatus{Reason: "per-command cgroups are disabled"}
 		return
 	}
-	cg, err := newCgroupRoot(fmt.Sprintf("dsh-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	name := fmt.Sprintf("dsh-%d-%d", os.Getpid(), time.Now().UnixNano())
+	cg, err := newCgroupRoot(name)
 	if err != nil {
 		m.log.Warn("no per-command cgroups; process trees are tracked by process group only, which misses setsid children", "error", err)
+		m.limits = LimitsStatus{Reason: "no per-command cgroups: " + err.Error()}
+		m.log.Warn("no limits on the processes and memory of commands", "reason", m.limits.Reason)
 		return
 	}
 	m.cg = cg
+	cg.lim = openLimits(cg, name, m.cfg.Limits)
+	m.limits = cg.lim.status
+	switch {
+	case !m.limits.Available:
+		m.log.Warn("no limits on the processes and memory of commands", "reason", m.limits.Reason)
+	case m.limits.Reason != "":
+		m.log.Warn("commands are limited in part", "limits", m.limits.String())
+	default:
+		m.log.Debug("commands are limited", "limits", m.limits.String())
+	}
 }
 
 func (m *Manager) closeTrees() {
@@ -57,10 +74,29 @@ func (p *Process) sysProcAttr() (*syscall.SysProcAttr, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := p.m.cg.lim.apply(cg, p.spec.Limits.resolve(p.m.cg.lim.def)); err != nil {
+			cg.remove()
+			return nil, err
+		}
 		p.cg = cg
+		p.join = p.m.cg.lim.join(cg)
 		attr.UseCgroupFD, attr.CgroupFD = true, cg.fd
 	}
 	return attr, nil
+}
+
+// forkJoin is how the forking thread joins the tree's v1 cgroups, or nil.
+func (p *Process) forkJoin() *v1join { return p.join }
+
+// limitHits reads which limits stopped something in the tree, once it has
+// ended; a cgroup where one did is not pooled.
+func (p *Process) limitHits() []LimitHit {
+	p.cgMu.Lock()
+	defer p.cgMu.Unlock()
+	if p.cg == nil {
+		return nil
+	}
+	return p.m.cg.lim.hits(p.cg)
 }
 
 // releaseTree gives the command's cgroup back; signals sent to the tree
@@ -70,7 +106,7 @@ func (p *Process) releaseTree() {
 	defer p.cgMu.Unlock()
 	if p.cg != nil {
 		p.m.cg.release(p.cg)
-		p.cg = nil
+		p.cg, p.join = nil, nil
 	}
 }
 

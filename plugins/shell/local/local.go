@@ -36,6 +36,14 @@ type Config struct {
 	MaxSpillBytes int64 `json:"maxSpillBytes" minimum:"0" desc:"spill file cap per stream (67108864)"`
 	// GraceMs is the time between SIGTERM and SIGKILL.
 	GraceMs int64 `json:"graceMs" minimum:"0" desc:"SIGTERM to SIGKILL grace (3000)"`
+	// MaxProcesses caps the tasks (processes and threads) alive at once
+	// in each command's tree, foreground or background: a fork beyond it
+	// fails. 0 means the host's default, -1 no limit.
+	MaxProcesses int64 `json:"maxProcesses" minimum:"-1" desc:"tasks (processes and threads) one command may have alive at once; 0 is the host's default (4096), -1 no limit"`
+	// MaxMemoryBytes caps each command tree's memory (swap included):
+	// beyond it the kernel kills a process of the tree. 0 means the
+	// host's default, -1 no limit.
+	MaxMemoryBytes int64 `json:"maxMemoryBytes" minimum:"-1" desc:"memory in bytes one command may use, swap included; 0 is the host's default (half the machine's memory), -1 no limit"`
 }
 
 // Defaults of Config.
@@ -178,6 +186,8 @@ func (e *Executor) Resolve(ctx context.Context, req *shell.ExecRequest) (*shell.
 		DshEnv:          req.DshEnv,
 		Owner:           owner,
 		SandboxPolicy:   req.SandboxPolicy,
+		MaxProcesses:    e.Cfg.MaxProcesses,
+		MaxMemoryBytes:  e.Cfg.MaxMemoryBytes,
 	}, nil
 }
 
@@ -211,6 +221,8 @@ func (e *Executor) spawn(ctx context.Context, spec *shell.ExecSpec) (*subprocess
 		MaxOutputBytes:  spec.MaxOutputBytes,
 		MaxSpillBytes:   spec.MaxSpillBytes,
 		SpillAfterBytes: spec.SpillAfterBytes,
+		MaxProcesses:    spec.MaxProcesses,
+		MaxMemoryBytes:  spec.MaxMemoryBytes,
 	}
 	if e.Confine == nil {
 		return req, nil, nil
@@ -246,6 +258,7 @@ func (e *Executor) Run(ctx context.Context, spec *shell.ExecSpec) (*shell.RunRes
 		DurationMs: res.DurationMs,
 		Workdir:    spec.Workdir,
 		Sandbox:    info,
+		Limits:     limits(res.Limits),
 	}, nil
 }
 
@@ -292,7 +305,7 @@ func (e *Executor) ReadOutput(ctx context.Context, id string) (*shell.ProcessRea
 		StderrSpillPath: stderrFacts.GetSpillPath(),
 		StdoutFacts:     stdoutFacts,
 		StderrFacts:     stderrFacts,
-		State:           stateOf(r.Status, r.ExitCode, r.Signal),
+		State:           stateOf(r.Status, r.ExitCode, r.Signal, r.Limits),
 	}, nil
 }
 
@@ -309,7 +322,7 @@ func (e *Executor) Wait(ctx context.Context, id string) (*shell.ProcessState, er
 	if err != nil {
 		return nil, subprocessError(err)
 	}
-	return stateOf(r.Status, r.ExitCode, r.Signal), nil
+	return stateOf(r.Status, r.ExitCode, r.Signal, r.Limits), nil
 }
 
 // collected is a stream as ctx.subprocess reported it, in the seam's own
@@ -343,8 +356,18 @@ func facts(c *shell.Collected) ([]byte, *shell.Collected) {
 	return data, c
 }
 
-func stateOf(st subprocessv1.Status, code *int32, signal string) *shell.ProcessState {
-	s := &shell.ProcessState{ExitCode: code, Signal: signal}
+// limits are the limits ctx.subprocess said stopped something in a tree,
+// in the seam's own message (the same fields).
+func limits(hits []*subprocessv1.LimitHit) []*shell.LimitHit {
+	var out []*shell.LimitHit
+	for _, h := range hits {
+		out = append(out, &shell.LimitHit{Limit: h.Limit, Value: h.Value})
+	}
+	return out
+}
+
+func stateOf(st subprocessv1.Status, code *int32, signal string, hits []*subprocessv1.LimitHit) *shell.ProcessState {
+	s := &shell.ProcessState{ExitCode: code, Signal: signal, Limits: limits(hits)}
 	switch st {
 	case subprocessv1.Status_STATUS_COMPLETED:
 		s.Status = shell.StatusCompleted

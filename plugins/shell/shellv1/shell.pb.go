@@ -250,8 +250,13 @@ type ExecSpec struct {
 	Owner           string                 `protobuf:"bytes,11,opt,name=owner,proto3" json:"owner,omitempty"`
 	SandboxPolicy   *SandboxPolicy         `protobuf:"bytes,12,opt,name=sandbox_policy,json=sandboxPolicy,proto3" json:"sandbox_policy,omitempty"`
 	SpillAfterBytes int64                  `protobuf:"varint,13,opt,name=spill_after_bytes,json=spillAfterBytes,proto3" json:"spill_after_bytes,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Limits of the command's tree, as the executor resolved them: tasks
+	// (processes and threads) alive at once and memory in bytes. 0 means the
+	// host's default; a negative value means none.
+	MaxProcesses   int64 `protobuf:"varint,14,opt,name=max_processes,json=maxProcesses,proto3" json:"max_processes,omitempty"`
+	MaxMemoryBytes int64 `protobuf:"varint,15,opt,name=max_memory_bytes,json=maxMemoryBytes,proto3" json:"max_memory_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ExecSpec) Reset() {
@@ -371,6 +376,20 @@ func (x *ExecSpec) GetSandboxPolicy() *SandboxPolicy {
 func (x *ExecSpec) GetSpillAfterBytes() int64 {
 	if x != nil {
 		return x.SpillAfterBytes
+	}
+	return 0
+}
+
+func (x *ExecSpec) GetMaxProcesses() int64 {
+	if x != nil {
+		return x.MaxProcesses
+	}
+	return 0
+}
+
+func (x *ExecSpec) GetMaxMemoryBytes() int64 {
+	if x != nil {
+		return x.MaxMemoryBytes
 	}
 	return 0
 }
@@ -609,7 +628,9 @@ type RunResult struct {
 	Sandbox    *SandboxInfo           `protobuf:"bytes,8,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	DurationMs int64                  `protobuf:"varint,9,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
 	// The resolved working directory the command ran in.
-	Workdir       string `protobuf:"bytes,10,opt,name=workdir,proto3" json:"workdir,omitempty"`
+	Workdir string `protobuf:"bytes,10,opt,name=workdir,proto3" json:"workdir,omitempty"`
+	// The limits that stopped something in the command's tree.
+	Limits        []*LimitHit `protobuf:"bytes,11,rep,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -714,6 +735,70 @@ func (x *RunResult) GetWorkdir() string {
 	return ""
 }
 
+func (x *RunResult) GetLimits() []*LimitHit {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+// A limit of a command's tree that stopped something in it
+// (dsh.subprocess.v1.LimitHit field for field).
+type LimitHit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "processes": a fork failed at the cap on tasks; "memory": a process
+	// was killed on reaching the memory limit.
+	Limit string `protobuf:"bytes,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The limit: a count of tasks, or bytes.
+	Value         int64 `protobuf:"varint,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LimitHit) Reset() {
+	*x = LimitHit{}
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitHit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitHit) ProtoMessage() {}
+
+func (x *LimitHit) ProtoReflect() protoreflect.Message {
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitHit.ProtoReflect.Descriptor instead.
+func (*LimitHit) Descriptor() ([]byte, []int) {
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *LimitHit) GetLimit() string {
+	if x != nil {
+		return x.Limit
+	}
+	return ""
+}
+
+func (x *LimitHit) GetValue() int64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
 type StartResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -725,7 +810,7 @@ type StartResponse struct {
 
 func (x *StartResponse) Reset() {
 	*x = StartResponse{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[6]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +822,7 @@ func (x *StartResponse) String() string {
 func (*StartResponse) ProtoMessage() {}
 
 func (x *StartResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[6]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +835,7 @@ func (x *StartResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartResponse.ProtoReflect.Descriptor instead.
 func (*StartResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{6}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StartResponse) GetId() string {
@@ -783,7 +868,7 @@ type ProcessRef struct {
 
 func (x *ProcessRef) Reset() {
 	*x = ProcessRef{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[7]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -795,7 +880,7 @@ func (x *ProcessRef) String() string {
 func (*ProcessRef) ProtoMessage() {}
 
 func (x *ProcessRef) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[7]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -808,7 +893,7 @@ func (x *ProcessRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessRef.ProtoReflect.Descriptor instead.
 func (*ProcessRef) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{7}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ProcessRef) GetId() string {
@@ -838,7 +923,7 @@ type ProcessRead struct {
 
 func (x *ProcessRead) Reset() {
 	*x = ProcessRead{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[8]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +935,7 @@ func (x *ProcessRead) String() string {
 func (*ProcessRead) ProtoMessage() {}
 
 func (x *ProcessRead) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[8]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +948,7 @@ func (x *ProcessRead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessRead.ProtoReflect.Descriptor instead.
 func (*ProcessRead) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{8}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ProcessRead) GetStdout() []byte {
@@ -932,16 +1017,18 @@ func (x *ProcessRead) GetSandbox() *SandboxInfo {
 type ProcessState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "running", "completed" or "killed".
-	Status        string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
-	ExitCode      *int32 `protobuf:"varint,2,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
-	Signal        string `protobuf:"bytes,3,opt,name=signal,proto3" json:"signal,omitempty"`
+	Status   string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	ExitCode *int32 `protobuf:"varint,2,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	Signal   string `protobuf:"bytes,3,opt,name=signal,proto3" json:"signal,omitempty"`
+	// Once finished: the limits that stopped something in its tree.
+	Limits        []*LimitHit `protobuf:"bytes,4,rep,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProcessState) Reset() {
 	*x = ProcessState{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[9]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1040,7 @@ func (x *ProcessState) String() string {
 func (*ProcessState) ProtoMessage() {}
 
 func (x *ProcessState) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[9]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1053,7 @@ func (x *ProcessState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessState.ProtoReflect.Descriptor instead.
 func (*ProcessState) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{9}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ProcessState) GetStatus() string {
@@ -990,6 +1077,13 @@ func (x *ProcessState) GetSignal() string {
 	return ""
 }
 
+func (x *ProcessState) GetLimits() []*LimitHit {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
 type KillResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Killed        bool                   `protobuf:"varint,1,opt,name=killed,proto3" json:"killed,omitempty"`
@@ -999,7 +1093,7 @@ type KillResponse struct {
 
 func (x *KillResponse) Reset() {
 	*x = KillResponse{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[10]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1105,7 @@ func (x *KillResponse) String() string {
 func (*KillResponse) ProtoMessage() {}
 
 func (x *KillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[10]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1118,7 @@ func (x *KillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillResponse.ProtoReflect.Descriptor instead.
 func (*KillResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{10}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *KillResponse) GetKilled() bool {
@@ -1064,7 +1158,7 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
 	"\vDshEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe6\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb5\x05\n" +
 	"\bExecSpec\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\tR\acommand\x12\x18\n" +
 	"\aworkdir\x18\x02 \x01(\tR\aworkdir\x12\x1d\n" +
@@ -1080,7 +1174,9 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	" \x03(\v2\".dsh.shell.v1.ExecSpec.DshEnvEntryR\x06dshEnv\x12\x14\n" +
 	"\x05owner\x18\v \x01(\tR\x05owner\x12B\n" +
 	"\x0esandbox_policy\x18\f \x01(\v2\x1b.dsh.shell.v1.SandboxPolicyR\rsandboxPolicy\x12*\n" +
-	"\x11spill_after_bytes\x18\r \x01(\x03R\x0fspillAfterBytes\x1a6\n" +
+	"\x11spill_after_bytes\x18\r \x01(\x03R\x0fspillAfterBytes\x12#\n" +
+	"\rmax_processes\x18\x0e \x01(\x03R\fmaxProcesses\x12(\n" +
+	"\x10max_memory_bytes\x18\x0f \x01(\x03R\x0emaxMemoryBytes\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
@@ -1108,7 +1204,7 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\fspill_reason\x18\t \x01(\tR\vspillReason\x12\x1f\n" +
 	"\vspill_error\x18\n" +
 	" \x01(\tR\n" +
-	"spillError\"\xfb\x02\n" +
+	"spillError\"\xab\x03\n" +
 	"\tRunResult\x12 \n" +
 	"\texit_code\x18\x01 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
 	"\x06signal\x18\x02 \x01(\tR\x06signal\x12\x1b\n" +
@@ -1122,9 +1218,13 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\vduration_ms\x18\t \x01(\x03R\n" +
 	"durationMs\x12\x18\n" +
 	"\aworkdir\x18\n" +
-	" \x01(\tR\aworkdirB\f\n" +
+	" \x01(\tR\aworkdir\x12.\n" +
+	"\x06limits\x18\v \x03(\v2\x16.dsh.shell.v1.LimitHitR\x06limitsB\f\n" +
 	"\n" +
-	"_exit_code\"f\n" +
+	"_exit_code\"6\n" +
+	"\bLimitHit\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value\"f\n" +
 	"\rStartResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03pid\x18\x02 \x01(\x05R\x03pid\x123\n" +
@@ -1141,11 +1241,12 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\x05state\x18\x06 \x01(\v2\x1a.dsh.shell.v1.ProcessStateR\x05state\x12:\n" +
 	"\fstdout_facts\x18\a \x01(\v2\x17.dsh.shell.v1.CollectedR\vstdoutFacts\x12:\n" +
 	"\fstderr_facts\x18\b \x01(\v2\x17.dsh.shell.v1.CollectedR\vstderrFacts\x123\n" +
-	"\asandbox\x18\t \x01(\v2\x19.dsh.shell.v1.SandboxInfoR\asandbox\"n\n" +
+	"\asandbox\x18\t \x01(\v2\x19.dsh.shell.v1.SandboxInfoR\asandbox\"\x9e\x01\n" +
 	"\fProcessState\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12 \n" +
 	"\texit_code\x18\x02 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
-	"\x06signal\x18\x03 \x01(\tR\x06signalB\f\n" +
+	"\x06signal\x18\x03 \x01(\tR\x06signal\x12.\n" +
+	"\x06limits\x18\x04 \x03(\v2\x16.dsh.shell.v1.LimitHitR\x06limitsB\f\n" +
 	"\n" +
 	"_exit_code\"&\n" +
 	"\fKillResponse\x12\x16\n" +
@@ -1172,7 +1273,7 @@ func file_plugins_shell_shellv1_shell_proto_rawDescGZIP() []byte {
 	return file_plugins_shell_shellv1_shell_proto_rawDescData
 }
 
-var file_plugins_shell_shellv1_shell_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_plugins_shell_shellv1_shell_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_plugins_shell_shellv1_shell_proto_goTypes = []any{
 	(*SandboxPolicy)(nil), // 0: dsh.shell.v1.SandboxPolicy
 	(*ExecRequest)(nil),   // 1: dsh.shell.v1.ExecRequest
@@ -1180,50 +1281,53 @@ var file_plugins_shell_shellv1_shell_proto_goTypes = []any{
 	(*SandboxInfo)(nil),   // 3: dsh.shell.v1.SandboxInfo
 	(*Collected)(nil),     // 4: dsh.shell.v1.Collected
 	(*RunResult)(nil),     // 5: dsh.shell.v1.RunResult
-	(*StartResponse)(nil), // 6: dsh.shell.v1.StartResponse
-	(*ProcessRef)(nil),    // 7: dsh.shell.v1.ProcessRef
-	(*ProcessRead)(nil),   // 8: dsh.shell.v1.ProcessRead
-	(*ProcessState)(nil),  // 9: dsh.shell.v1.ProcessState
-	(*KillResponse)(nil),  // 10: dsh.shell.v1.KillResponse
-	nil,                   // 11: dsh.shell.v1.ExecRequest.EnvEntry
-	nil,                   // 12: dsh.shell.v1.ExecRequest.DshEnvEntry
-	nil,                   // 13: dsh.shell.v1.ExecSpec.EnvEntry
-	nil,                   // 14: dsh.shell.v1.ExecSpec.DshEnvEntry
+	(*LimitHit)(nil),      // 6: dsh.shell.v1.LimitHit
+	(*StartResponse)(nil), // 7: dsh.shell.v1.StartResponse
+	(*ProcessRef)(nil),    // 8: dsh.shell.v1.ProcessRef
+	(*ProcessRead)(nil),   // 9: dsh.shell.v1.ProcessRead
+	(*ProcessState)(nil),  // 10: dsh.shell.v1.ProcessState
+	(*KillResponse)(nil),  // 11: dsh.shell.v1.KillResponse
+	nil,                   // 12: dsh.shell.v1.ExecRequest.EnvEntry
+	nil,                   // 13: dsh.shell.v1.ExecRequest.DshEnvEntry
+	nil,                   // 14: dsh.shell.v1.ExecSpec.EnvEntry
+	nil,                   // 15: dsh.shell.v1.ExecSpec.DshEnvEntry
 }
 var file_plugins_shell_shellv1_shell_proto_depIdxs = []int32{
-	11, // 0: dsh.shell.v1.ExecRequest.env:type_name -> dsh.shell.v1.ExecRequest.EnvEntry
-	12, // 1: dsh.shell.v1.ExecRequest.dsh_env:type_name -> dsh.shell.v1.ExecRequest.DshEnvEntry
+	12, // 0: dsh.shell.v1.ExecRequest.env:type_name -> dsh.shell.v1.ExecRequest.EnvEntry
+	13, // 1: dsh.shell.v1.ExecRequest.dsh_env:type_name -> dsh.shell.v1.ExecRequest.DshEnvEntry
 	0,  // 2: dsh.shell.v1.ExecRequest.sandbox_policy:type_name -> dsh.shell.v1.SandboxPolicy
-	13, // 3: dsh.shell.v1.ExecSpec.env:type_name -> dsh.shell.v1.ExecSpec.EnvEntry
-	14, // 4: dsh.shell.v1.ExecSpec.dsh_env:type_name -> dsh.shell.v1.ExecSpec.DshEnvEntry
+	14, // 3: dsh.shell.v1.ExecSpec.env:type_name -> dsh.shell.v1.ExecSpec.EnvEntry
+	15, // 4: dsh.shell.v1.ExecSpec.dsh_env:type_name -> dsh.shell.v1.ExecSpec.DshEnvEntry
 	0,  // 5: dsh.shell.v1.ExecSpec.sandbox_policy:type_name -> dsh.shell.v1.SandboxPolicy
 	4,  // 6: dsh.shell.v1.RunResult.stdout:type_name -> dsh.shell.v1.Collected
 	4,  // 7: dsh.shell.v1.RunResult.stderr:type_name -> dsh.shell.v1.Collected
 	3,  // 8: dsh.shell.v1.RunResult.sandbox:type_name -> dsh.shell.v1.SandboxInfo
-	3,  // 9: dsh.shell.v1.StartResponse.sandbox:type_name -> dsh.shell.v1.SandboxInfo
-	9,  // 10: dsh.shell.v1.ProcessRead.state:type_name -> dsh.shell.v1.ProcessState
-	4,  // 11: dsh.shell.v1.ProcessRead.stdout_facts:type_name -> dsh.shell.v1.Collected
-	4,  // 12: dsh.shell.v1.ProcessRead.stderr_facts:type_name -> dsh.shell.v1.Collected
-	3,  // 13: dsh.shell.v1.ProcessRead.sandbox:type_name -> dsh.shell.v1.SandboxInfo
-	1,  // 14: dsh.shell.v1.Shell.Resolve:input_type -> dsh.shell.v1.ExecRequest
-	2,  // 15: dsh.shell.v1.Shell.Run:input_type -> dsh.shell.v1.ExecSpec
-	2,  // 16: dsh.shell.v1.Shell.Start:input_type -> dsh.shell.v1.ExecSpec
-	1,  // 17: dsh.shell.v1.Shell.Exec:input_type -> dsh.shell.v1.ExecRequest
-	7,  // 18: dsh.shell.v1.Shell.ReadOutput:input_type -> dsh.shell.v1.ProcessRef
-	7,  // 19: dsh.shell.v1.Shell.Kill:input_type -> dsh.shell.v1.ProcessRef
-	7,  // 20: dsh.shell.v1.Shell.Wait:input_type -> dsh.shell.v1.ProcessRef
-	2,  // 21: dsh.shell.v1.Shell.Resolve:output_type -> dsh.shell.v1.ExecSpec
-	5,  // 22: dsh.shell.v1.Shell.Run:output_type -> dsh.shell.v1.RunResult
-	6,  // 23: dsh.shell.v1.Shell.Start:output_type -> dsh.shell.v1.StartResponse
-	5,  // 24: dsh.shell.v1.Shell.Exec:output_type -> dsh.shell.v1.RunResult
-	8,  // 25: dsh.shell.v1.Shell.ReadOutput:output_type -> dsh.shell.v1.ProcessRead
-	10, // 26: dsh.shell.v1.Shell.Kill:output_type -> dsh.shell.v1.KillResponse
-	9,  // 27: dsh.shell.v1.Shell.Wait:output_type -> dsh.shell.v1.ProcessState
-	21, // [21:28] is the sub-list for method output_type
-	14, // [14:21] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	6,  // 9: dsh.shell.v1.RunResult.limits:type_name -> dsh.shell.v1.LimitHit
+	3,  // 10: dsh.shell.v1.StartResponse.sandbox:type_name -> dsh.shell.v1.SandboxInfo
+	10, // 11: dsh.shell.v1.ProcessRead.state:type_name -> dsh.shell.v1.ProcessState
+	4,  // 12: dsh.shell.v1.ProcessRead.stdout_facts:type_name -> dsh.shell.v1.Collected
+	4,  // 13: dsh.shell.v1.ProcessRead.stderr_facts:type_name -> dsh.shell.v1.Collected
+	3,  // 14: dsh.shell.v1.ProcessRead.sandbox:type_name -> dsh.shell.v1.SandboxInfo
+	6,  // 15: dsh.shell.v1.ProcessState.limits:type_name -> dsh.shell.v1.LimitHit
+	1,  // 16: dsh.shell.v1.Shell.Resolve:input_type -> dsh.shell.v1.ExecRequest
+	2,  // 17: dsh.shell.v1.Shell.Run:input_type -> dsh.shell.v1.ExecSpec
+	2,  // 18: dsh.shell.v1.Shell.Start:input_type -> dsh.shell.v1.ExecSpec
+	1,  // 19: dsh.shell.v1.Shell.Exec:input_type -> dsh.shell.v1.ExecRequest
+	8,  // 20: dsh.shell.v1.Shell.ReadOutput:input_type -> dsh.shell.v1.ProcessRef
+	8,  // 21: dsh.shell.v1.Shell.Kill:input_type -> dsh.shell.v1.ProcessRef
+	8,  // 22: dsh.shell.v1.Shell.Wait:input_type -> dsh.shell.v1.ProcessRef
+	2,  // 23: dsh.shell.v1.Shell.Resolve:output_type -> dsh.shell.v1.ExecSpec
+	5,  // 24: dsh.shell.v1.Shell.Run:output_type -> dsh.shell.v1.RunResult
+	7,  // 25: dsh.shell.v1.Shell.Start:output_type -> dsh.shell.v1.StartResponse
+	5,  // 26: dsh.shell.v1.Shell.Exec:output_type -> dsh.shell.v1.RunResult
+	9,  // 27: dsh.shell.v1.Shell.ReadOutput:output_type -> dsh.shell.v1.ProcessRead
+	11, // 28: dsh.shell.v1.Shell.Kill:output_type -> dsh.shell.v1.KillResponse
+	10, // 29: dsh.shell.v1.Shell.Wait:output_type -> dsh.shell.v1.ProcessState
+	23, // [23:30] is the sub-list for method output_type
+	16, // [16:23] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_plugins_shell_shellv1_shell_proto_init() }
@@ -1232,14 +1336,14 @@ func file_plugins_shell_shellv1_shell_proto_init() {
 		return
 	}
 	file_plugins_shell_shellv1_shell_proto_msgTypes[5].OneofWrappers = []any{}
-	file_plugins_shell_shellv1_shell_proto_msgTypes[9].OneofWrappers = []any{}
+	file_plugins_shell_shellv1_shell_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_shell_shellv1_shell_proto_rawDesc), len(file_plugins_shell_shellv1_shell_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
