@@ -140,7 +140,11 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if msg == nil {
 			continue
 		}
-		if !c.track(msg) {
+		pass, reply := c.track(msg)
+		if reply != nil {
+			c.reject(reply)
+		}
+		if !pass {
 			continue
 		}
 		return msg, nil
@@ -148,37 +152,44 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 }
 
 // track keeps the books that let Write drop the response to a cancelled
-// request, and says whether msg goes on to the go-sdk. A cancellation of a
-// request already answered (or never seen) is dropped here: the go-sdk
-// acts on cancellations asynchronously, and a stale one could otherwise
-// cancel a later request that reuses the id.
-func (c *stdioConn) track(msg jsonrpc.Message) bool {
+// request, and says whether msg goes on to the go-sdk, or the reply that
+// answers it instead. A cancellation of a request already answered (or
+// never seen) is dropped here: the go-sdk acts on cancellations
+// asynchronously, and a stale one could otherwise cancel a later request
+// that reuses the id. A request whose id is still in flight is answered
+// here: the go-sdk would drop it without a word, leaving its caller
+// waiting.
+func (c *stdioConn) track(msg jsonrpc.Message) (pass bool, reply []byte) {
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok {
-		return true
+		return true, nil
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if req.IsCall() {
+		if c.inflight[req.ID] {
+			id, _ := json.Marshal(req.ID.Raw())
+			return false, oneReply(id, jsonrpc.CodeInvalidRequest, fmt.Sprintf("Invalid Request: id %s is in use by a request still in flight; use an id of its own", id))
+		}
 		c.inflight[req.ID] = true
-		return true
+		return true, nil
 	}
 	if req.Method != "notifications/cancelled" {
-		return true
+		return true, nil
 	}
 	var p struct {
 		RequestID any `json:"requestId"`
 	}
 	if json.Unmarshal(req.Params, &p) != nil {
-		return true // the go-sdk says what is wrong with it
+		return true, nil // the go-sdk says what is wrong with it
 	}
 	id, err := jsonrpc.MakeID(p.RequestID)
 	if err != nil || !c.inflight[id] {
 		c.log.Debug("ignored the cancellation of a request not in flight", "id", p.RequestID)
-		return false
+		return false, nil
 	}
 	c.cancelled[id] = true
-	return true
+	return true, nil
 }
 
 // Write sends one message as one line. The response to a request the
