@@ -154,7 +154,13 @@ type SpawnRequest struct {
 	// A confinement ctx.sandbox's Wrap returned: the host forks the command
 	// from a thread it restricted. One the host does not know, or cannot
 	// apply, refuses the spawn (nothing runs unconfined).
-	Confinement   string `protobuf:"bytes,13,opt,name=confinement,proto3" json:"confinement,omitempty"`
+	Confinement string `protobuf:"bytes,13,opt,name=confinement,proto3" json:"confinement,omitempty"`
+	// A script, when not empty, the command can read once on descriptor 3:
+	// a pipe holding it, closed at its end. A program takes a script larger
+	// than one argument may be (Linux: 128 KiB) that way, e.g.
+	// bash -c 'eval "$(</dev/fd/3)" 3<&-'. When empty, the command has no
+	// descriptor 3.
+	Script        []byte `protobuf:"bytes,14,opt,name=script,proto3" json:"script,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -278,6 +284,13 @@ func (x *SpawnRequest) GetConfinement() string {
 		return x.Confinement
 	}
 	return ""
+}
+
+func (x *SpawnRequest) GetScript() []byte {
+	if x != nil {
+		return x.Script
+	}
+	return nil
 }
 
 type StartResponse struct {
@@ -1303,7 +1316,7 @@ var File_core_subprocess_subprocessv1_subprocess_proto protoreflect.FileDescript
 
 const file_core_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
 	"\n" +
-	"-core/subprocess/subprocessv1/subprocess.proto\x12\x11dsh.subprocess.v1\"\xf2\x03\n" +
+	"-core/subprocess/subprocessv1/subprocess.proto\x12\x11dsh.subprocess.v1\"\x8a\x04\n" +
 	"\fSpawnRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
 	"\x03dir\x18\x02 \x01(\tR\x03dir\x12:\n" +
@@ -1319,7 +1332,8 @@ const file_core_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
 	" \x01(\x03R\rmaxSpillBytes\x12%\n" +
 	"\x0esettle_failure\x18\v \x01(\bR\rsettleFailure\x12*\n" +
 	"\x11spill_after_bytes\x18\f \x01(\x03R\x0fspillAfterBytes\x12 \n" +
-	"\vconfinement\x18\r \x01(\tR\vconfinement\x1a6\n" +
+	"\vconfinement\x18\r \x01(\tR\vconfinement\x12\x16\n" +
+	"\x06script\x18\x0e \x01(\fR\x06script\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"X\n" +

@@ -60,6 +60,7 @@ func (s *Service) spec(ctx context.Context, req *subprocess.SpawnRequest) (Spec,
 		MaxOutputBytes:  int(req.MaxOutputBytes),
 		MaxSpillBytes:   req.MaxSpillBytes,
 		SpillAfterBytes: int(min(req.SpillAfterBytes, 1<<40)),
+		Script:          req.Script,
 	}
 	if req.HasStdin {
 		spec.Stdin = req.Stdin
