@@ -1,11 +1,15 @@
 package reliability
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A request that reuses the id of one still in flight is answered with a
@@ -45,4 +49,68 @@ func TestMCPDuplicateInFlightID(t *testing.T) {
 	}
 	f.Saw("the first call's answer came")
 	s.echo("after")
+}
+
+// longCommand is a command of about size bytes (a variable assignment
+// makes it long) that shows how it ran: its length, $0, an error's
+// wording, and `set -e` stopping it.
+func longCommand(size int) (cmd, want string) {
+	pad := strings.Repeat("a", size)
+	cmd = "x='" + pad + "'\n" + `echo "len=${#x} 0=$0"
+no_such_command_zz
+set -e
+false
+echo not-reached`
+	return cmd, fmt.Sprintf("len=%d 0=bash", size)
+}
+
+// Commands longer than one argument may be (Linux: 128 KiB), and longer
+// than gRPC's default message (4 MiB), run through the real binaries as a
+// short one does; one longer than an MCP message may be is refused in one
+// sentence naming the limit, and the session goes on.
+func TestMCPLongCommands(t *testing.T) {
+	f := fault(t, "stdio: commands of 200 KiB, 8 MiB and over the 16 MiB limit")
+	s := startRaw(t, toolsComp)
+	for _, size := range []int{200 << 10, 8 << 20} {
+		cmd, want := longCommand(size)
+		text := s.tool("bash", map[string]any{"command": cmd}).text()
+		if !strings.Contains(text, want) || !strings.Contains(text, "bash: line 3: no_such_command_zz: command not found") || strings.Contains(text, "not-reached") {
+			t.Fatalf("a command of %d bytes: %.2000q, want %q", len(cmd), text, want)
+		}
+		f.Saw("%d bytes ran", len(cmd))
+	}
+	// Over the limit: the transport refuses the message itself.
+	p, _ := json.Marshal(map[string]any{"name": "bash", "arguments": map[string]any{"command": strings.Repeat("a", 16<<20), "description": "too long"}})
+	s.send(`{"jsonrpc":"2.0","id":"big","method":"tools/call","params":` + string(p) + `}`)
+	m := s.next()
+	if m.Error == nil || !strings.Contains(string(m.Error), "larger than 16777216 bytes") {
+		t.Fatalf("a command over the limit: %.2000s", m.raw)
+	}
+	f.Saw("over the limit: %s", m.Error)
+	s.echo("after")
+}
+
+// Both runners of bash-sandbox read a command longer than one argument.
+func TestSandboxLongCommand(t *testing.T) {
+	for _, runner := range []string{"landlock", "bubblewrap"} {
+		t.Run(runner, func(t *testing.T) {
+			if runner == "bubblewrap" {
+				if _, err := exec.LookPath("bwrap"); err != nil {
+					t.Skip("bwrap is not installed (apt-get install bubblewrap; .ci/run does)")
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+			defer cancel()
+			ws := t.TempDir()
+			s := startServe(t, ctx, sandboxComp(ws, "workspace-write", "  runner: "+runner+"\n"))
+			f := fault(t, "sandbox ("+runner+"): a command of 200 KiB")
+			cmd, want := longCommand(200 << 10)
+			text, facts := s.tool(t, ctx, "bash", map[string]any{"command": "echo inside > made\ncat made\n" + cmd, "workdir": ws})
+			sb, _ := facts["sandbox"].(map[string]any)
+			if !strings.Contains(text, "inside\n"+want) || strings.Contains(text, "not-reached") || !strings.HasPrefix(fmt.Sprint(sb["enforcement"]), runner) {
+				t.Fatalf("%.2000q (sandbox %v)", text, sb)
+			}
+			f.Saw("ran confined: %v", sb["enforcement"])
+		})
+	}
 }
