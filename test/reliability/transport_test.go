@@ -114,3 +114,47 @@ func TestSandboxLongCommand(t *testing.T) {
 		})
 	}
 }
+
+// After a SIGKILL of the host, the next host removes the first's runtime
+// directory, its plugins' sockets with it.
+func TestKilledHostsSocketsAreSwept(t *testing.T) {
+	f := fault(t, "kill -9 of the host, then another host starts")
+	rt := t.TempDir()
+	comp := writeComp(t, toolsComp)
+	serve := func() *exec.Cmd {
+		cmd := exec.Command(filepath.Join(binDir, "dsh"), "serve", comp)
+		cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+rt)
+		stderr := &syncBuffer{}
+		cmd.Stderr = stderr
+		if _, err := cmd.StdinPipe(); err != nil { // held open: the host serves until killed
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		if !waitFor(60*time.Second, func() bool { return strings.Contains(stderr.String(), "ready in") }) {
+			t.Fatalf("dsh serve not ready in 60s:\n%s", stderr)
+		}
+		return cmd
+	}
+	first := serve()
+	dir := filepath.Join(rt, "dsh", fmt.Sprintf("host-%d", first.Process.Pid))
+	socks, _ := filepath.Glob(filepath.Join(dir, "sockets", "plugin*"))
+	if len(socks) < 3 {
+		t.Fatalf("sockets in the host's directory: %v, want the three plugins'", socks)
+	}
+	if err := first.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	f.Saw("host killed with %d sockets in %s", len(socks), filepath.Base(dir))
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the killed host's directory went before another host started: %v", err)
+	}
+	serve()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the killed host's directory is still there once another started: %v", err)
+	}
+	f.Saw("the next host removed it")
+}
