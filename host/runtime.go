@@ -67,6 +67,7 @@ func newRuntimeDir(base string) (*runtimeDir, error) {
 		return nil, fmt.Errorf("runtime directory: %w", err)
 	}
 	sweepRuntime(base)
+	sweepTmpSockets(os.TempDir())
 	dir := filepath.Join(base, "host-"+strconv.Itoa(os.Getpid()))
 	_ = os.RemoveAll(dir) // a previous host with our pid is certainly dead
 	for _, d := range []string{dir, filepath.Join(dir, "sockets"), filepath.Join(dir, "plugins")} {

@@ -115,15 +115,28 @@ func TestSandboxLongCommand(t *testing.T) {
 	}
 }
 
-// After a SIGKILL of the host, the next host removes the first's runtime
-// directory, its plugins' sockets with it.
+// After a SIGKILL of the host, the next host removes what the first left:
+// its runtime directory, its plugins' sockets with it, and the sockets
+// go-plugin made for the host itself in TMPDIR (private to this test, so
+// it counts only its own).
 func TestKilledHostsSocketsAreSwept(t *testing.T) {
 	f := fault(t, "kill -9 of the host, then another host starts")
 	rt := t.TempDir()
+	tmp := t.TempDir()
 	comp := writeComp(t, toolsComp)
+	hostSockets := func() []string {
+		var socks []string
+		names, _ := filepath.Glob(filepath.Join(tmp, "plugin*"))
+		for _, n := range names {
+			if fi, err := os.Lstat(n); err == nil && fi.Mode()&os.ModeSocket != 0 {
+				socks = append(socks, n)
+			}
+		}
+		return socks
+	}
 	serve := func() *exec.Cmd {
 		cmd := exec.Command(filepath.Join(binDir, "dsh"), "serve", comp)
-		cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+rt)
+		cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+rt, "TMPDIR="+tmp)
 		stderr := &syncBuffer{}
 		cmd.Stderr = stderr
 		if _, err := cmd.StdinPipe(); err != nil { // held open: the host serves until killed
@@ -144,17 +157,35 @@ func TestKilledHostsSocketsAreSwept(t *testing.T) {
 	if len(socks) < 3 {
 		t.Fatalf("sockets in the host's directory: %v, want the three plugins'", socks)
 	}
+	own := hostSockets()
+	if len(own) < 3 {
+		t.Fatalf("the host's own sockets in TMPDIR: %v, want one per plugin", own)
+	}
 	if err := first.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = first.Wait()
-	f.Saw("host killed with %d sockets in %s", len(socks), filepath.Base(dir))
+	f.Saw("host killed with %d sockets in %s and %d in TMPDIR", len(socks), filepath.Base(dir), len(own))
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("the killed host's directory went before another host started: %v", err)
+	}
+	for _, s := range own {
+		if _, err := os.Lstat(s); err != nil {
+			t.Fatalf("the killed host's socket %s went before another host started: %v", s, err)
+		}
 	}
 	serve()
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("the killed host's directory is still there once another started: %v", err)
 	}
-	f.Saw("the next host removed it")
+	for _, s := range own {
+		if _, err := os.Lstat(s); !os.IsNotExist(err) {
+			t.Fatalf("the killed host's socket %s is still in TMPDIR once another host started: %v", s, err)
+		}
+	}
+	// The running host's own sockets are live: they are kept.
+	if now := hostSockets(); len(now) < 3 {
+		t.Fatalf("the running host's sockets in TMPDIR: %v, want one per plugin", now)
+	}
+	f.Saw("the next host removed them and kept its own")
 }
