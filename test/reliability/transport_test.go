@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // A request that reuses the id of one still in flight is answered with a
@@ -83,7 +86,7 @@ func TestMCPLongCommands(t *testing.T) {
 	p, _ := json.Marshal(map[string]any{"name": "bash", "arguments": map[string]any{"command": strings.Repeat("a", 16<<20), "description": "too long"}})
 	s.send(`{"jsonrpc":"2.0","id":"big","method":"tools/call","params":` + string(p) + `}`)
 	m := s.next()
-	if m.Error == nil || !strings.Contains(string(m.Error), "larger than 16777216 bytes") {
+	if string(m.ID) != `"big"` || m.Error == nil || !strings.Contains(string(m.Error), "larger than 16777216 bytes") {
 		t.Fatalf("a command over the limit: %.2000s", m.raw)
 	}
 	f.Saw("over the limit: %s", m.Error)
@@ -188,4 +191,49 @@ func TestKilledHostsSocketsAreSwept(t *testing.T) {
 		t.Fatalf("the running host's sockets in TMPDIR: %v, want one per plugin", now)
 	}
 	f.Saw("the next host removed them and kept its own")
+}
+
+// Over HTTP a request may be as large as on stdio (the go-sdk alone takes
+// 4 MiB): an 8 MiB command runs through the real host; a larger request
+// than 16 MiB is refused with a JSON-RPC error carrying its id, and the
+// session goes on.
+func TestMCPHTTPLongCommand(t *testing.T) {
+	f := fault(t, "http: a command of 8 MiB, then a request over 16 MiB")
+	s := startHTTP(t, toolsComp)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	cs := s.connect(t, ctx)
+	cmd, want := longCommand(8 << 20)
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": cmd, "description": "long"}})
+	if err != nil {
+		t.Fatalf("a command of %d bytes: %.2000v", len(cmd), err)
+	}
+	var text string
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text += tc.Text
+		}
+	}
+	if !strings.Contains(text, want) || !strings.Contains(text, "bash: line 3: no_such_command_zz: command not found") || strings.Contains(text, "not-reached") {
+		t.Fatalf("a command of %d bytes: %.2000q, want %q", len(cmd), text, want)
+	}
+	f.Saw("%d bytes ran", len(cmd))
+
+	sid := s.rawSession(t)
+	p, _ := json.Marshal(map[string]any{"name": "bash", "arguments": map[string]any{"command": strings.Repeat("a", 16<<20), "description": "too long"}})
+	code, body := s.post(t, s.token, sid, `{"jsonrpc":"2.0","id":"big","method":"tools/call","params":`+string(p)+`}`)
+	var m struct {
+		ID    json.RawMessage `json:"id"`
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if code != http.StatusRequestEntityTooLarge || json.Unmarshal([]byte(body), &m) != nil || string(m.ID) != `"big"` || m.Error.Code != -32600 || !strings.Contains(m.Error.Message, "larger than 16777216 bytes") {
+		t.Fatalf("a request over the limit: %d %.2000s", code, body)
+	}
+	f.Saw("over the limit: %d %s", code, body)
+	if code, body := s.post(t, s.token, sid, `{"jsonrpc":"2.0","id":2,"method":"ping"}`); code != http.StatusOK || !strings.Contains(body, `"id":2`) {
+		t.Fatalf("ping after the refused request: %d %s", code, body)
+	}
 }
