@@ -19,6 +19,25 @@ type runtimeDir struct {
 	dir  string // this host's: <base>/host-<pid>
 }
 
+// hostStartFile, in a host's runtime directory, holds when its host started
+// (processStart), where that can be read: with the pid in the directory's
+// name it tells a later host that the owner is dead even once its pid was
+// given again.
+const hostStartFile = "start"
+
+// ownerAlive reports whether the host that made the runtime directory
+// dir, named host-<pid>, still runs.
+func ownerAlive(dir string, pid int) bool {
+	if !processAlive(pid) {
+		return false
+	}
+	was, err := os.ReadFile(filepath.Join(dir, hostStartFile))
+	if err != nil || len(was) == 0 {
+		return true // no start to compare: the pid alone says
+	}
+	return processStart(pid) == string(was)
+}
+
 // defaultRuntimeBase is $XDG_RUNTIME_DIR/dsh, else <tmp>/dsh-<uid>.
 func defaultRuntimeBase() string {
 	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
@@ -48,10 +67,16 @@ func newRuntimeDir(base string) (*runtimeDir, error) {
 		return nil, fmt.Errorf("runtime directory: %w", err)
 	}
 	sweepRuntime(base)
+	sweepTmpSockets(os.TempDir())
 	dir := filepath.Join(base, "host-"+strconv.Itoa(os.Getpid()))
 	_ = os.RemoveAll(dir) // a previous host with our pid is certainly dead
 	for _, d := range []string{dir, filepath.Join(dir, "sockets"), filepath.Join(dir, "plugins")} {
 		if err := os.Mkdir(d, 0o700); err != nil {
+			return nil, fmt.Errorf("runtime directory: %w", err)
+		}
+	}
+	if start := processStart(os.Getpid()); start != "" {
+		if err := os.WriteFile(filepath.Join(dir, hostStartFile), []byte(start), 0o600); err != nil {
 			return nil, fmt.Errorf("runtime directory: %w", err)
 		}
 	}
@@ -69,8 +94,8 @@ func sweepRuntime(base string) {
 		if !e.IsDir() || !strings.HasPrefix(e.Name(), "host-") || err != nil || pid == os.Getpid() {
 			continue
 		}
-		if !processAlive(pid) {
-			_ = os.RemoveAll(filepath.Join(base, e.Name()))
+		if dir := filepath.Join(base, e.Name()); !ownerAlive(dir, pid) {
+			_ = os.RemoveAll(dir)
 		}
 	}
 }

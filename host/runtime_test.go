@@ -16,11 +16,16 @@ func TestRuntimeDirSweep(t *testing.T) {
 	base := t.TempDir()
 	dead := filepath.Join(base, "host-999999999")
 	live := filepath.Join(base, "host-1")
-	for _, d := range []string{dead, live} {
+	// A host that had our parent's pid once: the pid runs, but not since
+	// the start the directory holds.
+	reused := filepath.Join(base, "host-"+strconv.Itoa(os.Getppid()))
+	for _, d := range []string{dead, live, reused} {
 		if err := os.MkdirAll(filepath.Join(d, "sockets"), 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
+	_ = os.WriteFile(filepath.Join(live, hostStartFile), []byte(processStart(1)), 0o600)
+	_ = os.WriteFile(filepath.Join(reused, hostStartFile), []byte("1"), 0o600)
 	rt, err := newRuntimeDir(base)
 	if err != nil {
 		t.Fatal(err)
@@ -32,8 +37,14 @@ func TestRuntimeDirSweep(t *testing.T) {
 	if _, err := os.Stat(live); err != nil {
 		t.Errorf("live host's (pid 1) directory swept: %v", err)
 	}
+	if _, err := os.Stat(reused); processStart(os.Getppid()) != "" && !os.IsNotExist(err) {
+		t.Errorf("the directory of a dead host whose pid runs again kept: %v", err)
+	}
 	if rt.dir != filepath.Join(base, "host-"+strconv.Itoa(os.Getpid())) {
 		t.Errorf("dir = %s", rt.dir)
+	}
+	if b, err := os.ReadFile(filepath.Join(rt.dir, hostStartFile)); processStart(os.Getpid()) != "" && (err != nil || string(b) != processStart(os.Getpid())) {
+		t.Errorf("the host's start in its directory: %q %v", b, err)
 	}
 	fi, err := os.Stat(rt.sockets())
 	if err != nil || fi.Mode().Perm() != 0o700 {

@@ -238,9 +238,12 @@ func TestToolBashOwnerIsolation(t *testing.T) {
 	}
 	_ = json.Unmarshal(res.Structured, &job)
 	for _, tool := range []string{"job_output", "job_kill"} {
+		// Answered word for word as an id nobody has: nothing says the
+		// job exists.
 		r := callTool(t, h, "mallory", tool, map[string]string{"job_id": job.JobID})
-		if !r.IsError || !strings.Contains(r.Text, "belongs to another owner") {
-			t.Fatalf("%s by another owner: %q", tool, r.Text)
+		unknown := callTool(t, h, "mallory", tool, map[string]string{"job_id": "j999"})
+		if !r.IsError || !unknown.IsError || r.Text != strings.ReplaceAll(unknown.Text, "j999", job.JobID) {
+			t.Fatalf("%s by another owner: %q; of an unknown id: %q", tool, r.Text, unknown.Text)
 		}
 	}
 	if r := callTool(t, h, "alice", "job_output", map[string]string{"job_id": job.JobID}); r.IsError || !strings.Contains(r.Text, "still running") {

@@ -56,6 +56,9 @@ type (
 // live jobs reached.
 var (
 	ErrNotFound = errors.New("no such job")
-	ErrForeign  = errors.New("job belongs to another owner")
-	ErrTooMany  = errors.New("too many live jobs")
+	// ErrForeign: the job is another owner's. The host answers such a
+	// request as ErrNotFound instead, word for word, which tells nothing
+	// of another owner's jobs.
+	ErrForeign = errors.New("job belongs to another owner")
+	ErrTooMany = errors.New("too many live jobs")
 )

@@ -66,7 +66,8 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 		opts.SessionTimeout = 30 * time.Minute
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
-		SessionTimeout: opts.SessionTimeout,
+		SessionTimeout:      opts.SessionTimeout,
+		MaxRequestBodyBytes: MaxFrame, // as on stdio; the go-sdk's is 4 MiB
 	})
 	calls := &callStreams{byCall: map[callKey]*callStream{}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -114,11 +115,17 @@ type callStream struct {
 
 func (c *callStreams) serve(h http.Handler, w http.ResponseWriter, r *http.Request) {
 	session := r.Header.Get("Mcp-Session-Id")
-	// One more byte than the go-sdk accepts, so it still refuses what is
-	// too large.
-	body, err := io.ReadAll(io.LimitReader(r.Body, mcp.DefaultMaxRequestBodyBytes+1))
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxFrame+1))
 	if err != nil {
 		http.Error(w, "dsh: failed to read the request body", http.StatusBadRequest)
+		return
+	}
+	if len(body) > MaxFrame {
+		// The go-sdk would answer in plain text; a client reads JSON-RPC.
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Connection", "close") // the rest of the body stays unread
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		_, _ = w.Write(tooLarge(body[:min(len(body), headSize)], MaxFrame))
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))

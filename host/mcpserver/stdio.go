@@ -15,11 +15,17 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dshrun/dsh/sdk"
 )
 
-// MaxFrame is the largest message the stdio transport accepts, the
-// go-sdk's own default.
-const MaxFrame = mcp.DefaultMaxLineLength
+// MaxFrame is the largest message the front end accepts, on stdio and
+// over HTTP: the largest request every host-plugin hop carries
+// (sdk.MaxRequest), and so the longest command.
+const MaxFrame = sdk.MaxRequest
+
+// headSize is how much of an oversized line is kept to read its id from.
+const headSize = 1 << 10
 
 // maxDepth is how deeply a message may nest objects and arrays: the go-sdk
 // refuses anything deeper when it decodes, so the transport answers such a
@@ -69,7 +75,7 @@ func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
 }
 
 type frame struct {
-	line    []byte
+	line    []byte // of a line too long, its first headSize bytes
 	tooLong bool
 	err     error
 }
@@ -125,7 +131,7 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return nil, fmt.Errorf("read from the client: %w", f.err)
 		}
 		if f.tooLong {
-			c.reject(oneReply(nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("Invalid Request: message larger than %d bytes", c.max)))
+			c.reject(tooLarge(f.line, c.max))
 			continue
 		}
 		line := bytes.TrimSpace(f.line)
@@ -140,7 +146,11 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if msg == nil {
 			continue
 		}
-		if !c.track(msg) {
+		pass, reply := c.track(msg)
+		if reply != nil {
+			c.reject(reply)
+		}
+		if !pass {
 			continue
 		}
 		return msg, nil
@@ -148,37 +158,44 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 }
 
 // track keeps the books that let Write drop the response to a cancelled
-// request, and says whether msg goes on to the go-sdk. A cancellation of a
-// request already answered (or never seen) is dropped here: the go-sdk
-// acts on cancellations asynchronously, and a stale one could otherwise
-// cancel a later request that reuses the id.
-func (c *stdioConn) track(msg jsonrpc.Message) bool {
+// request, and says whether msg goes on to the go-sdk, or the reply that
+// answers it instead. A cancellation of a request already answered (or
+// never seen) is dropped here: the go-sdk acts on cancellations
+// asynchronously, and a stale one could otherwise cancel a later request
+// that reuses the id. A request whose id is still in flight is answered
+// here: the go-sdk would drop it without a word, leaving its caller
+// waiting.
+func (c *stdioConn) track(msg jsonrpc.Message) (pass bool, reply []byte) {
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok {
-		return true
+		return true, nil
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if req.IsCall() {
+		if c.inflight[req.ID] {
+			id, _ := json.Marshal(req.ID.Raw())
+			return false, oneReply(id, jsonrpc.CodeInvalidRequest, fmt.Sprintf("Invalid Request: id %s is in use by a request still in flight; use an id of its own", id))
+		}
 		c.inflight[req.ID] = true
-		return true
+		return true, nil
 	}
 	if req.Method != "notifications/cancelled" {
-		return true
+		return true, nil
 	}
 	var p struct {
 		RequestID any `json:"requestId"`
 	}
 	if json.Unmarshal(req.Params, &p) != nil {
-		return true // the go-sdk says what is wrong with it
+		return true, nil // the go-sdk says what is wrong with it
 	}
 	id, err := jsonrpc.MakeID(p.RequestID)
 	if err != nil || !c.inflight[id] {
 		c.log.Debug("ignored the cancellation of a request not in flight", "id", p.RequestID)
-		return false
+		return false, nil
 	}
 	c.cancelled[id] = true
-	return true
+	return true, nil
 }
 
 // Write sends one message as one line. The response to a request the
@@ -236,8 +253,8 @@ func (c *stdioConn) Close() error {
 }
 
 // frameReader splits a stream into lines of at most max bytes. A longer
-// line is read to its end and reported as too long, so the next line
-// starts clean.
+// line is read to its end and reported as too long, with its first
+// headSize bytes, so the next line starts clean.
 type frameReader struct {
 	br  *bufio.Reader
 	max int
@@ -252,9 +269,15 @@ func (r *frameReader) next() (line []byte, tooLong bool, err error) {
 		} else {
 			size += len(chunk)
 		}
-		if size > r.max {
-			tooLong, line = true, nil
-		} else {
+		switch {
+		case tooLong:
+		case size > r.max:
+			tooLong = true
+			if len(line) < headSize {
+				line = append(line, chunk[:min(len(chunk), headSize-len(line))]...)
+			}
+			line = append([]byte(nil), line[:min(len(line), headSize)]...)
+		default:
 			line = append(line, chunk...)
 		}
 		switch {
@@ -269,6 +292,39 @@ func (r *frameReader) next() (line []byte, tooLong bool, err error) {
 			return nil, false, err
 		}
 	}
+}
+
+// tooLarge answers a message over limit bytes, whose first bytes are head.
+func tooLarge(head []byte, limit int) []byte {
+	return oneReply(leadingID(head), jsonrpc.CodeInvalidRequest, fmt.Sprintf("Invalid Request: message larger than %d bytes", limit))
+}
+
+// leadingID is the id of a message of which head is the start, if the id
+// comes before any member that head cuts (clients put it early:
+// {"jsonrpc":"2.0","id":7,"method":...}), else nil.
+func leadingID(head []byte) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(head))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil
+		}
+		if key == "id" {
+			id, ok := checkID(v)
+			if !ok {
+				return nil
+			}
+			return id
+		}
+	}
+	return nil
 }
 
 // envelope is a message's members as sent, to judge it before decoding.

@@ -175,7 +175,12 @@ func TestStdioMalformedLines(t *testing.T) {
 		{"a scalar", `42`, -32600, "null"},
 		{"nested 1000 deep", deep, -32600, "40"},
 		{"empty batch", `[]`, -32600, "null"},
-		{"over the frame limit", `{"jsonrpc":"2.0","id":41,"method":"ping","params":{"x":"` + strings.Repeat("a", 5000) + `"}}`, -32600, "null"},
+		{"over the frame limit", `{"jsonrpc":"2.0","id":41,"method":"ping","params":{"x":"` + strings.Repeat("a", 5000) + `"}}`, -32600, "41"},
+		{"over the limit, many reads long", `{ "jsonrpc" : "2.0", "id" : "big", "method":"ping","params":{"x":"` + strings.Repeat("a", 200<<10) + `"}}`, -32600, `"big"`},
+		{"over the limit, id after the params", `{"jsonrpc":"2.0","method":"ping","params":{"x":"` + strings.Repeat("a", 5000) + `"},"id":42}`, -32600, "null"},
+		{"over the limit, id past what is read of it", `{"jsonrpc":"2.0","pad":"` + strings.Repeat("a", 2000) + `","id":43,"method":"ping","params":{"x":"` + strings.Repeat("a", 5000) + `"}}`, -32600, "null"},
+		{"over the limit, an object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"ping","params":{"x":"` + strings.Repeat("a", 5000) + `"}}`, -32600, "null"},
+		{"over the limit, not an object", `["` + strings.Repeat("a", 5000) + `"]`, -32600, "null"},
 	}
 	for i, c := range cases {
 		p.send(c.line)

@@ -44,9 +44,11 @@ func (p *bashLocal) Apply(_ context.Context, host *sdk.Host, raw json.RawMessage
 	return nil
 }
 
-// BashArgv is the public bash -c argv. A sandboxing executor replaces it.
+// BashArgv is the public bash -c argv (a command longer than
+// local.ArgvMax goes by local.BashScriptArgv). A sandboxing executor
+// replaces it.
 func BashArgv(spec *shell.ExecSpec) []string { return []string{"bash", "-c", spec.Command} }
 
 func main() {
-	sdk.Serve(&bashLocal{exec: &local.Executor{Argv: BashArgv}})
+	sdk.Serve(&bashLocal{exec: &local.Executor{Argv: BashArgv, ScriptArgv: local.BashScriptArgv}})
 }

@@ -66,5 +66,5 @@ func (p *bashSandbox) Facts() map[string]map[string]string {
 func bashArgv(spec *shell.ExecSpec) []string { return []string{"bash", "-c", spec.Command} }
 
 func main() {
-	sdk.Serve(&bashSandbox{exec: sandboxed.New(&local.Executor{Argv: bashArgv}, nil, nil)})
+	sdk.Serve(&bashSandbox{exec: sandboxed.New(&local.Executor{Argv: bashArgv, ScriptArgv: local.BashScriptArgv}, nil, nil)})
 }

@@ -247,11 +247,14 @@ func TestMCPSessionIDsStayHidden(t *testing.T) {
 		}
 	}
 	// B's own session, with A's job and A's spill resource.
-	if out, r := callText(t, ctx, b, "job_kill", map[string]any{"job_id": job.JobID}); !r.IsError || !strings.Contains(out, "another owner") {
-		t.Fatalf("B killed A's job: %q", out)
-	}
-	if out, r := callText(t, ctx, b, "job_output", map[string]any{"job_id": job.JobID}); !r.IsError || !strings.Contains(out, "another owner") {
-		t.Fatalf("B read A's job: %q", out)
+	// Answered word for word as an id nobody has: nothing says A's job
+	// exists.
+	for _, tool := range []string{"job_kill", "job_output"} {
+		out, r := callText(t, ctx, b, tool, map[string]any{"job_id": job.JobID})
+		unknown, ru := callText(t, ctx, b, tool, map[string]any{"job_id": "j999"})
+		if !r.IsError || !ru.IsError || out != strings.ReplaceAll(unknown, "j999", job.JobID) {
+			t.Fatalf("B's %s of A's job: %q; of an unknown id: %q", tool, out, unknown)
+		}
 	}
 	if _, err := b.ReadResource(ctx, &mcp.ReadResourceParams{URI: aLink}); err == nil {
 		t.Fatal("B read A's spill resource")

@@ -160,8 +160,14 @@ type SpawnRequest struct {
 	// default; a negative value means none.
 	MaxProcesses   int64 `protobuf:"varint,14,opt,name=max_processes,json=maxProcesses,proto3" json:"max_processes,omitempty"`
 	MaxMemoryBytes int64 `protobuf:"varint,15,opt,name=max_memory_bytes,json=maxMemoryBytes,proto3" json:"max_memory_bytes,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// A script, when not empty, the command can read once on descriptor 3:
+	// a pipe holding it, closed at its end. A program takes a script larger
+	// than one argument may be (Linux: 128 KiB) that way, e.g.
+	// bash -c 'eval "$(</dev/fd/3)" 3<&-'. When empty, the command has no
+	// descriptor 3.
+	Script        []byte `protobuf:"bytes,16,opt,name=script,proto3" json:"script,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SpawnRequest) Reset() {
@@ -297,6 +303,13 @@ func (x *SpawnRequest) GetMaxMemoryBytes() int64 {
 		return x.MaxMemoryBytes
 	}
 	return 0
+}
+
+func (x *SpawnRequest) GetScript() []byte {
+	if x != nil {
+		return x.Script
+	}
+	return nil
 }
 
 type StartResponse struct {
@@ -1397,7 +1410,7 @@ var File_core_subprocess_subprocessv1_subprocess_proto protoreflect.FileDescript
 
 const file_core_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
 	"\n" +
-	"-core/subprocess/subprocessv1/subprocess.proto\x12\x11dsh.subprocess.v1\"\xc1\x04\n" +
+	"-core/subprocess/subprocessv1/subprocess.proto\x12\x11dsh.subprocess.v1\"\xd9\x04\n" +
 	"\fSpawnRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
 	"\x03dir\x18\x02 \x01(\tR\x03dir\x12:\n" +
@@ -1415,7 +1428,8 @@ const file_core_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
 	"\x11spill_after_bytes\x18\f \x01(\x03R\x0fspillAfterBytes\x12 \n" +
 	"\vconfinement\x18\r \x01(\tR\vconfinement\x12#\n" +
 	"\rmax_processes\x18\x0e \x01(\x03R\fmaxProcesses\x12(\n" +
-	"\x10max_memory_bytes\x18\x0f \x01(\x03R\x0emaxMemoryBytes\x1a6\n" +
+	"\x10max_memory_bytes\x18\x0f \x01(\x03R\x0emaxMemoryBytes\x12\x16\n" +
+	"\x06script\x18\x10 \x01(\fR\x06script\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"X\n" +

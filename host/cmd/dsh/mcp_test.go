@@ -293,7 +293,7 @@ func TestMCPHTTP(t *testing.T) {
 	_ = json.Unmarshal(bs, &job)
 	// Session b cannot see a's job.
 	rb, err := b.CallTool(ctx, &mcp.CallToolParams{Name: "job_output", Arguments: map[string]any{"job_id": job.JobID}})
-	if err != nil || !rb.IsError || !strings.Contains(text(t, rb), "another owner") {
+	if err != nil || !rb.IsError || !strings.Contains(text(t, rb), "no such job") {
 		t.Fatalf("b read a's job: %v %q", err, text(t, rb))
 	}
 	// a's spill file is a's alone.

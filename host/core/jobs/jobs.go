@@ -47,8 +47,7 @@ const killTimeout = 5 * time.Second
 
 // Errors a caller can branch on.
 var (
-	ErrNotFound = jobs.ErrNotFound
-	ErrForeign  = jobs.ErrForeign
+	ErrNotFound = jobs.ErrNotFound // another owner's job too
 	ErrTooMany  = jobs.ErrTooMany
 )
 
@@ -362,11 +361,13 @@ func (m *Manager) get(owner, id string) (*Job, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j, ok := m.jobs[id]
+	if ok && j.Owner != owner {
+		// Answered as an unknown id, word for word: a different answer
+		// would confirm that another agent's job exists.
+		ok = false
+	}
 	if !ok {
 		return nil, fmt.Errorf("%w %q (finished jobs are forgotten once their final output was read)", ErrNotFound, id)
-	}
-	if j.Owner != owner {
-		return nil, fmt.Errorf("%w: %q", ErrForeign, id)
 	}
 	return j, nil
 }

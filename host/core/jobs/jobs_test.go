@@ -199,9 +199,16 @@ func TestOwnersAreSeparate(t *testing.T) {
 		func() error { _, _, err := f.m.Read(bg, "other", a.ID); return err },
 		func() error { _, err := f.m.Kill(bg, "other", a.ID); return err },
 	} {
-		if err := op(); !errors.Is(err, ErrForeign) || !strings.Contains(err.Error(), a.ID) {
-			t.Fatalf("another owner's job: %v, want ErrForeign naming %s", err, a.ID)
+		if err := op(); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), a.ID) {
+			t.Fatalf("another owner's job: %v, want ErrNotFound naming %s", err, a.ID)
 		}
+	}
+	// Word for word the answer to an id nobody has: nothing says the job
+	// exists.
+	_, _, foreign := f.m.Read(bg, "other", a.ID)
+	_, _, unknown := f.m.Read(bg, "other", "j99")
+	if want := strings.ReplaceAll(unknown.Error(), "j99", a.ID); foreign.Error() != want {
+		t.Fatalf("another owner's job is answered %q, an unknown one %q", foreign, want)
 	}
 	if _, _, err := f.m.Read(bg, "agent", "j99"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown job: %v", err)
@@ -464,7 +471,7 @@ func TestServerErrorsAndProto(t *testing.T) {
 	if _, err := s.Register(ctx, &jobsv1.RegisterRequest{Owner: "agent", ProcessId: q.ID}); codeOf(err) != codes.ResourceExhausted {
 		t.Fatalf("over the cap: %v", err)
 	}
-	if _, err := s.Read(as("other"), &jobsv1.JobRef{Owner: "agent", Id: "j1"}); codeOf(err) != codes.PermissionDenied {
+	if _, err := s.Read(as("other"), &jobsv1.JobRef{Owner: "agent", Id: "j1"}); codeOf(err) != codes.NotFound {
 		t.Fatalf("foreign read: %v", err)
 	}
 	if _, err := s.Kill(ctx, &jobsv1.JobRef{Owner: "agent", Id: "j9"}); codeOf(err) != codes.NotFound {

@@ -106,15 +106,33 @@ func (p *Process) start(path string, env []string) (wait func(), err error) {
 		cmd.Stdin, stdinW = r, w
 		defer r.Close()
 	}
+	scriptW, err := p.scriptPipe(cmd)
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		if stdinW != nil {
+			stdinW.Close()
+		}
+		p.releaseTree()
+		return nil, err
+	}
 	waitFn, err := startLocked(cmd, p.spec.Confine, p.forkJoin())
 	// The child has its copies; ours must go so EOF comes when it exits.
 	outW.Close()
 	errW.Close()
+	for _, f := range cmd.ExtraFiles {
+		f.Close()
+	}
 	if err != nil {
 		outR.Close()
 		errR.Close()
 		if stdinW != nil {
 			stdinW.Close()
+		}
+		if scriptW != nil {
+			scriptW.Close()
 		}
 		p.releaseTree()
 		return nil, err
@@ -131,12 +149,41 @@ func (p *Process) start(path string, env []string) (wait func(), err error) {
 			stdinW.Close()
 		}()
 	}
+	if scriptW != nil {
+		script := p.spec.Script
+		p.spec.Script = nil // a live job need not hold it
+		go func() {
+			_, _ = scriptW.Write(script)
+			scriptW.Close()
+		}()
+	}
 	var readers sync.WaitGroup
 	readers.Add(2)
 	go p.stdout.pump(outR, &readers)
 	go p.stderr.pump(errR, &readers)
 	p.watch()
-	return func() { p.wait(&readers, outR, errR, waitFn) }, nil
+	return func() {
+		p.wait(&readers, outR, errR, waitFn)
+		if scriptW != nil {
+			// A command that never read its script: the writer stops
+			// when the tree is gone, not when the host is.
+			scriptW.Close()
+		}
+	}, nil
+}
+
+// scriptPipe gives cmd the spec's script on ScriptFD, if it has one, and
+// returns the end to write it to.
+func (p *Process) scriptPipe(cmd *exec.Cmd) (*os.File, error) {
+	if len(p.spec.Script) == 0 {
+		return nil, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.ExtraFiles = []*os.File{r} // the first extra file is descriptor 3
+	return w, nil
 }
 
 // wait reaps the main process (with waitFn, which is cmd.Wait or its

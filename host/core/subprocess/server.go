@@ -66,6 +66,7 @@ func (s *Service) spec(ctx context.Context, req *subprocess.SpawnRequest) (Spec,
 		MaxSpillBytes:   req.MaxSpillBytes,
 		SpillAfterBytes: int(min(req.SpillAfterBytes, 1<<40)),
 		Limits:          Limits{Processes: req.MaxProcesses, MemoryBytes: req.MaxMemoryBytes},
+		Script:          req.Script,
 	}
 	if req.HasStdin {
 		spec.Stdin = req.Stdin

@@ -62,6 +62,9 @@ const (
 	DefaultSpillOwnerShare = 4
 )
 
+// ScriptFD is the descriptor a command reads Spec.Script on.
+const ScriptFD = 3
+
 // EnvPrefix is the managed namespace: ambient DSH_* variables are scrubbed;
 // only an explicit layer (the trusted snapshot) may set them.
 const EnvPrefix = "DSH_"
@@ -106,6 +109,10 @@ type Spec struct {
 	// Stdin, if non-nil, is written to the command's stdin, which is then
 	// closed. nil means stdin is the null device.
 	Stdin []byte
+	// Script, if not empty, is what the command reads on descriptor 3
+	// (ScriptFD), a pipe closed at its end: a way to give a program more
+	// than one argument may hold.
+	Script []byte
 	// Owner is who the process belongs to (an agent or a plugin id); its
 	// processes die and its spill files go when ReleaseOwner is called.
 	Owner string
@@ -404,11 +411,10 @@ func (m *Manager) Get(owner, id string) (*Process, error) {
 	m.mu.Lock()
 	p, ok := m.procs[id]
 	m.mu.Unlock()
-	if !ok {
+	// Another owner's process is answered as an unknown id, word for
+	// word: a different answer would confirm that it exists.
+	if !ok || owner != "" && p.spec.Owner != owner {
 		return nil, fmt.Errorf("no process %q", id)
-	}
-	if owner != "" && p.spec.Owner != owner {
-		return nil, fmt.Errorf("process %q belongs to another owner", id)
 	}
 	return p, nil
 }

@@ -123,6 +123,12 @@ type Executor struct {
 	// Argv turns a resolved spec into the command line, e.g.
 	// ["bash", "-c", spec.Command]. It is the one thing executors differ in.
 	Argv func(spec *shell.ExecSpec) []string
+	// ScriptArgv, if set, is the command line of a command longer than
+	// ArgvMax: one that reads the command on descriptor 3
+	// (subprocess.ScriptFD), e.g. BashScriptArgv. Without it such a
+	// command goes by Argv too, and one longer than an argument may be
+	// cannot start.
+	ScriptArgv func(spec *shell.ExecSpec) []string
 	// Confine, if set, confines each command (a sandboxing executor): it
 	// may rewrite the spawn request's argv and name its confinement, and
 	// says the sandbox facts of the run. An error refuses the command:
@@ -131,6 +137,28 @@ type Executor struct {
 }
 
 var _ shell.Executor = (*Executor)(nil)
+
+// ArgvMax is the longest command passed as an argument. Linux takes at
+// most 128 KiB in one argument, and all of them with the environment
+// share a limit too (a quarter of the stack limit, 2 MiB by default);
+// longer commands reach the program on descriptor 3 (ScriptArgv). Below
+// it the argument stays: it costs a command nothing, where reading the
+// descriptor costs bash a fork.
+const ArgvMax = 64 << 10
+
+// MaxCommand is the longest command an executor takes: the largest MCP
+// request (a command in a tool call is never longer).
+const MaxCommand = sdk.MaxRequest
+
+// BashScript is how bash runs a command it reads on descriptor 3 as
+// `bash -c COMMAND` would: the same $0, stdin, exit status, errors
+// ("bash: line N: ...") and `set -e`, evaluated in the shell itself. The
+// descriptor is closed before the command runs, so nothing it starts
+// holds it.
+const BashScript = `eval "$(</dev/fd/3)" 3<&-`
+
+// BashScriptArgv is the ScriptArgv of a bash executor.
+func BashScriptArgv(*shell.ExecSpec) []string { return []string{"bash", "-c", BashScript} }
 
 // subprocessError is a ctx.subprocess failure in the seam's words: a
 // command that cannot be started is ErrCannotRun, a process the caller
@@ -151,6 +179,9 @@ func subprocessError(err error) error {
 func (e *Executor) Resolve(ctx context.Context, req *shell.ExecRequest) (*shell.ExecSpec, error) {
 	if strings.TrimSpace(req.Command) == "" {
 		return nil, shell.Invalid("resolve: empty command")
+	}
+	if len(req.Command) > MaxCommand {
+		return nil, shell.Invalid(fmt.Sprintf("The command is %d bytes, over the %d bytes (%d MiB) a command may be.", len(req.Command), MaxCommand, MaxCommand>>20))
 	}
 	wd := req.Workdir
 	switch {
@@ -209,8 +240,13 @@ func Env(spec *shell.ExecSpec) map[string]string {
 
 // spawn is the request for spec, confined when the executor confines.
 func (e *Executor) spawn(ctx context.Context, spec *shell.ExecSpec) (*subprocessv1.SpawnRequest, *shell.SandboxInfo, error) {
+	argv, script := e.Argv, []byte(nil)
+	if len(spec.Command) > ArgvMax && e.ScriptArgv != nil {
+		argv, script = e.ScriptArgv, []byte(spec.Command)
+	}
 	req := &subprocessv1.SpawnRequest{
-		Argv:            e.Argv(spec),
+		Argv:            argv(spec),
+		Script:          script,
 		Dir:             spec.Workdir,
 		Env:             Env(spec),
 		Stdin:           spec.Stdin,

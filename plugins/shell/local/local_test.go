@@ -191,12 +191,12 @@ func realSub(t *testing.T, environ ...string) csub.Processes {
 		t.Fatal(err)
 	}
 	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(sdk.ServerOptions()...)
 	subprocessv1.RegisterSubprocessServer(srv, csub.NewServer(&subprocess.Service{M: m, Caller: "bash"}))
 	go func() { _ = srv.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///bufconn",
+	conn, err := grpc.NewClient("passthrough:///bufconn", append(sdk.DialOptions(),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
