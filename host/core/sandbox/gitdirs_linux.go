@@ -428,21 +428,39 @@ func (g *guard) settle(mark uint64) []undone {
 	}
 	g.drain()
 	var out []undone
-	for _, u := range g.seen {
-		if u.seq <= mark || slices.ContainsFunc(out, func(o undone) bool { return within(o.path, u.path) }) {
-			continue
+	remove := func(u undone) {
+		if slices.ContainsFunc(out, func(o undone) bool { return within(o.path, u.path) }) {
+			return
 		}
 		if _, err := os.Lstat(u.path); err != nil {
-			continue
+			return
 		}
 		if err := removeBeneath(g.roots, u.path); err != nil {
 			u.why += fmt.Sprintf(" (it could not be removed: %v)", err)
 		}
 		out = append(out, u)
 	}
-	for _, u := range out {
-		if _, ok := g.gitDirs[u.path]; ok || filepath.Base(u.path) == ".git" {
-			g.forget(u.path)
+	for _, u := range g.seen {
+		if u.seq <= mark {
+			continue
+		}
+		role, isGitDir := g.gitDirs[u.path]
+		if fi, err := os.Lstat(u.path); err != nil || !fi.IsDir() || !isGitDir {
+			if filepath.Base(u.path) == ".git" {
+				g.forget(u.path) // a .git file or link goes whole
+			}
+			remove(u)
+			continue
+		}
+		// A new git directory keeps its history (HEAD, objects, refs, the
+		// index): what git would run from it goes.
+		for _, n := range gitControl {
+			remove(undone{path: filepath.Join(u.path, n), why: u.why + ": its " + n, seq: u.seq})
+		}
+		if role == "worktree" {
+			for _, n := range worktreeControl {
+				remove(undone{path: filepath.Join(u.path, n), why: u.why + ": its " + n, seq: u.seq})
+			}
 		}
 	}
 	if g.marks[mark]--; g.marks[mark] <= 0 {

@@ -114,7 +114,7 @@ func newGitWorld(t *testing.T) *gitWorld {
 
 // plantings are what a confined command must not leave for git to run
 // later outside the sandbox: refused (a read-only file) or undone once it
-// ended (a file that is new).
+// ended (a file that is new; of a new git directory, what git would run).
 var plantings = []struct {
 	name, script string
 	undone       string // the path Settle must name; "" when refused
@@ -132,12 +132,12 @@ var plantings = []struct {
 	{"worktree gitdir", `printf '/tmp/elsewhere/.git\n' > .git/worktrees/wt/gitdir`, "", ".git/worktrees/wt/gitdir"},
 	{"new commondir", `mkdir -p evil/hooks && printf '../evil\n' > .git/commondir`, ".git/commondir", ".git/commondir"},
 	{"new config.worktree", `printf '[core]\n\tfsmonitor = touch /tmp/x\n' > .git/config.worktree`, ".git/config.worktree", ".git/config.worktree"},
-	{"new nested repository", `git init -q fresh && printf '#!/bin/sh\n' > fresh/.git/hooks/pre-commit`, "fresh/.git", "fresh/.git"},
+	{"new nested repository", `git init -q fresh && printf '#!/bin/sh\n' > fresh/.git/hooks/pre-commit`, "fresh/.git/hooks", "fresh/.git/hooks"},
 	{"new .git file", `mkdir -p other evil2 && printf 'gitdir: ../evil2\n' > other/.git`, "other/.git", "other/.git"},
-	{"new .git deep in a new folder", `mkdir -p d1/d2/d3 && git init -q d1/d2/d3`, "d1/d2/d3/.git", "d1/d2/d3/.git"},
-	{"new .git moved in", `mkdir -p /tmp/x$$/r && git init -q /tmp/x$$/r 2>/dev/null; mkdir -p m && git init -q m/r && mv m moved`, "moved/r/.git", "moved/r/.git"},
+	{"new .git deep in a new folder", `mkdir -p d1/d2/d3 && git init -q d1/d2/d3`, "d1/d2/d3/.git/config", "d1/d2/d3/.git/config"},
+	{"new .git moved in", `mkdir -p /tmp/x$$/r && git init -q /tmp/x$$/r 2>/dev/null; mkdir -p m && git init -q m/r && mv m moved`, "moved/r/.git/config", "moved/r/.git/config"},
 	{"new submodule git directory", `mkdir -p .git/modules/evil/hooks && printf x > .git/modules/evil/config`, ".git/modules/evil", ".git/modules/evil"},
-	{"new worktree git directory", `mkdir -p .git/worktrees/evil && printf '../..\n' > .git/worktrees/evil/commondir`, ".git/worktrees/evil", ".git/worktrees/evil"},
+	{"new worktree git directory", `mkdir -p .git/worktrees/evil && printf '../..\n' > .git/worktrees/evil/commondir`, ".git/worktrees/evil/commondir", ".git/worktrees/evil/commondir"},
 	{"envrc", `printf 'echo pwned\n' > .envrc`, ".envrc", ".envrc"},
 	{"vscode", `mkdir .vscode && printf '{}' > .vscode/settings.json`, ".vscode", ".vscode"},
 	{"idea", `mkdir -p .idea`, ".idea", ".idea"},
