@@ -313,7 +313,7 @@ func TestSandboxBubblewrapSession(t *testing.T) {
 	target := filepath.Join(outside, "escaped")
 	text, facts := s.tool(t, ctx, "bash", map[string]any{"command": "echo x > " + target, "workdir": ws})
 	sb, _ := facts["sandbox"].(map[string]any)
-	if !strings.Contains(text, "[sandbox: file access denied under workspace-write mode]") || sb["enforcement"] != "bubblewrap: bubblewrap" {
+	if !strings.Contains(text, "[sandbox: file access denied under workspace-write mode]") || sb["enforcement"] != "bubblewrap: bubblewrap,seccomp" {
 		t.Fatalf("a denied write: %q %v", text, sb)
 	}
 	mustNotExist(t, "a write outside", target)

@@ -134,6 +134,12 @@ func (r *Runner) wrap(req *sandbox.WrapRequest, add Options) (*sandbox.Wrapped, 
 	var key string
 	if req.Mode == sandbox.WorkspaceWrite {
 		g, key = r.guardFor(req.Policy)
+		r.mu.Lock()
+		closed := r.closed
+		r.mu.Unlock()
+		if closed {
+			return nil, unavailable("sandbox: the host is shutting down")
+		}
 		if g != nil {
 			kept, _ := g.paths()
 			opt.ReadOnly = append(opt.ReadOnly, kept...)
