@@ -62,6 +62,7 @@ type undone struct {
 type guard struct {
 	roots     []string
 	protected map[string]bool // the policy's protected paths inside the roots
+	present   map[string]bool // those of them seen existing
 
 	mu      sync.Mutex
 	fd      int               // inotify; -1 once it failed (then every settle walks)
@@ -80,7 +81,7 @@ type guard struct {
 // directories there.
 func newGuard(roots, protected []string) *guard {
 	g := &guard{
-		roots: slices.Clone(roots), protected: map[string]bool{},
+		roots: slices.Clone(roots), protected: map[string]bool{}, present: map[string]bool{},
 		dirs: map[int32]string{}, gitDirs: map[string]string{}, gitRole: map[string]string{},
 		files: map[string]bool{}, marks: map[uint64]int{},
 	}
@@ -134,12 +135,19 @@ func (g *guard) walk(dir string, report bool) {
 	}
 	for _, e := range ents {
 		p := filepath.Join(dir, e.Name())
+		// A walk may go over what was there before (a lost event, no
+		// watch): only what was not is new.
 		switch {
 		case e.Name() == ".git":
-			g.saw(p, "a new .git", report)
+			if _, known := g.gitDirs[p]; !known && !g.files[p] {
+				g.saw(p, "a new .git", report)
+			}
 			g.learnGit(p, report)
 		case g.protected[p]:
-			g.saw(p, "a protected path that did not exist", report)
+			if !g.present[p] {
+				g.saw(p, "a protected path that did not exist", report)
+			}
+			g.present[p] = true
 		case e.IsDir():
 			g.walk(p, report)
 		}
@@ -356,6 +364,7 @@ func (g *guard) event(dir, name string, isDir bool) {
 		g.learnGit(p, true)
 	case g.protected[p]:
 		g.saw(p, "a protected path that did not exist", true)
+		g.present[p] = true
 	case isDir:
 		// Made or moved in with what it holds: what got there before
 		// the watch is found by the walk.
@@ -438,6 +447,7 @@ func (g *guard) settle(mark uint64) []undone {
 		if err := removeBeneath(g.roots, u.path); err != nil {
 			u.why += fmt.Sprintf(" (it could not be removed: %v)", err)
 		}
+		delete(g.present, u.path)
 		out = append(out, u)
 	}
 	for _, u := range g.seen {

@@ -7,9 +7,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dshrun/dsh/core/sandbox"
 	"github.com/dshrun/dsh/host/core/subprocess"
@@ -267,4 +270,73 @@ git status --short >/dev/null && echo git`
 			}
 		})
 	}
+}
+
+// A walk over the roots (after lost events, or with no watch left) takes
+// only what is new for a command's: the repositories and protected paths
+// that were there stay whole.
+func TestGuardWalkKeepsWhatWasThere(t *testing.T) {
+	gw := newGitWorld(t)
+	must(t, os.WriteFile(filepath.Join(gw.ws, ".envrc"), []byte("x"), 0o644))
+	for _, noWatch := range []bool{false, true} {
+		g := newGuard([]string{gw.ws}, gw.policy.ProtectedPaths)
+		before := snapshot(t, filepath.Join(gw.ws, ".git", "config"), filepath.Join(gw.ws, "nested", ".git", "config"), filepath.Join(gw.ws, ".envrc"))
+		mark := g.mark()
+		if noWatch {
+			g.mu.Lock()
+			unix.Close(g.fd)
+			g.fd = -1
+			g.mu.Unlock()
+			gitIn(t, gw.ws, "init", "-q", "late") // made "by the command"
+		} else {
+			g.mu.Lock()
+			for _, r := range g.roots {
+				g.walk(r, true) // as after IN_Q_OVERFLOW
+			}
+			g.mu.Unlock()
+		}
+		undone := g.settle(mark)
+		g.close()
+		var paths []string
+		for _, u := range undone {
+			paths = append(paths, u.path)
+		}
+		if noWatch {
+			if !slices.Contains(paths, filepath.Join(gw.ws, "late", ".git", "config")) {
+				t.Errorf("without a watch, a new repository was not found: %v", paths)
+			}
+			paths = slices.DeleteFunc(paths, func(p string) bool { return within(filepath.Join(gw.ws, "late"), p) })
+		}
+		if len(paths) != 0 {
+			t.Errorf("noWatch %v: undid what was there: %v", noWatch, paths)
+		}
+		if after := snapshot(t, filepath.Join(gw.ws, ".git", "config"), filepath.Join(gw.ws, "nested", ".git", "config"), filepath.Join(gw.ws, ".envrc")); after != before {
+			t.Errorf("noWatch %v: changed:\n%s\nnow:\n%s", noWatch, before, after)
+		}
+	}
+}
+
+// What a command pays for the watch: the protected set, a mark and a
+// settle, on a tree of some thousand folders.
+func BenchmarkGuard(b *testing.B) {
+	ws := b.TempDir()
+	for i := range 40 {
+		for j := range 100 {
+			if err := os.MkdirAll(filepath.Join(ws, "d"+strconv.Itoa(i), "e"+strconv.Itoa(j)), 0o755); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+		b.Fatalf("%v %s", err, out)
+	}
+	start := time.Now()
+	g := newGuard([]string{ws}, []string{ws + "/.envrc"})
+	defer g.close()
+	walk := time.Since(start)
+	for b.Loop() {
+		g.paths()
+		g.settle(g.mark())
+	}
+	b.ReportMetric(float64(walk.Microseconds()), "first-walk-µs")
 }

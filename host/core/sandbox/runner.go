@@ -166,19 +166,25 @@ func (r *Runner) guardFor(p *sandbox.Policy) (*guard, string) {
 	}
 	key := "g" + hex.EncodeToString(h.Sum(nil)[:12])
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
+	g, ok := r.guards[key]
+	closed := r.closed
+	r.mu.Unlock()
+	if ok || closed {
+		return g, key
+	}
+	// The walk may take a while on a big tree: other spawns go on.
+	made := newGuard(roots, p.ProtectedPaths)
+	if made == nil {
 		return nil, ""
 	}
-	g, ok := r.guards[key]
-	if !ok {
-		g = newGuard(roots, p.ProtectedPaths)
-		if g == nil {
-			return nil, ""
-		}
-		r.guards[key] = g
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g, ok := r.guards[key]; ok || r.closed {
+		made.close()
+		return g, key
 	}
-	return g, key
+	r.guards[key] = made
+	return made, key
 }
 
 // Settle undoes what the command a Wrap confined created that it may not
