@@ -120,6 +120,24 @@ func TestSandboxSession(t *testing.T) {
 	}
 	f.Saw("git init inside: %v", sb["deniedPaths"])
 
+	// A background command's leftovers are undone when it has ended, and
+	// its read says so.
+	started, _ := s.tool(t, ctx, "bash", map[string]any{"workdir": ws, "command": "echo 'echo hi' > .envrc; echo bg", "run_in_background": true})
+	jid := jobID(started)
+	var bgRead string
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(bgRead, "finished"); time.Sleep(50 * time.Millisecond) {
+		more, _ := s.tool(t, ctx, "job_output", map[string]any{"job_id": jid})
+		if time.Now().After(deadline) {
+			t.Fatalf("the background job did not end: %q", bgRead)
+		}
+		bgRead += more
+	}
+	if !strings.Contains(bgRead, "[sandbox: file access denied under workspace-write mode]") {
+		t.Fatalf("a background .envrc: %q", bgRead)
+	}
+	mustNotExist(t, "a background .envrc", filepath.Join(ws, ".envrc"))
+	f.Saw("background: %q", bgRead)
+
 	f = fault(t, "sandbox: a timeout, then a job killed, then the next commands")
 	text, _ = s.tool(t, ctx, "bash", map[string]any{"command": "sleep 30", "timeoutMs": 300})
 	if !strings.Contains(text, "[timed out after 300ms]") {
