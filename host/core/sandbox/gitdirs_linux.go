@@ -154,6 +154,51 @@ func (g *guard) walk(dir string, report bool) {
 	}
 }
 
+// walkAll walks the roots for what appeared unseen (events lost, or no
+// watch): new .git entries and protected paths, and in the git
+// directories known, control entries and module or worktree folders
+// that were not there.
+func (g *guard) walkAll() {
+	for _, r := range g.roots {
+		g.walk(r, true)
+	}
+	for gd, role := range g.gitDirs {
+		names := gitControl
+		if role == "worktree" {
+			names = slices.Concat(gitControl, worktreeControl)
+		}
+		for _, n := range names {
+			p := filepath.Join(gd, n)
+			if _, err := os.Lstat(p); err == nil && !g.present[p] {
+				g.saw(p, "a git directory's "+n+" that did not exist", true)
+			}
+		}
+		for _, held := range []string{"modules", "worktrees"} {
+			g.walkHeldAgain(filepath.Join(gd, held), held)
+		}
+	}
+}
+
+// walkHeldAgain finds the module or worktree folders that were not there.
+func (g *guard) walkHeldAgain(dir, held string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	g.watch(dir)
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		if _, known := g.gitDirs[p]; known || !e.IsDir() {
+			continue
+		}
+		if !g.present[p] {
+			g.walkHeld(dir, held, true)
+			return
+		}
+		g.walkHeldAgain(p, held)
+	}
+}
+
 // saw records path as new.
 func (g *guard) saw(path, why string, report bool) {
 	if !report {
@@ -226,6 +271,11 @@ func (g *guard) learnGitDir(gd, role string, report bool) {
 	g.gitDirs[gd] = role
 	g.gen++
 	g.watch(gd)
+	for _, n := range slices.Concat(gitControl, worktreeControl) {
+		if _, err := os.Lstat(filepath.Join(gd, n)); err == nil {
+			g.present[filepath.Join(gd, n)] = true
+		}
+	}
 	for _, held := range []string{"modules", "worktrees"} {
 		d := filepath.Join(gd, held)
 		g.gitRole[d] = held
@@ -252,7 +302,10 @@ func (g *guard) walkHeld(dir, held string, report bool) {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
-		g.saw(p, "a new "+strings.TrimSuffix(held, "s")+" git directory", report)
+		if !g.present[p] {
+			g.saw(p, "a new "+strings.TrimSuffix(held, "s")+" git directory", report)
+		}
+		g.present[p] = true
 		switch {
 		case held == "worktrees":
 			g.learnGitDir(p, "worktree", report)
@@ -317,9 +370,7 @@ func (g *guard) drain() {
 			switch {
 			case ev.Mask&unix.IN_Q_OVERFLOW != 0:
 				// Events were lost: what appeared is found by walking.
-				for _, r := range g.roots {
-					g.walk(r, true)
-				}
+				g.walkAll()
 				continue
 			case ev.Mask&unix.IN_IGNORED != 0:
 				delete(g.dirs, ev.Wd)
@@ -340,6 +391,7 @@ func (g *guard) event(dir, name string, isDir bool) {
 	if role, ok := g.gitDirs[dir]; ok {
 		if slices.Contains(gitControl, name) || (role == "worktree" && slices.Contains(worktreeControl, name)) {
 			g.saw(p, "a git directory's "+name+" that did not exist", true)
+			g.present[p] = true
 			return
 		}
 		if held, ok := g.gitRole[p]; ok && isDir {
@@ -350,6 +402,7 @@ func (g *guard) event(dir, name string, isDir bool) {
 	if held, ok := g.gitRole[dir]; ok {
 		if isDir {
 			g.saw(p, "a new "+strings.TrimSuffix(held, "s")+" git directory", true)
+			g.present[p] = true
 			if held == "worktrees" {
 				g.learnGitDir(p, "worktree", true)
 			} else {
@@ -431,9 +484,7 @@ func (g *guard) settle(mark uint64) []undone {
 		return nil
 	}
 	if g.fd < 0 {
-		for _, r := range g.roots {
-			g.walk(r, true)
-		}
+		g.walkAll()
 	}
 	g.drain()
 	var out []undone

@@ -287,7 +287,10 @@ func TestGuardWalkKeepsWhatWasThere(t *testing.T) {
 			unix.Close(g.fd)
 			g.fd = -1
 			g.mu.Unlock()
-			gitIn(t, gw.ws, "init", "-q", "late") // made "by the command"
+			// Made "by the command".
+			gitIn(t, gw.ws, "init", "-q", "late")
+			must(t, os.WriteFile(filepath.Join(gw.ws, ".git", "config.worktree"), []byte("[core]\n"), 0o644))
+			must(t, os.MkdirAll(filepath.Join(gw.ws, ".git", "modules", "evil", "hooks"), 0o755))
 		} else {
 			g.mu.Lock()
 			for _, r := range g.roots {
@@ -302,10 +305,14 @@ func TestGuardWalkKeepsWhatWasThere(t *testing.T) {
 			paths = append(paths, u.path)
 		}
 		if noWatch {
-			if !slices.Contains(paths, filepath.Join(gw.ws, "late", ".git", "config")) {
-				t.Errorf("without a watch, a new repository was not found: %v", paths)
+			for _, want := range []string{"late/.git/config", ".git/config.worktree", ".git/modules/evil"} {
+				if !slices.Contains(paths, filepath.Join(gw.ws, want)) {
+					t.Errorf("without a watch, %s was not found: %v", want, paths)
+				}
 			}
-			paths = slices.DeleteFunc(paths, func(p string) bool { return within(filepath.Join(gw.ws, "late"), p) })
+			paths = slices.DeleteFunc(paths, func(p string) bool {
+				return within(filepath.Join(gw.ws, "late"), p) || p == filepath.Join(gw.ws, ".git", "config.worktree") || p == filepath.Join(gw.ws, ".git", "modules", "evil")
+			})
 		}
 		if len(paths) != 0 {
 			t.Errorf("noWatch %v: undid what was there: %v", noWatch, paths)
