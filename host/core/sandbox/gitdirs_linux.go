@@ -71,9 +71,11 @@ type guard struct {
 	gitRole map[string]string // folders inside a git directory that hold git directories: "modules" or "worktrees"
 	files   map[string]bool   // known .git files
 	gen     uint64            // changes with the known set
-	seq     uint64            // counts what was seen
-	seen    []undone          // what appeared, newest last, kept while a command may own it
-	marks   map[uint64]int    // the marks of commands not settled yet
+	kept    []string          // paths(), as of keptGen
+	keptGen uint64
+	seq     uint64         // counts what was seen
+	seen    []undone       // what appeared, newest last, kept while a command may own it
+	marks   map[uint64]int // the marks of commands not settled yet
 	closed  bool
 }
 
@@ -224,7 +226,11 @@ func (g *guard) learnGit(p string, report bool) {
 		g.files[p] = true
 		g.gen++
 		if target := gitFileTarget(p); target != "" {
-			g.learnGitDir(target, "", report)
+			role := ""
+			if filepath.Base(filepath.Dir(target)) == "worktrees" {
+				role = "worktree" // however the walk came to it first
+			}
+			g.learnGitDir(target, role, report)
 		}
 	case fi.Mode()&fs.ModeSymlink != 0:
 		if real, err := filepath.EvalSymlinks(p); err == nil {
@@ -265,7 +271,11 @@ func (g *guard) learnGitDir(gd, role string, report bool) {
 	if !g.inRoots(gd) {
 		return
 	}
-	if _, ok := g.gitDirs[gd]; ok {
+	if was, ok := g.gitDirs[gd]; ok {
+		if role == "worktree" && was != role {
+			g.gitDirs[gd] = role
+			g.gen++
+		}
 		return
 	}
 	g.gitDirs[gd] = role
@@ -432,6 +442,9 @@ func (g *guard) paths() ([]string, uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.drain()
+	if g.kept != nil && g.keptGen == g.gen {
+		return g.kept, g.gen
+	}
 	var out []string
 	for gd, role := range g.gitDirs {
 		for _, n := range gitControl {
@@ -447,7 +460,10 @@ func (g *guard) paths() ([]string, uint64) {
 		out = append(out, g.keepable(f)...)
 	}
 	slices.Sort(out)
-	return slices.Compact(out), g.gen
+	// The list changes with the known set alone: a control entry that
+	// appears is undone, one that exists cannot be replaced.
+	g.kept, g.keptGen = slices.Compact(out), g.gen
+	return g.kept, g.gen
 }
 
 // keepable is p as a runner can keep it: a symlink cannot be held in
