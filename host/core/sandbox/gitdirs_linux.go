@@ -21,8 +21,8 @@ import (
 // inside the sandbox would run later outside it, at the user's next `git
 // status`. So every git directory under a writable root is found (the
 // top level's, nested repositories', submodules' under modules/, linked
-// worktrees' under worktrees/, the ones `.git` files and commondir point
-// to) and its gitControl entries are kept read-only like the policy's
+// worktrees' under worktrees/, bare ones, the ones `.git` files and
+// commondir point to) and its gitControl entries are kept read-only like the policy's
 // protected paths, with each `.git` file (a submodule's or worktree's
 // pointer) itself.
 //
@@ -133,6 +133,15 @@ func (g *guard) walk(dir string, report bool) {
 	g.watch(dir)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
+		return
+	}
+	if gitLayout(ents) {
+		// A bare repository (a module cache's, a fixture): git reads its
+		// config and hooks as it would a .git's.
+		if _, known := g.gitDirs[dir]; !known {
+			g.saw(dir, "a new bare git directory", report)
+		}
+		g.learnGitDir(dir, "", report)
 		return
 	}
 	for _, e := range ents {
@@ -327,6 +336,25 @@ func (g *guard) walkHeld(dir, held string, report bool) {
 	}
 }
 
+// gitLayout says whether a folder's entries are a git directory's: a
+// HEAD file beside objects and refs folders.
+func gitLayout(ents []os.DirEntry) bool {
+	n := 0
+	for _, e := range ents {
+		switch e.Name() {
+		case "HEAD":
+			if e.Type().IsRegular() {
+				n++
+			}
+		case "objects", "refs":
+			if e.IsDir() {
+				n++
+			}
+		}
+	}
+	return n == 3
+}
+
 // isGitDir: git's own test, a HEAD beside objects and refs.
 func isGitDir(p string) bool {
 	for _, n := range []string{"HEAD", "objects", "refs"} {
@@ -422,6 +450,13 @@ func (g *guard) event(dir, name string, isDir bool) {
 		return
 	}
 	switch {
+	case name == "HEAD" || name == "objects" || name == "refs":
+		if _, known := g.gitDirs[dir]; !known && isGitDir(dir) {
+			g.saw(dir, "a new bare git directory", true)
+			g.learnGitDir(dir, "", true)
+		} else if isDir {
+			g.walk(p, true)
+		}
 	case name == ".git":
 		g.saw(p, "a new .git", true)
 		g.learnGit(p, true)

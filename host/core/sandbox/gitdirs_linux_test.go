@@ -102,6 +102,7 @@ func newGitWorld(t *testing.T) *gitWorld {
 	gitIn(t, ws, "commit", "-qm", "sub")
 	gitIn(t, ws, "worktree", "add", "-q", "wt")
 	gitIn(t, ws, "clone", "-q", "--bare", ws, bare)
+	gitIn(t, ws, "init", "-q", "--bare", "vendor.git")
 	nested := filepath.Join(ws, "nested")
 	must(t, os.Mkdir(nested, 0o755))
 	gitIn(t, nested, "init", "-q")
@@ -128,6 +129,8 @@ var plantings = []struct {
 	{"nested config", `printf '[core]\n\tfsmonitor = touch /tmp/x\n' >> nested/.git/config`, "", "nested/.git/config"},
 	{"nested hook", `printf '#!/bin/sh\n' > nested/.git/hooks/post-checkout`, "", "nested/.git/hooks/post-checkout"},
 	{"nested repo moved away", `mv nested nested.old && mkdir -p nested/.git/hooks && printf x > nested/.git/hooks/pre-commit`, "", "nested/.git/hooks/pre-commit"},
+	{"bare repository config", `printf '[core]\n\tsshCommand = touch /tmp/x\n' >> vendor.git/config`, "", "vendor.git/config"},
+	{"bare repository hook", `printf '#!/bin/sh\n' > vendor.git/hooks/post-update`, "", "vendor.git/hooks/post-update"},
 	{"top-level hook", `printf '#!/bin/sh\n' > .git/hooks/pre-commit`, "", ".git/hooks/pre-commit"},
 	{"info attributes", `mkdir -p .git/info && printf '* filter=x\n' >> .git/info/attributes`, "", ".git/info/attributes"},
 	{"submodule gitlink", `printf 'gitdir: ../evil\n' > sub/.git`, "", "sub/.git"},
@@ -141,6 +144,7 @@ var plantings = []struct {
 	{"new .git moved in", `mkdir -p /tmp/x$$/r && git init -q /tmp/x$$/r 2>/dev/null; mkdir -p m && git init -q m/r && mv m moved`, "moved/r/.git/config", "moved/r/.git/config"},
 	{"new submodule git directory", `mkdir -p .git/modules/evil/hooks && printf x > .git/modules/evil/config`, ".git/modules/evil", ".git/modules/evil"},
 	{"new worktree git directory", `mkdir -p .git/worktrees/evil && printf '../..\n' > .git/worktrees/evil/commondir`, ".git/worktrees/evil/commondir", ".git/worktrees/evil/commondir"},
+	{"new bare repository", `git init -q --bare cache/b.git`, "cache/b.git/config", "cache/b.git/config"},
 	{"envrc", `printf 'echo pwned\n' > .envrc`, ".envrc", ".envrc"},
 	{"vscode", `mkdir .vscode && printf '{}' > .vscode/settings.json`, ".vscode", ".vscode"},
 	{"idea", `mkdir -p .idea`, ".idea", ".idea"},
