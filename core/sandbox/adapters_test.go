@@ -51,6 +51,14 @@ type fakeRunner func(context.Context, *WrapRequest) (*Wrapped, error)
 
 func (f fakeRunner) Wrap(ctx context.Context, req *WrapRequest) (*Wrapped, error) { return f(ctx, req) }
 
+// Settle says it undid the path the token names.
+func (f fakeRunner) Settle(_ context.Context, req *SettleRequest) (*Settled, error) {
+	if req.Settle == "" {
+		return nil, seam.New(ErrUnavailable, "no watch to settle")
+	}
+	return &Settled{Undone: []*Undone{{Path: req.Settle, Why: "a new .git"}}}, nil
+}
+
 func serveRunner(t *testing.T, impl Sandboxes) *RunnerClient {
 	return NewRunnerClient(seamtest.Conn(t, func(s *grpc.Server) { sandboxv1.RegisterSandboxServer(s, NewRunnerServer(impl)) }))
 }
@@ -72,6 +80,13 @@ func TestRunnerAdaptersRoundTrip(t *testing.T) {
 	_, err = c.Wrap(ctx, &WrapRequest{Argv: []string{"true"}, Mode: ReadOnly})
 	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNoPolicy) || err.Error() != "landlock (ABI 6) is not available: function not implemented" {
 		t.Fatalf("unavailable: %v", err)
+	}
+	st, err := c.Settle(ctx, &SettleRequest{Settle: "/w/sub/.git"})
+	if err != nil || len(st.Undone) != 1 || st.Undone[0].Path != "/w/sub/.git" || st.Undone[0].Why != "a new .git" {
+		t.Fatalf("settle: %v %v", st, err)
+	}
+	if _, err := c.Settle(ctx, &SettleRequest{}); !errors.Is(err, ErrUnavailable) || err.Error() != "no watch to settle" {
+		t.Fatalf("settle unavailable: %v", err)
 	}
 	broken := serveRunner(t, fakeRunner(func(context.Context, *WrapRequest) (*Wrapped, error) { return nil, errors.New("boom") }))
 	if _, err := broken.Wrap(ctx, &WrapRequest{}); errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "boom") {

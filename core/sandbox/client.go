@@ -55,3 +55,11 @@ func (c *RunnerClient) Wrap(ctx context.Context, req *WrapRequest) (*Wrapped, er
 	}
 	return w, nil
 }
+
+func (c *RunnerClient) Settle(ctx context.Context, req *SettleRequest) (*Settled, error) {
+	st, err := c.c.Settle(ctx, req)
+	if err != nil {
+		return nil, seam.CallError("sandbox", err, runnerKinds...)
+	}
+	return st, nil
+}

@@ -76,6 +76,10 @@ type Sandboxes interface {
 	// and the confinement ctx.subprocess applies to it. ErrUnavailable
 	// means nothing may run.
 	Wrap(ctx context.Context, req *WrapRequest) (*Wrapped, error)
+	// Settle, once the command has ended and before its result is
+	// returned, undoes what it created that no runner could stop (a new
+	// git directory, a protected path that did not exist), and says what.
+	Settle(ctx context.Context, req *SettleRequest) (*Settled, error)
 }
 
 // The messages of the seams, as the contract defines them.
@@ -83,6 +87,12 @@ type (
 	Policy      = sandboxv1.Policy
 	WrapRequest = sandboxv1.WrapRequest
 	Wrapped     = sandboxv1.Wrapped
+	// SettleRequest names a Wrapped's settle.
+	SettleRequest = sandboxv1.SettleRequest
+	// Settled is what was undone.
+	Settled = sandboxv1.Settled
+	// Undone is one path undone, and why.
+	Undone = sandboxv1.Undone
 )
 
 // The seams' errors.

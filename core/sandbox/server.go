@@ -40,3 +40,8 @@ func (s *RunnerServer) Wrap(ctx context.Context, req *WrapRequest) (*Wrapped, er
 	w, err := s.impl.Wrap(ctx, req)
 	return w, seam.ToStatus(err, runnerKinds...)
 }
+
+func (s *RunnerServer) Settle(ctx context.Context, req *SettleRequest) (*Settled, error) {
+	st, err := s.impl.Settle(ctx, req)
+	return st, seam.ToStatus(err, runnerKinds...)
+}

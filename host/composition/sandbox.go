@@ -18,8 +18,8 @@ type Sandbox struct {
 	CacheRoots    []string // writable like them; no protected paths in them (caches.go)
 	Network       bool     // network reachable from confined commands
 	// ProtectedPaths stay read-only inside the writable roots: .git/config,
-	// .git/hooks, .claude and .codex of each root, the composition file,
-	// and those the section adds.
+	// .git/hooks, .claude, .codex, .envrc, .vscode and .idea of each root,
+	// the composition file, and those the section adds.
 	ProtectedPaths []string
 	UnixSockets    []string // unix sockets at these paths may be reached
 	// Runner is what confines commands: RunnerAuto (the default: landlock
@@ -48,10 +48,12 @@ var (
 	sandboxRunners = []string{RunnerAuto, RunnerLandlock, RunnerBubblewrap}
 	sandboxKeys    = []string{"defaultMode", "workspaceRoot", "writableRoots", "network", "protectedPaths", "unixSockets", "runner", "cacheRoots"}
 	// protectedInRoot are kept read-only in every writable root: what
-	// would let a command change how the agent's tools or git behave
-	// later. A commit still works: .git/index, objects and refs stay
-	// writable.
-	protectedInRoot = []string{".git/config", ".git/hooks", ".claude", ".codex"}
+	// would let a command change how the agent's tools, git, the shell
+	// (direnv) or an editor behave later. A commit still works:
+	// .git/index, objects and refs stay writable. The runner adds every
+	// other git directory's control files, and undoes any of these a
+	// command creates.
+	protectedInRoot = []string{".git/config", ".git/hooks", ".claude", ".codex", ".envrc", ".vscode", ".idea"}
 )
 
 // sandbox reads the sandbox section.

@@ -41,7 +41,8 @@ func TestSandboxSection(t *testing.T) {
 	if sb.DefaultMode != ModeWorkspaceWrite || sb.WorkspaceRoot != dir || sb.Network || sb.Runner != RunnerAuto {
 		t.Fatalf("defaults: %+v", sb)
 	}
-	for _, want := range []string{filepath.Join(dir, ".git/config"), filepath.Join(dir, ".git/hooks"), filepath.Join(dir, ".claude"), filepath.Join(dir, ".codex"), c.File} {
+	for _, want := range []string{filepath.Join(dir, ".git/config"), filepath.Join(dir, ".git/hooks"), filepath.Join(dir, ".claude"), filepath.Join(dir, ".codex"),
+		filepath.Join(dir, ".envrc"), filepath.Join(dir, ".vscode"), filepath.Join(dir, ".idea"), c.File} {
 		if !slices.Contains(sb.ProtectedPaths, want) {
 			t.Errorf("protected paths %v lack %s", sb.ProtectedPaths, want)
 		}

@@ -35,6 +35,16 @@ plugins:
 }
 
 // mustNotExist fails the test if path exists.
+// userGit makes dir a repository, as its user would outside the sandbox.
+func userGit(t *testing.T, dir string) {
+	t.Helper()
+	for _, args := range [][]string{{"init", "-q", "."}, {"config", "user.email", "a@b"}, {"config", "user.name", "a"}} {
+		if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+}
+
 func mustNotExist(t *testing.T, what, path string) {
 	t.Helper()
 	if _, err := os.Lstat(path); err == nil {
@@ -56,6 +66,7 @@ func TestSandboxSession(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	ws, outside := t.TempDir(), outsideTmp(t)
+	userGit(t, ws)
 	s := startServe(t, ctx, sandboxComp(ws, "workspace-write", ""))
 
 	f := fault(t, "sandbox: a write outside the workspace")
@@ -73,7 +84,7 @@ func TestSandboxSession(t *testing.T) {
 
 	// Inside the workspace everything works, git included; the facts say
 	// no denial.
-	text, facts = s.tool(t, ctx, "bash", map[string]any{"workdir": ws, "command": "git init -q . && git config user.email a@b && git config user.name a && echo v1 > a && mkdir d && mv a d/b && git add -A && git commit -qm one && git log --oneline | wc -l"})
+	text, facts = s.tool(t, ctx, "bash", map[string]any{"workdir": ws, "command": "echo v1 > a && mkdir d && mv a d/b && git add -A && git commit -qm one && git log --oneline | wc -l"})
 	if sb, _ := facts["sandbox"].(map[string]any); !strings.HasSuffix(text, "1") || sb["denied"] != false {
 		t.Fatalf("git in the workspace: %q %v", text, facts["sandbox"])
 	}
@@ -92,6 +103,40 @@ func TestSandboxSession(t *testing.T) {
 	}
 	mustNotExist(t, "a hook", filepath.Join(ws, ".git", "hooks", "pre-commit"))
 	mustNotExist(t, "a renamed .git", filepath.Join(ws, "g2"))
+
+	// A repository made inside keeps its history, not what git would run
+	// from it; an .envrc made inside is undone; both are said.
+	text, facts = s.tool(t, ctx, "bash", map[string]any{"workdir": ws, "command": "git init -q fresh && git -C fresh commit --allow-empty -qm x && echo 'echo hi' > .envrc && echo made"})
+	sb, _ = facts["sandbox"].(map[string]any)
+	if !strings.Contains(text, "[sandbox: file access denied under workspace-write mode]") || sb["denialSource"] != "undone" ||
+		!strings.Contains(fmt.Sprint(sb["deniedPaths"]), filepath.Join(ws, "fresh", ".git", "config")) || !strings.Contains(fmt.Sprint(sb["deniedPaths"]), filepath.Join(ws, ".envrc")) {
+		t.Fatalf("a repository and an .envrc made inside: %q %v", text, sb)
+	}
+	mustNotExist(t, "a new repository's config", filepath.Join(ws, "fresh", ".git", "config"))
+	mustNotExist(t, "a new repository's hooks", filepath.Join(ws, "fresh", ".git", "hooks"))
+	mustNotExist(t, "an .envrc", filepath.Join(ws, ".envrc"))
+	if out, err := exec.Command("git", "-C", filepath.Join(ws, "fresh"), "log", "--oneline").CombinedOutput(); err != nil || strings.Count(string(out), "\n") != 1 {
+		t.Fatalf("the new repository lost its history: %v %s", err, out)
+	}
+	f.Saw("git init inside: %v", sb["deniedPaths"])
+
+	// A background command's leftovers are undone when it has ended, and
+	// its read says so.
+	started, _ := s.tool(t, ctx, "bash", map[string]any{"workdir": ws, "command": "echo 'echo hi' > .envrc; echo bg", "run_in_background": true})
+	jid := jobID(started)
+	var bgRead string
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(bgRead, "finished"); time.Sleep(50 * time.Millisecond) {
+		more, _ := s.tool(t, ctx, "job_output", map[string]any{"job_id": jid})
+		if time.Now().After(deadline) {
+			t.Fatalf("the background job did not end: %q", bgRead)
+		}
+		bgRead += more
+	}
+	if !strings.Contains(bgRead, "[sandbox: file access denied under workspace-write mode]") {
+		t.Fatalf("a background .envrc: %q", bgRead)
+	}
+	mustNotExist(t, "a background .envrc", filepath.Join(ws, ".envrc"))
+	f.Saw("background: %q", bgRead)
 
 	f = fault(t, "sandbox: a timeout, then a job killed, then the next commands")
 	text, _ = s.tool(t, ctx, "bash", map[string]any{"command": "sleep 30", "timeoutMs": 300})
@@ -280,22 +325,27 @@ func TestSandboxBubblewrapSession(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	ws, outside := t.TempDir(), outsideTmp(t)
+	userGit(t, ws)
 	s := startServe(t, ctx, sandboxComp(ws, "workspace-write", "  runner: bubblewrap\n"))
 	f := fault(t, "sandbox (bubblewrap): a write outside, then git, a timeout, the next commands")
 	target := filepath.Join(outside, "escaped")
 	text, facts := s.tool(t, ctx, "bash", map[string]any{"command": "echo x > " + target, "workdir": ws})
 	sb, _ := facts["sandbox"].(map[string]any)
-	if !strings.Contains(text, "[sandbox: file access denied under workspace-write mode]") || sb["enforcement"] != "bubblewrap: bubblewrap" {
+	if !strings.Contains(text, "[sandbox: file access denied under workspace-write mode]") || sb["enforcement"] != "bubblewrap: bubblewrap,seccomp" {
 		t.Fatalf("a denied write: %q %v", text, sb)
 	}
 	mustNotExist(t, "a write outside", target)
-	text, _ = s.tool(t, ctx, "bash", map[string]any{"workdir": ws, "command": "git init -q . && git config user.email a@b && git config user.name a && echo v1 > a && git add -A && git commit -qm one && git log --oneline | wc -l"})
+	text, _ = s.tool(t, ctx, "bash", map[string]any{"workdir": ws, "command": "echo v1 > a && git add -A && git commit -qm one && git log --oneline | wc -l"})
 	if !strings.HasSuffix(text, "1") {
 		t.Fatalf("git in the workspace: %q", text)
 	}
 	if text, _ := s.tool(t, ctx, "bash", map[string]any{"command": "echo x > .git/config", "workdir": ws}); !strings.Contains(text, "[sandbox: file access denied") {
 		t.Fatalf("a protected path: %q", text)
 	}
+	if text, _ := s.tool(t, ctx, "bash", map[string]any{"command": "echo 'echo hi' > .envrc", "workdir": ws}); !strings.Contains(text, "[sandbox: file access denied") {
+		t.Fatalf("an .envrc made inside: %q", text)
+	}
+	mustNotExist(t, "an .envrc", filepath.Join(ws, ".envrc"))
 	if text, _ := s.tool(t, ctx, "bash", map[string]any{"command": "sleep 30", "timeoutMs": 300}); !strings.Contains(text, "[timed out after 300ms]") {
 		t.Fatalf("a timeout: %q", text)
 	}

@@ -226,7 +226,10 @@ type Wrapped struct {
 	// host forks the command) or "bubblewrap".
 	Runner string `protobuf:"bytes,3,opt,name=runner,proto3" json:"runner,omitempty"`
 	// The layers in force, e.g. "landlock,mount,network,seccomp".
-	Enforcement   string `protobuf:"bytes,4,opt,name=enforcement,proto3" json:"enforcement,omitempty"`
+	Enforcement string `protobuf:"bytes,4,opt,name=enforcement,proto3" json:"enforcement,omitempty"`
+	// Names the command's watch for Settle; empty when nothing needs
+	// settling (read-only mode).
+	Settle        string `protobuf:"bytes,5,opt,name=settle,proto3" json:"settle,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -289,6 +292,157 @@ func (x *Wrapped) GetEnforcement() string {
 	return ""
 }
 
+func (x *Wrapped) GetSettle() string {
+	if x != nil {
+		return x.Settle
+	}
+	return ""
+}
+
+type SettleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Wrapped.settle.
+	Settle        string `protobuf:"bytes,1,opt,name=settle,proto3" json:"settle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleRequest) Reset() {
+	*x = SettleRequest{}
+	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleRequest) ProtoMessage() {}
+
+func (x *SettleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleRequest.ProtoReflect.Descriptor instead.
+func (*SettleRequest) Descriptor() ([]byte, []int) {
+	return file_core_sandbox_sandboxv1_sandbox_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SettleRequest) GetSettle() string {
+	if x != nil {
+		return x.Settle
+	}
+	return ""
+}
+
+type Settled struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the command created that it may not have, now removed.
+	Undone        []*Undone `protobuf:"bytes,1,rep,name=undone,proto3" json:"undone,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Settled) Reset() {
+	*x = Settled{}
+	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Settled) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Settled) ProtoMessage() {}
+
+func (x *Settled) ProtoReflect() protoreflect.Message {
+	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Settled.ProtoReflect.Descriptor instead.
+func (*Settled) Descriptor() ([]byte, []int) {
+	return file_core_sandbox_sandboxv1_sandbox_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Settled) GetUndone() []*Undone {
+	if x != nil {
+		return x.Undone
+	}
+	return nil
+}
+
+type Undone struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The path the command created.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Why it may not: e.g. "a new git directory".
+	Why           string `protobuf:"bytes,2,opt,name=why,proto3" json:"why,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Undone) Reset() {
+	*x = Undone{}
+	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Undone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Undone) ProtoMessage() {}
+
+func (x *Undone) ProtoReflect() protoreflect.Message {
+	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Undone.ProtoReflect.Descriptor instead.
+func (*Undone) Descriptor() ([]byte, []int) {
+	return file_core_sandbox_sandboxv1_sandbox_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Undone) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *Undone) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
 var File_core_sandbox_sandboxv1_sandbox_proto protoreflect.FileDescriptor
 
 const file_core_sandbox_sandboxv1_sandbox_proto_rawDesc = "" +
@@ -305,16 +459,25 @@ const file_core_sandbox_sandboxv1_sandbox_proto_rawDesc = "" +
 	"\vWrapRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\tR\x04mode\x12.\n" +
-	"\x06policy\x18\x03 \x01(\v2\x16.dsh.sandbox.v1.PolicyR\x06policy\"y\n" +
+	"\x06policy\x18\x03 \x01(\v2\x16.dsh.sandbox.v1.PolicyR\x06policy\"\x91\x01\n" +
 	"\aWrapped\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12 \n" +
 	"\vconfinement\x18\x02 \x01(\tR\vconfinement\x12\x16\n" +
 	"\x06runner\x18\x03 \x01(\tR\x06runner\x12 \n" +
-	"\venforcement\x18\x04 \x01(\tR\venforcement2P\n" +
+	"\venforcement\x18\x04 \x01(\tR\venforcement\x12\x16\n" +
+	"\x06settle\x18\x05 \x01(\tR\x06settle\"'\n" +
+	"\rSettleRequest\x12\x16\n" +
+	"\x06settle\x18\x01 \x01(\tR\x06settle\"9\n" +
+	"\aSettled\x12.\n" +
+	"\x06undone\x18\x01 \x03(\v2\x16.dsh.sandbox.v1.UndoneR\x06undone\".\n" +
+	"\x06Undone\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x10\n" +
+	"\x03why\x18\x02 \x01(\tR\x03why2P\n" +
 	"\rSandboxPolicy\x12?\n" +
-	"\x03Get\x12 .dsh.sandbox.v1.GetPolicyRequest\x1a\x16.dsh.sandbox.v1.Policy2G\n" +
+	"\x03Get\x12 .dsh.sandbox.v1.GetPolicyRequest\x1a\x16.dsh.sandbox.v1.Policy2\x89\x01\n" +
 	"\aSandbox\x12<\n" +
-	"\x04Wrap\x12\x1b.dsh.sandbox.v1.WrapRequest\x1a\x17.dsh.sandbox.v1.WrappedB8Z6github.com/dshrun/dsh/core/sandbox/sandboxv1;sandboxv1b\x06proto3"
+	"\x04Wrap\x12\x1b.dsh.sandbox.v1.WrapRequest\x1a\x17.dsh.sandbox.v1.Wrapped\x12@\n" +
+	"\x06Settle\x12\x1d.dsh.sandbox.v1.SettleRequest\x1a\x17.dsh.sandbox.v1.SettledB8Z6github.com/dshrun/dsh/core/sandbox/sandboxv1;sandboxv1b\x06proto3"
 
 var (
 	file_core_sandbox_sandboxv1_sandbox_proto_rawDescOnce sync.Once
@@ -328,24 +491,30 @@ func file_core_sandbox_sandboxv1_sandbox_proto_rawDescGZIP() []byte {
 	return file_core_sandbox_sandboxv1_sandbox_proto_rawDescData
 }
 
-var file_core_sandbox_sandboxv1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_core_sandbox_sandboxv1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_core_sandbox_sandboxv1_sandbox_proto_goTypes = []any{
 	(*GetPolicyRequest)(nil), // 0: dsh.sandbox.v1.GetPolicyRequest
 	(*Policy)(nil),           // 1: dsh.sandbox.v1.Policy
 	(*WrapRequest)(nil),      // 2: dsh.sandbox.v1.WrapRequest
 	(*Wrapped)(nil),          // 3: dsh.sandbox.v1.Wrapped
+	(*SettleRequest)(nil),    // 4: dsh.sandbox.v1.SettleRequest
+	(*Settled)(nil),          // 5: dsh.sandbox.v1.Settled
+	(*Undone)(nil),           // 6: dsh.sandbox.v1.Undone
 }
 var file_core_sandbox_sandboxv1_sandbox_proto_depIdxs = []int32{
 	1, // 0: dsh.sandbox.v1.WrapRequest.policy:type_name -> dsh.sandbox.v1.Policy
-	0, // 1: dsh.sandbox.v1.SandboxPolicy.Get:input_type -> dsh.sandbox.v1.GetPolicyRequest
-	2, // 2: dsh.sandbox.v1.Sandbox.Wrap:input_type -> dsh.sandbox.v1.WrapRequest
-	1, // 3: dsh.sandbox.v1.SandboxPolicy.Get:output_type -> dsh.sandbox.v1.Policy
-	3, // 4: dsh.sandbox.v1.Sandbox.Wrap:output_type -> dsh.sandbox.v1.Wrapped
-	3, // [3:5] is the sub-list for method output_type
-	1, // [1:3] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	6, // 1: dsh.sandbox.v1.Settled.undone:type_name -> dsh.sandbox.v1.Undone
+	0, // 2: dsh.sandbox.v1.SandboxPolicy.Get:input_type -> dsh.sandbox.v1.GetPolicyRequest
+	2, // 3: dsh.sandbox.v1.Sandbox.Wrap:input_type -> dsh.sandbox.v1.WrapRequest
+	4, // 4: dsh.sandbox.v1.Sandbox.Settle:input_type -> dsh.sandbox.v1.SettleRequest
+	1, // 5: dsh.sandbox.v1.SandboxPolicy.Get:output_type -> dsh.sandbox.v1.Policy
+	3, // 6: dsh.sandbox.v1.Sandbox.Wrap:output_type -> dsh.sandbox.v1.Wrapped
+	5, // 7: dsh.sandbox.v1.Sandbox.Settle:output_type -> dsh.sandbox.v1.Settled
+	5, // [5:8] is the sub-list for method output_type
+	2, // [2:5] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_core_sandbox_sandboxv1_sandbox_proto_init() }
@@ -359,7 +528,7 @@ func file_core_sandbox_sandboxv1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_core_sandbox_sandboxv1_sandbox_proto_rawDesc), len(file_core_sandbox_sandboxv1_sandbox_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -136,7 +136,8 @@ var SandboxPolicy_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Sandbox_Wrap_FullMethodName = "/dsh.sandbox.v1.Sandbox/Wrap"
+	Sandbox_Wrap_FullMethodName   = "/dsh.sandbox.v1.Sandbox/Wrap"
+	Sandbox_Settle_FullMethodName = "/dsh.sandbox.v1.Sandbox/Settle"
 )
 
 // SandboxClient is the client API for Sandbox service.
@@ -148,6 +149,11 @@ const (
 // the caller must then not run the command at all.
 type SandboxClient interface {
 	Wrap(ctx context.Context, in *WrapRequest, opts ...grpc.CallOption) (*Wrapped, error)
+	// Settle is called once the command Wrap confined has ended, before its
+	// result is returned: what no runner can stop a confined command from
+	// creating (a new git directory, a protected path that did not exist)
+	// is undone, and said.
+	Settle(ctx context.Context, in *SettleRequest, opts ...grpc.CallOption) (*Settled, error)
 }
 
 type sandboxClient struct {
@@ -168,6 +174,16 @@ func (c *sandboxClient) Wrap(ctx context.Context, in *WrapRequest, opts ...grpc.
 	return out, nil
 }
 
+func (c *sandboxClient) Settle(ctx context.Context, in *SettleRequest, opts ...grpc.CallOption) (*Settled, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Settled)
+	err := c.cc.Invoke(ctx, Sandbox_Settle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SandboxServer is the server API for Sandbox service.
 // All implementations must embed UnimplementedSandboxServer
 // for forward compatibility.
@@ -177,6 +193,11 @@ func (c *sandboxClient) Wrap(ctx context.Context, in *WrapRequest, opts ...grpc.
 // the caller must then not run the command at all.
 type SandboxServer interface {
 	Wrap(context.Context, *WrapRequest) (*Wrapped, error)
+	// Settle is called once the command Wrap confined has ended, before its
+	// result is returned: what no runner can stop a confined command from
+	// creating (a new git directory, a protected path that did not exist)
+	// is undone, and said.
+	Settle(context.Context, *SettleRequest) (*Settled, error)
 	mustEmbedUnimplementedSandboxServer()
 }
 
@@ -189,6 +210,9 @@ type UnimplementedSandboxServer struct{}
 
 func (UnimplementedSandboxServer) Wrap(context.Context, *WrapRequest) (*Wrapped, error) {
 	return nil, status.Error(codes.Unimplemented, "method Wrap not implemented")
+}
+func (UnimplementedSandboxServer) Settle(context.Context, *SettleRequest) (*Settled, error) {
+	return nil, status.Error(codes.Unimplemented, "method Settle not implemented")
 }
 func (UnimplementedSandboxServer) mustEmbedUnimplementedSandboxServer() {}
 func (UnimplementedSandboxServer) testEmbeddedByValue()                 {}
@@ -229,6 +253,24 @@ func _Sandbox_Wrap_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Sandbox_Settle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SettleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServer).Settle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sandbox_Settle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServer).Settle(ctx, req.(*SettleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Sandbox_ServiceDesc is the grpc.ServiceDesc for Sandbox service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -239,6 +281,10 @@ var Sandbox_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Wrap",
 			Handler:    _Sandbox_Wrap_Handler,
+		},
+		{
+			MethodName: "Settle",
+			Handler:    _Sandbox_Settle_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -37,7 +37,9 @@ import (
 //     Wrap runs covered by the null device on a nodev mount, so connect()
 //     fails, unless Policy.UnixSockets names it or a directory above it
 //     (one under a hidden directory is bound back in); each cover costs
-//     bwrap about 0.15 ms;
+//     bwrap about 0.15 ms. The Runner adds a seccomp filter refusing
+//     socket(AF_UNIX) altogether, whatever a socket's age, when the policy
+//     names none (socketRule, on the thread that forks bwrap);
 //   - in workspace-write mode, the owner's temporary folder (Options.Tmp,
 //     bwraptmp_linux.go) on /tmp and /dev/shm, TMPDIR=/tmp;
 //   - a fresh /dev (null, zero, full, random, urandom, tty, a private pts
@@ -58,10 +60,13 @@ import (
 //   - /dev is a private writable tmpfs (gone with the command; Landlock
 //     forbids writing there), and so is /dev/shm in read-only mode.
 //
-// What neither blocks: unix sockets bound less than socketSettle before
-// Wrap ran or after it, or by processes in another network namespace; abstract unix sockets and the whole network
-// when the policy's network is on; writes through inherited descriptors; a
-// protected path that does not exist yet can be created.
+// What neither blocks: when the policy names unix sockets (so the Runner's
+// filter is off), the others bound less than socketSettle before Wrap ran
+// or after it, or by processes in another network namespace, and abstract
+// ones with the network on; the whole network when the policy's network
+// is on; writes through inherited descriptors; a protected path that does
+// not exist yet being created (the Runner's guard undoes it once the
+// command ended).
 //
 // Other differences: a command killed by a signal is reported as bwrap's
 // exit code 128+signal, not as the signal; the command starts in the
@@ -71,9 +76,9 @@ import (
 // socket that goes away between Wrap and the start makes bwrap fail before
 // the command runs (see Vanished) or, inside a writable root, leaves an
 // empty file in its place. User namespaces are needed (FindBubblewrap
-// says so when the kernel refuses them). No seccomp filter: bwrap reads
-// one from a descriptor and the spawner passes none beyond stdio; without
-// capabilities, mount, ptrace of others and the like fail anyway.
+// says so when the kernel refuses them). Beyond the Runner's unix socket
+// filter, no seccomp filter: without capabilities, mount, ptrace of
+// others and the like fail anyway.
 type Bubblewrap struct{ Path string } // the bwrap binary
 
 // probeTimeout bounds FindBubblewrap's trial run.

@@ -13,3 +13,5 @@ func prepareLandlock(*sandbox.Policy, string, Options) (confinement, error) {
 }
 
 func findBubblewrap() (wrapper, error) { return nil, errors.New("bubblewrap needs Linux") }
+
+func newSocketRule() (confinement, error) { return nil, errors.New("confining a command needs Linux") }

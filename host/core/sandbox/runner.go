@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -35,6 +36,7 @@ type Runner struct {
 	choice   string
 	prepared map[string]confinement // by token
 	retired  []confinement          // replaced while a spawn may still use them
+	guards   map[string]*guard      // by guardKey: one per set of writable roots and protected paths
 	closed   bool
 
 	landlockOnce sync.Once
@@ -54,7 +56,7 @@ var _ sandbox.Sandboxes = (*Runner)(nil)
 // NewRunner confines with choice ("auto", "landlock" or "bubblewrap";
 // "" is auto); opt is added to every policy.
 func NewRunner(choice string, opt Options) *Runner {
-	return &Runner{opt: opt, choice: choice, prepared: map[string]confinement{}}
+	return &Runner{opt: opt, choice: choice, prepared: map[string]confinement{}, guards: map[string]*guard{}}
 }
 
 // SetChoice changes the runner for the commands wrapped from now on.
@@ -76,7 +78,10 @@ func (r *Runner) Close() error {
 	for _, c := range r.retired {
 		errs = append(errs, c.Close())
 	}
-	r.prepared, r.retired, r.closed = map[string]confinement{}, nil, true
+	for _, g := range r.guards {
+		g.close()
+	}
+	r.prepared, r.retired, r.guards, r.closed = map[string]confinement{}, nil, map[string]*guard{}, true
 	return errors.Join(errs...)
 }
 
@@ -106,6 +111,10 @@ func (o Owned) Wrap(ctx context.Context, req *sandbox.WrapRequest) (*sandbox.Wra
 	return o.R.wrap(req, add)
 }
 
+func (o Owned) Settle(ctx context.Context, req *sandbox.SettleRequest) (*sandbox.Settled, error) {
+	return o.R.Settle(ctx, req)
+}
+
 func (r *Runner) wrap(req *sandbox.WrapRequest, add Options) (*sandbox.Wrapped, error) {
 	opt := Options{
 		Hide:     append(slices.Clone(r.opt.Hide), add.Hide...),
@@ -119,6 +128,86 @@ func (r *Runner) wrap(req *sandbox.WrapRequest, add Options) (*sandbox.Wrapped, 
 	if err := check(req.Policy, req.Mode); err != nil {
 		return nil, err
 	}
+	// Every git directory in the writable roots is kept like the
+	// protected paths (gitdirs_linux.go); what no runner can stop being
+	// created is undone at Settle.
+	var g *guard
+	var key string
+	if req.Mode == sandbox.WorkspaceWrite {
+		g, key = r.guardFor(req.Policy)
+		r.mu.Lock()
+		closed := r.closed
+		r.mu.Unlock()
+		if closed {
+			return nil, unavailable("sandbox: the host is shutting down")
+		}
+		if g != nil {
+			kept, _ := g.paths()
+			opt.ReadOnly = append(opt.ReadOnly, kept...)
+		}
+	}
+	w, err := r.wrapWith(req, opt)
+	if err != nil || g == nil {
+		return w, err
+	}
+	w.Settle = fmt.Sprintf("%s.%d", key, g.mark())
+	return w, nil
+}
+
+// guardFor is the guard of p's writable roots and protected paths, made
+// (the roots walked once) on first use.
+func (r *Runner) guardFor(p *sandbox.Policy) (*guard, string) {
+	roots := slices.Compact(slices.Sorted(slices.Values(append([]string{p.WorkspaceRoot}, p.WritableRoots...))))
+	h := sha256.New()
+	for _, list := range [][]string{roots, p.ProtectedPaths} {
+		fmt.Fprintf(h, "%d;", len(list))
+		for _, s := range list {
+			fmt.Fprintf(h, "%d:%s;", len(s), s)
+		}
+	}
+	key := "g" + hex.EncodeToString(h.Sum(nil)[:12])
+	r.mu.Lock()
+	g, ok := r.guards[key]
+	closed := r.closed
+	r.mu.Unlock()
+	if ok || closed {
+		return g, key
+	}
+	// The walk may take a while on a big tree: other spawns go on.
+	made := newGuard(roots, p.ProtectedPaths)
+	if made == nil {
+		return nil, ""
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g, ok := r.guards[key]; ok || r.closed {
+		made.close()
+		return g, key
+	}
+	r.guards[key] = made
+	return made, key
+}
+
+// Settle undoes what the command a Wrap confined created that it may not
+// have: a new git directory or .git file, a git directory's control entry
+// that did not exist, a protected path that did not exist.
+func (r *Runner) Settle(_ context.Context, req *sandbox.SettleRequest) (*sandbox.Settled, error) {
+	key, markText, ok := strings.Cut(req.GetSettle(), ".")
+	mark, err := strconv.ParseUint(markText, 10, 64)
+	r.mu.Lock()
+	g := r.guards[key]
+	r.mu.Unlock()
+	if !ok || err != nil || g == nil {
+		return nil, unavailable("sandbox: the host holds no watch %q to settle (wrap the command again)", req.GetSettle())
+	}
+	out := &sandbox.Settled{}
+	for _, u := range g.settle(mark) {
+		out.Undone = append(out.Undone, &sandbox.Undone{Path: u.path, Why: u.why})
+	}
+	return out, nil
+}
+
+func (r *Runner) wrapWith(req *sandbox.WrapRequest, opt Options) (*sandbox.Wrapped, error) {
 	r.mu.Lock()
 	choice := r.choice
 	r.mu.Unlock()
@@ -249,8 +338,35 @@ func (r *Runner) wrapBubblewrap(req *sandbox.WrapRequest, opt Options) (*sandbox
 	if err != nil {
 		return nil, unavailable("sandbox: %v", err)
 	}
-	return &sandbox.Wrapped{Argv: argv, Runner: sandbox.RunnerBubblewrap, Enforcement: "bubblewrap"}, nil
+	w := &sandbox.Wrapped{Argv: argv, Runner: sandbox.RunnerBubblewrap, Enforcement: "bubblewrap"}
+	if len(req.Policy.UnixSockets) > 0 {
+		// The policy names sockets: bubblewrap lets every unix socket
+		// through but those it covers (Bubblewrap.Wrap), so a socket
+		// bound less than socketSettle ago is reachable. Letting only the
+		// named ones through is the place for a filter that reads
+		// connect's address (a seccomp user notification).
+		return w, nil
+	}
+	// No unix socket at all, whatever its age: a seccomp filter on the
+	// thread that forks bwrap (socketRule).
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, unavailable("sandbox: the host is shutting down")
+	}
+	if _, ok := r.prepared[socketRuleToken]; !ok {
+		c, err := newSocketRule()
+		if err != nil {
+			return nil, unavailable("sandbox: %v", err)
+		}
+		r.prepared[socketRuleToken] = c
+	}
+	w.Confinement, w.Enforcement = socketRuleToken, "bubblewrap,seccomp"
+	return w, nil
 }
+
+// socketRuleToken names the bubblewrap runner's confinement (socketRule).
+const socketRuleToken = "bwrap-no-unix-sockets"
 
 // Confinement is how ctx.subprocess restricts the thread that forks a
 // command spawned under token; an unknown token is an error (nothing may

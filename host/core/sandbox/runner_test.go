@@ -45,6 +45,17 @@ func TestRunnerWrap(t *testing.T) {
 	if err != nil || ro.Confinement == w.Confinement {
 		t.Fatalf("another mode is another confinement: %v %v", ro, err)
 	}
+	// Only what may write has something to settle; a settle names a watch
+	// the host holds.
+	if w.Settle == "" || ro.Settle != "" {
+		t.Fatalf("settle: workspace-write %q, read-only %q", w.Settle, ro.Settle)
+	}
+	if st, err := r.Settle(ctx, &sandbox.SettleRequest{Settle: w.Settle}); err != nil || len(st.Undone) != 0 {
+		t.Fatalf("settle of a command that made nothing: %v %v", st, err)
+	}
+	if _, err := r.Settle(ctx, &sandbox.SettleRequest{Settle: "g0.1"}); !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Fatalf("an unknown watch: %v", err)
+	}
 	for _, bad := range []*sandbox.WrapRequest{
 		req(sandbox.DangerFullAccess, pol),
 		req("strict", pol),
@@ -72,5 +83,10 @@ func TestRunnerWrap(t *testing.T) {
 	r.SetChoice("bubblewrap")
 	if w, err = r.Wrap(ctx, req(sandbox.ReadOnly, pol)); err != nil || w.Runner != sandbox.RunnerBubblewrap {
 		t.Fatalf("bubblewrap chosen: %+v %v", w, err)
+	}
+	// Without named sockets, bubblewrap is spawned under the filter that
+	// refuses them all.
+	if confine, err := r.Confinement(w.Confinement); err != nil || confine == nil || w.Enforcement != "bubblewrap,seccomp" {
+		t.Fatalf("bubblewrap's socket filter: %+v %v", w, err)
 	}
 }

@@ -269,3 +269,62 @@ func (a *bpfAsm) assemble() ([]unix.SockFilter, error) {
 	}
 	return a.ins, nil
 }
+
+// unixSocketFilter is the bubblewrap runner's program: socket(AF_UNIX)
+// fails with EPERM, as in seccompFilter, and nothing else is touched
+// (bwrap itself mounts, unshares and sets up its loopback under it).
+// bwrap makes no unix socket of its own; socketpair stays open, for bwrap
+// and for the pipes of the programs inside.
+func unixSocketFilter() ([]unix.SockFilter, error) {
+	if auditArch == 0 {
+		return nil, fmt.Errorf("no seccomp filter for %s", runtime.GOARCH)
+	}
+	var a bpfAsm
+	a.load(offArch)
+	a.jeq(auditArch, "", "kill")
+	a.load(offNr)
+	if runtime.GOARCH == "amd64" {
+		a.jge(x32SyscallBit, "enosys", "")
+	}
+	a.jeq(unix.SYS_SOCKET, "", "allow")
+	a.load(offArg(0))
+	a.jeq(unix.AF_UNIX, "eperm", "allow")
+	a.label("allow")
+	a.ret(unix.SECCOMP_RET_ALLOW)
+	a.label("eperm")
+	a.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
+	a.label("enosys")
+	a.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS))
+	a.label("kill")
+	a.ret(unix.SECCOMP_RET_KILL_PROCESS)
+	return a.assemble()
+}
+
+// socketRule is the bubblewrap runner's confinement: the thread that
+// forks bwrap gets unixSocketFilter, which bwrap and everything it runs
+// inherit and cannot remove. bwrap could read the program from a
+// descriptor (--seccomp FD), but the spawner passes none beyond stdio;
+// on the forking thread the filter holds all the same, from before bwrap
+// starts. no_new_privs comes with it (bwrap sets it anyway).
+type socketRule struct{ filter []unix.SockFilter }
+
+func newSocketRule() (confinement, error) {
+	f, err := unixSocketFilter()
+	if err != nil {
+		return nil, err
+	}
+	return &socketRule{filter: f}, nil
+}
+
+func (s *socketRule) Confine() error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	if err := installSeccomp(s.filter); err != nil {
+		return fmt.Errorf("seccomp: %w", err)
+	}
+	return nil
+}
+
+func (s *socketRule) Stale() bool  { return false }
+func (s *socketRule) Close() error { return nil }

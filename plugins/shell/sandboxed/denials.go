@@ -46,7 +46,10 @@ func judge(info *shell.SandboxInfo, sp *shell.SandboxPolicy, workdir string, std
 				path = filepath.Join(workdir, path)
 			}
 			path = filepath.Clean(path)
-			if writable(sp, path) {
+			// Inside a writable root, what is read-only is what the
+			// sandbox keeps so: a protected path, or a git directory's
+			// control files, which the runner finds itself.
+			if writable(sp, path) && !strings.Contains(l, "Read-only file system") {
 				continue
 			}
 			info.Denied = true

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/dshrun/dsh/core/sandbox"
 	"github.com/dshrun/dsh/plugins/shell"
 )
 
@@ -34,6 +35,7 @@ func TestJudge(t *testing.T) {
 		{"relative, from the workdir", ro, "touch: cannot touch 'f': Read-only file system\n", code(1), "", true, []string{"/w/f"}},
 		{"exit 126 with such an error", ws, "bash: line 1: /usr/local/bin/tool: Permission denied\n", code(126), "", true, []string{"/usr/local/bin/tool"}},
 		{"renaming a folder that holds a protected path", ws, "mv: cannot move '.git' to 'g2': Device or resource busy\n", code(1), "", true, []string{"/w/.git"}},
+		{"a nested repository's config", ws, "bash: line 1: /w/nested/.git/config: Read-only file system\n", code(1), "", true, []string{"/w/nested/.git/config"}},
 		{"busy elsewhere in a root", ws, "rmdir: failed to remove '/w/mnt': Device or resource busy\n", code(1), "", false, nil},
 		{"seccomp kill", ws, "", code(159), "", true, nil},
 		{"SIGSYS", ws, "", nil, "SIGSYS", true, nil},
@@ -50,5 +52,24 @@ func TestJudge(t *testing.T) {
 		if info.Denied != c.denied || !slices.Equal(info.DeniedPaths, c.paths) {
 			t.Errorf("%s: denied %v %q, want %v %q", c.name, info.Denied, info.DeniedPaths, c.denied, c.paths)
 		}
+	}
+}
+
+// What the sandbox undid after the command is a denial, said with its
+// paths, beside what its errors said.
+func TestReportUndone(t *testing.T) {
+	info := &shell.SandboxInfo{Mode: "workspace-write"}
+	reportUndone(info, nil)
+	if info.Denied || info.DenialSource != "" {
+		t.Fatalf("nothing undone is no denial: %+v", info)
+	}
+	reportUndone(info, []*sandbox.Undone{{Path: "/w/.envrc", Why: "a protected path that did not exist"}, {Path: "/w/n/.git/config", Why: "a new .git: its config"}})
+	if !info.Denied || info.DenialSource != "undone" || !slices.Equal(info.DeniedPaths, []string{"/w/.envrc", "/w/n/.git/config"}) {
+		t.Fatalf("undone: %+v", info)
+	}
+	judged := &shell.SandboxInfo{Mode: "workspace-write", Denied: true, DenialSource: "errors", DeniedPaths: []string{"/etc/x"}}
+	reportUndone(judged, []*sandbox.Undone{{Path: "/w/.envrc"}})
+	if judged.DenialSource != "errors" || !slices.Equal(judged.DeniedPaths, []string{"/etc/x", "/w/.envrc"}) {
+		t.Fatalf("beside errors: %+v", judged)
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/dshrun/dsh/core/sandbox"
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
@@ -24,15 +26,19 @@ type Executor struct {
 	Policy  *sandbox.Policy   // the composition's, read at Apply
 	Sandbox sandbox.Sandboxes // ctx.sandbox
 
-	mu   sync.Mutex
-	jobs map[string]*shell.SandboxPolicy // background processes' policies, for their reads
+	mu      sync.Mutex
+	jobs    map[string]*shell.SandboxPolicy // background processes' policies, for their reads
+	settles map[*shell.ExecSpec]string      // each spawn's watch, from its confine to its end
+	pending map[string]string               // background processes' watches, settled at their end
+	held    map[string][]*sandbox.Undone    // settled by Wait, said by the next read
 }
 
 var _ shell.Executor = (*Executor)(nil)
 
 // New confines the commands of l under policy through sb.
 func New(l *local.Executor, policy *sandbox.Policy, sb sandbox.Sandboxes) *Executor {
-	e := &Executor{Executor: l, Policy: policy, Sandbox: sb, jobs: map[string]*shell.SandboxPolicy{}}
+	e := &Executor{Executor: l, Policy: policy, Sandbox: sb, jobs: map[string]*shell.SandboxPolicy{},
+		settles: map[*shell.ExecSpec]string{}, pending: map[string]string{}, held: map[string][]*sandbox.Undone{}}
 	l.Confine = e.confine
 	return e
 }
@@ -111,6 +117,11 @@ func (e *Executor) confine(ctx context.Context, spec *shell.ExecSpec, req *subpr
 		return nil, fmt.Errorf("the sandbox could not be asked, so nothing was run: %w", err)
 	}
 	req.Argv, req.Confinement = w.Argv, w.Confinement
+	if w.Settle != "" {
+		e.mu.Lock()
+		e.settles[spec] = w.Settle
+		e.mu.Unlock()
+	}
 	return &shell.SandboxInfo{Mode: sp.Mode, Enforcement: w.Runner + ": " + w.Enforcement}, nil
 }
 
@@ -121,18 +132,62 @@ func (e *Executor) Run(ctx context.Context, spec *shell.ExecSpec) (*shell.RunRes
 		// Nothing ran: most often a path the wrapper was to mount went
 		// away in between (a unix socket its owner removed). Wrapped
 		// again, it is no longer there to mount.
+		if _, serr := e.settle(ctx, e.takeSettle(spec)); serr != nil {
+			return nil, serr
+		}
 		res, err = e.Executor.Run(ctx, spec)
 	}
+	undone, serr := e.settle(ctx, e.takeSettle(spec))
 	if err != nil {
 		return nil, err
+	}
+	if serr != nil {
+		return nil, serr
 	}
 	if launchFailed(res) {
 		return nil, shell.SandboxUnavailable("the sandbox runner failed to launch the command, so nothing was run: " + firstLine(res.Stderr.GetData()))
 	}
 	if res.Sandbox != nil {
 		judge(res.Sandbox, e.policyOf(spec), spec.Workdir, res.Stderr.GetData(), res.ExitCode, res.Signal)
+		reportUndone(res.Sandbox, undone)
 	}
 	return res, nil
+}
+
+func (e *Executor) takeSettle(spec *shell.ExecSpec) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	token := e.settles[spec]
+	delete(e.settles, spec)
+	return token
+}
+
+// settle asks ctx.sandbox to undo what the ended command created that it
+// may not have. It runs even when the call was cancelled: the command ran.
+func (e *Executor) settle(ctx context.Context, token string) ([]*sandbox.Undone, error) {
+	if token == "" {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	st, err := e.Sandbox.Settle(ctx, &sandbox.SettleRequest{Settle: token})
+	if err != nil {
+		return nil, fmt.Errorf("the command ran, but what it left could not be checked by the sandbox: %w", err)
+	}
+	return st.GetUndone(), nil
+}
+
+// reportUndone makes what the sandbox undid denials of the result.
+func reportUndone(info *shell.SandboxInfo, undone []*sandbox.Undone) {
+	for _, u := range undone {
+		info.Denied = true
+		if info.DenialSource == "" {
+			info.DenialSource = "undone"
+		}
+		if !slices.Contains(info.DeniedPaths, u.GetPath()) && len(info.DeniedPaths) < 16 {
+			info.DeniedPaths = append(info.DeniedPaths, u.GetPath())
+		}
+	}
 }
 
 // Exec is Resolve then Run (this executor's, not the local one's).
@@ -147,11 +202,18 @@ func (e *Executor) Exec(ctx context.Context, req *shell.ExecRequest) (*shell.Run
 // Start runs confined in the background; its reads carry its denials.
 func (e *Executor) Start(ctx context.Context, spec *shell.ExecSpec) (*shell.Started, error) {
 	st, err := e.Executor.Start(ctx, spec)
+	token := e.takeSettle(spec)
 	if err != nil {
+		if _, serr := e.settle(ctx, token); serr != nil {
+			return nil, errors.Join(err, serr)
+		}
 		return nil, err
 	}
 	e.mu.Lock()
 	e.jobs[st.Id] = e.policyOf(spec)
+	if token != "" {
+		e.pending[st.Id] = token
+	}
 	e.mu.Unlock()
 	return st, nil
 }
@@ -166,10 +228,19 @@ func (e *Executor) ReadOutput(ctx context.Context, id string) (*shell.ProcessRea
 	}
 	e.mu.Lock()
 	sp, ok := e.jobs[id]
+	token, undone := "", e.held[id]
 	if ok && r.GetState().GetStatus() != shell.StatusRunning {
 		delete(e.jobs, id)
+		token = e.pending[id]
+		delete(e.pending, id)
+		delete(e.held, id)
 	}
 	e.mu.Unlock()
+	more, err := e.settle(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	undone = append(undone, more...)
 	if !ok {
 		sp = e.stamp(e.Policy.DefaultMode)
 	}
@@ -182,5 +253,29 @@ func (e *Executor) ReadOutput(ctx context.Context, id string) (*shell.ProcessRea
 		code = st.ExitCode
 	}
 	judge(r.Sandbox, sp, "", r.Stderr, code, r.GetState().GetSignal())
+	reportUndone(r.Sandbox, undone)
 	return r, nil
+}
+
+// Wait settles a background process that ended: what it left is undone
+// before anyone is told it ended; the next read says what.
+func (e *Executor) Wait(ctx context.Context, id string) (*shell.ProcessState, error) {
+	st, err := e.Executor.Wait(ctx, id)
+	if err != nil || st.GetStatus() == shell.StatusRunning {
+		return st, err
+	}
+	e.mu.Lock()
+	token := e.pending[id]
+	delete(e.pending, id)
+	e.mu.Unlock()
+	undone, err := e.settle(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	if len(undone) > 0 {
+		e.mu.Lock()
+		e.held[id] = append(e.held[id], undone...)
+		e.mu.Unlock()
+	}
+	return st, nil
 }

@@ -407,7 +407,9 @@ type SandboxInfo struct {
 	RunnerFailed bool `protobuf:"varint,4,opt,name=runner_failed,json=runnerFailed,proto3" json:"runner_failed,omitempty"`
 	// The paths refused, where the command's errors name them.
 	DeniedPaths []string `protobuf:"bytes,5,rep,name=denied_paths,json=deniedPaths,proto3" json:"denied_paths,omitempty"`
-	// How the denial was told: "kernel" (an audit record) or "errors" (an
+	// How the denial was told: "kernel" (an audit record), "undone" (the
+	// sandbox removed what the command created that it may not have: a new
+	// git directory, a protected path that did not exist) or "errors" (an
 	// EACCES, EPERM or EROFS on a path outside the policy, or a seccomp kill).
 	DenialSource  string `protobuf:"bytes,6,opt,name=denial_source,json=denialSource,proto3" json:"denial_source,omitempty"`
 	unknownFields protoimpl.UnknownFields
