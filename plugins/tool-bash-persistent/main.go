@@ -3,11 +3,12 @@
 // each command in a shell of the calling agent's own that lives on between
 // calls, a ctx.terminals session (so the working directory, variables and
 // functions carry over, and the shell shows in terminal_list). An agent's
-// calls run one at a time. Each command is typed between two marker lines
-// with a fresh nonce, which the shell assembles as it runs them (the typed
-// line, echoed by the terminal, never holds a marker); ctx.terminals waits
-// for the end marker and returns what came between. It owns every word the
-// model reads about these commands.
+// calls run one at a time. Each command is typed in a line that frames it
+// with a start and an end marker, each with a fresh nonce, written by a
+// program nothing the shell defines can reach (see typedLine); ctx.terminals
+// waits for the end marker and returns what came between. A shell that
+// gives no true end is closed and replaced, and a fresh shell is always
+// said. It owns every word the model reads about these commands.
 package main
 
 import (
