@@ -263,14 +263,14 @@ func TestPersistentBashHijacks(t *testing.T) {
 	f.Saw("the call went on to the command's true end and status")
 
 	f = fault(t, "persistent bash: where the nonce could be read")
-	hunt := `history; for p in /proc/[0-9]*; do tr '\0' ' ' <$p/cmdline; echo; tr '\0' '\n' <$p/environ; done 2>/dev/null | grep -a '[D]SH_PERSISTENT\|[<]<<'; ps -eo args | grep -a '[D]SH_PERSISTENT\|[<]<<'; true`
+	hunt := `history; for p in /proc/[0-9]*; do tr '\0' ' ' <$p/cmdline; echo; tr '\0' '\n' <$p/environ; done 2>/dev/null | grep -a '[D]SH_PERSISTENT\|[<]<<\|[1]33;A'; ps -eo args | grep -a '[D]SH_PERSISTENT\|[<]<<\|[1]33;A'; true`
 	pbash(t, ctx, a, "set -o history; HISTCONTROL=")
 	for i := 0; i < 2; i++ {
-		if text, _ := pbash(t, ctx, a, hunt); nonceRE.MatchString(text) {
-			t.Fatalf("a nonce in the history, a command line, an environment or ps: %q", text)
+		if text, _ := pbash(t, ctx, a, hunt); nonceRE.MatchString(text) || strings.Contains(text, "133;A") {
+			t.Fatalf("a nonce or a prompt mark in the history, a command line, an environment or ps: %q", text)
 		}
 	}
-	f.Saw("no nonce in history, /proc/*/cmdline, /proc/*/environ or ps, with the history on")
+	f.Saw("no nonce, nor the terminal's prompt mark, in history, /proc/*/cmdline, /proc/*/environ or ps, with the history on")
 
 	f = fault(t, "persistent bash: eval disabled")
 	pbash(t, ctx, a, "enable -n eval")
