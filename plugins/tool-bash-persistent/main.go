@@ -413,16 +413,6 @@ func newNonce() string {
 	return hex.EncodeToString(b[:])
 }
 
-// markerWriter is the program that prints a marker: a sh started by its
-// path with an empty environment, so no function, alias, disabled builtin,
-// option or trap of the agent's shell (nor BASH_ENV, nor an exported
-// function) has a say in it. It reads the nonce from its stdin (never an
-// argument, so it is in no process's command line) and writes to the
-// terminal the shell reads from, whatever the command redirected its
-// output to. $1 is "start" for the start marker, else the status, and $2 "1"
-// when the command ran.
-const markerWriter = `/usr/bin/env -i /bin/sh -c 'read -r n;if [ "$1" = start ];then printf "%s_START_%s__\n" __DSH_PERSISTENT_BASH "$n";else s=$1;[ "$2" = 1 ]||s=` + lostStatus + `;printf "\n%s_END_%s:%s\n" __DSH_PERSISTENT_BASH "$n" "$s";fi' sh`
-
 // typedLine is what is typed for command: one line (however many the
 // command has) whose words no alias, function or disabled builtin of the
 // shell can take over, or only so that the call fails rather than lies:
@@ -432,32 +422,39 @@ const markerWriter = `/usr/bin/env -i /bin/sh -c 'read -r n;if [ "$1" = start ];
 //     found before any function; a readonly POSIXLY_CORRECT aborts the line
 //     before the command, and no end marker comes. HISTSIZE=0 keeps the
 //     line from the history (and empties it).
-//   - The start marker is written from a subshell (which takes no DEBUG
-//     trap, and drops the one it may have under functrace or extdebug) by
-//     markerWriter.
+//   - The start marker is bash's own message for an unset variable
+//     (${v?word}) in a subshell, with no command to look up; the quotes
+//     that split it in the typed line are gone from the message. It need
+//     not be secret: it only says where the output starts.
 //   - eval runs, as its first words, the leaving of posix mode and the
-//     flag that says the command ran, then the command itself in the
-//     shell (so cd and exports stay). An eval that is not the builtin
-//     (disabled) leaves the flag unset.
-//   - The end marker is written from a subshell, which takes no DEBUG trap,
-//     by markerWriter (exec, a special builtin, in posix mode again): a
-//     readonly flag or status variable, or a disabled exec, aborts it, and
-//     no end marker comes.
+//     emptying of __dsh_lost, then the command itself in the shell (so cd
+//     and exports stay). An eval that is not the builtin (disabled)
+//     leaves __dsh_lost as it was, and the end marker carries it in
+//     place of a status.
+//   - The end marker is printed from a subshell, which takes no DEBUG
+//     trap (and drops the one functrace or extdebug hands it), in posix
+//     mode again, where no function printf is left and PATH is empty: the
+//     builtin printf prints it, or nothing does (a disabled printf is not
+//     replaced by a program, whose command line would show the nonce). It
+//     goes to the terminal the shell reads from, whatever the command
+//     redirected. A readonly status variable, or a disabled unset, cuts
+//     the subshell short, and no end marker comes.
 //   - The line ends by putting verbose mode and the history off again,
 //     and the shell's stderr back on the terminal (the line editor echoes
 //     what is typed, and prints the prompt, there): the next line, and its
 //     nonce, is shown nowhere but on the terminal. A command's stdout
 //     redirection (exec >file) stays.
 //
-// The end nonce is typed only in the here-string of the end marker's
-// writer, after the command: the command finds it in no variable,
-// function, history, environment or command line. The markers are
-// assembled by printf from pieces, so the echoed line holds neither.
+// The end nonce is typed only in the end marker's printf, after the
+// command: the command finds it in no variable, function, history,
+// environment or command line. The markers are assembled from pieces (by
+// quote removal, by printf), so the echoed line holds neither.
 func typedLine(command, startNonce, endNonce string) string {
-	return ` POSIXLY_CORRECT=1;HISTSIZE=0;__dsh_ran=;` +
-		`(\trap - DEBUG RETURN;\set +vx;\exec ` + markerWriter + ` start >&0 <<<` + startNonce + `) >/dev/null 2>&1;` +
-		`\eval ` + ansiQuote("\\unset POSIXLY_CORRECT;__dsh_ran=1\n"+command) +
-		`;(__dsh_status=$?;POSIXLY_CORRECT=1;\trap - DEBUG RETURN;\set +vx;\exec ` + markerWriter + ` "$__dsh_status" "${__dsh_ran-}" >&0 <<<` + endNonce + `) >/dev/null 2>&1` +
+	return ` POSIXLY_CORRECT=1;HISTSIZE=0;__dsh_lost=` + lostStatus + `;` +
+		`\unset __dsh_start;("${__dsh_start?__DSH_PERSISTENT''_BASH_START_` + startNonce + `__}") 2>&0||__dsh_start=;` +
+		`\eval ` + ansiQuote("\\unset POSIXLY_CORRECT;__dsh_lost=\n"+command) +
+		`;(__dsh_status=$?;POSIXLY_CORRECT=1;\trap - DEBUG RETURN;\set +vx;\unset -f printf;PATH=;` +
+		`\printf '\n%s_%s_%s:%s\n' __DSH_PERSISTENT_BASH END ` + endNonce + ` "${__dsh_lost:-$__dsh_status}") >&0 2>/dev/null` +
 		`;POSIXLY_CORRECT=1;\set +v;\exec 2>&0;HISTSIZE=0;\unset POSIXLY_CORRECT`
 }
 

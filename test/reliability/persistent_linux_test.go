@@ -217,7 +217,7 @@ func TestPersistentBashHijacks(t *testing.T) {
 		"printf(){ :; }",
 		"builtin(){ echo B; }; command(){ echo C; }; set(){ echo S; }; unset(){ echo U; }; exec(){ echo E; }; trap(){ echo T; }; read(){ echo R; }; return(){ echo RT; }; declare(){ echo D; }; enable(){ echo EN; }",
 		"alias eval='echo A' exec='echo A' set='echo A' unset='echo A' trap='echo A' POSIXLY_CORRECT='echo A'",
-		"/usr/bin/env(){ echo ENV; }; /bin/sh(){ echo SH; }",
+		"export -f printf; hash -p /bin/false printf; PATH=" + dir + ":$PATH; printf '#!/bin/sh\\n' >/dev/null",
 		`PROMPT_COMMAND='echo pc'; PS1='x> '; PS0='ps0 '; shopt -s extdebug`,
 	} {
 		f := fault(t, "persistent bash: "+hijack)
@@ -229,7 +229,7 @@ func TestPersistentBashHijacks(t *testing.T) {
 	}
 
 	// The command's own names back, for the steps after.
-	pbash(t, ctx, a, `unalias -a; POSIXLY_CORRECT=1; \unset -f builtin command set unset exec trap read return declare enable eval printf /usr/bin/env /bin/sh; \unset POSIXLY_CORRECT`)
+	pbash(t, ctx, a, `unalias -a; POSIXLY_CORRECT=1; \unset -f builtin command set unset exec trap read return declare enable eval printf; \unset POSIXLY_CORRECT`)
 
 	f := fault(t, "persistent bash: output redirected with exec")
 	if text, _ := pbash(t, ctx, a, "exec >"+filepath.Join(dir, "out")+" 2>&1"); text != "" {
