@@ -263,7 +263,9 @@ func TestPersistentBashHijacks(t *testing.T) {
 	f.Saw("the call went on to the command's true end and status")
 
 	f = fault(t, "persistent bash: where the nonce could be read")
-	hunt := `history; for p in /proc/[0-9]*; do tr '\0' ' ' <$p/cmdline; echo; tr '\0' '\n' <$p/environ; done 2>/dev/null | grep -a '[D]SH_PERSISTENT\|[<]<<\|[1]33;A'; ps -eo args | grep -a '[D]SH_PERSISTENT\|[<]<<\|[1]33;A'; true`
+	// The shell's session: the shell, what it runs, and what the wrapper
+	// would start (other processes of the machine are not this test's).
+	hunt := `sid=$(ps -o sid= -p $$); history; for p in $(ps -o pid= -s $sid); do tr '\0' ' ' </proc/$p/cmdline; echo; tr '\0' '\n' </proc/$p/environ; done 2>/dev/null | grep -a '[D]SH_PERSISTENT\|[<]<<\|[1]33;A'; ps -o args= -s $sid | grep -a '[D]SH_PERSISTENT\|[<]<<\|[1]33;A'; true`
 	pbash(t, ctx, a, "set -o history; HISTCONTROL=")
 	for i := 0; i < 2; i++ {
 		if text, _ := pbash(t, ctx, a, hunt); nonceRE.MatchString(text) || strings.Contains(text, "133;A") {
