@@ -1,9 +1,11 @@
 // Command dsh-terminal-bash is the bash terminal backend: it registers with
 // ctx.terminals under a name (bash by default) and starts each session as an
 // interactive bash on a terminal of ctx.subprocess. The shell reads no rc
-// file; its prompt is one the registry recognises (a mark of the session's
-// own, then "$ "), and PROMPT_COMMAND sets it again before every prompt, so
-// a command that changes PS1 does not blind the registry. A session starts
+// file but the session's own, handed to it through a pipe: its prompt is
+// one the registry recognises (a mark of the session's own, then "$ "),
+// and PROMPT_COMMAND sets it again before every prompt, so a command that
+// changes PS1 does not blind the registry; the mark is in no process's
+// environment or command line. A session starts
 // with the trusted DSH_* facts of ctx.shellEnv when one is composed, and
 // confined by ctx.sandbox under the composition's sandbox section when it
 // has one (a terminal is no way around the fence its commands have). It
@@ -19,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"google.golang.org/grpc"
 
@@ -105,8 +108,19 @@ func (p *terminalBash) Apply(ctx context.Context, host *sdk.Host, raw json.RawMe
 	return terminals.NewClient(host.Conn(terminals.Key)).RegisterBackend(ctx, cfg.Name, cfg.ShellDialect)
 }
 
-// Argv is the shell a session runs: interactive, reading no rc file.
-func (p *terminalBash) Argv() []string { return []string{p.cfg.Shell, "--norc", "--noprofile", "-i"} }
+// Argv is the shell a session runs: a bash that hands the session's
+// prompt, from the environment variable rcVar, to the interactive bash it
+// becomes as its rc file (through a pipe on fd 3, closed once read), and
+// drops the variable first: the interactive shell reads no other rc file,
+// and the prompt's nonce is in neither its environment nor its command
+// line (nor its children's).
+func (p *terminalBash) Argv() []string {
+	return []string{p.cfg.Shell, "--norc", "--noprofile", "-c",
+		`r=$` + rcVar + `;unset ` + rcVar + `;exec "$0" --noprofile --rcfile /dev/fd/3 -i 3<<<"$r"`, p.cfg.Shell}
+}
+
+// rcVar carries a session's rc text to the shell that starts it.
+const rcVar = "DSH_TERMINAL_RC"
 
 // Prompt is a session's PS1 and the bytes bash prints for it: the mark
 // (an OSC 133 prompt mark, which terminals do not show, naming the
@@ -116,18 +130,22 @@ func Prompt(nonce string) (ps1 string, printed []byte) {
 	return `\[\e]133;A;dsh=` + nonce + `\a\]$ `, []byte(mark + "$ ")
 }
 
-// Env is a session's environment over the host's: the prompt, and
-// PROMPT_COMMAND setting it again before every prompt (and keeping both
-// from the session's children, so a nested shell does not print the
-// prompt of the session's own); no history file.
+// Env is a session's environment over the host's: its rc text (the
+// prompt, and PROMPT_COMMAND setting it again before every prompt, so a
+// command that changes PS1 does not blind the registry; both are shell
+// variables, kept from the session's children), the terminal type, and
+// no history file.
 func Env(ps1, term string) map[string]string {
+	rc := "PS1=" + shellQuote(ps1) + "\nPROMPT_COMMAND=" + shellQuote("PS1="+shellQuote(ps1)) + "\nexec 3<&-\n"
 	return map[string]string{
-		"PS1":            ps1,
-		"PROMPT_COMMAND": "PS1='" + ps1 + "'; export -n PS1 PROMPT_COMMAND",
-		"TERM":           term,
-		"HISTFILE":       "",
+		rcVar:      rc,
+		"TERM":     term,
+		"HISTFILE": "",
 	}
 }
+
+// shellQuote is s in single quotes.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func (p *terminalBash) Start(ctx context.Context, req *terminal.StartRequest) (*terminal.Started, error) {
 	cwd := req.Cwd

@@ -3,11 +3,12 @@
 // each command in a shell of the calling agent's own that lives on between
 // calls, a ctx.terminals session (so the working directory, variables and
 // functions carry over, and the shell shows in terminal_list). An agent's
-// calls run one at a time. Each command is typed between two marker lines
-// with a fresh nonce, which the shell assembles as it runs them (the typed
-// line, echoed by the terminal, never holds a marker); ctx.terminals waits
-// for the end marker and returns what came between. It owns every word the
-// model reads about these commands.
+// calls run one at a time. Each command is typed in a line that frames it
+// with a start and an end marker, each with a fresh nonce, written by a
+// program nothing the shell defines can reach (see typedLine); ctx.terminals
+// waits for the end marker and returns what came between. A shell that
+// gives no true end is closed and replaced, and a fresh shell is always
+// said. It owns every word the model reads about these commands.
 package main
 
 import (
@@ -173,6 +174,9 @@ type ran struct {
 	status     int  // the exit status, when ended
 	ended      bool // the end marker came
 	freshShell bool // the command ran in a shell started for it
+	// untrusted: the shell gave no true end for the command, and was
+	// closed.
+	untrusted bool
 }
 
 // run runs command in sh's shell, starting one when there is none (or the
@@ -182,17 +186,17 @@ func (p *persistent) run(ctx context.Context, sh *ownerShell, command string, ti
 	if err := p.ready(ctx, sh, r); err != nil {
 		return nil, err
 	}
-	nonce := newNonce()
+	startNonce, endNonce := newNonce(), newNonce()
 	send := func() (*terminals.Sent, error) {
 		return p.unlessBusy(ctx, func() (*terminals.Sent, error) {
 			return p.terms.Send(ctx, &terminals.SendRequest{
 				Id:     sh.id,
-				Text:   typedLine(command, nonce),
+				Text:   typedLine(command, startNonce, endNonce),
 				Submit: true,
 				WaitMs: timeoutMs,
 				Capture: &terminals.Capture{
-					From:          startMarker(nonce),
-					Until:         endMarker(nonce),
+					From:          startMarker(startNonce),
+					Until:         endMarker(endNonce),
 					MaxBytes:      int64(captureBytes(p.cfg.MaxOutputChars)),
 					CloseOnCancel: true,
 				},
@@ -225,6 +229,11 @@ func (p *persistent) run(ctx context.Context, sh *ownerShell, command string, ti
 	c := out.GetCaptured()
 	sh.clean = false
 	switch {
+	case out.Wait == terminals.WaitMarker && c.GetRest() == lostStatus:
+		// The command was not run by the shell's eval: the shell can no
+		// longer be trusted with one.
+		r.untrusted = true
+		r.closeErr = p.forget(ctx, sh)
 	case out.Wait == terminals.WaitMarker:
 		r.ended, sh.clean = true, true
 		r.status, _ = strconv.Atoi(strings.TrimSpace(c.GetRest()))
@@ -234,11 +243,18 @@ func (p *persistent) run(ctx context.Context, sh *ownerShell, command string, ti
 		// The command keeps the shell: it goes, and all it ran.
 		r.closed = true
 		r.closeErr = p.forget(ctx, sh)
+	case out.Wait == terminals.WaitStdinRead && (c.GetAtPrompt() || !c.GetStarted()):
+		// The shell reads its input again, and the line that ran the
+		// command gave no end, or not even a start: it was cut short (a
+		// readonly variable or a disabled builtin of the line's, a command
+		// that interrupted its own shell), or the prompt was printed by
+		// the command itself. How the command ended is not known, nor
+		// whether the shell runs the next line as typed: it goes.
+		r.untrusted = true
+		r.closeErr = p.forget(ctx, sh)
 	default:
-		// Its shell reads input again without the end marker: back at a
-		// prompt (the command was interrupted, or exec'd another shell), or
-		// a program waits for input. The next call looks.
-		sh.clean = c.GetAtPrompt() && out.Wait == terminals.WaitStdinRead
+		// A program waits for input, or is stopped: the next call
+		// interrupts it first.
 	}
 	return r, nil
 }
@@ -302,6 +318,12 @@ func (p *persistent) ready(ctx context.Context, sh *ownerShell, r *ran) error {
 			return err
 		}
 		sh.id, r.freshShell = s.Id, true
+		if len(r.notes) == 0 {
+			// A shell of this session's may have been lost unseen (this
+			// plugin restarted, its shell closed with the call it ran): a
+			// fresh one is said, always.
+			r.notes = append(r.notes, noteFresh)
+		}
 	}
 	sh.clean = true
 	return nil
@@ -326,8 +348,10 @@ const (
 // interruptWait bounds the wait for a prompt after a SIGINT.
 const interruptWait = 2 * time.Second
 
-// backAtPrompt looks whether session id is at its shell's prompt, and
-// interrupts its foreground when it is not.
+// backAtPrompt brings session id back to its shell's prompt: its
+// foreground is interrupted whether or not the prompt shows, for a
+// command may print the prompt's mark itself and wait for input, which
+// would take the next line.
 func (p *persistent) backAtPrompt(ctx context.Context, id string) (promptState, error) {
 	o, err := p.terms.Read(ctx, id, 0, 100)
 	if err != nil {
@@ -336,20 +360,23 @@ func (p *persistent) backAtPrompt(ctx context.Context, id string) (promptState, 
 	if o.GetSession().GetStatus() == "exited" {
 		return promptNever, nil
 	}
+	was := promptInterrupted
 	if o.AtPrompt {
-		return promptThere, nil
+		was = promptThere
 	}
 	if _, err := p.terms.Signal(ctx, id, "SIGINT", terminals.TargetForeground); err != nil {
 		return 0, err
 	}
+	// The prompt counts once printed after the SIGINT: a line typed
+	// before the shell took the signal could lose what it had read of it.
 	deadline := time.Now().Add(interruptWait)
 	for time.Now().Before(deadline) {
 		o, err := p.terms.Read(ctx, id, 200*time.Millisecond, 100)
 		if err != nil {
 			return 0, err
 		}
-		if o.AtPrompt {
-			return promptInterrupted, nil
+		if len(o.Data) > 0 && o.AtPrompt {
+			return was, nil
 		}
 	}
 	return promptNever, nil
@@ -371,9 +398,14 @@ func (p *persistent) forget(ctx context.Context, sh *ownerShell) error {
 // closeTimeout bounds the close of a shell.
 const closeTimeout = 15 * time.Second
 
-// The markers around a command's output, with the call's nonce.
+// The markers around a command's output, with the call's nonces.
 func startMarker(nonce string) string { return "__DSH_PERSISTENT_BASH_START_" + nonce + "__" }
 func endMarker(nonce string) string   { return "__DSH_PERSISTENT_BASH_END_" + nonce + ":" }
+
+// lostStatus is what the end marker carries in place of a status when the
+// command was not run by the shell's own eval (a function or a disabled
+// builtin stood in its way).
+const lostStatus = "lost"
 
 func newNonce() string {
 	var b [12]byte
@@ -382,16 +414,48 @@ func newNonce() string {
 }
 
 // typedLine is what is typed for command: one line (however many the
-// command has), which prints the start marker, runs the command in the
-// shell itself (eval, so cd and exports stay) and prints the end marker
-// with its status. The markers are assembled by printf from pieces, so the
-// echoed line holds neither; the command travels as an ANSI-C quoted
-// string, so no character of it means anything to the line editor or
-// history expansion.
-func typedLine(command, nonce string) string {
-	return ` printf '%s_%s_%s__\n' __DSH_PERSISTENT_BASH START ` + nonce +
-		`; eval ` + ansiQuote(command) +
-		`; printf '\n%s_%s_%s:%s\n' __DSH_PERSISTENT_BASH END ` + nonce + ` "$?"`
+// command has) whose words no alias, function or disabled builtin of the
+// shell can take over, or only so that the call fails rather than lies:
+//
+//   - POSIXLY_CORRECT=1 (an assignment: nothing to look up) puts bash in
+//     posix mode, where eval, set, unset and exec, special builtins, are
+//     found before any function; a readonly POSIXLY_CORRECT aborts the line
+//     before the command, and no end marker comes. HISTSIZE=0 keeps the
+//     line from the history (and empties it).
+//   - The start marker is bash's own message for an unset variable
+//     (${v?word}) in a subshell, with no command to look up; the quotes
+//     that split it in the typed line are gone from the message. It need
+//     not be secret: it only says where the output starts.
+//   - eval runs, as its first words, the leaving of posix mode and the
+//     emptying of __dsh_lost, then the command itself in the shell (so cd
+//     and exports stay). An eval that is not the builtin (disabled)
+//     leaves __dsh_lost as it was, and the end marker carries it in
+//     place of a status.
+//   - The end marker is printed from a subshell, which takes no DEBUG
+//     trap (and drops the one functrace or extdebug hands it), in posix
+//     mode again, where no function printf is left and PATH is empty: the
+//     builtin printf prints it, or nothing does (a disabled printf is not
+//     replaced by a program, whose command line would show the nonce). It
+//     goes to the terminal the shell reads from, whatever the command
+//     redirected. A readonly status variable, or a disabled unset, cuts
+//     the subshell short, and no end marker comes.
+//   - The line ends by putting verbose mode and the history off again,
+//     and the shell's stderr back on the terminal (the line editor echoes
+//     what is typed, and prints the prompt, there): the next line, and its
+//     nonce, is shown nowhere but on the terminal. A command's stdout
+//     redirection (exec >file) stays.
+//
+// The end nonce is typed only in the end marker's printf, after the
+// command: the command finds it in no variable, function, history,
+// environment or command line. The markers are assembled from pieces (by
+// quote removal, by printf), so the echoed line holds neither.
+func typedLine(command, startNonce, endNonce string) string {
+	return ` POSIXLY_CORRECT=1;HISTSIZE=0;__dsh_lost=` + lostStatus + `;` +
+		`\unset __dsh_start;("${__dsh_start?__DSH_PERSISTENT''_BASH_START_` + startNonce + `__}") 2>&0||__dsh_start=;` +
+		`\eval ` + ansiQuote("\\unset POSIXLY_CORRECT;__dsh_lost=\n"+command) +
+		`;(__dsh_status=$?;POSIXLY_CORRECT=1;\trap - DEBUG RETURN;\set +vx;\unset -f printf;PATH=;` +
+		`\printf '\n%s_%s_%s:%s\n' __DSH_PERSISTENT_BASH END ` + endNonce + ` "${__dsh_lost:-$__dsh_status}") >&0 2>/dev/null` +
+		`;POSIXLY_CORRECT=1;\set +v;\exec 2>&0;HISTSIZE=0;\unset POSIXLY_CORRECT`
 }
 
 // ansiQuote is s as a bash $'...' string: letters, digits and a few safe

@@ -20,6 +20,7 @@ const (
 	noteInterrupted = "[the previous command was still running: it was interrupted (SIGINT) first]"
 	noteReplaced    = "[the previous command did not give the shell back: that shell was closed, and this command runs in a fresh one (working directory and variables reset)]"
 	noteGone        = "[the shell was closed since the last command: this command runs in a fresh one (working directory and variables reset)]"
+	noteFresh       = "[this command runs in a fresh shell (working directory and variables as a new shell has them)]"
 )
 
 // facts are a result's structured content.
@@ -33,6 +34,7 @@ type facts struct {
 	ShellExited  bool   `json:"shellExited,omitempty"`
 	ShellClosed  bool   `json:"shellClosed,omitempty"`
 	FreshShell   bool   `json:"freshShell,omitempty"`
+	Untrusted    bool   `json:"untrusted,omitempty"`
 	Truncated    bool   `json:"truncated"`
 	OmittedBytes int64  `json:"omittedBytes,omitempty"`
 	OmittedLines int64  `json:"omittedLines,omitempty"`
@@ -45,13 +47,18 @@ type facts struct {
 func (r *ran) result(chars int) *toolsv1.CallResult {
 	text, f := r.render(chars)
 	b, _ := json.Marshal(f)
-	return &toolsv1.CallResult{Text: text, Structured: b, IsError: r.closeErr != nil}
+	return &toolsv1.CallResult{Text: text, Structured: b, IsError: r.closeErr != nil || r.untrusted}
 }
 
 func (r *ran) render(chars int) (string, facts) {
 	out, c := r.out, r.out.GetCaptured()
 	f := facts{SessionID: out.GetSession().GetId(), Ended: r.ended, Wait: out.Wait, WaitDetail: out.WaitDetail, FreshShell: r.freshShell, Dropped: c.GetDropped()}
 	data := c.GetData()
+	if !c.GetStarted() {
+		// Not the command's: the typed line's echo, and what came before
+		// the line ran, if it did.
+		data = nil
+	}
 	if r.ended {
 		// The end marker's line starts with a newline of its own.
 		data = bytes.TrimSuffix(data, []byte("\n"))
@@ -70,6 +77,9 @@ func (r *ran) render(chars int) (string, facts) {
 		lines = append(lines, body)
 	}
 	switch {
+	case r.untrusted:
+		f.Untrusted, f.ShellClosed = true, r.closeErr == nil
+		lines = append(lines, "[the shell did not report how the command ended (its line was cut short, or something the command defined or disabled stood in the way), so its results cannot be trusted: the shell was closed"+closedHow(r.closeErr)+"; the next command starts in a fresh shell (working directory and variables reset)]")
 	case r.ended:
 		f.ExitCode = &r.status
 		if m := strings.TrimPrefix(shell.ExitMarker(r.status, ""), "\n"); m != "" {
@@ -85,8 +95,6 @@ func (r *ran) render(chars int) (string, facts) {
 		} else {
 			lines = append(lines, fmt.Sprintf("[timed out after %dms: the shell was closed with everything it ran; the next command starts in a fresh shell (working directory and variables reset)]", r.timeoutMs))
 		}
-	case out.Wait == terminals.WaitStdinRead && c.GetAtPrompt():
-		lines = append(lines, "[the command did not finish, and the shell is back at its prompt (the command was interrupted, or started another shell)]")
 	case out.Wait == terminals.WaitStdinRead:
 		lines = append(lines, "[no end yet: the command waits for input ("+out.WaitDetail+"); this tool cannot type to it, so the next command interrupts it (SIGINT) first. Give such commands their input (a pipe, a here-document, a flag)]")
 	default:
@@ -96,6 +104,14 @@ func (r *ran) render(chars int) (string, facts) {
 		return "", f
 	}
 	return strings.Join(lines, "\n"), f
+}
+
+// closedHow is what a failed close adds to the word closed.
+func closedHow(err error) string {
+	if err == nil {
+		return ""
+	}
+	return " (or tried to be: " + sentence(err) + ")"
 }
 
 func exitedHow(s *terminals.Session) string {

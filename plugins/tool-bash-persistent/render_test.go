@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -31,8 +33,12 @@ func TestRender(t *testing.T) {
 		Captured: &terminals.Captured{Data: []byte("started\r\n"), Started: true}}}, 1000))
 	golden.Check(t, "stdin-read", text(&ran{notes: []string{noteInterrupted}, out: &terminals.Sent{Session: running(), Wait: terminals.WaitStdinRead, WaitDetail: "pid 12 cat: read on fd 0 (/dev/pts/3)",
 		Captured: &terminals.Captured{Data: []byte("before\r\nname? "), Started: true}}}, 1000))
-	golden.Check(t, "stdin-read-prompt", text(&ran{out: &terminals.Sent{Session: running(), Wait: terminals.WaitStdinRead,
+	golden.Check(t, "stdin-read-prompt", text(&ran{untrusted: true, out: &terminals.Sent{Session: running(), Wait: terminals.WaitStdinRead,
 		Captured: &terminals.Captured{Data: []byte("^C\r\n$ "), Started: true, AtPrompt: true}}}, 1000))
+	golden.Check(t, "lost", text(&ran{untrusted: true, out: &terminals.Sent{Session: running(), Wait: terminals.WaitMarker,
+		Captured: &terminals.Captured{Data: []byte("bash: eval: command not found\r\n"), Started: true, Ended: true, Rest: lostStatus}}}, 1000))
+	golden.Check(t, "fresh", text(&ran{freshShell: true, notes: []string{noteFresh}, ended: true, out: &terminals.Sent{Session: running(), Wait: terminals.WaitMarker,
+		Captured: &terminals.Captured{Data: []byte("hi\r\n\r\n"), Started: true, Ended: true, Rest: "0"}}}, 1000))
 	code := int32(3)
 	golden.Check(t, "exited", text(&ran{freshShell: true, notes: []string{noteGone}, out: &terminals.Sent{Session: &terminals.Session{Id: "t1-0123456789ab", Status: "exited", ExitCode: &code}, Wait: terminals.WaitSessionExit,
 		Captured: &terminals.Captured{Data: []byte("bye\r\nexit\r\n"), Started: true}}}, 1000))
@@ -58,17 +64,41 @@ func TestTypedLine(t *testing.T) {
 		"false",
 		"cd / && pwd",
 	} {
-		line := typedLine(cmd, "abc123")
-		if strings.Contains(line, startMarker("abc123")) || strings.Contains(line, endMarker("abc123")) || strings.ContainsAny(line, "\r\n") {
+		line := typedLine(cmd, "abc123", "def456")
+		if strings.Contains(line, startMarker("abc123")) || strings.Contains(line, endMarker("def456")) || strings.ContainsAny(line, "\r\n") {
 			t.Fatalf("the typed line of %q shows a marker or breaks a line: %s", cmd, line)
 		}
 		want, _ := exec.Command("bash", "-c", cmd+"\necho \"status $?\"").CombinedOutput()
-		got, _ := exec.Command("bash", "-c", line).CombinedOutput()
-		wantFramed := startMarker("abc123") + "\n" + strings.TrimSuffix(string(want), "status "+lastStatus(string(want))+"\n") + "\n" + endMarker("abc123") + lastStatus(string(want)) + "\n"
+		got := runOnTerminalFile(t, line)
+		// The start marker ends bash's message for an unset variable.
+		if i := strings.Index(got, startMarker("abc123")); i >= 0 && !strings.Contains(got[:i], "\n") {
+			got = got[i:]
+		}
+		wantFramed := startMarker("abc123") + "\n" + strings.TrimSuffix(string(want), "status "+lastStatus(string(want))+"\n") + "\n" + endMarker("def456") + lastStatus(string(want)) + "\n"
 		if string(got) != wantFramed {
 			t.Errorf("%q:\n got %q\nwant %q", cmd, got, wantFramed)
 		}
 	}
+}
+
+// runOnTerminalFile runs line in bash with one file open for reading and
+// writing as its stdin, stdout and stderr, as a terminal is (the markers
+// are written to the shell's stdin), and returns what was written.
+func runOnTerminalFile(t *testing.T, line string) string {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(t.TempDir(), "tty"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c := exec.Command("bash", "-c", line)
+	c.Stdin, c.Stdout, c.Stderr = f, f, f
+	_ = c.Run()
+	b, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func lastStatus(out string) string {

@@ -39,6 +39,7 @@ func description(cfg config) string {
 - A command is stopped after `+"`timeoutMs`"+` (default %d ms, at most %d ms): the shell is then closed with everything it ran, and the next command starts in a fresh one (as after `+"`exit`"+`).
 - You see at most %s characters: the last lines. `+"`[output truncated: … omitted …]`"+` says what was left out; colours and other terminal codes are removed.
 - How it ended is the last line: nothing for exit code 0, else `+"`[exit code: N]`"+`, or a bracketed line saying why there is no end yet.
+- A command that runs in a fresh shell says so on its first line.
 - The shell is one of your terminals (terminal_list shows it, named %s).`,
 		cfg.DefaultTimeoutMs, cfg.MaxTimeoutMs, modeltext.Thousands(int64(cfg.MaxOutputChars)), "persistent-"+cfg.ToolName)
 }

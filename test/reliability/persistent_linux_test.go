@@ -17,6 +17,13 @@ import (
 // listIDRE finds the persistent shell's id in terminal_list's text.
 var listIDRE = regexp.MustCompile(`(t\d+-[0-9a-f]{12})  persistent-bash `)
 
+// noteFresh starts the result of a command run in a fresh shell.
+const noteFresh = "[this command runs in a fresh shell (working directory and variables as a new shell has them)]"
+
+// noteUntrusted starts the end of a result whose shell was closed for
+// giving no true end.
+const noteUntrusted = "[the shell did not report how the command ended"
+
 // pbash calls the persistent bash tool and fails the test on any text that
 // shows a marker.
 func pbash(t *testing.T, ctx context.Context, cs *mcp.ClientSession, command string, extra ...any) (string, *mcp.CallToolResult) {
@@ -50,7 +57,7 @@ func TestPersistentBash(t *testing.T) {
 	dir := t.TempDir()
 
 	f := fault(t, "persistent bash: state between calls")
-	if text, r := pbash(t, ctx, a, "cd "+dir+" && export KEPT=yes && f() { echo from-f; }"); text != "" || r.IsError {
+	if text, r := pbash(t, ctx, a, "cd "+dir+" && export KEPT=yes && f() { echo from-f; }"); text != noteFresh || r.IsError {
 		t.Fatalf("cd and export: %q", text)
 	}
 	text, _ := pbash(t, ctx, a, "pwd; echo $KEPT; f; echo $DSH_COMPOSITION")
@@ -124,7 +131,7 @@ func TestPersistentBash(t *testing.T) {
 	if !strings.HasPrefix(text, "bye\n") || !strings.HasSuffix(text, "[the shell exited with code 3: the next command starts in a fresh shell (working directory and variables reset)]") {
 		t.Fatalf("exit: %q", text)
 	}
-	if text, _ = pbash(t, ctx, a, "echo ${AGAIN:-fresh}"); text != "fresh" {
+	if text, _ = pbash(t, ctx, a, "echo ${AGAIN:-fresh}"); text != noteFresh+"\nfresh" {
 		t.Fatalf("after exit: %q", text)
 	}
 	f.Saw("exit 3 reported; the next command ran in a fresh shell")
@@ -173,4 +180,165 @@ func TestPersistentBashCancel(t *testing.T) {
 		t.Fatalf("the call after a cancel: %q", text)
 	}
 	f.Saw("the command did not finish; the next call ran in a fresh shell")
+}
+
+// nonceRE is what a wrapper's nonce looks like.
+var nonceRE = regexp.MustCompile(`[0-9a-f]{24}`)
+
+// Nothing a command defines, prints or changes in its persistent shell
+// alters what the tool reports: after each hijack, a command in the same
+// session reports its own output and exit status; a command that prints
+// an end mark does not end; the nonce is in no history, command line,
+// environment or ps listing; a shell that can no longer give a true end
+// is closed, said so, and replaced by a fresh one, which is said too.
+func TestPersistentBashHijacks(t *testing.T) {
+	if _, err := syscall.Getpgid(1); err != nil {
+		t.Skip("needs /proc")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	s := startHTTP(t, terminalsComp(t))
+	a := s.connect(t, ctx)
+	dir := t.TempDir()
+
+	if text, _ := pbash(t, ctx, a, "export KEPT=k1"); text != noteFresh {
+		t.Fatalf("the first command: %q", text)
+	}
+	// normal is a command after a hijack: its output and status, as run.
+	normal := func(after string) {
+		t.Helper()
+		if text, _ := pbash(t, ctx, a, `echo "$KEPT"; (exit 3)`); text != "k1\n[exit code: 3]" {
+			t.Fatalf("the command after %s: %q", after, text)
+		}
+	}
+	for _, hijack := range []string{
+		"set -u",
+		"eval(){ echo HIJACKED; }",
+		"printf(){ :; }",
+		"builtin(){ echo B; }; command(){ echo C; }; set(){ echo S; }; unset(){ echo U; }; exec(){ echo E; }; trap(){ echo T; }; read(){ echo R; }; return(){ echo RT; }; declare(){ echo D; }; enable(){ echo EN; }",
+		"alias eval='echo A' exec='echo A' set='echo A' unset='echo A' trap='echo A' POSIXLY_CORRECT='echo A'",
+		"export -f printf; hash -p /bin/false printf; PATH=" + dir + ":$PATH; printf '#!/bin/sh\\n' >/dev/null",
+		`PROMPT_COMMAND='echo pc'; PS1='x> '; PS0='ps0 '; shopt -s extdebug`,
+	} {
+		f := fault(t, "persistent bash: "+hijack)
+		if text, _ := pbash(t, ctx, a, hijack); text != "" {
+			t.Fatalf("%s: %q", hijack, text)
+		}
+		normal(hijack)
+		f.Saw("the next command ran as typed, with its own output and status")
+	}
+
+	// The command's own names back, for the steps after.
+	pbash(t, ctx, a, `unalias -a; POSIXLY_CORRECT=1; \unset -f builtin command set unset exec trap read return declare enable eval printf; \unset POSIXLY_CORRECT`)
+
+	f := fault(t, "persistent bash: output redirected with exec")
+	if text, _ := pbash(t, ctx, a, "exec >"+filepath.Join(dir, "out")+" 2>&1"); text != "" {
+		t.Fatalf("exec >file: %q", text)
+	}
+	if text, _ := pbash(t, ctx, a, `echo "$KEPT"; (exit 3)`); text != "[exit code: 3]" {
+		t.Fatalf("the command after exec >file: %q", text)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "out")); !strings.Contains(string(b), "k1\n") || nonceRE.Match(b) {
+		t.Fatalf("the output written to the file: %q", b)
+	}
+	pbash(t, ctx, a, "exec >&0 2>&0")
+	f.Saw("the end and its status still came; the output went to the file, and the typed line, with its nonce, did not")
+
+	f = fault(t, "persistent bash: xtrace and a DEBUG trap")
+	text, _ := pbash(t, ctx, a, `set -xT; trap 'echo "dbg $BASH_COMMAND"' DEBUG`)
+	text, _ = pbash(t, ctx, a, `echo "$KEPT"; (exit 3)`)
+	if !strings.Contains(text, "\nk1\n") || !strings.HasSuffix(text, "\n[exit code: 3]") || nonceRE.MatchString(text) {
+		t.Fatalf("the command under xtrace and a DEBUG trap: %q", text)
+	}
+	pbash(t, ctx, a, "trap - DEBUG; set +xT")
+	normal("xtrace and a DEBUG trap")
+	f.Saw("its traces and the trap's lines, no wrapper line or nonce among them; then the status")
+
+	f = fault(t, "persistent bash: the command prints an end mark from its history")
+	pbash(t, ctx, a, "set -o history; HISTCONTROL=; HISTSIZE=1000; unset HISTIGNORE")
+	text, r := callText(t, ctx, a, "bash", map[string]any{"command": `n=$(history | grep -oE '[0-9a-f]{24}' | tail -n 1); printf '\n%s_%s_%s:0\n' __DSH_PERSISTENT_BASH END "$n"; sleep 0.5; echo after-mark; (exit 5)`})
+	if !strings.HasSuffix(text, "\nafter-mark\n[exit code: 5]") || r.IsError {
+		t.Fatalf("a command printing an end mark: %q", text)
+	}
+	f.Saw("the call went on to the command's true end and status")
+
+	f = fault(t, "persistent bash: where the nonce could be read")
+	// The shell's session: the shell, what it runs, and what the wrapper
+	// would start (other processes of the machine are not this test's).
+	hunt := `sid=$(ps -o sid= -p $$); history; for p in $(ps -o pid= -s $sid); do tr '\0' ' ' </proc/$p/cmdline; echo; tr '\0' '\n' </proc/$p/environ; done 2>/dev/null | grep -a '[D]SH_PERSISTENT\|[<]<<\|[1]33;A'; ps -o args= -s $sid | grep -a '[D]SH_PERSISTENT\|[<]<<\|[1]33;A'; true`
+	pbash(t, ctx, a, "set -o history; HISTCONTROL=")
+	for i := 0; i < 2; i++ {
+		if text, _ := pbash(t, ctx, a, hunt); nonceRE.MatchString(text) || strings.Contains(text, "133;A") {
+			t.Fatalf("a nonce or a prompt mark in the history, a command line, an environment or ps: %q", text)
+		}
+	}
+	f.Saw("no nonce, nor the terminal's prompt mark, in history, /proc/*/cmdline, /proc/*/environ or ps, with the history on")
+
+	f = fault(t, "persistent bash: eval disabled")
+	pbash(t, ctx, a, "enable -n eval")
+	text, r = pbash(t, ctx, a, `echo "$KEPT"`)
+	if !strings.Contains(text, noteUntrusted) || !r.IsError || strings.Contains(text, "k1") {
+		t.Fatalf("a command after enable -n eval: %q", text)
+	}
+	if text, _ = pbash(t, ctx, a, `echo "${KEPT:-gone}"; (exit 3)`); text != noteFresh+"\ngone\n[exit code: 3]" {
+		t.Fatalf("the command after a shell closed as untrusted: %q", text)
+	}
+	f.Saw("said the shell could not be trusted and closed it; the next command said it ran in a fresh shell")
+
+	f = fault(t, "persistent bash: a variable of the wrapper made readonly")
+	text, _ = pbash(t, ctx, a, "export KEPT=k1; readonly __dsh_status=0; false")
+	if !strings.Contains(text, noteUntrusted) || strings.Contains(text, "[exit code") {
+		t.Fatalf("a command whose status could not be told: %q", text)
+	}
+	if text, _ = pbash(t, ctx, a, "echo ${KEPT:-gone}"); text != noteFresh+"\ngone" {
+		t.Fatalf("after it: %q", text)
+	}
+	f.Saw("no status given for it, the shell closed as untrusted; a fresh shell, said")
+
+	f = fault(t, "persistent bash: errexit")
+	pbash(t, ctx, a, "export KEPT=k1; set -e")
+	text, _ = pbash(t, ctx, a, "echo before; false")
+	if !strings.HasPrefix(text, "before\n") || !strings.Contains(text, "[the shell exited with code 1") {
+		t.Fatalf("a failure under set -e: %q", text)
+	}
+	if text, _ = pbash(t, ctx, a, "echo ${KEPT:-gone}"); text != noteFresh+"\ngone" {
+		t.Fatalf("after it: %q", text)
+	}
+	f.Saw("the shell's exit said, and the fresh shell after it")
+}
+
+// A kill -9 of the tool's plugin while a command runs: the next command
+// either goes on in the same shell or says it runs in a fresh one.
+func TestPersistentBashPluginKilledDuringCall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := startHTTP(t, terminalsComp(t))
+	a := s.connect(t, ctx)
+	started := filepath.Join(t.TempDir(), "started")
+	f := fault(t, "persistent bash: kill -9 of tool-bash-persistent during a call")
+	pbash(t, ctx, a, "export KEPT=yes")
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "touch " + started + "; sleep 20", "description": "d"}})
+		done <- err
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command never started")
+		}
+	}
+	killed(t, pluginPid(t, "tool-bash-persistent"), syscall.SIGKILL)
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the call in flight never answered")
+	}
+	text, _ := pbash(t, ctx, a, "echo ${KEPT:-lost}")
+	if text != "yes" && text != noteFresh+"\nlost" && !strings.HasSuffix(text, "]\nyes") {
+		t.Fatalf("the command after the plugin was killed mid-call: %q", text)
+	}
+	f.Saw("the next command: %q", text)
 }

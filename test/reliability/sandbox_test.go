@@ -380,7 +380,7 @@ plugins:
 	f := fault(t, "sandboxed terminals: the persistent shell")
 	escaped := filepath.Join(outside, "escaped")
 	text, _ := pbash(t, ctx, a, "touch inside && echo wrote; touch "+escaped)
-	if !strings.HasPrefix(text, "wrote\n") || !deniedWrite(text) || !strings.HasSuffix(text, "[exit code: 1]") {
+	if !strings.HasPrefix(text, noteFresh+"\nwrote\n") || !deniedWrite(text) || !strings.HasSuffix(text, "[exit code: 1]") {
 		t.Fatalf("the persistent shell, confined: %q", text)
 	}
 	mustNotExist(t, "a write from the persistent shell", escaped)
