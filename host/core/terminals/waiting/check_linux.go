@@ -338,6 +338,7 @@ func decide(res *Result, t *terminal, tasks []task, gap time.Duration) {
 		res.Others = verdicts[a].others
 		return true
 	}
+	res.Busy = best[running] != nil
 	switch {
 	case pick(stopped, Stopped):
 	case pick(running, Running):

@@ -77,7 +77,11 @@ func startShell(t testing.TB) *shell {
 		killSession(cmd.Process.Pid)
 		_ = cmd.Wait()
 		_ = ptmx.Close()
-		<-sh.done
+		select {
+		case <-sh.done:
+		case <-time.After(30 * time.Second):
+			t.Error("the PTY reader did not end within 30s of the shell's end")
+		}
 	})
 	return sh
 }
@@ -345,7 +349,9 @@ func TestSleep(t *testing.T) {
 	sh := startShell(t)
 	sh.atPrompt()
 	sh.send("sleep 30\r")
-	sh.expect(Running, "sleep", "clock_nanosleep")
+	if r := sh.expect(Running, "sleep", "clock_nanosleep"); r.Busy {
+		t.Errorf("a sleeping foreground is busy: %s", r.Detail)
+	}
 	sh.stays(Running, 300*time.Millisecond)
 }
 
@@ -363,7 +369,9 @@ func TestBusyLoop(t *testing.T) {
 	sh := startShell(t)
 	sh.atPrompt()
 	sh.send("while :; do :; done\r")
-	sh.expect(Running, "bash", "running (")
+	if r := sh.expect(Running, "bash", "running ("); !r.Busy {
+		t.Errorf("a busy loop is not busy: %s", r.Detail)
+	}
 	sh.stays(Running, 300*time.Millisecond)
 }
 

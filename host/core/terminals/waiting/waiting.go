@@ -69,6 +69,12 @@ type Result struct {
 	// remote session (ssh, docker attach, a tmux client) waits on the
 	// terminal and a socket at once, whether the far side is idle or busy.
 	Others []string
+	// Busy: a thread of the foreground group was seen running or waiting
+	// for a CPU (state R), whatever the Reason. A program that computes
+	// prints nothing for as long as it likes (an interpreter loading its
+	// modules on a loaded machine, before its prompt), so its silence says
+	// nothing of it being idle.
+	Busy bool
 	// Pgrp is the terminal's foreground process group.
 	Pgrp int
 	// Canonical and Echo are the terminal's line discipline modes: a
