@@ -105,7 +105,7 @@ func TestPluginFaultsDuringACall(t *testing.T) {
 	}()
 	time.Sleep(300 * time.Millisecond)
 	killed(t, pluginPid(t, "shell-env"), syscall.SIGKILL)
-	if got := <-done; got != "finished demo" {
+	if got := receive(t, ctx, done, "the call in flight"); got != "finished demo" {
 		t.Fatalf("the call in flight: %q", got)
 	}
 	f.Saw("the call in flight finished: %q", "finished demo")

@@ -61,7 +61,7 @@ func TestEditsDuringASession(t *testing.T) {
 		t.Fatalf("the refusal does not say why: %s", line)
 	}
 	f.Saw("refused, naming graceMs")
-	if got := <-done; got != "survived" {
+	if got := receive(t, ctx, done, "the call in flight"); got != "survived" {
 		t.Fatalf("the call in flight: %q", got)
 	}
 	f.Saw("the call in flight finished")
@@ -118,7 +118,7 @@ func TestEditsDuringASession(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dsh reload tools: %v: %s", err, out)
 	}
-	if got := <-done; got != "survived-reload" {
+	if got := receive(t, ctx, done, "the call in flight"); got != "survived-reload" {
 		t.Fatalf("the call in flight: %q", got)
 	}
 	if pluginPid(t, "tool-bash") == toolsPid {
