@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dshrun/dsh/internal/testplugins"
+	"github.com/dshrun/dsh/internal/testplugins/probev1"
 )
 
 // Faults of plugin processes, through the real binaries: a hung executor,
@@ -148,7 +150,7 @@ func TestShellEnvCrashDuringACall(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if r := <-done; r.Text != "finished demo" || r.IsError {
+	if r := inFlight(t, done); r.Text != "finished demo" || r.IsError {
 		t.Fatalf("the call in flight: %q", r.Text)
 	}
 	for i := 0; i < 3; i++ {
@@ -178,6 +180,20 @@ func jobIDOf(t *testing.T, text string) string {
 	}
 	t.Fatalf("no job id in %q", text)
 	return ""
+}
+
+// inFlight is the answer of a call a test made in another goroutine:
+// callTool bounds the call itself, and this the wait for it (a callTool
+// that failed in that goroutine never sends).
+func inFlight(t *testing.T, done <-chan *ToolResult) *ToolResult {
+	t.Helper()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(45 * time.Second):
+		t.Fatal("the call in flight got no answer within 45s (callTool's own bound is 30s)")
+		return nil
+	}
 }
 
 // waitDead waits until pid has exited and was reaped: a call made from
@@ -253,7 +269,7 @@ func TestReloadOfToolPluginLetsCallsFinish(t *testing.T) {
 	if changed() {
 		t.Error("the reload withdrew and listed the tools again (tools/list_changed)")
 	}
-	if r := <-done; r.Text != "survived" || r.IsError {
+	if r := inFlight(t, done); r.Text != "survived" || r.IsError {
 		t.Fatalf("the call in flight across the reload: %q", r.Text)
 	}
 	if pidOf(h, "tools") == old {
@@ -292,5 +308,45 @@ func startCountingListChanges(t *testing.T, yaml string) (h *Host, changed func(
 		default:
 			return false
 		}
+	}
+}
+
+// A call that comes while its provider restarts waits as long as the
+// restart may take by its own bounds: here the new process's apply takes
+// 6 s (a start on a loaded machine), longer than a fixed 5 s wait, and the
+// call runs on it.
+func TestCallWaitsForASlowRestart(t *testing.T) {
+	slow := filepath.Join(t.TempDir(), "slow")
+	h := startTools(t, fmt.Sprintf(`
+plugins:
+  - id: env
+    name: shell-env
+  - id: probe
+    name: probe
+    config: {slowApplyIf: %q, slowApplyMs: 6000}
+`, slow))
+	if w := h.restartWait(); w < 6*time.Second {
+		t.Fatalf("calls wait %v for a restart, shorter than this test's apply", w)
+	}
+	pid := pidOf(h, "probe")
+	if err := os.WriteFile(slow, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitDead(t, pid)
+	ctx, cancel := context.WithTimeout(context.Background(), h.restartWait()+10*time.Second)
+	defer cancel()
+	start := time.Now()
+	resp, err := probev1.NewProbeClient(h.Conn("probe")).Echo(ctx, &probev1.EchoRequest{Data: []byte("after")})
+	if err != nil || string(resp.GetData()) != "after" {
+		t.Fatalf("a call during a slow restart, after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+	if took := time.Since(start); took < 5*time.Second {
+		t.Fatalf("answered after %v: the restart was not slow", took)
+	}
+	if pidOf(h, "probe") == pid {
+		t.Fatal("not restarted")
 	}
 }
