@@ -20,12 +20,14 @@ import (
 // Faults of plugin processes, through the real binaries: a hung executor,
 // crashes of each plugin during a call and between calls.
 
-// A fast pulse, so a hung plugin is found in about a second even under
-// -race on two cores (three misses of 300ms each).
+// A quick pulse, so a hung plugin is found within seconds (three misses of
+// 200ms + 2s each), with each ask's timeout long enough that a healthy
+// plugin on a loaded machine answers it: a shorter one kills plugins that
+// are only slow, and fails whatever calls they hold.
 const pulseYAML = `
 host:
   pingInterval: 200ms
-  pingTimeout: 300ms
+  pingTimeout: 2s
 settings:
   shell:
     graceMs: 200
@@ -80,9 +82,12 @@ func TestStoppedExecutorIsKilledAndRestarted(t *testing.T) {
 
 	sawUnhealthy := false
 	var res *ToolResult
-	for deadline := time.Now().Add(40 * time.Second); res == nil; {
+	// The pulse finds it within its misses, each an interval and a
+	// timeout; then the kill, its reaping and the answer's way back.
+	within := pulseMisses*(h.pingInterval()+h.pingTimeout()) + 20*time.Second
+	for deadline := time.Now().Add(within); res == nil; {
 		if time.Now().After(deadline) {
-			t.Fatalf("the call on a stopped executor got no answer; status %+v", h.Status())
+			t.Fatalf("the call on a stopped executor got no answer within %v; status %+v", within, h.Status())
 		}
 		if st, _ := stateOf(h, "bash"); st == "unhealthy" {
 			sawUnhealthy = true

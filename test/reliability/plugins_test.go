@@ -18,11 +18,14 @@ import (
 // Faults of plugin processes, through dsh serve: kill -9 and SIGSTOP of the
 // executor, the tool plugin and shell-env, between calls and during them.
 
-// A fast pulse, so a hung plugin is found in about a second under -race.
+// A quick pulse, so a hung plugin is found within seconds (three misses of
+// pulseEvery each), with each ask's timeout long enough that a healthy
+// plugin on a loaded machine answers it: a shorter one kills plugins that
+// are only slow, and fails whatever calls they hold.
 const pulseComp = `
 host:
   pingInterval: 200ms
-  pingTimeout: 300ms
+  pingTimeout: 2s
 settings:
   shell:
     graceMs: 200
@@ -36,6 +39,10 @@ plugins:
   - id: tools
     name: tool-bash
 `
+
+// pulseEvery is pulseComp's pingInterval plus its pingTimeout: the most one
+// missed health check takes.
+const pulseEvery = 200*time.Millisecond + 2*time.Second
 
 // pluginPid is the pid of the one live process of dsh-<name>.
 func pluginPid(t *testing.T, name string) int {
@@ -129,10 +136,13 @@ func TestPluginFaultsDuringACall(t *testing.T) {
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	start := time.Now()
 	var got string
+	// The pulse finds it within its three misses; then the kill, its
+	// reaping and the answer's way back.
+	within := 3*pulseEvery + 20*time.Second
 	select {
 	case got = <-done:
-	case <-time.After(40 * time.Second):
-		t.Fatal("no answer 40s after the executor stopped")
+	case <-time.After(within):
+		t.Fatalf("no answer %v after the executor stopped", within)
 	}
 	if !strings.Contains(got, "stopped answering its health checks") || strings.Contains(got, "rpc error") {
 		t.Fatalf("the call on the stopped executor: %q", got)
