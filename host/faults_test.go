@@ -60,7 +60,10 @@ func stateOf(h *Host, id string) (string, string) {
 // job started before survives, and the next commands run.
 func TestStoppedExecutorIsKilledAndRestarted(t *testing.T) {
 	h := startTools(t, pulseYAML)
-	job := callTool(t, h, "agent", "bash", bashCall("sleep 3; echo job-survived", "run_in_background", true))
+	// The job runs until the test opens its gate: across the fault, however
+	// long the pulse takes to find it.
+	gate := filepath.Join(t.TempDir(), "gate")
+	job := callTool(t, h, "agent", "bash", bashCall("until [ -e "+gate+" ]; do sleep 0.05; done; echo job-survived", "run_in_background", true))
 	id := jobIDOf(t, job.Text)
 	// A foreground command runs when the executor stops: its tree must
 	// die with the executor, not run on.
@@ -114,6 +117,9 @@ func TestStoppedExecutorIsKilledAndRestarted(t *testing.T) {
 		if r := callTool(t, h, "agent", "bash", bashCall("echo after")); r.Text != "after" || r.IsError {
 			t.Fatalf("command %d after the restart: %q", i, r.Text)
 		}
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if out := readJobToEnd(t, h, "agent", id); !strings.Contains(out, "job-survived") {
 		t.Fatalf("the background job did not survive: %q", out)

@@ -101,7 +101,9 @@ func TestPluginFaultsDuringACall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	s := startServe(t, ctx, pulseComp)
-	job, _ := s.bash(t, ctx, map[string]any{"command": "sleep 4; echo job-survived", "run_in_background": true})
+	// The job runs until the test opens its gate: across both faults.
+	gate := filepath.Join(t.TempDir(), "gate")
+	job, _ := s.bash(t, ctx, map[string]any{"command": "until [ -e " + gate + " ]; do sleep 0.05; done; echo job-survived", "run_in_background": true})
 	jid := jobID(job)
 
 	f := fault(t, "kill -9 of shell-env during a call")
@@ -159,6 +161,9 @@ func TestPluginFaultsDuringACall(t *testing.T) {
 	f.Saw("its tree is gone")
 	s.commandsRun(t, ctx, 20)
 	f.Saw("restarted; 20 later commands exit 0")
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out, err := s.call(ctx, "job_output", map[string]any{"job_id": jid})
 	for deadline := time.Now().Add(20 * time.Second); err == nil && !strings.Contains(out, "finished") && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		var more string

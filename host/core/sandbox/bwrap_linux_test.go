@@ -59,7 +59,7 @@ func newManager(t testing.TB) *subprocess.Manager {
 func bwrapRun(t *testing.T, m *subprocess.Manager, b *Bubblewrap, p *sandbox.Policy, mode string, opt Options, dir, script string) subprocess.Result {
 	t.Helper()
 	pr := spawnWrapped(t, m, b, p, mode, opt, subprocess.Spec{Argv: []string{"bash", "-c", script}, Dir: dir, Owner: "test", Timeout: 20 * time.Second})
-	<-pr.Done()
+	receiveWithin(t, pr.Done(), "the process's end")
 	return pr.Result()
 }
 
@@ -572,7 +572,7 @@ func TestBubblewrap(t *testing.T) {
 	marker := fmt.Sprint(40000 + os.Getpid()%9999)
 	spec := subprocess.Spec{Argv: []string{"bash", "-c", "sleep " + marker + " & setsid sleep " + marker + " & sleep " + marker}, Dir: ws, Owner: "test", Timeout: 300 * time.Millisecond, Grace: 100 * time.Millisecond}
 	pr := spawnWrapped(t, m, b, p, sandbox.WorkspaceWrite, opt, spec)
-	<-pr.Done()
+	receiveWithin(t, pr.Done(), "the process's end")
 	if r := pr.Result(); !r.TimedOut {
 		t.Fatalf("the confined timeout: %+v", r)
 	}
@@ -582,13 +582,13 @@ func TestBubblewrap(t *testing.T) {
 	for deadline := time.Now().Add(5 * time.Second); len(testplugins.Matching("sleep "+marker)) < 3; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			pr.Kill()
-			<-pr.Done()
+			receiveWithin(t, pr.Done(), "the process's end")
 			r := pr.Result()
 			t.Fatalf("the sleeps never started: %v: exit %d %q %q", testplugins.Matching("sleep "+marker), r.ExitCode, r.Stdout.Data, r.Stderr.Data)
 		}
 	}
 	pr.Kill()
-	<-pr.Done()
+	receiveWithin(t, pr.Done(), "the process's end")
 	if r := pr.Result(); r.Status != subprocess.Killed {
 		t.Errorf("the killed command: %+v", r)
 	}
@@ -888,7 +888,7 @@ func BenchmarkBubblewrap(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		<-pr.Done()
+		receiveWithin(b, pr.Done(), "the process's end")
 		if r := pr.Result(); r.ExitCode != 0 {
 			b.Fatalf("exit %d: %s", r.ExitCode, r.Stderr.Data)
 		}

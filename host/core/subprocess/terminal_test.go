@@ -252,7 +252,7 @@ func TestTerminalBufferDrops(t *testing.T) {
 		s.Argv = []string{"bash", "-c", "head -c 100000 /dev/zero | tr '\\0' x; printf END"}
 		s.MaxBufferBytes = 1000
 	})
-	<-term.Done()
+	receiveWithin(t, term.Done(), "the terminal's end")
 	r := term.Read(context.Background(), 0)
 	if r.Total != 100003 || r.Dropped+int64(len(r.Data)) != r.Total || len(r.Data) != 1000 || !strings.HasSuffix(string(r.Data), "xEND") {
 		t.Fatalf("read: total %d dropped %d data %d …%q", r.Total, r.Dropped, len(r.Data), r.Data[max(0, len(r.Data)-10):])
