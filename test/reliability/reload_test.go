@@ -20,11 +20,20 @@ import (
 func (s *serve) edit(t *testing.T, yaml, want string) string {
 	t.Helper()
 	before := strings.Count(s.stderr.String(), "hot reload: ")
-	if err := os.WriteFile(s.file, []byte(yaml), 0o600); err != nil {
+	// One change of the file's stamp (written aside, then renamed over
+	// it): written in place, the watcher could see a loaded machine's
+	// write in two steps (the content, then the time) and act twice.
+	tmp := s.file + ".next"
+	if err := os.WriteFile(tmp, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	future := time.Now().Add(time.Duration(len(yaml)) * time.Millisecond)
-	_ = os.Chtimes(s.file, future, future)
+	if err := os.Chtimes(tmp, future, future); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, s.file); err != nil {
+		t.Fatal(err)
+	}
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		log := s.stderr.String()
 		if strings.Count(log, "hot reload: ") > before {
