@@ -154,11 +154,22 @@ func TestShellEnvCrashDuringACall(t *testing.T) {
 	if r := callTool(t, h, "agent", "bash", bashCall("echo $DSH_PROBE")); r.Text != "registered-by-probe" {
 		t.Fatalf("before: %q", r.Text)
 	}
+	// The command says it started, then runs until the test opens its
+	// gate: the crash comes while the call is in flight, however slow the
+	// machine.
+	dir := t.TempDir()
+	started, gate := filepath.Join(dir, "started"), filepath.Join(dir, "gate")
 	done := make(chan *ToolResult, 1)
-	go func() { done <- callTool(t, h, "agent", "bash", bashCall("sleep 1; echo finished $DSH_PROJECT")) }()
-	time.Sleep(300 * time.Millisecond)
+	go func() {
+		done <- callTool(t, h, "agent", "bash", bashCall("touch "+started+"; until [ -e "+gate+" ]; do sleep 0.05; done; echo finished $DSH_PROJECT"))
+	}()
+	waitFile(t, started)
 	pid := pidOf(h, "env")
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitDead(t, pid)
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if r := inFlight(t, done); r.Text != "finished demo" || r.IsError {
@@ -191,6 +202,19 @@ func jobIDOf(t *testing.T, text string) string {
 	}
 	t.Fatalf("no job id in %q", text)
 	return ""
+}
+
+// waitFile waits until path exists: what a command makes to say it runs.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear within 30s", path)
+		}
+	}
 }
 
 // inFlight is the answer of a call a test made in another goroutine:
@@ -266,9 +290,10 @@ plugins:
 func TestReloadOfToolPluginLetsCallsFinish(t *testing.T) {
 	h, changed := startCountingListChanges(t, pulseYAML)
 	old := pidOf(h, "tools")
+	started := filepath.Join(t.TempDir(), "started")
 	done := make(chan *ToolResult, 1)
-	go func() { done <- callTool(t, h, "agent", "bash", bashCall("sleep 2; echo survived")) }()
-	time.Sleep(500 * time.Millisecond)
+	go func() { done <- callTool(t, h, "agent", "bash", bashCall("touch "+started+"; sleep 2; echo survived")) }()
+	waitFile(t, started) // the call is in flight
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := h.Reload(ctx, "tools"); err != nil {
