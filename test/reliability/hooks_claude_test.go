@@ -322,6 +322,9 @@ func TestClaudeHookFilesRefused(t *testing.T) {
 // and a bridge that stops answering fails the call closed, then the next
 // calls run once it answers again.
 func TestHookBridgesCombine(t *testing.T) {
+	// The hooks are Python: their timeout is long enough for its start on
+	// a loaded machine (1 s was not).
+	const combineTimeout = 10 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	one, two := t.TempDir(), t.TempDir()
@@ -333,7 +336,7 @@ rules = `+rules+`
 for prefix, out in rules.items():
     if c.startswith(prefix):
         print(json.dumps({"hookSpecificOutput": dict(hookEventName="PreToolUse", **out)}))
-'`, 1))}}
+'`, int(combineTimeout.Seconds())))}}
 	}
 	writeSettings(t, one, hook(`{"echo both": {"permissionDecision": "ask", "permissionDecisionReason": "one asks"}, "echo rewrite": {"updatedInput": {"command": "echo by-one"}}, "echo same": {"updatedInput": {"command": "echo agreed"}}, "echo badarg": {"updatedInput": {"timeout": "soon"}}}`))
 	writeSettings(t, two, hook(`{"echo both": {"permissionDecision": "deny", "permissionDecisionReason": "two denies"}, "echo rewrite": {"updatedInput": {"command": "echo by-two"}}, "echo same": {"updatedInput": {"command": "echo agreed"}}}`))
@@ -391,7 +394,7 @@ for prefix, out in rules.items():
 	if text := run("echo after"); text != "after" {
 		t.Fatalf("the next call: %q", text)
 	}
-	f.Saw("denied after %v (the bridge's bound: its longest hook, 1 s, plus 10 s); the next call ran", took.Round(time.Second))
+	f.Saw("denied after %v (the bridge's bound: its longest hook, %v, plus 10 s); the next call ran", took.Round(time.Second), combineTimeout)
 }
 
 // A hook's systemMessage reaches the MCP client as a log message, not the
