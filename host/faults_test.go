@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,17 +14,20 @@ import (
 	"time"
 
 	"github.com/dshrun/dsh/internal/testplugins"
+	"github.com/dshrun/dsh/internal/testplugins/probev1"
 )
 
 // Faults of plugin processes, through the real binaries: a hung executor,
 // crashes of each plugin during a call and between calls.
 
-// A fast pulse, so a hung plugin is found in about a second even under
-// -race on two cores (three misses of 300ms each).
+// A quick pulse, so a hung plugin is found within seconds (three misses of
+// 200ms + 2s each), with each ask's timeout long enough that a healthy
+// plugin on a loaded machine answers it: a shorter one kills plugins that
+// are only slow, and fails whatever calls they hold.
 const pulseYAML = `
 host:
   pingInterval: 200ms
-  pingTimeout: 300ms
+  pingTimeout: 2s
 settings:
   shell:
     graceMs: 200
@@ -56,7 +60,10 @@ func stateOf(h *Host, id string) (string, string) {
 // job started before survives, and the next commands run.
 func TestStoppedExecutorIsKilledAndRestarted(t *testing.T) {
 	h := startTools(t, pulseYAML)
-	job := callTool(t, h, "agent", "bash", bashCall("sleep 3; echo job-survived", "run_in_background", true))
+	// The job runs until the test opens its gate: across the fault, however
+	// long the pulse takes to find it.
+	gate := filepath.Join(t.TempDir(), "gate")
+	job := callTool(t, h, "agent", "bash", bashCall("until [ -e "+gate+" ]; do sleep 0.05; done; echo job-survived", "run_in_background", true))
 	id := jobIDOf(t, job.Text)
 	// A foreground command runs when the executor stops: its tree must
 	// die with the executor, not run on.
@@ -78,9 +85,12 @@ func TestStoppedExecutorIsKilledAndRestarted(t *testing.T) {
 
 	sawUnhealthy := false
 	var res *ToolResult
-	for deadline := time.Now().Add(40 * time.Second); res == nil; {
+	// The pulse finds it within its misses, each an interval and a
+	// timeout; then the kill, its reaping and the answer's way back.
+	within := pulseMisses*(h.pingInterval()+h.pingTimeout()) + 20*time.Second
+	for deadline := time.Now().Add(within); res == nil; {
 		if time.Now().After(deadline) {
-			t.Fatalf("the call on a stopped executor got no answer; status %+v", h.Status())
+			t.Fatalf("the call on a stopped executor got no answer within %v; status %+v", within, h.Status())
 		}
 		if st, _ := stateOf(h, "bash"); st == "unhealthy" {
 			sawUnhealthy = true
@@ -107,6 +117,9 @@ func TestStoppedExecutorIsKilledAndRestarted(t *testing.T) {
 		if r := callTool(t, h, "agent", "bash", bashCall("echo after")); r.Text != "after" || r.IsError {
 			t.Fatalf("command %d after the restart: %q", i, r.Text)
 		}
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if out := readJobToEnd(t, h, "agent", id); !strings.Contains(out, "job-survived") {
 		t.Fatalf("the background job did not survive: %q", out)
@@ -141,14 +154,25 @@ func TestShellEnvCrashDuringACall(t *testing.T) {
 	if r := callTool(t, h, "agent", "bash", bashCall("echo $DSH_PROBE")); r.Text != "registered-by-probe" {
 		t.Fatalf("before: %q", r.Text)
 	}
+	// The command says it started, then runs until the test opens its
+	// gate: the crash comes while the call is in flight, however slow the
+	// machine.
+	dir := t.TempDir()
+	started, gate := filepath.Join(dir, "started"), filepath.Join(dir, "gate")
 	done := make(chan *ToolResult, 1)
-	go func() { done <- callTool(t, h, "agent", "bash", bashCall("sleep 1; echo finished $DSH_PROJECT")) }()
-	time.Sleep(300 * time.Millisecond)
+	go func() {
+		done <- callTool(t, h, "agent", "bash", bashCall("touch "+started+"; until [ -e "+gate+" ]; do sleep 0.05; done; echo finished $DSH_PROJECT"))
+	}()
+	waitFile(t, started)
 	pid := pidOf(h, "env")
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if r := <-done; r.Text != "finished demo" || r.IsError {
+	waitDead(t, pid)
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := inFlight(t, done); r.Text != "finished demo" || r.IsError {
 		t.Fatalf("the call in flight: %q", r.Text)
 	}
 	for i := 0; i < 3; i++ {
@@ -178,6 +202,33 @@ func jobIDOf(t *testing.T, text string) string {
 	}
 	t.Fatalf("no job id in %q", text)
 	return ""
+}
+
+// waitFile waits until path exists: what a command makes to say it runs.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear within 30s", path)
+		}
+	}
+}
+
+// inFlight is the answer of a call a test made in another goroutine:
+// callTool bounds the call itself, and this the wait for it (a callTool
+// that failed in that goroutine never sends).
+func inFlight(t *testing.T, done <-chan *ToolResult) *ToolResult {
+	t.Helper()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(45 * time.Second):
+		t.Fatal("the call in flight got no answer within 45s (callTool's own bound is 30s)")
+		return nil
+	}
 }
 
 // waitDead waits until pid has exited and was reaped: a call made from
@@ -239,9 +290,10 @@ plugins:
 func TestReloadOfToolPluginLetsCallsFinish(t *testing.T) {
 	h, changed := startCountingListChanges(t, pulseYAML)
 	old := pidOf(h, "tools")
+	started := filepath.Join(t.TempDir(), "started")
 	done := make(chan *ToolResult, 1)
-	go func() { done <- callTool(t, h, "agent", "bash", bashCall("sleep 2; echo survived")) }()
-	time.Sleep(500 * time.Millisecond)
+	go func() { done <- callTool(t, h, "agent", "bash", bashCall("touch "+started+"; sleep 2; echo survived")) }()
+	waitFile(t, started) // the call is in flight
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := h.Reload(ctx, "tools"); err != nil {
@@ -253,7 +305,7 @@ func TestReloadOfToolPluginLetsCallsFinish(t *testing.T) {
 	if changed() {
 		t.Error("the reload withdrew and listed the tools again (tools/list_changed)")
 	}
-	if r := <-done; r.Text != "survived" || r.IsError {
+	if r := inFlight(t, done); r.Text != "survived" || r.IsError {
 		t.Fatalf("the call in flight across the reload: %q", r.Text)
 	}
 	if pidOf(h, "tools") == old {
@@ -292,5 +344,45 @@ func startCountingListChanges(t *testing.T, yaml string) (h *Host, changed func(
 		default:
 			return false
 		}
+	}
+}
+
+// A call that comes while its provider restarts waits as long as the
+// restart may take by its own bounds: here the new process's apply takes
+// 6 s (a start on a loaded machine), longer than a fixed 5 s wait, and the
+// call runs on it.
+func TestCallWaitsForASlowRestart(t *testing.T) {
+	slow := filepath.Join(t.TempDir(), "slow")
+	h := startTools(t, fmt.Sprintf(`
+plugins:
+  - id: env
+    name: shell-env
+  - id: probe
+    name: probe
+    config: {slowApplyIf: %q, slowApplyMs: 6000}
+`, slow))
+	if w := h.restartWait(); w < 6*time.Second {
+		t.Fatalf("calls wait %v for a restart, shorter than this test's apply", w)
+	}
+	pid := pidOf(h, "probe")
+	if err := os.WriteFile(slow, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitDead(t, pid)
+	ctx, cancel := context.WithTimeout(context.Background(), h.restartWait()+10*time.Second)
+	defer cancel()
+	start := time.Now()
+	resp, err := probev1.NewProbeClient(h.Conn("probe")).Echo(ctx, &probev1.EchoRequest{Data: []byte("after")})
+	if err != nil || string(resp.GetData()) != "after" {
+		t.Fatalf("a call during a slow restart, after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+	if took := time.Since(start); took < 5*time.Second {
+		t.Fatalf("answered after %v: the restart was not slow", took)
+	}
+	if pidOf(h, "probe") == pid {
+		t.Fatal("not restarted")
 	}
 }

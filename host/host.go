@@ -378,8 +378,21 @@ func (h *Host) startTimeout() time.Duration {
 func (h *Host) pingInterval() time.Duration { return orDefault(h.comp.Host.PingInterval, time.Second) }
 func (h *Host) pingTimeout() time.Duration  { return orDefault(h.comp.Host.PingTimeout, 2*time.Second) }
 
-// restartWait bounds how long a call waits for a restarting provider.
-func (h *Host) restartWait() time.Duration { return orDefault(h.comp.Host.RestartWait, 5*time.Second) }
+// restartWait bounds how long a call waits for a restarting provider. By
+// default it is as long as one restart may take by its own bounds: the
+// longest backoff short of a crash loop, the start (startTimeout) and the
+// apply (applyProcess's bound). A shorter wait would fail the call while
+// the restart is still within its bounds, as it is on a loaded machine
+// where a start takes seconds.
+func (h *Host) restartWait() time.Duration {
+	return orDefault(h.comp.Host.RestartWait, restartBound(h.startTimeout()))
+}
+
+// restartBound is how long one restart in place may take when starts are
+// bounded by startTimeout.
+func restartBound(startTimeout time.Duration) time.Duration {
+	return backoffBase<<(crashLimit-2) + startTimeout + max(controlTimeout, startTimeout)
+}
 
 // callTimeout bounds every call the host forwards to a plugin: by default
 // the longest a shell command may run plus 10s. That is the largest

@@ -140,7 +140,7 @@ func TestBashLocalAbort(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()
-	if err := <-done; status.Code(err) != codes.Canceled && err != context.Canceled && !strings.Contains(fmt.Sprint(err), "canceled") {
+	if err := receiveWithin(t, done, "the call's end"); status.Code(err) != codes.Canceled && err != context.Canceled && !strings.Contains(fmt.Sprint(err), "canceled") {
 		t.Fatalf("run: %v", err)
 	}
 	if left := waitGone("sleep "+marker, deadline); len(left) > 0 {
@@ -286,7 +286,7 @@ func TestBashLocalExecutorCrashKillsForeground(t *testing.T) {
 	if err := syscallKill(pid); err != nil {
 		t.Fatal(err)
 	}
-	err := <-done
+	err := receiveWithin(t, done, "the call's end")
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), `plugin "bash"`) || !strings.Contains(err.Error(), "exited while the call was running") {
 		t.Fatalf("run after the executor crashed: %v", err)
 	}

@@ -126,6 +126,9 @@ func TestCrashLoop(t *testing.T) {
 		}
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		for pidOf(h, "env") == pid {
+			if time.Now().After(deadline) {
+				t.Fatalf("crash %d: pid %d is still the process of env: %+v", i, pid, h.Status())
+			}
 			time.Sleep(5 * time.Millisecond)
 		}
 	}

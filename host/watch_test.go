@@ -22,14 +22,24 @@ import (
 // keeps the running composition; a rebuilt binary reloads its entry.
 func TestHotReload(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "comp.yaml")
+	// Each edit is one change of the file's stamp (written aside, then
+	// renamed over it): written in place, the watcher polling every 20 ms
+	// could see a loaded machine's write in two steps (the content, then
+	// the time) and report twice, or see it half done.
 	write := func(yaml string) {
 		t.Helper()
-		if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		tmp := file + ".next"
+		if err := os.WriteFile(tmp, []byte(yaml), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		// mtime granularity: make every write a visible change.
 		future := time.Now().Add(time.Duration(len(yaml)) * time.Millisecond)
-		_ = os.Chtimes(file, future, future)
+		if err := os.Chtimes(tmp, future, future); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, file); err != nil {
+			t.Fatal(err)
+		}
 	}
 	write(toolsYAML)
 	comp, err := composition.Load(file, os.LookupEnv)

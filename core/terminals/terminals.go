@@ -41,8 +41,9 @@ const (
 	// WaitStdinRead: the foreground process group is blocked reading the
 	// terminal (seen in /proc, never guessed from silence).
 	WaitStdinRead = "stdin_read"
-	// WaitInferredIdle: no output for the idle bound, and no read of the
-	// terminal seen.
+	// WaitInferredIdle: no output for the idle bound, no read of the
+	// terminal seen, and no process of the foreground seen running in that
+	// time; or at once, a stopped foreground.
 	WaitInferredIdle = "inferred_idle"
 	// WaitTimeout: the send's wait ran out first.
 	WaitTimeout = "timeout"

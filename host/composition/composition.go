@@ -46,7 +46,9 @@ type HostSettings struct {
 	// PingTimeout; 0 means 1s and 2s.
 	PingInterval, PingTimeout time.Duration
 	// RestartWait bounds how long a call waits for a provider that is
-	// restarting after a crash; 0 means 5s.
+	// restarting after a crash; 0 means as long as a restart may take (the
+	// longest backoff short of a crash loop, StartTimeout and the apply's
+	// bound).
 	RestartWait time.Duration
 	Scrub       Scrub // what of the host's environment commands never see
 	Spill       Spill // the disk budgets of spill files (spill.go)

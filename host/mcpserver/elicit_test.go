@@ -515,7 +515,7 @@ func TestUserApprovalTransports(t *testing.T) {
 			}
 			cs.Close()
 			inW.Close()
-			<-done
+			receiveWithin(t, done, "the server's end")
 			outR.Close()
 		}
 	})

@@ -215,3 +215,16 @@ var jobRE = regexp.MustCompile(`\bj[0-9]+\b`)
 
 // jobID finds the job id in a background start's text.
 func jobID(text string) string { return jobRE.FindString(text) }
+
+// receive is one value from ch, or a failure naming what did not come once
+// ctx (the test's own bound) ends: no wait of the suite is unbounded.
+func receive[T any](t *testing.T, ctx context.Context, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-ctx.Done():
+		t.Fatalf("%s: nothing before the test's deadline (%v)", what, ctx.Err())
+		panic("unreachable")
+	}
+}

@@ -76,6 +76,17 @@ func group(matcher string, hooks ...map[string]any) map[string]any {
 	return map[string]any{"matcher": matcher, "hooks": hooks}
 }
 
+// The bounds of the hooks below: the guard's timeout is long enough for a
+// Python start on a loaded machine, and the slow hook outlasts it by far,
+// so a cut at the timeout is told from a run to the end by the clock.
+// Two stamp hooks in parallel start well within stampSleep of each other;
+// one after the other, stampSleep apart at least.
+const (
+	guardTimeout = 20 * time.Second
+	slowHook     = 60 * time.Second
+	stampSleep   = 2 * time.Second
+)
+
 // The hooks of a Claude Code settings file guard a session's bash calls,
 // each way a hook can answer, one call after another.
 func TestClaudeHooks(t *testing.T) {
@@ -112,7 +123,7 @@ if c.startswith("echo stop"):
 if c.startswith("echo crash"):
     raise SystemExit("crashed on purpose")
 if c.startswith("echo slow"):
-    import time; time.sleep(5)
+    import time; time.sleep(`+fmt.Sprint(slowHook.Seconds())+`)
 out({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}, "systemMessage": "allowed"})
 `)
 	post := script(t, logs, "post.sh", `#!/bin/bash
@@ -121,11 +132,11 @@ exit 0
 `)
 	stamp := script(t, logs, "stamp.sh", `#!/bin/bash
 date +%s.%N >> "`+logs+`/stamps-$1"
-sleep 1
+sleep `+fmt.Sprint(stampSleep.Seconds())+`
 `)
 	writeSettings(t, project, map[string]any{
 		"PreToolUse": []any{
-			group("Bash", cmdHook(guard, 2)),
+			group("Bash", cmdHook(guard, int(guardTimeout.Seconds()))),
 			// Matchers: a regex that takes bash, names that do not.
 			group("B.sh", cmdHook(stamp+" a"), cmdHook(stamp+" b")),
 			group("Edit|mcp__dsh__job_output", cmdHook("echo never >> "+logs+"/never")),
@@ -174,8 +185,9 @@ sleep 1
 		t.Fatalf("after a crashing hook: %q", text)
 	}
 	start := time.Now()
-	if text := run("echo slow test"); text != "slow test" || time.Since(start) > 4500*time.Millisecond {
-		t.Fatalf("after a hook that timed out (2 s of its 5): %q in %v", text, time.Since(start))
+	// Cut at its timeout, well before its own end.
+	if text := run("echo slow test"); text != "slow test" || time.Since(start) > (guardTimeout+slowHook)/2 {
+		t.Fatalf("after a hook that timed out (%v of its %v): %q in %v", guardTimeout, slowHook, text, time.Since(start))
 	}
 	f.Saw("neither blocks (Claude Code's rule); the slow one was cut at its timeout")
 
@@ -188,11 +200,13 @@ sleep 1
 		t.Fatal("the cancelled call answered")
 	}
 	start = time.Now()
-	if text := run("echo after the cancel"); text != "after the cancel" || time.Since(start) > 1500*time.Millisecond {
+	// Not held behind the cancelled call's hook, which would run to its
+	// timeout.
+	if text := run("echo after the cancel"); text != "after the cancel" || time.Since(start) > guardTimeout {
 		t.Fatalf("the call after a cancel: %q in %v", text, time.Since(start))
 	}
-	// Gone well before its own 2 s timeout would have ended it.
-	for deadline := cancelled.Add(time.Second); ; time.Sleep(50 * time.Millisecond) {
+	// Gone well before its own timeout would have ended it.
+	for deadline := cancelled.Add(guardTimeout / 2); ; time.Sleep(50 * time.Millisecond) {
 		if out, _ := exec.Command("pgrep", "-f", guard).Output(); len(out) == 0 {
 			break
 		}
@@ -237,7 +251,7 @@ sleep 1
 	sb, _ := os.ReadFile(filepath.Join(logs, "stamps-b"))
 	ta, _ := strconv.ParseFloat(strings.TrimSpace(string(sa)), 64)
 	tb, _ := strconv.ParseFloat(strings.TrimSpace(string(sb)), 64)
-	if ta == 0 || tb == 0 || ta-tb > 0.5 || tb-ta > 0.5 {
+	if within := stampSleep.Seconds() * 3 / 4; ta == 0 || tb == 0 || ta-tb > within || tb-ta > within {
 		t.Fatalf("two hooks of a call did not run at once: %q %q", sa, sb)
 	}
 	f.Saw("stdout and stderr apart, exit code 0; other tools' matchers did not run; two 1 s hooks started %.3f s apart; a command under two matchers ran once", ta-tb)
@@ -308,6 +322,9 @@ func TestClaudeHookFilesRefused(t *testing.T) {
 // and a bridge that stops answering fails the call closed, then the next
 // calls run once it answers again.
 func TestHookBridgesCombine(t *testing.T) {
+	// The hooks are Python: their timeout is long enough for its start on
+	// a loaded machine (1 s was not).
+	const combineTimeout = 10 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	one, two := t.TempDir(), t.TempDir()
@@ -319,7 +336,7 @@ rules = `+rules+`
 for prefix, out in rules.items():
     if c.startswith(prefix):
         print(json.dumps({"hookSpecificOutput": dict(hookEventName="PreToolUse", **out)}))
-'`, 1))}}
+'`, int(combineTimeout.Seconds())))}}
 	}
 	writeSettings(t, one, hook(`{"echo both": {"permissionDecision": "ask", "permissionDecisionReason": "one asks"}, "echo rewrite": {"updatedInput": {"command": "echo by-one"}}, "echo same": {"updatedInput": {"command": "echo agreed"}}, "echo badarg": {"updatedInput": {"timeout": "soon"}}}`))
 	writeSettings(t, two, hook(`{"echo both": {"permissionDecision": "deny", "permissionDecisionReason": "two denies"}, "echo rewrite": {"updatedInput": {"command": "echo by-two"}}, "echo same": {"updatedInput": {"command": "echo agreed"}}}`))
@@ -377,7 +394,7 @@ for prefix, out in rules.items():
 	if text := run("echo after"); text != "after" {
 		t.Fatalf("the next call: %q", text)
 	}
-	f.Saw("denied after %v (the bridge's bound: its longest hook, 1 s, plus 10 s); the next call ran", took.Round(time.Second))
+	f.Saw("denied after %v (the bridge's bound: its longest hook, %v, plus 10 s); the next call ran", took.Round(time.Second), combineTimeout)
 }
 
 // A hook's systemMessage reaches the MCP client as a log message, not the

@@ -5,6 +5,7 @@ package reliability
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,11 +27,15 @@ case "$cmd" in
 *UNKNOWNKEY*) echo '{"extra":1,"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"lost deny"}}' ;;
 *ASKME*) echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"ask","permissionDecisionReason":"ask?"}}' ;;
 *REWRITE*) echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","updatedInput":{"command":"echo rewritten"}}}' ;;
-*SLEEPY*) sleep 30 ;;
+*SLEEPY*) sleep 60 ;;
 *CRASH*) kill -SEGV $$ ;;
 esac
 exit 0
 `
+
+// preTimeout is pre.sh's timeout: long enough for its Python on a loaded
+// machine; its SLEEPY case outlasts it by far.
+const preTimeout = 20 * time.Second
 
 // codexCheck (python3) checks the payload's fields itself, and blocks the
 // call saying which is wrong.
@@ -119,7 +124,7 @@ func TestHooksCodexBridge(t *testing.T) {
   "hooks": {
     "PreToolUse": [
       {"matcher": "^Bash$", "hooks": [
-        {"type": "command", "command": "bash `+scripts+`/pre.sh", "timeout": 1},
+        {"type": "command", "command": "bash `+scripts+`/pre.sh", "timeout": `+fmt.Sprint(preTimeout.Seconds())+`},
         {"type": "command", "command": "python3 `+scripts+`/check.py"},
         {"type": "command", "command": "bash `+scripts+`/par.sh"},
         {"type": "command", "command": "bash `+scripts+`/par.sh"}
@@ -171,8 +176,9 @@ command = "python3 `+scripts+`/post.py"
 	if out := call("echo SLEEPY"); !strings.HasPrefix(out, "SLEEPY") {
 		t.Errorf("a hook past its timeout should not block: got %q", out)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("a 1 s hook held the call %v", d)
+	// Cut at its timeout, well before its own end (60 s).
+	if d := time.Since(start); d > preTimeout+20*time.Second {
+		t.Errorf("a hook with a %v timeout held the call %v", preTimeout, d)
 	}
 	f.Saw("a timed-out hook failed open within its timeout")
 	if out := call("echo CHECKPAYLOAD"); !strings.HasPrefix(out, "CHECKPAYLOAD") {

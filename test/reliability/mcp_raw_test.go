@@ -80,8 +80,12 @@ func startRaw(t *testing.T, compYAML string, args ...string) *rawServe {
 		case <-s.exited:
 		case <-time.After(60 * time.Second):
 			_ = s.cmd.Process.Kill()
-			<-s.exited
 			t.Error("dsh serve did not end at end of input")
+			select {
+			case <-s.exited:
+			case <-time.After(30 * time.Second):
+				t.Error("dsh serve (or what holds its output) lived on 30s after SIGKILL")
+			}
 		}
 		if t.Failed() {
 			t.Logf("dsh stderr:\n%s", s.errLog)

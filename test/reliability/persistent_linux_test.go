@@ -93,15 +93,22 @@ func TestPersistentBash(t *testing.T) {
 	if m == nil || !strings.Contains(list, "persistent-bash") {
 		t.Fatalf("terminal_list: %s", list)
 	}
+	// The command runs until the test opens its gate, however slow the
+	// machine: the sends below meet it running.
+	gate := filepath.Join(t.TempDir(), "gate")
 	var wg sync.WaitGroup
 	var slow string
-	wg.Go(func() { slow, _ = pbash(t, ctx, a, "sleep 1.5; echo slept") })
+	wg.Go(func() { slow, _ = pbash(t, ctx, a, "until [ -e "+gate+" ]; do sleep 0.05; done; echo slept") })
 	busy := ""
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && !strings.Contains(busy, "still running"); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !strings.Contains(busy, "still running"); time.Sleep(20 * time.Millisecond) {
 		busy, _ = callText(t, ctx, a, "terminal_send", map[string]any{"session_id": m[1], "text": "echo meddling"})
 	}
 	// A second command of the agent's waits its turn.
-	queued, _ := pbash(t, ctx, a, "echo queued")
+	var queued string
+	wg.Go(func() { queued, _ = pbash(t, ctx, a, "echo queued") })
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	wg.Wait()
 	if !strings.Contains(busy, "a command is still running in "+m[1]) || slow != "slept" || queued != "queued" {
 		t.Fatalf("a send while the tool runs a command: %q; the command: %q; the one queued behind it: %q", busy, slow, queued)

@@ -18,11 +18,14 @@ import (
 // Faults of plugin processes, through dsh serve: kill -9 and SIGSTOP of the
 // executor, the tool plugin and shell-env, between calls and during them.
 
-// A fast pulse, so a hung plugin is found in about a second under -race.
+// A quick pulse, so a hung plugin is found within seconds (three misses of
+// pulseEvery each), with each ask's timeout long enough that a healthy
+// plugin on a loaded machine answers it: a shorter one kills plugins that
+// are only slow, and fails whatever calls they hold.
 const pulseComp = `
 host:
   pingInterval: 200ms
-  pingTimeout: 300ms
+  pingTimeout: 2s
 settings:
   shell:
     graceMs: 200
@@ -36,6 +39,10 @@ plugins:
   - id: tools
     name: tool-bash
 `
+
+// pulseEvery is pulseComp's pingInterval plus its pingTimeout: the most one
+// missed health check takes.
+const pulseEvery = 200*time.Millisecond + 2*time.Second
 
 // pluginPid is the pid of the one live process of dsh-<name>.
 func pluginPid(t *testing.T, name string) int {
@@ -94,7 +101,9 @@ func TestPluginFaultsDuringACall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	s := startServe(t, ctx, pulseComp)
-	job, _ := s.bash(t, ctx, map[string]any{"command": "sleep 4; echo job-survived", "run_in_background": true})
+	// The job runs until the test opens its gate: across both faults.
+	gate := filepath.Join(t.TempDir(), "gate")
+	job, _ := s.bash(t, ctx, map[string]any{"command": "until [ -e " + gate + " ]; do sleep 0.05; done; echo job-survived", "run_in_background": true})
 	jid := jobID(job)
 
 	f := fault(t, "kill -9 of shell-env during a call")
@@ -105,7 +114,7 @@ func TestPluginFaultsDuringACall(t *testing.T) {
 	}()
 	time.Sleep(300 * time.Millisecond)
 	killed(t, pluginPid(t, "shell-env"), syscall.SIGKILL)
-	if got := <-done; got != "finished demo" {
+	if got := receive(t, ctx, done, "the call in flight"); got != "finished demo" {
 		t.Fatalf("the call in flight: %q", got)
 	}
 	f.Saw("the call in flight finished: %q", "finished demo")
@@ -129,10 +138,13 @@ func TestPluginFaultsDuringACall(t *testing.T) {
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	start := time.Now()
 	var got string
+	// The pulse finds it within its three misses; then the kill, its
+	// reaping and the answer's way back.
+	within := 3*pulseEvery + 20*time.Second
 	select {
 	case got = <-done:
-	case <-time.After(40 * time.Second):
-		t.Fatal("no answer 40s after the executor stopped")
+	case <-time.After(within):
+		t.Fatalf("no answer %v after the executor stopped", within)
 	}
 	if !strings.Contains(got, "stopped answering its health checks") || strings.Contains(got, "rpc error") {
 		t.Fatalf("the call on the stopped executor: %q", got)
@@ -149,6 +161,9 @@ func TestPluginFaultsDuringACall(t *testing.T) {
 	f.Saw("its tree is gone")
 	s.commandsRun(t, ctx, 20)
 	f.Saw("restarted; 20 later commands exit 0")
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out, err := s.call(ctx, "job_output", map[string]any{"job_id": jid})
 	for deadline := time.Now().Add(20 * time.Second); err == nil && !strings.Contains(out, "finished") && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		var more string

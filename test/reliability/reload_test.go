@@ -20,11 +20,20 @@ import (
 func (s *serve) edit(t *testing.T, yaml, want string) string {
 	t.Helper()
 	before := strings.Count(s.stderr.String(), "hot reload: ")
-	if err := os.WriteFile(s.file, []byte(yaml), 0o600); err != nil {
+	// One change of the file's stamp (written aside, then renamed over
+	// it): written in place, the watcher could see a loaded machine's
+	// write in two steps (the content, then the time) and act twice.
+	tmp := s.file + ".next"
+	if err := os.WriteFile(tmp, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	future := time.Now().Add(time.Duration(len(yaml)) * time.Millisecond)
-	_ = os.Chtimes(s.file, future, future)
+	if err := os.Chtimes(tmp, future, future); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, s.file); err != nil {
+		t.Fatal(err)
+	}
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		log := s.stderr.String()
 		if strings.Count(log, "hot reload: ") > before {
@@ -61,7 +70,7 @@ func TestEditsDuringASession(t *testing.T) {
 		t.Fatalf("the refusal does not say why: %s", line)
 	}
 	f.Saw("refused, naming graceMs")
-	if got := <-done; got != "survived" {
+	if got := receive(t, ctx, done, "the call in flight"); got != "survived" {
 		t.Fatalf("the call in flight: %q", got)
 	}
 	f.Saw("the call in flight finished")
@@ -118,7 +127,7 @@ func TestEditsDuringASession(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dsh reload tools: %v: %s", err, out)
 	}
-	if got := <-done; got != "survived-reload" {
+	if got := receive(t, ctx, done, "the call in flight"); got != "survived-reload" {
 		t.Fatalf("the call in flight: %q", got)
 	}
 	if pluginPid(t, "tool-bash") == toolsPid {

@@ -183,7 +183,7 @@ func TestWatchdogKilledByACommand(t *testing.T) {
 	}
 	waitAllGone(t, "sleep "+marker, second)
 	g.Saw("6 sleeps (setsid and double-forked among them) and the watchdog gone after the host's SIGKILL")
-	<-fg
+	receive(t, ctx, fg, "the call's end after the host's SIGKILL")
 }
 
 // logLine is the first line of log holding every one of words.

@@ -595,9 +595,10 @@ type Sent struct {
 	Session *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
 	// Why the wait ended: "stdin_read" (the foreground process group is
 	// blocked reading the terminal, seen in /proc), "inferred_idle" (no
-	// output for the idle bound and no such read seen), "timeout" (wait_ms
-	// ran out first), "session_exit" (the shell is gone), or for a capture
-	// "marker" (until was seen); empty when wait_ms was 0.
+	// output for the idle bound, no such read seen and no process of the
+	// foreground seen running), "timeout" (wait_ms ran out first),
+	// "session_exit" (the shell is gone), or for a capture "marker" (until
+	// was seen); empty when wait_ms was 0.
 	Wait string `protobuf:"bytes,2,opt,name=wait,proto3" json:"wait,omitempty"`
 	// What the wait saw, e.g. "pid 123 cat: read on fd 0 (/dev/pts/4)".
 	WaitDetail string `protobuf:"bytes,3,opt,name=wait_detail,json=waitDetail,proto3" json:"wait_detail,omitempty"`

@@ -211,14 +211,18 @@ func TestPluginsDieWithKilledHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	deadline := time.Now().Add(2 * time.Second)
+	// The kernel sends each plugin its SIGKILL as the host dies
+	// (Pdeathsig); what the bound waits for is the killed processes'
+	// exit, which a loaded machine schedules late.
+	const within = 10 * time.Second
+	deadline := time.Now().Add(within)
 	for {
 		left := testplugins.Running(binDir)
 		if len(left) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("plugins alive 2s after the host was killed: %v", left)
+			t.Fatalf("plugins alive %v after the host was killed: %v", within, left)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -161,7 +161,7 @@ func TestMCPStdio(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	ccancel()
-	<-done
+	receiveWithin(t, done, "the call's end")
 	waitGone(t, "sleep "+marker, 5*time.Second)
 
 	// A background job left running dies with the host at end of input.

@@ -59,7 +59,7 @@ func newManager(t testing.TB) *subprocess.Manager {
 func bwrapRun(t *testing.T, m *subprocess.Manager, b *Bubblewrap, p *sandbox.Policy, mode string, opt Options, dir, script string) subprocess.Result {
 	t.Helper()
 	pr := spawnWrapped(t, m, b, p, mode, opt, subprocess.Spec{Argv: []string{"bash", "-c", script}, Dir: dir, Owner: "test", Timeout: 20 * time.Second})
-	<-pr.Done()
+	receiveWithin(t, pr.Done(), "the process's end")
 	return pr.Result()
 }
 
@@ -67,7 +67,8 @@ func bwrapRun(t *testing.T, m *subprocess.Manager, b *Bubblewrap, p *sandbox.Pol
 // before, as the service would. A start that failed because a socket
 // another process removed in between is retried with a fresh wrap (other
 // tests on this machine come and go with theirs); this waits for such a
-// failure only briefly, so a longer-running command is returned running.
+// failure until bwrap has run the command (its mounts made), however slow
+// the machine, so a longer-running command is returned running.
 func spawnWrapped(t testing.TB, m *subprocess.Manager, b *Bubblewrap, p *sandbox.Policy, mode string, opt Options, spec subprocess.Spec) *subprocess.Process {
 	t.Helper()
 	argv := spec.Argv
@@ -85,9 +86,7 @@ func spawnWrapped(t testing.TB, m *subprocess.Manager, b *Bubblewrap, p *sandbox
 		if b == nil || attempt == 5 {
 			return pr
 		}
-		select {
-		case <-pr.Done():
-		case <-time.After(200 * time.Millisecond):
+		if !endsBeforeItsCommand(t, pr) {
 			return pr
 		}
 		r := pr.Result()
@@ -96,6 +95,48 @@ func spawnWrapped(t testing.TB, m *subprocess.Manager, b *Bubblewrap, p *sandbox
 		}
 		t.Logf("%q: a mounted path went away before the start, wrapping again: %s", argv, lastLine(r.Stderr.Data))
 	}
+}
+
+// endsBeforeItsCommand waits until the bwrap run pr has ended (true) or
+// has run its command (false): some process of its tree runs something
+// else than bwrap, which execs the command once every mount is made.
+func endsBeforeItsCommand(t testing.TB, pr *subprocess.Process) bool {
+	t.Helper()
+	for deadline := time.Now().Add(receiveBound); ; {
+		select {
+		case <-pr.Done():
+			return true
+		case <-time.After(5 * time.Millisecond):
+		}
+		if runsOtherThan(pr.Pid, "bwrap") {
+			return false
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bwrap (pid %d) neither ended nor ran its command within %v", pr.Pid, receiveBound)
+		}
+	}
+}
+
+// runsOtherThan reports whether a process below pid has another command
+// name than comm.
+func runsOtherThan(pid int, comm string) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return false
+	}
+	for _, f := range strings.Fields(string(b)) {
+		var child int
+		if _, err := fmt.Sscan(f, &child); err != nil {
+			continue
+		}
+		if c, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", child)); err == nil && strings.TrimSpace(string(c)) != comm {
+			return true
+		}
+		if runsOtherThan(child, comm) {
+			return true
+		}
+	}
+	return false
 }
 
 // listener counts the connections (or datagrams) a host-side server got,
@@ -572,23 +613,23 @@ func TestBubblewrap(t *testing.T) {
 	marker := fmt.Sprint(40000 + os.Getpid()%9999)
 	spec := subprocess.Spec{Argv: []string{"bash", "-c", "sleep " + marker + " & setsid sleep " + marker + " & sleep " + marker}, Dir: ws, Owner: "test", Timeout: 300 * time.Millisecond, Grace: 100 * time.Millisecond}
 	pr := spawnWrapped(t, m, b, p, sandbox.WorkspaceWrite, opt, spec)
-	<-pr.Done()
+	receiveWithin(t, pr.Done(), "the process's end")
 	if r := pr.Result(); !r.TimedOut {
 		t.Fatalf("the confined timeout: %+v", r)
 	}
 	leftOver(t, marker, "a timeout")
 	spec.Timeout = 0
 	pr = spawnWrapped(t, m, b, p, sandbox.WorkspaceWrite, opt, spec)
-	for deadline := time.Now().Add(5 * time.Second); len(testplugins.Matching("sleep "+marker)) < 3; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); len(testplugins.Matching("sleep "+marker)) < 3; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			pr.Kill()
-			<-pr.Done()
+			receiveWithin(t, pr.Done(), "the process's end")
 			r := pr.Result()
 			t.Fatalf("the sleeps never started: %v: exit %d %q %q", testplugins.Matching("sleep "+marker), r.ExitCode, r.Stdout.Data, r.Stderr.Data)
 		}
 	}
 	pr.Kill()
-	<-pr.Done()
+	receiveWithin(t, pr.Done(), "the process's end")
 	if r := pr.Result(); r.Status != subprocess.Killed {
 		t.Errorf("the killed command: %+v", r)
 	}
@@ -896,7 +937,7 @@ func BenchmarkBubblewrap(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		<-pr.Done()
+		receiveWithin(b, pr.Done(), "the process's end")
 		if r := pr.Result(); r.ExitCode != 0 {
 			b.Fatalf("exit %d: %s", r.ExitCode, r.Stderr.Data)
 		}

@@ -477,7 +477,7 @@ func (f *fixture) exec(t *testing.T, m *subprocess.Manager, c *Confinement, scri
 	if err != nil {
 		t.Fatalf("spawn %q: %v", script, err)
 	}
-	<-p.Done()
+	receiveWithin(t, p.Done(), "the process's end")
 	m.Forget(p.ID)
 	return p.Result()
 }

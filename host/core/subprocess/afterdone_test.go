@@ -57,12 +57,12 @@ func TestAfterDone(t *testing.T) {
 	if p.AfterDone(func() { close(late) })() {
 		t.Fatal("stop of one asked after the end said it stopped it")
 	}
-	<-late
+	receiveWithin(t, late, "the func given after the end")
 
 	s := m.Settled(Spec{Owner: "test"}, errTest)
 	settled := make(chan struct{})
 	s.AfterDone(func() { close(settled) })
-	<-settled
+	receiveWithin(t, settled, "the func of a process that never started")
 }
 
 type testError string

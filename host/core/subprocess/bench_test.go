@@ -26,7 +26,7 @@ func BenchmarkSpawnTrue(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		<-p.Done()
+		receiveWithin(b, p.Done(), "the process's end")
 		m.Forget(p.ID)
 	}
 }

@@ -101,7 +101,7 @@ func TestEveryEndGivesTheCgroupBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-p.Done()
+	receiveWithin(t, p.Done(), "the process's end")
 	released("a spawned process", p, 1, 1)
 	if p, err = m.Run(Spec{Argv: []string{"true"}, Dir: t.TempDir()}); err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func TestEveryEndGivesTheCgroupBack(t *testing.T) {
 	if err := term.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	<-term.Done()
+	receiveWithin(t, term.Done(), "the terminal's end")
 	released("a closed terminal", term.p, -1, 1)
 	if p, err = m.Run(Spec{Argv: []string{"true"}, Dir: t.TempDir()}); err != nil {
 		t.Fatal(err)

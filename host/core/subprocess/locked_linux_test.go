@@ -38,13 +38,13 @@ func TestConfinedThreadsKillNothingElse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		<-p.Done()
+		receiveWithin(t, p.Done(), "the process's end")
 		// Unconfined ones in between, forked from whatever thread is free.
 		q, err := m.Spawn(Spec{Argv: []string{"true"}, Dir: t.TempDir(), Owner: "a"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		<-q.Done()
+		receiveWithin(t, q.Done(), "the process's end")
 		select {
 		case <-bg.Done():
 			t.Fatalf("after %d confined commands the background command died: %+v", i+1, bg.Result())

@@ -164,11 +164,17 @@ func TestTerminalForegroundSignal(t *testing.T) {
 		t.Fatalf("foreground at the prompt: %d %v (shell %d)", fg, err, term.Pid())
 	}
 	write(t, term, "sleep 4242\r")
+	// The job is in the foreground once its leader runs sleep: before its
+	// exec it is the shell's child, with the shell's handling of SIGINT,
+	// and a SIGINT then leaves sleep to run on. (On a loaded machine that
+	// window is wide.)
 	var fg int
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if g, err := term.Foreground(); err == nil && g != term.Pid() {
-			fg = g
-			break
+			if b, _ := os.ReadFile("/proc/" + strconv.Itoa(g) + "/cmdline"); strings.HasPrefix(string(b), "sleep\x00") {
+				fg = g
+				break
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("sleep never came to the foreground")
@@ -250,7 +256,7 @@ func TestTerminalBufferDrops(t *testing.T) {
 		s.Argv = []string{"bash", "-c", "head -c 100000 /dev/zero | tr '\\0' x; printf END"}
 		s.MaxBufferBytes = 1000
 	})
-	<-term.Done()
+	receiveWithin(t, term.Done(), "the terminal's end")
 	r := term.Read(context.Background(), 0)
 	if r.Total != 100003 || r.Dropped+int64(len(r.Data)) != r.Total || len(r.Data) != 1000 || !strings.HasSuffix(string(r.Data), "xEND") {
 		t.Fatalf("read: total %d dropped %d data %d …%q", r.Total, r.Dropped, len(r.Data), r.Data[max(0, len(r.Data)-10):])

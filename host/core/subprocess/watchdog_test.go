@@ -154,5 +154,5 @@ func TestWatchdogEnvAndRestart(t *testing.T) {
 			t.Fatalf("alive 30s after the watchdog's pipe closed: %v", testplugins.Matching("sleep "+marker))
 		}
 	}
-	<-p.Done()
+	receiveWithin(t, p.Done(), "the process's end")
 }

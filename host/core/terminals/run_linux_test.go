@@ -5,6 +5,8 @@ package terminals
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -52,15 +54,20 @@ func TestRunSession(t *testing.T) {
 	f.send(t, "a", in.ID, "x")
 	f.readToPrompt(t, "a", in.ID, "RUN-END_n3:0")
 
-	// While a run waits, other sends and reads are refused.
+	// While a run waits, other sends and reads are refused. The command
+	// ends when the test lets it, not after a time the test must beat.
+	gate := filepath.Join(t.TempDir(), "gate")
 	done := make(chan Sent, 1)
-	go func() { done <- runCmd(t, f, "a", in.ID, "n4", "sleep 0.6; echo late", 10*time.Second) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	go func() {
+		done <- runCmd(t, f, "a", in.ID, "n4", "until [ -e "+gate+" ]; do sleep 0.05; done; echo late", 30*time.Second)
+	}()
+	for deadline := time.Now().Add(receiveWithin); ; time.Sleep(5 * time.Millisecond) {
 		if _, err := f.m.Read(context.Background(), "a", in.ID, 0); errors.Is(err, terminals.ErrSendActive) {
 			break
 		}
-		time.Sleep(5 * time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatalf("the run did not hold the session within %s", receiveWithin)
+		}
 	}
 	if _, err := f.m.Send(context.Background(), "a", in.ID, "echo x", true, ""); !errors.Is(err, terminals.ErrSendActive) || !strings.Contains(err.Error(), "a command runs") {
 		t.Fatalf("a send during a run: %v", err)
@@ -68,7 +75,10 @@ func TestRunSession(t *testing.T) {
 	if _, err := f.m.Read(context.Background(), "a", in.ID, 0); !errors.Is(err, terminals.ErrSendActive) {
 		t.Fatalf("a read during a run: %v", err)
 	}
-	if out := <-done; out.Wait != terminals.WaitMarker || string(out.Captured.Data) != "late\r\n\r\n" {
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := receive(t, done, "the run"); out.Wait != terminals.WaitMarker || string(out.Captured.Data) != "late\r\n\r\n" {
 		t.Fatalf("the run: %s %+v", out.Wait, out.Captured)
 	}
 	// A quiet command is not idle: the run waits it out, to its timeout.

@@ -5,6 +5,9 @@ package terminals
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -87,26 +90,65 @@ func TestSettleStopped(t *testing.T) {
 	}
 }
 
+// A foreground that computes before it reads (here a python busy on a
+// CPU for 3 s, then at its prompt: an interpreter whose start is slow on a
+// loaded machine) is not idle however long it is quiet: the wait goes on
+// to the send's bound (timeout, the process named running) or to its
+// read, never inferred_idle at the idle bound.
+func TestSettleWaitsForABusyForeground(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	f := newFixture(t, func(c *Config) { c.IdleAfter = 700 * time.Millisecond })
+	in := f.open(t, "agent", OpenRequest{Cols: 80, Rows: 10})
+	f.readToPrompt(t, "agent", in.ID, "")
+	slowREPL := `python3 -c $'import time\nt = time.time()\nwhile time.time() - t < 3: pass\ninput("py> ")'`
+	out := f.settle(t, in.ID, SendRequest{Text: slowREPL, Submit: true, Wait: 2 * time.Second})
+	if out.Wait != terminals.WaitTimeout || !strings.Contains(out.Detail, "python3: running (state R)") {
+		t.Fatalf("a busy foreground, short wait: %q %q", out.Wait, out.Detail)
+	}
+	out = f.settle(t, in.ID, SendRequest{Wait: 20 * time.Second})
+	if out.Wait != terminals.WaitStdinRead || !strings.Contains(out.Detail, "python3") || !strings.Contains(out.Screen.Viewport, "py> ") {
+		t.Fatalf("the busy foreground at its prompt: %q %q %q", out.Wait, out.Detail, out.Screen.Viewport)
+	}
+}
+
 // A send holds the session through its wait: another send then is
 // refused, so it cannot settle the first one's wait with its own output.
 func TestSettleHoldsTheSession(t *testing.T) {
-	f := newFixture(t, nil)
+	// No idle bound to end the wait early: it ends when the command the
+	// test lets go of is done and the shell reads again.
+	f := newFixture(t, func(c *Config) { c.IdleAfter = time.Minute })
 	in := f.open(t, "agent", OpenRequest{})
 	typed := make(chan struct{}, 1)
 	f.b.onSend = func(context.Context) error {
-		typed <- struct{}{}
+		select {
+		case typed <- struct{}{}: // the first send; there is no other
+		default:
+		}
 		return nil
 	}
-	done := make(chan Sent, 1)
+	gate := filepath.Join(t.TempDir(), "gate")
+	type result struct {
+		out Sent
+		err error
+	}
+	done := make(chan result, 1)
 	go func() {
-		done <- f.settle(t, in.ID, SendRequest{Text: "sleep 1; echo slept", Submit: true, Wait: 10 * time.Second})
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		defer cancel()
+		out, err := f.m.Settle(ctx, "agent", in.ID, SendRequest{Text: "until [ -e " + gate + " ]; do sleep 0.05; done; echo slept", Submit: true, Wait: 30 * time.Second})
+		done <- result{out, err}
 	}()
-	<-typed
-	time.Sleep(50 * time.Millisecond) // into its wait
+	receive(t, typed, "the send reaching the backend")
 	if _, err := f.m.Send(context.Background(), "agent", in.ID, "echo meddling", true, ""); !errors.Is(err, terminals.ErrSendActive) {
 		t.Fatalf("a send during another's wait: %v", err)
 	}
-	if out := <-done; out.Wait != terminals.WaitStdinRead || !strings.Contains(out.Screen.Viewport, "slept") {
-		t.Fatalf("the send: %s %q", out.Wait, out.Screen.Viewport)
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := receive(t, done, "the send's wait")
+	if r.err != nil || r.out.Wait != terminals.WaitStdinRead || !strings.Contains(r.out.Screen.Viewport, "slept") {
+		t.Fatalf("the send: %v %s %q", r.err, r.out.Wait, r.out.Screen.Viewport)
 	}
 }

@@ -110,7 +110,8 @@ type Config struct {
 	// session. Nil means AttachScreen: a screen.Screen on every session.
 	Attach func(id string, t *hsub.Terminal) Screen
 	// IdleAfter is how long a send's output must be quiet, with no read
-	// of the terminal seen, to settle as inferred_idle; 0 means 1.5 s.
+	// of the terminal seen and no process of the foreground seen running,
+	// to settle as inferred_idle; 0 means 1.5 s.
 	IdleAfter time.Duration
 	// Check tells whether a session's foreground waits to read its
 	// terminal; nil means waiting.Check.
@@ -634,14 +635,22 @@ func (m *Manager) Settle(ctx context.Context, owner, id string, req SendRequest)
 
 // settleSend waits up to wait, after typing, until the shell exits, the
 // foreground is seen blocked reading the terminal, or the output has been
-// quiet for the idle bound with no such read seen. A read is looked for
-// only once output has been quiet a moment, then at growing intervals
-// (see lookout), never in a hot loop.
+// quiet for the idle bound with no such read seen and no process of the
+// foreground seen running meanwhile. A read is looked for only once output
+// has been quiet a moment, then at growing intervals (see lookout), never
+// in a hot loop.
+//
+// A foreground seen running (state R: on a CPU or waiting for one) counts
+// as activity, as output does: a program that computes before it prints
+// or reads (an interpreter loading its modules before its first prompt,
+// slow on a loaded machine) is not idle however long it is quiet, so the
+// wait goes on to its read, its exit or the send's wait.
 func (m *Manager) settleSend(ctx context.Context, s *Session, wait time.Duration) (reason, detail string) {
 	t := s.term
 	start := time.Now()
 	deadline := start.Add(wait)
 	last, quietSince := t.Printed(), start
+	busyAt := start // the last look that found the foreground running
 	var looks lookout
 	lastDetail := ""
 	tick := time.NewTicker(pollEvery)
@@ -672,9 +681,12 @@ func (m *Manager) settleSend(ctx context.Context, s *Session, wait time.Duration
 				return terminals.WaitInferredIdle, res.Detail
 			default:
 				lastDetail = res.Detail
+				if res.Busy {
+					busyAt = now
+				}
 			}
 		}
-		if quiet >= m.cfg.IdleAfter {
+		if quiet >= m.cfg.IdleAfter && now.Sub(busyAt) >= m.cfg.IdleAfter {
 			d := fmt.Sprintf("no output for %s", m.cfg.IdleAfter.Round(time.Millisecond))
 			if lastDetail != "" {
 				d += "; " + lastDetail

@@ -234,6 +234,23 @@ func (f *fixture) readToPrompt(t *testing.T, owner, id, want string) string {
 	return ""
 }
 
+// receiveWithin bounds every wait of a test on a channel: generous for a
+// loaded machine, and a failure that names what did not come instead of a
+// hang.
+const receiveWithin = 30 * time.Second
+
+// receive is one value from ch within receiveWithin; what names it.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(receiveWithin):
+		t.Fatalf("%s: nothing within %s", what, receiveWithin)
+		panic("unreachable")
+	}
+}
+
 func (f *fixture) send(t *testing.T, owner, id, text string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -372,21 +389,31 @@ func TestSendActive(t *testing.T) {
 	f := newFixture(t, nil)
 	in := f.open(t, "agent", OpenRequest{})
 	f.readToPrompt(t, "agent", in.ID, "")
-	entered, release := make(chan struct{}), make(chan struct{})
+	// The first send the backend is asked for holds until released; the
+	// later ones pass. Which send is first is counted, never guessed from
+	// whether the test happens to be receiving yet.
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	var sends atomic.Int32
 	f.b.onSend = func(ctx context.Context) error {
-		select {
-		case entered <- struct{}{}:
-			<-release
-		default:
+		if sends.Add(1) != 1 {
+			return nil
 		}
-		return nil
+		entered <- struct{}{}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.m.Send(context.Background(), "agent", in.ID, "echo fi''rst", true, "")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := f.m.Send(ctx, "agent", in.ID, "echo fi''rst", true, "")
 		done <- err
 	}()
-	<-entered
+	receive(t, entered, "the first send reaching the backend")
 	_, err := f.m.Send(context.Background(), "agent", in.ID, "echo second", true, "")
 	if !errors.Is(err, terminals.ErrSendActive) {
 		t.Fatalf("a second send: %v", err)
@@ -396,7 +423,7 @@ func TestSendActive(t *testing.T) {
 		t.Fatalf("a signal during a send: %v %v", ok, err)
 	}
 	close(release)
-	if err := <-done; err != nil {
+	if err := receive(t, done, "the first send"); err != nil {
 		t.Fatal(err)
 	}
 	f.readToPrompt(t, "agent", in.ID, "first")

@@ -22,6 +22,10 @@ type config struct {
 	Fact      string `json:"fact"`
 	FailApply bool   `json:"failApply"`
 	Provide   string `json:"provideKey"`
+	// SlowApplyMs delays Apply while the file SlowApplyIf exists: a
+	// restart that takes long, as on a loaded machine.
+	SlowApplyIf string `json:"slowApplyIf"`
+	SlowApplyMs int    `json:"slowApplyMs"`
 }
 
 type probe struct {
@@ -64,6 +68,15 @@ func (p *probe) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage) 
 	cfg, err := sdk.DecodeConfig[config](raw)
 	if err != nil {
 		return err
+	}
+	if cfg.SlowApplyIf != "" {
+		if _, err := os.Stat(cfg.SlowApplyIf); err == nil {
+			select {
+			case <-time.After(time.Duration(cfg.SlowApplyMs) * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 	}
 	if cfg.FailApply {
 		return errors.New("probe refuses to apply (failApply is set)")

@@ -77,7 +77,11 @@ func (tm *term) stop() {
 	_ = syscall.Kill(-tm.cmd.Process.Pid, syscall.SIGKILL)
 	_ = tm.cmd.Wait()
 	_ = tm.ptmx.Close()
-	<-tm.fed
+	select {
+	case <-tm.fed:
+	case <-time.After(30 * time.Second):
+		tm.t.Error("the PTY's output did not end within 30s of the program's end")
+	}
 	_ = tm.s.Close()
 }
 

@@ -45,10 +45,11 @@ func (o Options) Check(master *os.File, shellPid int) (Result, error) {
 		return Result{}, err
 	}
 	session := 0
+	shellBusy := false
 	var group []proc
 	for _, p := range procs {
 		if p.pid == shellPid {
-			session = p.session
+			session, shellBusy = p.session, p.state == 'R'
 		}
 		if p.pgrp == t.pgrp {
 			group = append(group, p)
@@ -75,6 +76,13 @@ func (o Options) Check(master *os.File, shellPid int) (Result, error) {
 	// before it waits (readline turns canonical mode off, then selects).
 	res.Canonical, res.Echo = modes(master)
 	decide(&res, t, tasks, gap)
+	if shellBusy && !res.Busy {
+		// The shell runs outside the foreground: between the fork of a
+		// job and its exec, the job waits for the shell (job control's
+		// handshake), which a loaded machine may take long to schedule.
+		res.Busy = true
+		res.Detail += fmt.Sprintf("; the shell (pid %d) is running (state R)", shellPid)
+	}
 	return res, nil
 }
 
@@ -338,6 +346,7 @@ func decide(res *Result, t *terminal, tasks []task, gap time.Duration) {
 		res.Others = verdicts[a].others
 		return true
 	}
+	res.Busy = best[running] != nil
 	switch {
 	case pick(stopped, Stopped):
 	case pick(running, Running):

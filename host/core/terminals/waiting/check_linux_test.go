@@ -77,7 +77,11 @@ func startShell(t testing.TB) *shell {
 		killSession(cmd.Process.Pid)
 		_ = cmd.Wait()
 		_ = ptmx.Close()
-		<-sh.done
+		select {
+		case <-sh.done:
+		case <-time.After(30 * time.Second):
+			t.Error("the PTY reader did not end within 30s of the shell's end")
+		}
 	})
 	return sh
 }
@@ -345,7 +349,9 @@ func TestSleep(t *testing.T) {
 	sh := startShell(t)
 	sh.atPrompt()
 	sh.send("sleep 30\r")
-	sh.expect(Running, "sleep", "clock_nanosleep")
+	if r := sh.expect(Running, "sleep", "clock_nanosleep"); r.Busy {
+		t.Errorf("a sleeping foreground is busy: %s", r.Detail)
+	}
 	sh.stays(Running, 300*time.Millisecond)
 }
 
@@ -363,8 +369,39 @@ func TestBusyLoop(t *testing.T) {
 	sh := startShell(t)
 	sh.atPrompt()
 	sh.send("while :; do :; done\r")
-	sh.expect(Running, "bash", "running (")
+	if r := sh.expect(Running, "bash", "running ("); !r.Busy {
+		t.Errorf("a busy loop is not busy: %s", r.Detail)
+	}
 	sh.stays(Running, 300*time.Millisecond)
+}
+
+// A shell that runs outside the foreground (starting a job, on a loaded
+// machine) makes the result busy, though the foreground itself sleeps.
+func TestBusyShellOutsideTheForeground(t *testing.T) {
+	sh := startShell(t)
+	sh.atPrompt()
+	sh.send("sleep 30\r")
+	sh.expect(Running, "sleep", "clock_nanosleep")
+	// A process busy on a CPU stands for the shell: the real one waits for
+	// its job here.
+	busy := exec.Command("sh", "-c", "while :; do :; done")
+	if err := busy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = busy.Process.Kill(); _ = busy.Wait() })
+	var r Result
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var err error
+		if r, err = Check(sh.ptmx, busy.Process.Pid); err != nil {
+			t.Fatal(err)
+		}
+		if r.Busy || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !r.Busy || r.Reason != Running || !strings.Contains(r.Detail, fmt.Sprintf("the shell (pid %d) is running (state R)", busy.Process.Pid)) {
+		t.Fatalf("a busy shell outside the foreground: busy %v %v %q", r.Busy, r.Reason, r.Detail)
+	}
 }
 
 // Without job control the shell and its command share a group, and a

@@ -69,6 +69,13 @@ type Result struct {
 	// remote session (ssh, docker attach, a tmux client) waits on the
 	// terminal and a socket at once, whether the far side is idle or busy.
 	Others []string
+	// Busy: a thread of the foreground group was seen running or waiting
+	// for a CPU (state R), or the shell was, whatever the Reason. A
+	// program that computes prints nothing for as long as it likes (an
+	// interpreter loading its modules on a loaded machine, before its
+	// prompt), and a job the shell is still starting waits on the shell,
+	// so their silence says nothing of them being idle.
+	Busy bool
 	// Pgrp is the terminal's foreground process group.
 	Pgrp int
 	// Canonical and Echo are the terminal's line discipline modes: a
