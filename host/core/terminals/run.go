@@ -144,7 +144,7 @@ func (m *Manager) settleRun(ctx context.Context, s *Session, got *capture, wait 
 			case err != nil:
 				lastDetail = err.Error()
 			case res.Reason == waiting.StdinRead && t.Printed() == printed && drained(t):
-				if !got.started && time.Since(typed) < startGrace {
+				if !got.started && time.Since(typed) < graceFor(res, t.Pid()) {
 					// The shell may be at its old prompt still, the line
 					// typed but not yet taken: the start marker says.
 					lastDetail = res.Detail
@@ -265,6 +265,20 @@ func (c *capture) result() Captured {
 // waits before a read of the terminal settles it (the typed line went to
 // another program, which reads more).
 const startGrace = time.Second
+
+// shellStartGrace is startGrace when the reader is the shell itself: the
+// typed line can only have gone to it, and a loaded machine may hand it
+// over late (the kernel moves what the master wrote to the reader's queue
+// in a worker of its own, which FIONREAD does not count), so a shell seen
+// at its prompt is not yet a line that never started.
+const shellStartGrace = 15 * time.Second
+
+func graceFor(res waiting.Result, shell int) time.Duration {
+	if res.Pgrp == shell {
+		return shellStartGrace
+	}
+	return startGrace
+}
 
 // maxCaptureBytes bounds what a capture may ask to keep.
 const maxCaptureBytes = 16 << 20
