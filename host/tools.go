@@ -117,7 +117,24 @@ func (e *ArgumentsError) Error() string { return fmt.Sprintf("tool %q: %s", e.To
 // schema, and with another error when the tool itself failed to answer.
 // ctx may carry the front end's Asker (approval.WithAsker of
 // host/core/approval), through which ctx.approval asks the call's user.
+//
+// Once the host stops (StopCalls) a call is refused with RefusedText, and
+// a call it stopped is answered with StoppedText ahead of what the tool
+// said, if it could say anything.
 func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMessage) (*ToolResult, error) {
+	ctx, f, ok := h.flights.add(ctx)
+	if !ok {
+		return refused(), nil
+	}
+	defer h.flights.done(f)
+	res, err := h.callTool(ctx, f, owner, name, args)
+	if _, stopped := f.state(); stopped {
+		return stoppedAnswer(res), nil
+	}
+	return res, err
+}
+
+func (h *Host) callTool(ctx context.Context, f *flight, owner, name string, args json.RawMessage) (*ToolResult, error) {
 	t, ok := h.tools.Get(name)
 	if !ok {
 		var names []string
@@ -148,6 +165,7 @@ func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMe
 	// the request's owner field is for the tool's words and logs.
 	callID, end := h.calls.begin(owner, t.Plugin)
 	defer end()
+	f.setCall(callID)
 	h.calls.keepAsker(ctx, callID)
 	icpt := h.before(ctx, owner, callID, t, args)
 	if icpt.refused != nil {

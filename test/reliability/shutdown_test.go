@@ -1,0 +1,259 @@
+package reliability
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dshrun/dsh/host"
+	"github.com/dshrun/dsh/internal/testplugins"
+)
+
+// stopComp is the default tools composition with a short stopTimeout;
+// bash-local's kill grace is its default, 3000 ms.
+const stopComp = `
+host:
+  stopTimeout: 3s
+plugins:
+  - id: env
+    name: shell-env
+  - id: bash
+    name: bash-local
+  - id: tools
+    name: tool-bash
+`
+
+// stopBound is what a stop on a signal may take under stopComp
+// (stopTimeout plus the kill grace); stopMargin is the slack allowed for a
+// loaded machine.
+const (
+	stopBound  = 3*time.Second + 3*time.Second
+	stopMargin = 6 * time.Second
+)
+
+// transportWords are what no model-facing text may carry.
+var transportWords = regexp.MustCompile(`(?i)grpc|\brpc\b|code = |status code|transport|connection is closing|context canceled|deadline exceeded|jsonrpc`)
+
+// inFlight is the command of the call a signal catches: it prints, then
+// waits with SIGTERM ignored (sleep inherits that), so the host must
+// SIGKILL it after the kill grace, and a call arriving meanwhile meets a
+// stopping host.
+func inFlight(m string) string { return "echo started; trap '' TERM; sleep " + m }
+
+// leftovers lists the live processes of the host with pid hostPid: dsh,
+// its plugins and the watchdog (binaries of binDir), and every command
+// (their environment carries mark, which dsh was started with) or plugin
+// (DSH_HOST_PID) whatever its binary.
+func leftovers(hostPid int, mark string) []string {
+	var out []string
+	for _, pid := range testplugins.Running(binDir) {
+		out = append(out, fmt.Sprintf("%d (a dsh binary)", pid))
+	}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() || !testplugins.Alive(pid) {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if kv == "STOP_MARK="+mark || kv == "DSH_HOST_PID="+strconv.Itoa(hostPid) {
+				cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+				out = append(out, fmt.Sprintf("%d: %s", pid, strings.ReplaceAll(string(cmd), "\x00", " ")))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// checkStopped checks the answer of the call the signal caught: the plain
+// sentence first, then what the command printed, no transport word.
+func checkStopped(t *testing.T, text string, isError bool) {
+	t.Helper()
+	if !strings.HasPrefix(text, host.StoppedText) || !strings.Contains(text, "started") || !isError {
+		t.Fatalf("the call in flight was answered %q (isError %v), want %q, then the command's output", text, isError, host.StoppedText)
+	}
+	if w := transportWords.FindString(text); w != "" {
+		t.Fatalf("the answer of the call in flight carries %q: %q", w, text)
+	}
+}
+
+// checkExit checks dsh exited 0 within the bound, leaving nothing.
+func checkExit(t *testing.T, f *Fault, ws syscall.WaitStatus, took time.Duration, pid int, mark string) {
+	t.Helper()
+	if ws.Signaled() || ws.ExitStatus() != 0 {
+		t.Fatalf("dsh ended with %d (signal %v), want exit 0", ws.ExitStatus(), ws.Signal())
+	}
+	if took > stopBound+stopMargin {
+		t.Fatalf("dsh took %v to stop, want at most stopTimeout+grace (%v) plus %v", took.Round(time.Millisecond), stopBound, stopMargin)
+	}
+	f.Saw("exit 0 after %v (bound %v)", took.Round(100*time.Millisecond), stopBound)
+	if left := leftovers(pid, mark); len(left) > 0 {
+		t.Fatalf("alive after dsh exited: %v", left)
+	}
+	f.Saw("no process of the composition left")
+}
+
+// waitLog waits until the host's log holds want.
+func waitLog(t *testing.T, log *syncBuffer, want string) {
+	t.Helper()
+	if !waitFor(30*time.Second, func() bool { return strings.Contains(log.String(), want) }) {
+		t.Fatalf("dsh never logged %q after the signal", want)
+	}
+}
+
+// SIGTERM or SIGINT with a call in flight and a background job, over
+// stdio: the call is answered with the plain sentence and its output, a
+// call sent during the stop is refused in a plain sentence, dsh exits 0
+// within stopTimeout plus the kill grace, and nothing is left.
+func TestStopOnSignalStdio(t *testing.T) {
+	for i, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		name := map[syscall.Signal]string{syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT"}[sig]
+		t.Run(name, func(t *testing.T) {
+			f := fault(t, "stdio: "+name+" with a call in flight and a job")
+			mark := fmt.Sprintf("stop-%d-%d", os.Getpid(), time.Now().UnixNano())
+			s := startRawEnv(t, []string{"STOP_MARK=" + mark}, stopComp)
+			job, fg := marker(600000+20000*i), marker(610000+20000*i)
+			s.tool("bash", map[string]any{"command": "sleep " + job, "run_in_background": true})
+			args, _ := json.Marshal(map[string]any{"name": "bash", "arguments": map[string]any{"command": inFlight(fg), "description": "in flight"}})
+			s.send(`{"jsonrpc":"2.0","id":"inflight","method":"tools/call","params":` + string(args) + `}`)
+			if !waitFor(30*time.Second, func() bool { return alive(job) && alive(fg) }) {
+				t.Fatal("the commands never ran")
+			}
+			pid := s.cmd.Process.Pid
+			sent := time.Now()
+			if err := s.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			waitLog(t, s.errLog, "stopping")
+			s.send(`{"jsonrpc":"2.0","id":"late","method":"tools/call","params":{"name":"bash","arguments":{"command":"echo late","description":"late"}}}`)
+			answers := map[string]toolResult{}
+			deadline := time.After(stopBound + stopMargin)
+			for len(answers) < 2 {
+				select {
+				case line, ok := <-s.lines:
+					if !ok {
+						t.Fatalf("dsh closed its stdout with answers to %d of 2 calls: %v", len(answers), answers)
+					}
+					var m message
+					if json.Unmarshal(line, &m) != nil || m.Method != "" {
+						continue
+					}
+					var r toolResult
+					if m.Error != nil || json.Unmarshal(m.Result, &r) != nil {
+						t.Fatalf("not a tool result: %s", line)
+					}
+					id, _ := strconv.Unquote(string(m.ID))
+					answers[id] = r
+				case <-deadline:
+					t.Fatalf("answers to %d of 2 calls within %v of the signal: %v", len(answers), stopBound+stopMargin, answers)
+				}
+			}
+			r := answers["inflight"]
+			checkStopped(t, r.text(), r.IsError)
+			f.Saw("the call in flight answered %q", strings.SplitN(r.text(), "\n", 2)[0])
+			if late := answers["late"]; late.text() != host.RefusedText || !late.IsError {
+				t.Fatalf("a call during the stop was answered %q (isError %v), want %q", late.text(), late.IsError, host.RefusedText)
+			}
+			f.Saw("a call during the stop refused: %q", host.RefusedText)
+			ws := s.waitExit(stopBound + stopMargin)
+			checkExit(t, f, ws, time.Since(sent), pid, mark)
+		})
+	}
+}
+
+// The same over streamable HTTP: the in-flight request's response
+// completes with the plain sentence before the server closes.
+func TestStopOnSignalHTTP(t *testing.T) {
+	for i, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		name := map[syscall.Signal]string{syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT"}[sig]
+		t.Run(name, func(t *testing.T) {
+			f := fault(t, "HTTP: "+name+" with a call in flight and a job")
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			mark := fmt.Sprintf("stop-%d-%d", os.Getpid(), time.Now().UnixNano())
+			s := startHTTPEnv(t, []string{"STOP_MARK=" + mark}, stopComp)
+			exited := make(chan syscall.WaitStatus, 1)
+			cs := s.connect(t, ctx)
+			job, fg := marker(650000+20000*i), marker(660000+20000*i)
+			callText(t, ctx, cs, "bash", map[string]any{"command": "sleep " + job, "run_in_background": true})
+			type answer struct {
+				text    string
+				isError bool
+				err     error
+			}
+			call := func(command string) <-chan answer {
+				ch := make(chan answer, 1)
+				go func() {
+					r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": command, "description": "stop"}})
+					if err != nil {
+						ch <- answer{err: err}
+						return
+					}
+					var out []string
+					for _, c := range r.Content {
+						if tc, ok := c.(*mcp.TextContent); ok {
+							out = append(out, tc.Text)
+						}
+					}
+					ch <- answer{text: strings.Join(out, "\n"), isError: r.IsError}
+				}()
+				return ch
+			}
+			inflight := call(inFlight(fg))
+			if !waitFor(30*time.Second, func() bool { return alive(job) && alive(fg) }) {
+				t.Fatal("the commands never ran")
+			}
+			pid := s.cmd.Process.Pid
+			sent := time.Now()
+			if err := s.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				_ = s.cmd.Wait()
+				exited <- s.cmd.ProcessState.Sys().(syscall.WaitStatus)
+			}()
+			waitLog(t, s.stderr, "stopping")
+			late := call("echo late")
+			get := func(ch <-chan answer, what string) answer {
+				select {
+				case a := <-ch:
+					if a.err != nil {
+						t.Fatalf("%s: %v", what, a.err)
+					}
+					return a
+				case <-time.After(stopBound + stopMargin):
+					t.Fatalf("%s: no answer within %v of the signal", what, stopBound+stopMargin)
+				}
+				return answer{}
+			}
+			a := get(inflight, "the call in flight")
+			checkStopped(t, a.text, a.isError)
+			f.Saw("the call in flight answered %q", strings.SplitN(a.text, "\n", 2)[0])
+			if l := get(late, "a call during the stop"); l.text != host.RefusedText || !l.isError {
+				t.Fatalf("a call during the stop was answered %q (isError %v), want %q", l.text, l.isError, host.RefusedText)
+			}
+			f.Saw("a call during the stop refused: %q", host.RefusedText)
+			select {
+			case ws := <-exited:
+				checkExit(t, f, ws, time.Since(sent), pid, mark)
+			case <-time.After(stopBound + stopMargin):
+				t.Fatalf("dsh still running %v after %s", stopBound+stopMargin, name)
+			}
+		})
+	}
+}
