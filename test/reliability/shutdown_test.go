@@ -187,7 +187,23 @@ func TestStopOnSignalHTTP(t *testing.T) {
 			defer cancel()
 			mark := fmt.Sprintf("stop-%d-%d", os.Getpid(), time.Now().UnixNano())
 			s := startHTTPEnv(t, []string{"STOP_MARK=" + mark}, stopComp)
-			exited := make(chan syscall.WaitStatus, 1)
+			// Waited for here; the harness's own wait (a cleanup, run after
+			// this one) then finds it done.
+			exited := make(chan struct{})
+			var exitedAt time.Time
+			go func() {
+				_ = s.cmd.Wait()
+				exitedAt = time.Now()
+				close(exited)
+			}()
+			t.Cleanup(func() {
+				select {
+				case <-exited:
+				case <-time.After(30 * time.Second):
+					_ = s.cmd.Process.Kill()
+					<-exited
+				}
+			})
 			cs := s.connect(t, ctx)
 			job, fg := marker(650000+20000*i), marker(660000+20000*i)
 			callText(t, ctx, cs, "bash", map[string]any{"command": "sleep " + job, "run_in_background": true})
@@ -223,10 +239,6 @@ func TestStopOnSignalHTTP(t *testing.T) {
 			if err := s.cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
-			go func() {
-				_ = s.cmd.Wait()
-				exited <- s.cmd.ProcessState.Sys().(syscall.WaitStatus)
-			}()
 			waitLog(t, s.stderr, "stopping")
 			late := call("echo late")
 			get := func(ch <-chan answer, what string) answer {
@@ -249,8 +261,8 @@ func TestStopOnSignalHTTP(t *testing.T) {
 			}
 			f.Saw("a call during the stop refused: %q", host.RefusedText)
 			select {
-			case ws := <-exited:
-				checkExit(t, f, ws, time.Since(sent), pid, mark)
+			case <-exited:
+				checkExit(t, f, s.cmd.ProcessState.Sys().(syscall.WaitStatus), exitedAt.Sub(sent), pid, mark)
 			case <-time.After(stopBound + stopMargin):
 				t.Fatalf("dsh still running %v after %s", stopBound+stopMargin, name)
 			}
