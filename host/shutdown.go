@@ -166,6 +166,15 @@ func (h *Host) StopCalls(ctx context.Context) {
 				h.sub.KillCall(call, true)
 			}
 		}
+		// SIGKILL ends the trees at once, and the tools answer with
+		// what their commands printed.
+		soon := time.NewTimer(time.Second)
+		defer soon.Stop()
+		select {
+		case <-idle:
+			return
+		case <-soon.C:
+		}
 	}
 	for _, f := range fl {
 		f.cancel(errStopping)

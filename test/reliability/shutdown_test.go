@@ -93,15 +93,15 @@ func checkStopped(t *testing.T, text string, isError bool) {
 }
 
 // checkExit checks dsh exited 0 within the bound, leaving nothing.
-func checkExit(t *testing.T, f *Fault, ws syscall.WaitStatus, took time.Duration, pid int, mark string) {
+func checkExit(t *testing.T, f *Fault, ws syscall.WaitStatus, took, bound time.Duration, pid int, mark string) {
 	t.Helper()
 	if ws.Signaled() || ws.ExitStatus() != 0 {
 		t.Fatalf("dsh ended with %d (signal %v), want exit 0", ws.ExitStatus(), ws.Signal())
 	}
-	if took > stopBound+stopMargin {
-		t.Fatalf("dsh took %v to stop, want at most stopTimeout+grace (%v) plus %v", took.Round(time.Millisecond), stopBound, stopMargin)
+	if took > bound+stopMargin {
+		t.Fatalf("dsh took %v to stop, want at most stopTimeout+grace (%v) plus %v", took.Round(time.Millisecond), bound, stopMargin)
 	}
-	f.Saw("exit 0 after %v (bound %v)", took.Round(100*time.Millisecond), stopBound)
+	f.Saw("exit 0 after %v (bound %v)", took.Round(100*time.Millisecond), bound)
 	if left := leftovers(pid, mark); len(left) > 0 {
 		t.Fatalf("alive after dsh exited: %v", left)
 	}
@@ -116,17 +116,44 @@ func waitLog(t *testing.T, log *syncBuffer, want string) {
 	}
 }
 
+// slowKillComp is stopComp with a kill grace of 10 s: a stop that waits
+// for it takes 10 s at least, one hurried by a second signal does not.
+const slowKillComp = `
+host:
+  stopTimeout: 3s
+plugins:
+  - id: env
+    name: shell-env
+  - id: bash
+    name: bash-local
+    config:
+      graceMs: 10000
+  - id: tools
+    name: tool-bash
+`
+
 // SIGTERM or SIGINT with a call in flight and a background job, over
 // stdio: the call is answered with the plain sentence and its output, a
 // call sent during the stop is refused in a plain sentence, dsh exits 0
-// within stopTimeout plus the kill grace, and nothing is left.
+// within stopTimeout plus the kill grace, and nothing is left. A second
+// SIGTERM during the stop hurries it: the command that ignores SIGTERM is
+// not given its 10 s grace, and the rest holds.
 func TestStopOnSignalStdio(t *testing.T) {
-	for i, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
-		name := map[syscall.Signal]string{syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT"}[sig]
-		t.Run(name, func(t *testing.T) {
-			f := fault(t, "stdio: "+name+" with a call in flight and a job")
+	cases := []struct {
+		name  string
+		sigs  []syscall.Signal
+		comp  string
+		bound time.Duration
+	}{
+		{"SIGTERM", []syscall.Signal{syscall.SIGTERM}, stopComp, stopBound},
+		{"SIGINT", []syscall.Signal{syscall.SIGINT}, stopComp, stopBound},
+		{"SIGTERM twice", []syscall.Signal{syscall.SIGTERM, syscall.SIGTERM}, slowKillComp, 3*time.Second + 10*time.Second},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := fault(t, "stdio: "+c.name+" with a call in flight and a job")
 			mark := fmt.Sprintf("stop-%d-%d", os.Getpid(), time.Now().UnixNano())
-			s := startRawEnv(t, []string{"STOP_MARK=" + mark}, stopComp)
+			s := startRawEnv(t, []string{"STOP_MARK=" + mark}, c.comp)
 			job, fg := marker(600000+20000*i), marker(610000+20000*i)
 			s.tool("bash", map[string]any{"command": "sleep " + job, "run_in_background": true})
 			args, _ := json.Marshal(map[string]any{"name": "bash", "arguments": map[string]any{"command": inFlight(fg), "description": "in flight"}})
@@ -136,13 +163,13 @@ func TestStopOnSignalStdio(t *testing.T) {
 			}
 			pid := s.cmd.Process.Pid
 			sent := time.Now()
-			if err := s.cmd.Process.Signal(sig); err != nil {
+			if err := s.cmd.Process.Signal(c.sigs[0]); err != nil {
 				t.Fatal(err)
 			}
 			waitLog(t, s.errLog, "stopping")
 			s.send(`{"jsonrpc":"2.0","id":"late","method":"tools/call","params":{"name":"bash","arguments":{"command":"echo late","description":"late"}}}`)
 			answers := map[string]toolResult{}
-			deadline := time.After(stopBound + stopMargin)
+			deadline := time.After(c.bound + stopMargin)
 			for len(answers) < 2 {
 				select {
 				case line, ok := <-s.lines:
@@ -159,8 +186,15 @@ func TestStopOnSignalStdio(t *testing.T) {
 					}
 					id, _ := strconv.Unquote(string(m.ID))
 					answers[id] = r
+					if id == "late" && len(c.sigs) > 1 {
+						// The stop is under way (calls are refused) and the
+						// call in flight waits out its grace: hurry.
+						if err := s.cmd.Process.Signal(c.sigs[1]); err != nil {
+							t.Fatal(err)
+						}
+					}
 				case <-deadline:
-					t.Fatalf("answers to %d of 2 calls within %v of the signal: %v", len(answers), stopBound+stopMargin, answers)
+					t.Fatalf("answers to %d of 2 calls within %v of the signal: %v", len(answers), c.bound+stopMargin, answers)
 				}
 			}
 			r := answers["inflight"]
@@ -170,8 +204,12 @@ func TestStopOnSignalStdio(t *testing.T) {
 				t.Fatalf("a call during the stop was answered %q (isError %v), want %q", late.text(), late.IsError, host.RefusedText)
 			}
 			f.Saw("a call during the stop refused: %q", host.RefusedText)
-			ws := s.waitExit(stopBound + stopMargin)
-			checkExit(t, f, ws, time.Since(sent), pid, mark)
+			ws := s.waitExit(c.bound + stopMargin)
+			took := time.Since(sent)
+			checkExit(t, f, ws, took, c.bound, pid, mark)
+			if len(c.sigs) > 1 && took >= 10*time.Second {
+				t.Fatalf("a second signal did not hurry the stop: %v, the whole kill grace (10s)", took.Round(time.Millisecond))
+			}
 		})
 	}
 }
@@ -262,7 +300,7 @@ func TestStopOnSignalHTTP(t *testing.T) {
 			f.Saw("a call during the stop refused: %q", host.RefusedText)
 			select {
 			case <-exited:
-				checkExit(t, f, s.cmd.ProcessState.Sys().(syscall.WaitStatus), exitedAt.Sub(sent), pid, mark)
+				checkExit(t, f, s.cmd.ProcessState.Sys().(syscall.WaitStatus), exitedAt.Sub(sent), stopBound, pid, mark)
 			case <-time.After(stopBound + stopMargin):
 				t.Fatalf("dsh still running %v after %s", stopBound+stopMargin, name)
 			}

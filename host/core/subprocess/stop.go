@@ -20,6 +20,9 @@ func (m *Manager) KillCall(call string, hard bool) int {
 	m.mu.Unlock()
 	n := 0
 	for _, p := range ps {
+		if hard {
+			p.killNow()
+		}
 		if p.kill(hard) {
 			n++
 		}
@@ -27,8 +30,16 @@ func (m *Manager) KillCall(call string, hard bool) int {
 	return n
 }
 
+// killNow sends SIGKILL to the tree at once, even when a kill with a grace
+// is already under way (kill alone would leave that one to finish).
+func (p *Process) killNow() {
+	if !p.finished() {
+		go p.killTree()
+	}
+}
+
 // KillAll refuses new processes and kills every process now (SIGKILL to
-// each tree), waiting for them (bounded by ctx). Unlike Close it keeps
+// each tree, those already given a grace included), waiting for them (bounded by ctx). Unlike Close it keeps
 // the spill files and the cgroups, and the processes stay readable until
 // Close.
 func (m *Manager) KillAll(ctx context.Context) error {
@@ -36,6 +47,7 @@ func (m *Manager) KillAll(ctx context.Context) error {
 	m.closed = true
 	ps := make([]*Process, 0, len(m.procs))
 	for _, p := range m.procs {
+		p.killNow()
 		ps = append(ps, p)
 	}
 	m.mu.Unlock()
