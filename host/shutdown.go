@@ -138,11 +138,11 @@ func stoppedAnswer(res *ToolResult) *ToolResult {
 // on) and stops the calls in flight: their command trees are killed
 // (SIGTERM, then SIGKILL after the grace), so each tool answers with what
 // its command printed, headed by StoppedText. A call still running after
-// the kill grace, or once ctx is done, is cancelled and answered with
-// StoppedText alone. It returns once no call is in flight, or when ctx is
-// done and the cancelled calls had a moment to return. Once ctx is done
-// the trees get SIGKILL at once: a second signal hurries the stop this
-// way.
+// the kill grace plus half the stop timeout is cancelled and answered with
+// StoppedText alone. Once ctx is done (a second signal) the trees get
+// SIGKILL at once, and a call that has not answered 2 s later is
+// cancelled. It returns once no call is in flight, or when the cancelled
+// calls had a moment to return.
 func (h *Host) StopCalls(ctx context.Context) {
 	fl, idle := h.flights.stop()
 	if len(fl) == 0 {
@@ -154,7 +154,9 @@ func (h *Host) StopCalls(ctx context.Context) {
 			h.sub.KillCall(call, hard)
 		}
 	}
-	wait := time.NewTimer(h.killGrace() + 500*time.Millisecond)
+	// The trees are SIGKILLed at the grace; their tools then answer in
+	// moments, given half the plugins' stop timeout at most.
+	wait := time.NewTimer(h.killGrace() + h.stopTimeout()/2)
 	defer wait.Stop()
 	select {
 	case <-idle:
@@ -168,7 +170,7 @@ func (h *Host) StopCalls(ctx context.Context) {
 		}
 		// SIGKILL ends the trees at once, and the tools answer with
 		// what their commands printed.
-		soon := time.NewTimer(time.Second)
+		soon := time.NewTimer(2 * time.Second)
 		defer soon.Stop()
 		select {
 		case <-idle:

@@ -23,7 +23,7 @@ import (
 // bash-local's kill grace is its default, 3000 ms.
 const stopComp = `
 host:
-  stopTimeout: 3s
+  stopTimeout: 4s
 plugins:
   - id: env
     name: shell-env
@@ -37,7 +37,7 @@ plugins:
 // (stopTimeout plus the kill grace); stopMargin is the slack allowed for a
 // loaded machine.
 const (
-	stopBound  = 3*time.Second + 3*time.Second
+	stopBound  = 4*time.Second + 3*time.Second
 	stopMargin = 6 * time.Second
 )
 
@@ -45,10 +45,15 @@ const (
 var transportWords = regexp.MustCompile(`(?i)grpc|\brpc\b|code = |status code|transport|connection is closing|context canceled|deadline exceeded|jsonrpc`)
 
 // inFlight is the command of the call a signal catches: it prints, then
-// waits with SIGTERM ignored (sleep inherits that), so the host must
-// SIGKILL it after the kill grace, and a call arriving meanwhile meets a
-// stopping host.
-func inFlight(m string) string { return "echo started; trap '' TERM; sleep " + m }
+// sleeps; on SIGTERM (which ends the sleep) it waits for gate to exist, so
+// a call sent meanwhile meets a stopping host, and ends by itself.
+func inFlight(m, gate string) string {
+	return fmt.Sprintf("echo started; trap 'until [ -e %s ]; do sleep 0.05; done; exit 3' TERM; sleep %s", gate, m)
+}
+
+// stubborn is a command that ignores SIGTERM (sleep inherits that): only
+// SIGKILL ends it.
+func stubborn(m string) string { return "echo started; trap '' TERM; sleep " + m }
 
 // leftovers lists the live processes of the host with pid hostPid: dsh,
 // its plugins and the watchdog (binaries of binDir), and every command
@@ -101,7 +106,7 @@ func checkExit(t *testing.T, f *Fault, ws syscall.WaitStatus, took, bound time.D
 	if took > bound+stopMargin {
 		t.Fatalf("dsh took %v to stop, want at most stopTimeout+grace (%v) plus %v", took.Round(time.Millisecond), bound, stopMargin)
 	}
-	f.Saw("exit 0 after %v (bound %v)", took.Round(100*time.Millisecond), bound)
+	f.Saw("exit 0 after %v (bound %v)", took.Round(10*time.Millisecond), bound)
 	if left := leftovers(pid, mark); len(left) > 0 {
 		t.Fatalf("alive after dsh exited: %v", left)
 	}
@@ -120,7 +125,7 @@ func waitLog(t *testing.T, log *syncBuffer, want string) {
 // for it takes 10 s at least, one hurried by a second signal does not.
 const slowKillComp = `
 host:
-  stopTimeout: 3s
+  stopTimeout: 4s
 plugins:
   - id: env
     name: shell-env
@@ -147,7 +152,7 @@ func TestStopOnSignalStdio(t *testing.T) {
 	}{
 		{"SIGTERM", []syscall.Signal{syscall.SIGTERM}, stopComp, stopBound},
 		{"SIGINT", []syscall.Signal{syscall.SIGINT}, stopComp, stopBound},
-		{"SIGTERM twice", []syscall.Signal{syscall.SIGTERM, syscall.SIGTERM}, slowKillComp, 3*time.Second + 10*time.Second},
+		{"SIGTERM twice", []syscall.Signal{syscall.SIGTERM, syscall.SIGTERM}, slowKillComp, 4*time.Second + 10*time.Second},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -156,7 +161,12 @@ func TestStopOnSignalStdio(t *testing.T) {
 			s := startRawEnv(t, []string{"STOP_MARK=" + mark}, c.comp)
 			job, fg := marker(600000+20000*i), marker(610000+20000*i)
 			s.tool("bash", map[string]any{"command": "sleep " + job, "run_in_background": true})
-			args, _ := json.Marshal(map[string]any{"name": "bash", "arguments": map[string]any{"command": inFlight(fg), "description": "in flight"}})
+			gate := filepath.Join(t.TempDir(), "gate")
+			command := inFlight(fg, gate)
+			if len(c.sigs) > 1 {
+				command = stubborn(fg)
+			}
+			args, _ := json.Marshal(map[string]any{"name": "bash", "arguments": map[string]any{"command": command, "description": "in flight"}})
 			s.send(`{"jsonrpc":"2.0","id":"inflight","method":"tools/call","params":` + string(args) + `}`)
 			if !waitFor(30*time.Second, func() bool { return alive(job) && alive(fg) }) {
 				t.Fatal("the commands never ran")
@@ -186,10 +196,17 @@ func TestStopOnSignalStdio(t *testing.T) {
 					}
 					id, _ := strconv.Unquote(string(m.ID))
 					answers[id] = r
-					if id == "late" && len(c.sigs) > 1 {
+					switch {
+					case id != "late":
+					case len(c.sigs) > 1:
 						// The stop is under way (calls are refused) and the
 						// call in flight waits out its grace: hurry.
 						if err := s.cmd.Process.Signal(c.sigs[1]); err != nil {
+							t.Fatal(err)
+						}
+					default:
+						// The call in flight may end now.
+						if err := os.WriteFile(gate, nil, 0o600); err != nil {
 							t.Fatal(err)
 						}
 					}
@@ -220,90 +237,125 @@ func TestStopOnSignalHTTP(t *testing.T) {
 	for i, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		name := map[syscall.Signal]string{syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT"}[sig]
 		t.Run(name, func(t *testing.T) {
-			f := fault(t, "HTTP: "+name+" with a call in flight and a job")
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			mark := fmt.Sprintf("stop-%d-%d", os.Getpid(), time.Now().UnixNano())
-			s := startHTTPEnv(t, []string{"STOP_MARK=" + mark}, stopComp)
-			// Waited for here; the harness's own wait (a cleanup, run after
-			// this one) then finds it done.
-			exited := make(chan struct{})
-			var exitedAt time.Time
-			go func() {
-				_ = s.cmd.Wait()
-				exitedAt = time.Now()
-				close(exited)
-			}()
-			t.Cleanup(func() {
-				select {
-				case <-exited:
-				case <-time.After(30 * time.Second):
-					_ = s.cmd.Process.Kill()
-					<-exited
-				}
-			})
-			cs := s.connect(t, ctx)
-			job, fg := marker(650000+20000*i), marker(660000+20000*i)
-			callText(t, ctx, cs, "bash", map[string]any{"command": "sleep " + job, "run_in_background": true})
-			type answer struct {
-				text    string
-				isError bool
-				err     error
-			}
-			call := func(command string) <-chan answer {
-				ch := make(chan answer, 1)
-				go func() {
-					r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": command, "description": "stop"}})
-					if err != nil {
-						ch <- answer{err: err}
-						return
-					}
-					var out []string
-					for _, c := range r.Content {
-						if tc, ok := c.(*mcp.TextContent); ok {
-							out = append(out, tc.Text)
-						}
-					}
-					ch <- answer{text: strings.Join(out, "\n"), isError: r.IsError}
-				}()
-				return ch
-			}
-			inflight := call(inFlight(fg))
-			if !waitFor(30*time.Second, func() bool { return alive(job) && alive(fg) }) {
-				t.Fatal("the commands never ran")
-			}
-			pid := s.cmd.Process.Pid
-			sent := time.Now()
-			if err := s.cmd.Process.Signal(sig); err != nil {
-				t.Fatal(err)
-			}
-			waitLog(t, s.stderr, "stopping")
-			late := call("echo late")
-			get := func(ch <-chan answer, what string) answer {
-				select {
-				case a := <-ch:
-					if a.err != nil {
-						t.Fatalf("%s: %v", what, a.err)
-					}
-					return a
-				case <-time.After(stopBound + stopMargin):
-					t.Fatalf("%s: no answer within %v of the signal", what, stopBound+stopMargin)
-				}
-				return answer{}
-			}
-			a := get(inflight, "the call in flight")
-			checkStopped(t, a.text, a.isError)
-			f.Saw("the call in flight answered %q", strings.SplitN(a.text, "\n", 2)[0])
-			if l := get(late, "a call during the stop"); l.text != host.RefusedText || !l.isError {
-				t.Fatalf("a call during the stop was answered %q (isError %v), want %q", l.text, l.isError, host.RefusedText)
-			}
-			f.Saw("a call during the stop refused: %q", host.RefusedText)
-			select {
-			case <-exited:
-				checkExit(t, f, s.cmd.ProcessState.Sys().(syscall.WaitStatus), exitedAt.Sub(sent), stopBound, pid, mark)
-			case <-time.After(stopBound + stopMargin):
-				t.Fatalf("dsh still running %v after %s", stopBound+stopMargin, name)
-			}
+			stopHTTP(t, "HTTP: "+name+" with a call in flight and a job", sig, stopComp, 650000+20000*i, nil)
 		})
+	}
+}
+
+// stopTermComp is stopComp with terminals.
+const stopTermComp = stopComp + `
+  - id: term-bash
+    name: terminal-bash
+  - id: terminal-tools
+    name: tool-terminal
+`
+
+// The same with an open terminal whose command runs on: it dies with the
+// rest.
+func TestStopOnSignalWithTerminal(t *testing.T) {
+	stopHTTP(t, "HTTP: SIGTERM with a call in flight, a job and a terminal", syscall.SIGTERM, stopTermComp, 700000, func(ctx context.Context, cs *mcp.ClientSession) {
+		m := marker(710000)
+		id := openTerm(t, ctx, cs)
+		sendTerm(t, ctx, cs, map[string]any{"session_id": id, "text": "sleep " + m, "waitMs": 300})
+		if !waitFor(30*time.Second, func() bool { return alive(m) }) {
+			t.Fatal("the terminal's command never ran")
+		}
+	})
+}
+
+// stopHTTP serves comp over HTTP, starts a job and a call in flight (and
+// whatever more sets up), sends sig, and checks the stop.
+func stopHTTP(t *testing.T, what string, sig syscall.Signal, comp string, base int, more func(context.Context, *mcp.ClientSession)) {
+	f := fault(t, what)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	mark := fmt.Sprintf("stop-%d-%d", os.Getpid(), time.Now().UnixNano())
+	s := startHTTPEnv(t, []string{"STOP_MARK=" + mark}, comp)
+	// Waited for here; the harness's own wait (a cleanup, run after
+	// this one) then finds it done.
+	exited := make(chan struct{})
+	var exitedAt time.Time
+	go func() {
+		_ = s.cmd.Wait()
+		exitedAt = time.Now()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = s.cmd.Process.Kill()
+			<-exited
+		}
+	})
+	cs := s.connect(t, ctx)
+	job, fg := marker(base), marker(base+10000)
+	callText(t, ctx, cs, "bash", map[string]any{"command": "sleep " + job, "run_in_background": true})
+	if more != nil {
+		more(ctx, cs)
+	}
+	type answer struct {
+		text    string
+		isError bool
+		err     error
+	}
+	call := func(command string) <-chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": command, "description": "stop"}})
+			if err != nil {
+				ch <- answer{err: err}
+				return
+			}
+			var out []string
+			for _, c := range r.Content {
+				if tc, ok := c.(*mcp.TextContent); ok {
+					out = append(out, tc.Text)
+				}
+			}
+			ch <- answer{text: strings.Join(out, "\n"), isError: r.IsError}
+		}()
+		return ch
+	}
+	gate := filepath.Join(t.TempDir(), "gate")
+	inflight := call(inFlight(fg, gate))
+	if !waitFor(30*time.Second, func() bool { return alive(job) && alive(fg) }) {
+		t.Fatal("the commands never ran")
+	}
+	pid := s.cmd.Process.Pid
+	sent := time.Now()
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, s.stderr, "stopping")
+	late := call("echo late")
+	get := func(ch <-chan answer, what string) answer {
+		select {
+		case a := <-ch:
+			if a.err != nil {
+				t.Fatalf("%s: %v", what, a.err)
+			}
+			return a
+		case <-time.After(stopBound + stopMargin):
+			t.Fatalf("%s: no answer within %v of the signal", what, stopBound+stopMargin)
+		}
+		return answer{}
+	}
+	if l := get(late, "a call during the stop"); l.text != host.RefusedText || !l.isError {
+		t.Fatalf("a call during the stop was answered %q (isError %v), want %q", l.text, l.isError, host.RefusedText)
+	}
+	f.Saw("a call during the stop refused: %q", host.RefusedText)
+	// The call in flight may end now.
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := get(inflight, "the call in flight")
+	checkStopped(t, a.text, a.isError)
+	f.Saw("the call in flight answered %q", strings.SplitN(a.text, "\n", 2)[0])
+	select {
+	case <-exited:
+		checkExit(t, f, s.cmd.ProcessState.Sys().(syscall.WaitStatus), exitedAt.Sub(sent), stopBound, pid, mark)
+	case <-time.After(stopBound + stopMargin):
+		t.Fatalf("dsh still running %v after %v", stopBound+stopMargin, sig)
 	}
 }
