@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,7 +43,17 @@ func TestStopCallsAnswersThenShutdownKills(t *testing.T) {
 	plain := call("echo started; sleep " + m + "2")
 	stubborn := call("echo started; trap '' TERM; sleep " + m + "3")
 	alive := func(s string) bool { return len(testplugins.Matching("sleep "+m+s)) > 0 }
-	for deadline := time.Now().Add(30 * time.Second); !(alive("1") && alive("2") && alive("3")); time.Sleep(10 * time.Millisecond) {
+	// The sleep itself, not bash (whose command line carries the marker
+	// before it has set its trap).
+	sleeping := func(s string) bool {
+		for _, p := range testplugins.Matching("sleep " + m + s) {
+			if strings.HasSuffix(p, ": sleep "+m+s+" ") {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(30 * time.Second); !(alive("1") && sleeping("2") && sleeping("3")); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the commands never ran")
 		}

@@ -51,6 +51,18 @@ func inFlight(m, gate string) string {
 	return fmt.Sprintf("echo started; trap 'until [ -e %s ]; do sleep 0.05; done; exit 3' TERM; sleep %s", gate, m)
 }
 
+// sleeping reports whether a process runs exactly `sleep m`: the command
+// got past its trap to its sleep (bash's own command line carries the
+// marker from its start).
+func sleeping(m string) bool {
+	for _, p := range testplugins.Matching("sleep " + m) {
+		if strings.HasSuffix(p, ": sleep "+m+" ") {
+			return true
+		}
+	}
+	return false
+}
+
 // stubborn is a command that ignores SIGTERM (sleep inherits that): only
 // SIGKILL ends it.
 func stubborn(m string) string { return "echo started; trap '' TERM; sleep " + m }
@@ -168,7 +180,7 @@ func TestStopOnSignalStdio(t *testing.T) {
 			}
 			args, _ := json.Marshal(map[string]any{"name": "bash", "arguments": map[string]any{"command": command, "description": "in flight"}})
 			s.send(`{"jsonrpc":"2.0","id":"inflight","method":"tools/call","params":` + string(args) + `}`)
-			if !waitFor(30*time.Second, func() bool { return alive(job) && alive(fg) }) {
+			if !waitFor(30*time.Second, func() bool { return alive(job) && sleeping(fg) }) {
 				t.Fatal("the commands never ran")
 			}
 			pid := s.cmd.Process.Pid
@@ -319,7 +331,7 @@ func stopHTTP(t *testing.T, what string, sig syscall.Signal, comp string, base i
 	}
 	gate := filepath.Join(t.TempDir(), "gate")
 	inflight := call(inFlight(fg, gate))
-	if !waitFor(30*time.Second, func() bool { return alive(job) && alive(fg) }) {
+	if !waitFor(30*time.Second, func() bool { return alive(job) && sleeping(fg) }) {
 		t.Fatal("the commands never ran")
 	}
 	pid := s.cmd.Process.Pid
