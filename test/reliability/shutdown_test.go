@@ -249,7 +249,7 @@ func TestStopOnSignalHTTP(t *testing.T) {
 	for i, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		name := map[syscall.Signal]string{syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT"}[sig]
 		t.Run(name, func(t *testing.T) {
-			stopHTTP(t, "HTTP: "+name+" with a call in flight and a job", sig, stopComp, 650000+20000*i, nil)
+			stopHTTP(t, "HTTP: "+name+" with a call in flight and a job", sig, stopComp, 800000+20000*i, nil)
 		})
 	}
 }
@@ -266,7 +266,7 @@ const stopTermComp = stopComp + `
 // rest.
 func TestStopOnSignalWithTerminal(t *testing.T) {
 	stopHTTP(t, "HTTP: SIGTERM with a call in flight, a job and a terminal", syscall.SIGTERM, stopTermComp, 700000, func(ctx context.Context, cs *mcp.ClientSession) {
-		m := marker(710000)
+		m := marker(720000)
 		id := openTerm(t, ctx, cs)
 		sendTerm(t, ctx, cs, map[string]any{"session_id": id, "text": "sleep " + m, "waitMs": 300})
 		if !waitFor(30*time.Second, func() bool { return alive(m) }) {
