@@ -41,6 +41,7 @@ type flight struct {
 	cancel  context.CancelCauseFunc
 	mu      sync.Mutex
 	call    string // the host-stamped call id, once the call has one
+	owner   string // whom the call serves
 	stopped bool   // StopCalls stopped it
 }
 
@@ -103,9 +104,9 @@ func (fs *flights) isStopping() bool {
 	return fs.stopping
 }
 
-func (f *flight) setCall(id string) {
+func (f *flight) setCall(id, owner string) {
 	f.mu.Lock()
-	f.call = id
+	f.call, f.owner = id, owner
 	f.mu.Unlock()
 }
 
@@ -136,8 +137,9 @@ func stoppedAnswer(res *ToolResult) *ToolResult {
 
 // StopCalls stops taking tool calls (CallTool answers RefusedText from now
 // on) and stops the calls in flight: their command trees are killed
-// (SIGTERM, then SIGKILL after the grace), so each tool answers with what
-// its command printed, headed by StoppedText. A call still running after
+// (SIGTERM, then SIGKILL after the grace) and the programs in front of
+// their owners' terminals get SIGTERM, so each tool answers with what its
+// command printed, headed by StoppedText. A call still running after
 // the kill grace plus half the stop timeout is cancelled and answered with
 // StoppedText alone. Once ctx is done (a second signal) the trees get
 // SIGKILL at once, and a call that has not answered 2 s later is
@@ -149,11 +151,16 @@ func (h *Host) StopCalls(ctx context.Context) {
 		return
 	}
 	hard := ctx.Err() != nil
+	owners := map[string]bool{}
 	for _, f := range fl {
 		if call, _ := f.state(); call != "" {
 			h.sub.KillCall(call, hard)
+			f.mu.Lock()
+			owners[f.owner] = true
+			f.mu.Unlock()
 		}
 	}
+	h.interruptTerminals(owners)
 	// The trees are SIGKILLed at the grace; their tools then answer in
 	// moments, given half the plugins' stop timeout at most.
 	wait := time.NewTimer(h.killGrace() + h.stopTimeout()/2)
@@ -188,6 +195,24 @@ func (h *Host) StopCalls(ctx context.Context) {
 	case <-idle:
 	case <-last.C:
 		h.log.Warn("calls still in flight after they were cancelled; stopping the plugins under them")
+	}
+}
+
+// interruptTerminals sends SIGTERM to the program in front of each
+// terminal of owners: a command a call runs in a terminal (the persistent
+// bash tool's) is not the call's process, and its tool answers once it
+// ends. The terminals themselves go with the rest, after the answers.
+func (h *Host) interruptTerminals(owners map[string]bool) {
+	for owner := range owners {
+		infos, err := h.terms.List(owner)
+		if err != nil {
+			continue
+		}
+		for _, in := range infos {
+			if _, _, err := h.terms.Signal(owner, in.ID, "SIGTERM", false); err != nil {
+				h.log.Debug("terminal not interrupted", "terminal", in.ID, "error", err)
+			}
+		}
 	}
 }
 

@@ -165,7 +165,7 @@ func (h *Host) callTool(ctx context.Context, f *flight, owner, name string, args
 	// the request's owner field is for the tool's words and logs.
 	callID, end := h.calls.begin(owner, t.Plugin)
 	defer end()
-	f.setCall(callID)
+	f.setCall(callID, owner)
 	h.calls.keepAsker(ctx, callID)
 	icpt := h.before(ctx, owner, callID, t, args)
 	if icpt.refused != nil {

@@ -371,3 +371,55 @@ func stopHTTP(t *testing.T, what string, sig syscall.Signal, comp string, base i
 		t.Fatalf("dsh still running %v after %v", stopBound+stopMargin, sig)
 	}
 }
+
+// stopPersistentComp serves the persistent bash tool, whose commands run
+// in the agent's terminal rather than as the call's own process.
+const stopPersistentComp = `
+host:
+  stopTimeout: 4s
+plugins:
+  - id: env
+    name: shell-env
+  - id: term-bash
+    name: terminal-bash
+  - id: persistent-bash
+    name: tool-bash-persistent
+`
+
+// SIGTERM with a command of the persistent bash tool in flight: the
+// program in front of its terminal is interrupted, so the call is
+// answered with the sentence and what the command printed, and the shell
+// goes with the rest.
+func TestStopOnSignalPersistentBash(t *testing.T) {
+	f := fault(t, "stdio: SIGTERM with a persistent bash command in flight")
+	mark := fmt.Sprintf("stop-%d-%d", os.Getpid(), time.Now().UnixNano())
+	s := startRawEnv(t, []string{"STOP_MARK=" + mark}, stopPersistentComp)
+	if r := s.tool("bash", map[string]any{"command": "echo hi"}); r.text() != "hi" {
+		t.Fatalf("echo hi: %q", r.text())
+	}
+	fg := marker(740000)
+	s.send(`{"jsonrpc":"2.0","id":"inflight","method":"tools/call","params":{"name":"bash","arguments":{"command":"echo going; sleep ` + fg + `","description":"in flight"}}}`)
+	if !waitFor(30*time.Second, func() bool { return sleeping(fg) }) {
+		t.Fatal("the command never ran")
+	}
+	pid := s.cmd.Process.Pid
+	sent := time.Now()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	m := s.next()
+	var r toolResult
+	if string(m.ID) != `"inflight"` || m.Error != nil || json.Unmarshal(m.Result, &r) != nil {
+		t.Fatalf("want the answer to the call in flight, got %s", m.raw)
+	}
+	text := r.text()
+	if !strings.HasPrefix(text, host.StoppedText) || !strings.Contains(text, "going") || !r.IsError {
+		t.Fatalf("the call in flight was answered %q (isError %v), want %q, then the command's output", text, r.IsError, host.StoppedText)
+	}
+	if w := transportWords.FindString(text); w != "" {
+		t.Fatalf("the answer carries %q: %q", w, text)
+	}
+	f.Saw("the call in flight answered %q", strings.ReplaceAll(text, "\n", " | "))
+	ws := s.waitExit(stopBound + stopMargin)
+	checkExit(t, f, ws, time.Since(sent), stopBound, pid, mark)
+}
