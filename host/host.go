@@ -89,6 +89,7 @@ type Host struct {
 	approval *happroval.Policy   // ctx.approval
 	core     *registry.Scope     // the host's own scope, which provides the core keys
 	calls    calls               // the tool calls in flight and whom they serve
+	flights  flights             // the same calls, for a stop on a signal (shutdown.go)
 	entries  []*entry            // in composition order
 	// changeMu serializes changes of the running composition (reloads,
 	// applied edits), which read and then change entries.
@@ -436,24 +437,27 @@ func providesKey(d *pluginv1.Description, key string) bool {
 // its maxTimeoutMs plus its graceMs, each defaulted (600000, 3000) when
 // absent or not positive, as the executors read them.
 func shellLimit(cfg map[string]any) time.Duration {
-	ms := func(name string, def float64) time.Duration {
-		v := 0.0
-		switch n := cfg[name].(type) {
-		case int:
-			v = float64(n)
-		case int64:
-			v = float64(n)
-		case uint64:
-			v = float64(n)
-		case float64:
-			v = n
-		}
-		if v <= 0 {
-			v = def
-		}
-		return time.Duration(v * float64(time.Millisecond))
+	return configMs(cfg, "maxTimeoutMs", 600_000) + configMs(cfg, "graceMs", 3_000)
+}
+
+// configMs is the milliseconds cfg gives name, or def when absent or not
+// positive.
+func configMs(cfg map[string]any, name string, def float64) time.Duration {
+	v := 0.0
+	switch n := cfg[name].(type) {
+	case int:
+		v = float64(n)
+	case int64:
+		v = float64(n)
+	case uint64:
+		v = float64(n)
+	case float64:
+		v = n
 	}
-	return ms("maxTimeoutMs", 600_000) + ms("graceMs", 3_000)
+	if v <= 0 {
+		v = def
+	}
+	return time.Duration(v * float64(time.Millisecond))
 }
 
 // entryList is a copy of the entries (the watcher may add some).

@@ -13,12 +13,16 @@ import (
 // ctx may carry the front end's Asker (approval.WithAsker of
 // host/core/approval), through which ctx.approval asks the call's user.
 //
+// Once the host stops (StopCalls) a call is refused with RefusedText, and
+// a call it stopped is answered with StoppedText ahead of what the tool
+// said, if it could say anything.
+//
 // The result's texts are what a model may read, whoever wrote them (the
 // tool, a hook's reason, context or feedback, a refusal): each is cleaned
 // by modeltext, so no escape sequence (an OSC 52 clipboard write, colours,
 // a window title) reaches the caller. Every front end gets them so.
 func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMessage) (*ToolResult, error) {
-	res, err := h.callTool(ctx, owner, name, args)
+	res, err := h.callInFlight(ctx, owner, name, args)
 	if res != nil {
 		res.Text = cleanText(res.Text)
 		for i, fb := range res.Feedback {

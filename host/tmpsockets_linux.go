@@ -36,7 +36,7 @@ func sweepTmpSockets(dir string) {
 		if uid, ok := fileOwner(fi); !ok || uid != os.Getuid() {
 			continue
 		}
-		if !refused(path) {
+		if !connRefused(path) {
 			continue
 		}
 		// A socket bound but not yet listening refuses too: the kernel's
@@ -70,7 +70,7 @@ func isPluginSocketName(name string) bool {
 // refused reports whether a connection to the socket at path is refused:
 // no process listens on it. Anything else (it answers, it is slow, access
 // is denied) counts as alive.
-func refused(path string) bool {
+func connRefused(path string) bool {
 	c, err := net.DialTimeout("unix", path, time.Second)
 	if err == nil {
 		_ = c.Close()

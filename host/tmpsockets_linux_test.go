@@ -52,7 +52,7 @@ func TestTmpSocketSweep(t *testing.T) {
 	if err := os.WriteFile(path("plugin42"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if !refused(path("plugin5555555")) || !refused(path("plugin1234567")) {
+	if !connRefused(path("plugin5555555")) || !connRefused(path("plugin1234567")) {
 		t.Fatal("a socket with no listener does not refuse connections: the test proves nothing")
 	}
 

@@ -112,8 +112,22 @@ type ArgumentsError struct {
 
 func (e *ArgumentsError) Error() string { return fmt.Sprintf("tool %q: %s", e.Tool, e.Msg) }
 
-// callTool is CallTool before its result's texts are cleaned.
-func (h *Host) callTool(ctx context.Context, owner, name string, args json.RawMessage) (*ToolResult, error) {
+// callInFlight is CallTool before its result's texts are cleaned: the
+// call is tracked while it runs, so that a stopping host can stop it.
+func (h *Host) callInFlight(ctx context.Context, owner, name string, args json.RawMessage) (*ToolResult, error) {
+	ctx, f, ok := h.flights.add(ctx)
+	if !ok {
+		return refused(), nil
+	}
+	defer h.flights.done(f)
+	res, err := h.callTool(ctx, f, owner, name, args)
+	if _, stopped := f.state(); stopped {
+		return stoppedAnswer(res), nil
+	}
+	return res, err
+}
+
+func (h *Host) callTool(ctx context.Context, f *flight, owner, name string, args json.RawMessage) (*ToolResult, error) {
 	t, ok := h.tools.Get(name)
 	if !ok {
 		var names []string
@@ -144,6 +158,7 @@ func (h *Host) callTool(ctx context.Context, owner, name string, args json.RawMe
 	// the request's owner field is for the tool's words and logs.
 	callID, end := h.calls.begin(owner, t.Plugin)
 	defer end()
+	f.setCall(callID, owner)
 	h.calls.keepAsker(ctx, callID)
 	icpt := h.before(ctx, owner, callID, t, args)
 	if icpt.refused != nil {

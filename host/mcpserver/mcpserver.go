@@ -23,6 +23,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -63,6 +64,9 @@ type Server struct {
 
 	amu  sync.Mutex
 	asks map[string]*question // request state -> the question it answers (elicit.go)
+
+	running  handlers    // tool handlers running (shutdown.go)
+	stopping atomic.Bool // StopCalls was called
 }
 
 // SpillScheme is the URI scheme of spill-file resources:
@@ -109,7 +113,11 @@ func New(opts Options) *Server {
 	s.Sync()
 	go func() {
 		for range changes {
-			s.Sync()
+			// A stopping host's tools go as its plugins stop: no client
+			// needs to hear of that.
+			if !s.stopping.Load() {
+				s.Sync()
+			}
 		}
 	}()
 	return s
@@ -203,6 +211,8 @@ func (s *Server) initialized(_ context.Context, req *mcp.InitializedRequest) {
 
 func (s *Server) handler(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		s.running.begin()
+		defer s.running.end()
 		owner := s.owner(req.Session)
 		// The user behind the call is asked through it (elicit.go); a
 		// question that goes back with the result stops the call.

@@ -31,9 +31,15 @@ type httpServe struct {
 
 func startHTTP(t *testing.T, compYAML string) *httpServe {
 	t.Helper()
+	return startHTTPEnv(t, nil, compYAML)
+}
+
+// startHTTPEnv is startHTTP with extra variables in dsh's environment.
+func startHTTPEnv(t *testing.T, env []string, compYAML string) *httpServe {
+	t.Helper()
 	s := &httpServe{rtBase: t.TempDir(), stderr: &syncBuffer{}}
 	s.cmd = exec.Command(filepath.Join(binDir, "dsh"), "serve", "--http", "127.0.0.1:0", "--release-grace", "300ms", writeComp(t, compYAML))
-	s.cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+s.rtBase)
+	s.cmd.Env = append(append(os.Environ(), env...), "XDG_RUNTIME_DIR="+s.rtBase)
 	pr, err := s.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -36,11 +36,17 @@ type rawServe struct {
 // MCP handshake.
 func startRaw(t *testing.T, compYAML string, args ...string) *rawServe {
 	t.Helper()
+	return startRawEnv(t, nil, compYAML, args...)
+}
+
+// startRawEnv is startRaw with extra variables in dsh's environment.
+func startRawEnv(t *testing.T, env []string, compYAML string, args ...string) *rawServe {
+	t.Helper()
 	s := &rawServe{t: t, rtBase: t.TempDir(), lines: make(chan []byte, 256), errLog: &syncBuffer{}, exited: make(chan struct{})}
 	argv := append([]string{"serve"}, args...)
 	argv = append(argv, writeComp(t, compYAML))
 	s.cmd = exec.Command(filepath.Join(binDir, "dsh"), argv...)
-	s.cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+s.rtBase)
+	s.cmd.Env = append(append(os.Environ(), env...), "XDG_RUNTIME_DIR="+s.rtBase)
 	var err error
 	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -313,7 +314,14 @@ func serve(comp *composition.Composition, opts host.Options, g globals, stderr i
 }
 
 // serveWith loads the composition, runs front until it returns (end of
-// input, a signal, a failure) and tears down.
+// input, a failure) or a signal comes, and tears down.
+//
+// On SIGINT or SIGTERM the host stops within its ShutdownBound
+// (stopTimeout plus the commands' kill grace): calls are refused from then
+// on while the front end keeps serving, the calls in flight are stopped
+// and answered, every command is killed, the plugins stop, and only then
+// does the front end close; exit 0. A second signal hurries the calls'
+// stop (SIGKILL at once) but everything is still torn down.
 func serveWith(comp *composition.Composition, opts host.Options, g globals, stderr io.Writer, front func(context.Context, *host.Host, *mcpserver.Server, *os.File) error) int {
 	survivePipes()
 	stdin, err := detachStdin()
@@ -321,8 +329,9 @@ func serveWith(comp *composition.Composition, opts host.Options, g globals, stde
 		fmt.Fprintf(stderr, "dsh serve: %v\n", err)
 		return exitFailure
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	sig := watchSignals()
+	defer sig.release()
+	ctx := sig.first
 	started := time.Now()
 	stopProfile := startCPUProfile(stderr)
 	defer stopProfile()
@@ -353,23 +362,111 @@ func serveWith(comp *composition.Composition, opts host.Options, g globals, stde
 	} else {
 		opts.Logger.Debug("control socket", "path", sock)
 	}
+	// The front end outlives the signal: it answers until the host is
+	// down.
+	frontCtx, endFront := context.WithCancel(context.Background())
+	defer endFront()
+	frontDone := make(chan error, 1)
+	go func() { frontDone <- front(frontCtx, h, m, stdin) }()
 	code := exitOK
-	if err := front(ctx, h, m, stdin); err != nil && ctx.Err() == nil {
-		fmt.Fprintf(stderr, "dsh serve: %v\n", err)
-		code = exitFailure
+	select {
+	case err := <-frontDone:
+		if err != nil && ctx.Err() == nil {
+			fmt.Fprintf(stderr, "dsh serve: %v\n", err)
+			code = exitFailure
+		}
+		frontDone = nil
+	case <-ctx.Done():
 	}
-	// The signal handler stays through the teardown, so a late SIGTERM
-	// cannot cut it short.
 	writeHeapProfile(stderr)
 	stopProfile()
-	fmt.Fprintln(stderr, "dsh serve: stopping")
-	cctx, cancel := context.WithTimeout(context.Background(), teardownBound(comp))
+	if frontDone == nil {
+		// End of input: the client is gone, nothing to answer.
+		fmt.Fprintln(stderr, "dsh serve: stopping")
+		cctx, cancel := context.WithTimeout(context.Background(), teardownBound(comp))
+		defer cancel()
+		if err := h.Close(cctx); err != nil {
+			fmt.Fprintf(stderr, "dsh serve: teardown: %v\n", err)
+			return exitFailure
+		}
+		return code
+	}
+	bound := h.ShutdownBound()
+	fmt.Fprintf(stderr, "dsh serve: %s: stopping (calls in flight are stopped and answered; at most %s)\n", sig.name(), bound)
+	deadline := time.Now().Add(bound)
+	// The calls' stop is graceful until the deadline or a second signal.
+	cctx, cancelCalls := context.WithDeadline(sig.second, deadline)
+	defer cancelCalls()
+	m.StopCalls(cctx)
+	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	if err := h.Close(cctx); err != nil {
+	if err := h.Shutdown(sctx); err != nil {
 		fmt.Fprintf(stderr, "dsh serve: teardown: %v\n", err)
-		return exitFailure
+		code = exitFailure
+	}
+	m.CloseSessions()
+	endFront()
+	select {
+	case <-frontDone:
+	case <-time.After(2 * time.Second):
+		opts.Logger.Warn("the front end did not end within 2s of the teardown")
 	}
 	return code
+}
+
+// signals are SIGINT and SIGTERM as a serving host takes them: first asks
+// it to stop, second to hurry. Both stay caught until release, so a late
+// one cannot cut the teardown short.
+type signals struct {
+	first, second context.Context
+	release       func()
+	mu            sync.Mutex
+	got           os.Signal
+}
+
+func watchSignals() *signals {
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	first, stop1 := context.WithCancel(context.Background())
+	second, stop2 := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	s := &signals{first: first, second: second}
+	go func() {
+		n := 0
+		for {
+			select {
+			case sig := <-ch:
+				n++
+				if n == 1 {
+					s.mu.Lock()
+					s.got = sig
+					s.mu.Unlock()
+					stop1()
+				} else {
+					stop2()
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	s.release = func() {
+		signal.Stop(ch)
+		close(done)
+		stop1()
+		stop2()
+	}
+	return s
+}
+
+// name is the first signal's name (SIGINT, SIGTERM).
+func (s *signals) name() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sig, ok := s.got.(syscall.Signal); ok {
+		return subprocess.SignalName(sig)
+	}
+	return fmt.Sprint(s.got)
 }
 
 func serveHTTP(ctx context.Context, h *host.Host, m *mcpserver.Server, addr, token string, ttl time.Duration, stderr io.Writer) error {
@@ -398,9 +495,15 @@ func serveHTTP(ctx context.Context, h *host.Host, m *mcpserver.Server, addr, tok
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// The sessions are closed (serveWith did, after the calls were
+	// answered): their streams end, and what is still being written
+	// completes before the server closes.
+	m.CloseSessions()
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_ = srv.Shutdown(sctx)
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
 	return nil
 }
 
