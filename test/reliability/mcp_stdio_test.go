@@ -40,7 +40,7 @@ func TestMCPMalformedLinesKeepTheSession(t *testing.T) {
 		{`a message without "jsonrpc"`, `{"id":3,"method":"ping"}`, -32600, "3"},
 		{"an object id", `{"jsonrpc":"2.0","id":{"n":4},"method":"ping"}`, -32600, "null"},
 		{"nesting 1,000 deep", `{"jsonrpc":"2.0","id":5,"method":"ping","params":{"a":` + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + `}}`, -32600, "5"},
-		{"a frame over 16 MiB", huge, -32600, "null"},
+		{"a frame over 16 MiB", huge, -32600, "99"},
 	}
 	for i, c := range cases {
 		f := fault(t, "stdio: "+c.name)
