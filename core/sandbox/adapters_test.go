@@ -28,9 +28,9 @@ func serve(t *testing.T, impl Policies) *Client {
 // implementation's words.
 func TestAdaptersRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	want := &Policy{DefaultMode: WorkspaceWrite, WorkspaceRoot: "/w", WritableRoots: []string{"/c"}, ProtectedPaths: []string{"/w/.git/config"}, UnixSockets: []string{"/run/a.sock"}}
+	want := &Policy{DefaultMode: WorkspaceWrite, WorkspaceRoot: "/w", WritableRoots: []string{"/c"}, CacheRoots: []string{"/h/.npm"}, ProtectedPaths: []string{"/w/.git/config"}, UnixSockets: []string{"/run/a.sock"}}
 	if p, err := serve(t, fakePolicies{func(context.Context) (*Policy, error) { return want, nil }}).Get(ctx); err != nil ||
-		p.DefaultMode != want.DefaultMode || p.WorkspaceRoot != "/w" || p.WritableRoots[0] != "/c" || p.ProtectedPaths[0] != "/w/.git/config" || p.UnixSockets[0] != "/run/a.sock" || p.Network {
+		p.DefaultMode != want.DefaultMode || p.WorkspaceRoot != "/w" || p.WritableRoots[0] != "/c" || len(p.CacheRoots) != 1 || p.CacheRoots[0] != "/h/.npm" || p.ProtectedPaths[0] != "/w/.git/config" || p.UnixSockets[0] != "/run/a.sock" || p.Network {
 		t.Fatalf("get: %v %v", p, err)
 	}
 	none := serve(t, fakePolicies{func(context.Context) (*Policy, error) {

@@ -49,7 +49,7 @@ const (
 
 // ForMode is the complete per-call policy a command confined in mode gets
 // under the composition's policy base (what Wrap is asked to apply):
-// writable roots only in workspace-write, the network always in
+// writable and cache roots only in workspace-write, the network always in
 // danger-full-access, base's protected paths and unix sockets.
 func ForMode(base *Policy, mode string) *Policy {
 	p := &Policy{
@@ -60,6 +60,7 @@ func ForMode(base *Policy, mode string) *Policy {
 	}
 	if mode == WorkspaceWrite {
 		p.WorkspaceRoot, p.WritableRoots = base.GetWorkspaceRoot(), slices.Clone(base.GetWritableRoots())
+		p.CacheRoots = slices.Clone(base.GetCacheRoots())
 	}
 	return p
 }

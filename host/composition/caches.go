@@ -14,7 +14,11 @@ import (
 // roots, none unless the section names them. Each is an absolute path or
 // starts with ~/ (the host's HOME), is made when missing, and may be
 // neither /, HOME itself, nor a protected path, inside one, or around one
-// (a folder holding a project is a writable root, not a cache).
+// (a folder holding a project is a writable root, not a cache). Nor may
+// it be the workspace or a writable root, inside one, or around one: the
+// runner watches those roots for new git directories and protected paths
+// and leaves cache roots alone, so a cache root in the workspace would
+// carve an unwatched hole in it.
 
 // cacheRoot is one entry of the list, with its node for errors.
 type cacheRoot struct {
@@ -87,7 +91,8 @@ func (p *parser) cacheRoots(sp pair, v any, home string) []cacheRoot {
 }
 
 // checkCacheRoots refuses the cache roots that are, are inside, or hold a
-// protected path, and keeps the others in sb.
+// protected path, the workspace or a writable root, and keeps the others
+// in sb.
 func (p *parser) checkCacheRoots(sb *Sandbox, roots []cacheRoot) {
 	for _, r := range roots {
 		bad := ""
@@ -99,6 +104,21 @@ func (p *parser) checkCacheRoots(sb *Sandbox, roots []cacheRoot) {
 		}
 		if bad != "" {
 			p.errorf(r.node, "sandbox.cacheRoots: %s cannot be a cache root: the protected path %s would be in it or around it (a project folder is a writable root: sandbox.writableRoots)", r.path, bad)
+			continue
+		}
+		root := ""
+		for _, w := range append([]string{sb.WorkspaceRoot}, sb.WritableRoots...) {
+			if w != "" && (inside(w, r.path) || inside(r.path, w)) {
+				root = w
+				break
+			}
+		}
+		if root != "" {
+			what := "the writable root"
+			if root == sb.WorkspaceRoot {
+				what = "the workspace root"
+			}
+			p.errorf(r.node, "sandbox.cacheRoots: %s cannot be a cache root: it overlaps %s %s, where new git directories and protected paths are watched and cache roots are not (name a cache folder outside the writable roots)", r.path, what, root)
 			continue
 		}
 		sb.CacheRoots = append(sb.CacheRoots, r.path)

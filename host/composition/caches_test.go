@@ -9,18 +9,26 @@ import (
 )
 
 // sandbox.cacheRoots: none by default; ~ is HOME; a missing one is made;
-// what is odd (relative, /, HOME, a protected path or what holds one) is
-// refused at its line.
+// what is odd (relative, /, HOME, a protected path or what holds one,
+// the workspace or a writable root, in one or around one) is refused at
+// its line.
 func TestSandboxCacheRoots(t *testing.T) {
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	home := filepath.Join(dir, "home")
-	for _, d := range []string{"ws", "home", "home/.npm", "elsewhere"} {
+	for _, d := range []string{"ws", "home", "home/.npm", "elsewhere", "ws/node_modules", "more"} {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A symlink's target is what counts.
+	if err := os.Symlink(filepath.Join(dir, "ws", "node_modules"), filepath.Join(dir, "inws")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "more", "sub"), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	env := map[string]string{"HOME": home}
 	c, err := loadSandbox(t, dir, "sandbox: {workspaceRoot: ws}\nplugins: []\n", env)
@@ -51,6 +59,11 @@ func TestSandboxCacheRoots(t *testing.T) {
 		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [" + filepath.Join(dir, "ws", ".git", "hooks") + "]\n", "comp.yaml:3: sandbox.cacheRoots: " + filepath.Join(dir, "ws", ".git", "hooks") + " cannot be a cache root: the protected path"},
 		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [" + dir + "]\n", "cannot be a cache root: the protected path"},
 		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [" + filepath.Join(dir, "comp.yaml") + "]\n", "comp.yaml:3: sandbox.cacheRoots: " + filepath.Join(dir, "comp.yaml") + " cannot be made"},
+		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [" + filepath.Join(dir, "ws", "node_modules") + "]\n", "comp.yaml:3: sandbox.cacheRoots: " + filepath.Join(dir, "ws", "node_modules") + " cannot be a cache root: it overlaps the workspace root " + filepath.Join(dir, "ws")},
+		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [" + filepath.Join(dir, "ws", "target") + "]\n", "sandbox.cacheRoots: " + filepath.Join(dir, "ws", "target") + " cannot be a cache root: it overlaps the workspace root"},
+		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [" + filepath.Join(dir, "inws") + "]\n", "sandbox.cacheRoots: " + filepath.Join(dir, "ws", "node_modules") + " cannot be a cache root: it overlaps the workspace root"},
+		{"sandbox:\n  workspaceRoot: ws\n  writableRoots: [more]\n  cacheRoots: [" + filepath.Join(dir, "more", "cache") + "]\n", "comp.yaml:4: sandbox.cacheRoots: " + filepath.Join(dir, "more", "cache") + " cannot be a cache root: it overlaps the writable root " + filepath.Join(dir, "more")},
+		{"sandbox:\n  workspaceRoot: ws\n  writableRoots: [more/sub]\n  cacheRoots: [" + filepath.Join(dir, "more") + "]\n", "cannot be a cache root: the protected path " + filepath.Join(dir, "more", "sub", ".git", "config")},
 		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: ~/.npm\n", "sandbox.cacheRoots must be a list of paths"},
 		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [3]\n", "sandbox.cacheRoots: want a path"},
 	} {

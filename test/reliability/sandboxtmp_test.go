@@ -32,7 +32,8 @@ func outsideTmp(t *testing.T) string {
 // each has a temporary folder of its own as /tmp and TMPDIR (mktemp and
 // Python's tempfile work, a file stays for the agent's next command, the
 // other agent sees none of it), a named cache root is writable and an
-// unnamed one is not; an agent's folder goes when its session ends, and
+// unnamed one is not, and a bare repository made in it keeps its config;
+// an agent's folder goes when its session ends, and
 // the host leaves nothing in its temporary directory when it stops.
 func TestSandboxTempFolders(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -98,7 +99,17 @@ plugins:
 		t.Fatalf("a write to a folder not named: %q", text)
 	}
 	mustNotExist(t, "a write to a folder not named", filepath.Join(unnamed, "f"))
-	f.Saw("named written, unnamed refused")
+	// A bare repository made there, as go mod download makes one in
+	// ~/go/pkg/mod/cache/vcs, keeps its config: cache roots are no git
+	// guard's business.
+	vcs := filepath.Join(named, "vcs", "0123abcd")
+	if text := bash(a, "GIT_CONFIG_GLOBAL=/dev/null git init -q --bare "+vcs+" && echo made"); text != "made" {
+		t.Fatalf("a bare repository in a cache root: %q", text)
+	}
+	if _, err := os.Stat(filepath.Join(vcs, "config")); err != nil {
+		t.Fatalf("the bare repository in the cache root lost its config: %v", err)
+	}
+	f.Saw("named written, unnamed refused, a bare repository there kept whole")
 
 	f = fault(t, "sandbox: an agent's folder when its session ends")
 	_ = a.Close()

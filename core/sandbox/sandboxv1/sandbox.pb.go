@@ -73,7 +73,12 @@ type Policy struct {
 	// Read-only inside the writable roots.
 	ProtectedPaths []string `protobuf:"bytes,5,rep,name=protected_paths,json=protectedPaths,proto3" json:"protected_paths,omitempty"`
 	// Unix sockets at these paths may be reached.
-	UnixSockets   []string `protobuf:"bytes,6,rep,name=unix_sockets,json=unixSockets,proto3" json:"unix_sockets,omitempty"`
+	UnixSockets []string `protobuf:"bytes,6,rep,name=unix_sockets,json=unixSockets,proto3" json:"unix_sockets,omitempty"`
+	// Writable like the writable roots (workspace-write only), but caches
+	// package managers write to: no protected path is kept in them and no
+	// git directory made in them is undone. None is, holds or is inside the
+	// workspace or a writable root.
+	CacheRoots    []string `protobuf:"bytes,7,rep,name=cache_roots,json=cacheRoots,proto3" json:"cache_roots,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -146,6 +151,13 @@ func (x *Policy) GetProtectedPaths() []string {
 func (x *Policy) GetUnixSockets() []string {
 	if x != nil {
 		return x.UnixSockets
+	}
+	return nil
+}
+
+func (x *Policy) GetCacheRoots() []string {
+	if x != nil {
+		return x.CacheRoots
 	}
 	return nil
 }
@@ -448,14 +460,16 @@ var File_core_sandbox_sandboxv1_sandbox_proto protoreflect.FileDescriptor
 const file_core_sandbox_sandboxv1_sandbox_proto_rawDesc = "" +
 	"\n" +
 	"$core/sandbox/sandboxv1/sandbox.proto\x12\x0edsh.sandbox.v1\"\x12\n" +
-	"\x10GetPolicyRequest\"\xdf\x01\n" +
+	"\x10GetPolicyRequest\"\x80\x02\n" +
 	"\x06Policy\x12!\n" +
 	"\fdefault_mode\x18\x01 \x01(\tR\vdefaultMode\x12%\n" +
 	"\x0eworkspace_root\x18\x02 \x01(\tR\rworkspaceRoot\x12%\n" +
 	"\x0ewritable_roots\x18\x03 \x03(\tR\rwritableRoots\x12\x18\n" +
 	"\anetwork\x18\x04 \x01(\bR\anetwork\x12'\n" +
 	"\x0fprotected_paths\x18\x05 \x03(\tR\x0eprotectedPaths\x12!\n" +
-	"\funix_sockets\x18\x06 \x03(\tR\vunixSockets\"e\n" +
+	"\funix_sockets\x18\x06 \x03(\tR\vunixSockets\x12\x1f\n" +
+	"\vcache_roots\x18\a \x03(\tR\n" +
+	"cacheRoots\"e\n" +
 	"\vWrapRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\tR\x04mode\x12.\n" +

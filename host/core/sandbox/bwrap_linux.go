@@ -150,7 +150,7 @@ func (b *Bubblewrap) Wrap(p *sandbox.Policy, mode string, opt Options, argv []st
 		if p.WorkspaceRoot == "" {
 			return nil, errors.New("workspace-write without a workspace root")
 		}
-		rootsIn = append([]string{p.WorkspaceRoot}, p.WritableRoots...)
+		rootsIn = slices.Concat([]string{p.WorkspaceRoot}, p.WritableRoots, p.CacheRoots)
 	case sandbox.DangerFullAccess:
 		return nil, errors.New("danger-full-access confines nothing: run it without a confinement")
 	default:

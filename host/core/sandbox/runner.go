@@ -155,7 +155,10 @@ func (r *Runner) wrap(req *sandbox.WrapRequest, add Options) (*sandbox.Wrapped, 
 }
 
 // guardFor is the guard of p's writable roots and protected paths, made
-// (the roots walked once) on first use.
+// (the roots walked once) on first use. Cache roots are not among them:
+// walking and watching a package manager's cache would cost seconds and
+// the inotify watches, and the bare repositories a tool keeps there (the
+// Go module cache's) must keep their config.
 func (r *Runner) guardFor(p *sandbox.Policy) (*guard, string) {
 	roots := slices.Compact(slices.Sorted(slices.Values(append([]string{p.WorkspaceRoot}, p.WritableRoots...))))
 	h := sha256.New()
@@ -249,7 +252,7 @@ func check(p *sandbox.Policy, mode string) error {
 	if mode == sandbox.WorkspaceWrite && p.WorkspaceRoot == "" {
 		return unavailable("sandbox: %s needs a workspace root", mode)
 	}
-	for _, list := range [][]string{{p.WorkspaceRoot}, p.WritableRoots, p.ProtectedPaths, p.UnixSockets} {
+	for _, list := range [][]string{{p.WorkspaceRoot}, p.WritableRoots, p.CacheRoots, p.ProtectedPaths, p.UnixSockets} {
 		for _, path := range list {
 			if path != "" && (!filepath.IsAbs(path) || filepath.Clean(path) != path) {
 				return unavailable("sandbox: the policy's path %q is not absolute and clean", path)
@@ -259,7 +262,26 @@ func check(p *sandbox.Policy, mode string) error {
 			}
 		}
 	}
+	// The guard does not watch cache roots, so one that is, holds or is
+	// inside a root it watches would leave part of that root unguarded
+	// or guarded by chance.
+	for _, c := range p.CacheRoots {
+		for _, r := range append([]string{p.WorkspaceRoot}, p.WritableRoots...) {
+			if r != "" && overlap(c, r) {
+				return unavailable("sandbox: the cache root %s overlaps the writable root %s (a cache root is a folder outside every writable root)", c, r)
+			}
+		}
+	}
 	return nil
+}
+
+// overlap reports whether the clean paths a and b are one folder or one
+// holds the other.
+func overlap(a, b string) bool {
+	in := func(path, dir string) bool {
+		return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
+	}
+	return in(a, b) || in(b, a)
 }
 
 // errNoLandlock marks a kernel without the landlock runner's mechanisms
@@ -288,7 +310,7 @@ func Token(p *sandbox.Policy, mode string, opt Options) string {
 	field(p.WorkspaceRoot)
 	fmt.Fprintf(h, "%v;", p.Network)
 	field(opt.Tmp)
-	for _, list := range [][]string{p.WritableRoots, p.ProtectedPaths, p.UnixSockets, opt.Hide, opt.Show, opt.ReadOnly} {
+	for _, list := range [][]string{p.WritableRoots, p.CacheRoots, p.ProtectedPaths, p.UnixSockets, opt.Hide, opt.Show, opt.ReadOnly} {
 		fmt.Fprintf(h, "%d;", len(list))
 		for _, s := range list {
 			field(s)

@@ -113,7 +113,7 @@ func prepare(p *sandbox.Policy, mode string, opt Options, skip layers) (*Confine
 		if p.WorkspaceRoot == "" {
 			return nil, errors.New("sandbox: workspace-write without a workspace root")
 		}
-		writable = append([]string{p.WorkspaceRoot}, p.WritableRoots...)
+		writable = slices.Concat([]string{p.WorkspaceRoot}, p.WritableRoots, p.CacheRoots)
 	case sandbox.DangerFullAccess:
 		return nil, errors.New("sandbox: danger-full-access confines nothing: run it without a confinement")
 	default:

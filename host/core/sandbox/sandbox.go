@@ -50,11 +50,10 @@ func PolicyOf(section *composition.Sandbox) *sandbox.Policy {
 		return nil
 	}
 	return &sandbox.Policy{
-		DefaultMode:   section.DefaultMode,
-		WorkspaceRoot: section.WorkspaceRoot,
-		// Cache roots are writable roots to the runners: in workspace-write
-		// mode only.
-		WritableRoots:  slices.Concat(section.WritableRoots, section.CacheRoots),
+		DefaultMode:    section.DefaultMode,
+		WorkspaceRoot:  section.WorkspaceRoot,
+		WritableRoots:  slices.Clone(section.WritableRoots),
+		CacheRoots:     slices.Clone(section.CacheRoots),
 		Network:        section.Network,
 		ProtectedPaths: slices.Clone(section.ProtectedPaths),
 		UnixSockets:    slices.Clone(section.UnixSockets),
@@ -67,5 +66,5 @@ func equal(a, b *sandbox.Policy) bool {
 	}
 	return a.DefaultMode == b.DefaultMode && a.WorkspaceRoot == b.WorkspaceRoot && a.Network == b.Network &&
 		slices.Equal(a.WritableRoots, b.WritableRoots) && slices.Equal(a.ProtectedPaths, b.ProtectedPaths) &&
-		slices.Equal(a.UnixSockets, b.UnixSockets)
+		slices.Equal(a.UnixSockets, b.UnixSockets) && slices.Equal(a.CacheRoots, b.CacheRoots)
 }

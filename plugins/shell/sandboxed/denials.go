@@ -100,7 +100,7 @@ func writable(sp *shell.SandboxPolicy, path string) bool {
 			return false
 		}
 	}
-	for _, r := range sp.GetWritableRoots() {
+	for _, r := range slices.Concat(sp.GetWritableRoots(), sp.GetCacheRoots()) {
 		if within(path, r) {
 			return true
 		}

@@ -71,7 +71,7 @@ func (e *Executor) stamp(mode string) *shell.SandboxPolicy { return stampOf(e.Po
 // stampOf is the per-call policy of mode under base, as a spec carries it.
 func stampOf(base *sandbox.Policy, mode string) *shell.SandboxPolicy {
 	p := sandbox.ForMode(base, mode)
-	sp := &shell.SandboxPolicy{Mode: mode, Network: p.Network, ProtectedPaths: p.ProtectedPaths, UnixSockets: p.UnixSockets}
+	sp := &shell.SandboxPolicy{Mode: mode, Network: p.Network, ProtectedPaths: p.ProtectedPaths, UnixSockets: p.UnixSockets, CacheRoots: p.CacheRoots}
 	if p.WorkspaceRoot != "" {
 		sp.WritableRoots = append([]string{p.WorkspaceRoot}, p.WritableRoots...)
 	}
@@ -85,6 +85,7 @@ func wrapPolicy(sp *shell.SandboxPolicy) *sandbox.Policy {
 		Network:        sp.Network,
 		ProtectedPaths: sp.ProtectedPaths,
 		UnixSockets:    sp.UnixSockets,
+		CacheRoots:     sp.CacheRoots,
 	}
 	if len(sp.WritableRoots) > 0 {
 		p.WorkspaceRoot, p.WritableRoots = sp.WritableRoots[0], sp.WritableRoots[1:]

@@ -35,8 +35,11 @@ type SandboxPolicy struct {
 	Network        bool     `protobuf:"varint,3,opt,name=network,proto3" json:"network,omitempty"`
 	ProtectedPaths []string `protobuf:"bytes,4,rep,name=protected_paths,json=protectedPaths,proto3" json:"protected_paths,omitempty"`
 	UnixSockets    []string `protobuf:"bytes,5,rep,name=unix_sockets,json=unixSockets,proto3" json:"unix_sockets,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Writable like the writable roots, but caches: the runner keeps no
+	// protected path in them and undoes no git directory made in them.
+	CacheRoots    []string `protobuf:"bytes,6,rep,name=cache_roots,json=cacheRoots,proto3" json:"cache_roots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SandboxPolicy) Reset() {
@@ -100,6 +103,13 @@ func (x *SandboxPolicy) GetProtectedPaths() []string {
 func (x *SandboxPolicy) GetUnixSockets() []string {
 	if x != nil {
 		return x.UnixSockets
+	}
+	return nil
+}
+
+func (x *SandboxPolicy) GetCacheRoots() []string {
+	if x != nil {
+		return x.CacheRoots
 	}
 	return nil
 }
@@ -1134,13 +1144,15 @@ var File_plugins_shell_shellv1_shell_proto protoreflect.FileDescriptor
 
 const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\n" +
-	"!plugins/shell/shellv1/shell.proto\x12\fdsh.shell.v1\"\xb0\x01\n" +
+	"!plugins/shell/shellv1/shell.proto\x12\fdsh.shell.v1\"\xd1\x01\n" +
 	"\rSandboxPolicy\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12%\n" +
 	"\x0ewritable_roots\x18\x02 \x03(\tR\rwritableRoots\x12\x18\n" +
 	"\anetwork\x18\x03 \x01(\bR\anetwork\x12'\n" +
 	"\x0fprotected_paths\x18\x04 \x03(\tR\x0eprotectedPaths\x12!\n" +
-	"\funix_sockets\x18\x05 \x03(\tR\vunixSockets\"\xac\x04\n" +
+	"\funix_sockets\x18\x05 \x03(\tR\vunixSockets\x12\x1f\n" +
+	"\vcache_roots\x18\x06 \x03(\tR\n" +
+	"cacheRoots\"\xac\x04\n" +
 	"\vExecRequest\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\tR\acommand\x12\x18\n" +
 	"\aworkdir\x18\x02 \x01(\tR\aworkdir\x12\x1d\n" +
