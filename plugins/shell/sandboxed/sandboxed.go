@@ -30,7 +30,7 @@ type Executor struct {
 	jobs    map[string]*shell.SandboxPolicy // background processes' policies, for their reads
 	settles map[*shell.ExecSpec]string      // each spawn's watch, from its confine to its end
 	pending map[string]string               // background processes' watches, settled at their end
-	held    map[string][]*sandbox.Undone    // settled by Wait, said by the next read
+	settled map[string]*settling            // a background process's settle: run once, by Wait or the read that sees its end
 }
 
 var _ shell.Executor = (*Executor)(nil)
@@ -38,7 +38,7 @@ var _ shell.Executor = (*Executor)(nil)
 // New confines the commands of l under policy through sb.
 func New(l *local.Executor, policy *sandbox.Policy, sb sandbox.Sandboxes) *Executor {
 	e := &Executor{Executor: l, Policy: policy, Sandbox: sb, jobs: map[string]*shell.SandboxPolicy{},
-		settles: map[*shell.ExecSpec]string{}, pending: map[string]string{}, held: map[string][]*sandbox.Undone{}}
+		settles: map[*shell.ExecSpec]string{}, pending: map[string]string{}, settled: map[string]*settling{}}
 	l.Confine = e.confine
 	return e
 }
@@ -229,19 +229,19 @@ func (e *Executor) ReadOutput(ctx context.Context, id string) (*shell.ProcessRea
 	}
 	e.mu.Lock()
 	sp, ok := e.jobs[id]
-	token, undone := "", e.held[id]
-	if ok && r.GetState().GetStatus() != shell.StatusRunning {
-		delete(e.jobs, id)
-		token = e.pending[id]
-		delete(e.pending, id)
-		delete(e.held, id)
-	}
 	e.mu.Unlock()
-	more, err := e.settle(ctx, token)
-	if err != nil {
-		return nil, err
+	var undone []*sandbox.Undone
+	if ok && r.GetState().GetStatus() != shell.StatusRunning {
+		// The end may be seen here and by Wait at once: both meet the one
+		// settle, so what it undid is said however the two interleave.
+		if undone, err = e.settleJob(ctx, id); err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		delete(e.jobs, id)
+		delete(e.settled, id)
+		e.mu.Unlock()
 	}
-	undone = append(undone, more...)
 	if !ok {
 		sp = e.stamp(e.Policy.DefaultMode)
 	}
@@ -265,18 +265,45 @@ func (e *Executor) Wait(ctx context.Context, id string) (*shell.ProcessState, er
 	if err != nil || st.GetStatus() == shell.StatusRunning {
 		return st, err
 	}
-	e.mu.Lock()
-	token := e.pending[id]
-	delete(e.pending, id)
-	e.mu.Unlock()
-	undone, err := e.settle(ctx, token)
-	if err != nil {
+	if _, err := e.settleJob(ctx, id); err != nil {
 		return nil, err
 	}
-	if len(undone) > 0 {
-		e.mu.Lock()
-		e.held[id] = append(e.held[id], undone...)
-		e.mu.Unlock()
-	}
 	return st, nil
+}
+
+// settling is one background process's settle, shared by whoever saw its
+// end first and whoever comes while it runs.
+type settling struct {
+	done   chan struct{}
+	undone []*sandbox.Undone
+	err    error
+}
+
+// settleJob settles the ended background process id once; the read that
+// reports its end says what was undone (and forgets it).
+func (e *Executor) settleJob(ctx context.Context, id string) ([]*sandbox.Undone, error) {
+	e.mu.Lock()
+	s, ok := e.settled[id]
+	if !ok {
+		token, watched := e.pending[id]
+		if !watched {
+			// Nothing to settle, or it was settled and said already.
+			e.mu.Unlock()
+			return nil, nil
+		}
+		s = &settling{done: make(chan struct{})}
+		e.settled[id] = s
+		delete(e.pending, id)
+		e.mu.Unlock()
+		s.undone, s.err = e.settle(ctx, token)
+		close(s.done)
+		return s.undone, s.err
+	}
+	e.mu.Unlock()
+	select {
+	case <-s.done:
+		return s.undone, s.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
