@@ -288,7 +288,7 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 		applied:  comp,
 	}
 	h.jobs = jobs.New(jobs.Config{Open: h.openJobProcess})
-	h.terms = terminals.New(terminals.Config{Sub: sub, Logger: opts.Logger.Named("terminals")})
+	h.terms = terminals.New(terminals.Config{Sub: sub, Logger: opts.Logger.Named("terminals"), SandboxSettle: h.settleTerminal})
 	h.indexServices()
 	return h, nil
 }

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -173,19 +174,20 @@ func (p *terminalBash) Start(ctx context.Context, req *terminal.StartRequest) (*
 			env[k] = v
 		}
 	}
-	argv, confinement, err := p.confine(ctx, p.Argv())
+	w, err := p.confine(ctx, p.Argv())
 	if err != nil {
 		return nil, err
 	}
 	st, err := p.sub.SpawnTerminal(ctx, &subprocess.TerminalRequest{
-		Argv:        argv,
-		Confinement: confinement,
+		Argv:        w.Argv,
+		Confinement: w.Confinement,
 		Dir:         cwd,
 		Env:         env,
 		Cols:        req.Cols,
 		Rows:        req.Rows,
 	})
 	if err != nil {
+		p.release(ctx, w.Settle)
 		if errors.Is(err, subprocess.ErrCannotStart) || errors.Is(err, subprocess.ErrInvalid) {
 			return nil, terminal.CannotStart(err)
 		}
@@ -196,7 +198,21 @@ func (p *terminalBash) Start(ctx context.Context, req *terminal.StartRequest) (*
 		Pid:       st.Pid,
 		Cwd:       cwd,
 		Dialect:   &terminal.Dialect{Name: p.cfg.ShellDialect, Prompt: printed},
+		// The host settles it after each send and at the session's end:
+		// this plugin keeps nothing per session.
+		Settle: w.Settle,
 	}, nil
+}
+
+// release ends the sandbox's watch of a shell that did not start: a watch
+// never settled keeps what appears in the roots from being forgotten.
+func (p *terminalBash) release(ctx context.Context, token string) {
+	if token == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_, _ = p.box.Settle(ctx, &sandbox.SettleRequest{Settle: token})
 }
 
 // Mode is the sandbox mode sessions run in; empty when they are not
@@ -214,19 +230,19 @@ func (p *terminalBash) Mode() string {
 // confine wraps argv through ctx.sandbox in the sessions' mode; with no
 // sandbox section, or in danger-full-access, it runs as it is. A shell
 // that cannot be confined does not start.
-func (p *terminalBash) confine(ctx context.Context, argv []string) ([]string, string, error) {
+func (p *terminalBash) confine(ctx context.Context, argv []string) (*sandbox.Wrapped, error) {
 	mode := p.Mode()
 	if mode == "" || mode == sandbox.DangerFullAccess {
-		return argv, "", nil
+		return &sandbox.Wrapped{Argv: argv}, nil
 	}
 	w, err := p.box.Wrap(ctx, &sandbox.WrapRequest{Argv: argv, Mode: mode, Policy: sandbox.ForMode(p.policy, mode)})
 	switch {
 	case errors.Is(err, sandbox.ErrUnavailable):
-		return nil, "", terminal.CannotStart(fmt.Errorf("the sandbox cannot confine a terminal here, so none was started: %w", err))
+		return nil, terminal.CannotStart(fmt.Errorf("the sandbox cannot confine a terminal here, so none was started: %w", err))
 	case err != nil:
-		return nil, "", fmt.Errorf("the sandbox could not be asked, so no terminal was started: %w", err)
+		return nil, fmt.Errorf("the sandbox could not be asked, so no terminal was started: %w", err)
 	}
-	return w.Argv, w.Confinement, nil
+	return w, nil
 }
 
 // Send types text, then Enter (a carriage return, as a terminal sends it)

@@ -314,7 +314,11 @@ func (x *Wrapped) GetSettle() string {
 type SettleRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Wrapped.settle.
-	Settle        string `protobuf:"bytes,1,opt,name=settle,proto3" json:"settle,omitempty"`
+	Settle string `protobuf:"bytes,1,opt,name=settle,proto3" json:"settle,omitempty"`
+	// The command goes on (a terminal's shell between its commands): what
+	// it created so far is undone, and the watch goes on under
+	// Settled.settle. Without keep the watch ends.
+	Keep          bool `protobuf:"varint,2,opt,name=keep,proto3" json:"keep,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -356,10 +360,19 @@ func (x *SettleRequest) GetSettle() string {
 	return ""
 }
 
+func (x *SettleRequest) GetKeep() bool {
+	if x != nil {
+		return x.Keep
+	}
+	return false
+}
+
 type Settled struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What the command created that it may not have, now removed.
-	Undone        []*Undone `protobuf:"bytes,1,rep,name=undone,proto3" json:"undone,omitempty"`
+	Undone []*Undone `protobuf:"bytes,1,rep,name=undone,proto3" json:"undone,omitempty"`
+	// With keep: the watch going on, to settle next.
+	Settle        string `protobuf:"bytes,2,opt,name=settle,proto3" json:"settle,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -399,6 +412,13 @@ func (x *Settled) GetUndone() []*Undone {
 		return x.Undone
 	}
 	return nil
+}
+
+func (x *Settled) GetSettle() string {
+	if x != nil {
+		return x.Settle
+	}
+	return ""
 }
 
 type Undone struct {
@@ -479,11 +499,13 @@ const file_core_sandbox_sandboxv1_sandbox_proto_rawDesc = "" +
 	"\vconfinement\x18\x02 \x01(\tR\vconfinement\x12\x16\n" +
 	"\x06runner\x18\x03 \x01(\tR\x06runner\x12 \n" +
 	"\venforcement\x18\x04 \x01(\tR\venforcement\x12\x16\n" +
-	"\x06settle\x18\x05 \x01(\tR\x06settle\"'\n" +
+	"\x06settle\x18\x05 \x01(\tR\x06settle\";\n" +
 	"\rSettleRequest\x12\x16\n" +
-	"\x06settle\x18\x01 \x01(\tR\x06settle\"9\n" +
+	"\x06settle\x18\x01 \x01(\tR\x06settle\x12\x12\n" +
+	"\x04keep\x18\x02 \x01(\bR\x04keep\"Q\n" +
 	"\aSettled\x12.\n" +
-	"\x06undone\x18\x01 \x03(\v2\x16.dsh.sandbox.v1.UndoneR\x06undone\".\n" +
+	"\x06undone\x18\x01 \x03(\v2\x16.dsh.sandbox.v1.UndoneR\x06undone\x12\x16\n" +
+	"\x06settle\x18\x02 \x01(\tR\x06settle\".\n" +
 	"\x06Undone\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x10\n" +
 	"\x03why\x18\x02 \x01(\tR\x03why2P\n" +

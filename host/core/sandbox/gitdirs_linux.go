@@ -527,18 +527,19 @@ func (g *guard) mark() uint64 {
 
 // settle removes what appeared since mark that still exists, and says
 // what. Something the user made meanwhile outside the sandbox cannot be
-// told apart: it goes too.
-func (g *guard) settle(mark uint64) []undone {
+// told apart: it goes too. With keep the command goes on (a terminal's
+// shell): next is its mark from now, taken under the same lock, so
+// nothing that appears in between escapes both.
+func (g *guard) settle(mark uint64, keep bool) (out []undone, next uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
-		return nil
+		return nil, 0
 	}
 	if g.fd < 0 {
 		g.walkAll()
 	}
 	g.drain()
-	var out []undone
 	remove := func(u undone) {
 		if slices.ContainsFunc(out, func(o undone) bool { return within(o.path, u.path) }) {
 			return
@@ -578,13 +579,17 @@ func (g *guard) settle(mark uint64) []undone {
 	if g.marks[mark]--; g.marks[mark] <= 0 {
 		delete(g.marks, mark)
 	}
+	if keep {
+		next = g.seq
+		g.marks[next]++
+	}
 	// What no unsettled command may own is no longer needed.
 	oldest := g.seq
 	for m := range g.marks {
 		oldest = min(oldest, m)
 	}
 	g.seen = slices.DeleteFunc(g.seen, func(u undone) bool { return u.seq <= oldest })
-	return out
+	return out, next
 }
 
 // forget drops what was learnt at or under p.

@@ -302,7 +302,7 @@ func TestGuardWalkKeepsWhatWasThere(t *testing.T) {
 			}
 			g.mu.Unlock()
 		}
-		undone := g.settle(mark)
+		undone, _ := g.settle(mark, false)
 		g.close()
 		var paths []string
 		for _, u := range undone {
@@ -347,7 +347,41 @@ func BenchmarkGuard(b *testing.B) {
 	walk := time.Since(start)
 	for b.Loop() {
 		g.paths()
-		g.settle(g.mark())
+		g.settle(g.mark(), false)
 	}
 	b.ReportMetric(float64(walk.Microseconds()), "first-walk-µs")
+}
+
+// A watch kept across settles (a terminal's shell between its commands)
+// still owns what appears after each: another command's settle meanwhile
+// forgets nothing of it.
+func TestGuardKeepWatchesOn(t *testing.T) {
+	ws := t.TempDir()
+	envrc := filepath.Join(ws, ".envrc")
+	g := newGuard([]string{ws}, []string{envrc})
+	defer g.close()
+	shell := g.mark()
+	must(t, os.WriteFile(envrc, []byte("x"), 0o644))
+	undone, next := g.settle(shell, true)
+	if len(undone) != 1 || undone[0].path != envrc {
+		t.Fatalf("the first settle undid %v, want %s", undone, envrc)
+	}
+	must(t, os.WriteFile(envrc, []byte("again"), 0o644))
+	// Another command starts and ends after the shell's planting.
+	other, _ := g.settle(g.mark(), false)
+	if len(other) != 0 {
+		t.Fatalf("another command's settle undid %v, which appeared before it started", other)
+	}
+	undone, _ = g.settle(next, false)
+	if len(undone) != 1 || undone[0].path != envrc {
+		t.Fatalf("the kept watch undid %v, want %s", undone, envrc)
+	}
+	if _, err := os.Lstat(envrc); !os.IsNotExist(err) {
+		t.Fatalf(".envrc is still there: %v", err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.marks) != 0 || len(g.seen) != 0 {
+		t.Fatalf("settled watches left marks %v and events %v", g.marks, g.seen)
+	}
 }

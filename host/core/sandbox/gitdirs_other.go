@@ -10,7 +10,7 @@ type undone struct{ path, why string }
 
 func newGuard(roots, protected []string) *guard { return nil }
 
-func (g *guard) paths() ([]string, uint64) { return nil, 0 }
-func (g *guard) mark() uint64              { return 0 }
-func (g *guard) settle(uint64) []undone    { return nil }
-func (g *guard) close()                    {}
+func (g *guard) paths() ([]string, uint64)              { return nil, 0 }
+func (g *guard) mark() uint64                           { return 0 }
+func (g *guard) settle(uint64, bool) ([]undone, uint64) { return nil, 0 }
+func (g *guard) close()                                 {}

@@ -193,7 +193,9 @@ func (r *Runner) guardFor(p *sandbox.Policy) (*guard, string) {
 
 // Settle undoes what the command a Wrap confined created that it may not
 // have: a new git directory or .git file, a git directory's control entry
-// that did not exist, a protected path that did not exist.
+// that did not exist, a protected path that did not exist. With keep the
+// watch goes on under the token returned (each token is settled once:
+// until then what may be the command's is kept).
 func (r *Runner) Settle(_ context.Context, req *sandbox.SettleRequest) (*sandbox.Settled, error) {
 	key, markText, ok := strings.Cut(req.GetSettle(), ".")
 	mark, err := strconv.ParseUint(markText, 10, 64)
@@ -204,8 +206,12 @@ func (r *Runner) Settle(_ context.Context, req *sandbox.SettleRequest) (*sandbox
 		return nil, unavailable("sandbox: the host holds no watch %q to settle (wrap the command again)", req.GetSettle())
 	}
 	out := &sandbox.Settled{}
-	for _, u := range g.settle(mark) {
+	undone, next := g.settle(mark, req.GetKeep())
+	for _, u := range undone {
 		out.Undone = append(out.Undone, &sandbox.Undone{Path: u.path, Why: u.why})
+	}
+	if req.GetKeep() {
+		out.Settle = fmt.Sprintf("%s.%d", key, next)
 	}
 	return out, nil
 }

@@ -50,8 +50,20 @@ func TestRunnerWrap(t *testing.T) {
 	if w.Settle == "" || ro.Settle != "" {
 		t.Fatalf("settle: workspace-write %q, read-only %q", w.Settle, ro.Settle)
 	}
-	if st, err := r.Settle(ctx, &sandbox.SettleRequest{Settle: w.Settle}); err != nil || len(st.Undone) != 0 {
+	if st, err := r.Settle(ctx, &sandbox.SettleRequest{Settle: w.Settle}); err != nil || len(st.Undone) != 0 || st.Settle != "" {
 		t.Fatalf("settle of a command that made nothing: %v %v", st, err)
+	}
+	// A command that goes on keeps its watch under a new name.
+	kept, err := r.Wrap(ctx, req(sandbox.WorkspaceWrite, pol))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := r.Settle(ctx, &sandbox.SettleRequest{Settle: kept.Settle, Keep: true})
+	if err != nil || st.Settle == "" || !strings.HasPrefix(st.Settle, strings.SplitN(kept.Settle, ".", 2)[0]+".") {
+		t.Fatalf("a kept watch: %v %v", st, err)
+	}
+	if _, err := r.Settle(ctx, &sandbox.SettleRequest{Settle: st.Settle}); err != nil {
+		t.Fatalf("the kept watch's settle: %v", err)
 	}
 	if _, err := r.Settle(ctx, &sandbox.SettleRequest{Settle: "g0.1"}); !errors.Is(err, sandbox.ErrUnavailable) {
 		t.Fatalf("an unknown watch: %v", err)

@@ -75,6 +75,7 @@ func (m *Manager) run(ctx context.Context, owner, id string, req SendRequest) (S
 	out := Sent{Info: m.info(s)}
 	got := newCapture(c)
 	out.Wait, out.Detail = m.settleRun(ctx, s, got, min(req.Wait, terminals.MaxRunWait))
+	m.settleSandbox(ctx, s, true)
 	out.Info = m.info(s)
 	r := got.result()
 	s.readMu.Lock()

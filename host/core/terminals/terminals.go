@@ -40,6 +40,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
+	"github.com/dshrun/dsh/core/sandbox"
 	"github.com/dshrun/dsh/core/terminals"
 	hsub "github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/host/core/terminals/screen"
@@ -117,6 +118,11 @@ type Config struct {
 	// terminal; nil means waiting.Check.
 	Check  func(master *os.File, shellPid int) (waiting.Result, error)
 	Logger hclog.Logger
+	// SandboxSettle undoes what a confined session's commands created
+	// that no runner can stop (ctx.sandbox's Settle of the watch the
+	// backend started the shell under, Started.settle); with keep the
+	// watch goes on under next. Nil: nothing is settled.
+	SandboxSettle func(ctx context.Context, token string, keep bool) (next string, undone []*sandbox.Undone, err error)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -138,6 +144,9 @@ type Session struct {
 	tail    []byte // the end of the output read so far
 	sending bool   // a Send is in flight; Manager.mu
 	running bool   // and it is a run (Settle with a capture); Manager.mu
+
+	watchMu sync.Mutex
+	watch   string // the sandbox's watch of the shell; "" for none, or once settled for good
 }
 
 // Terminal is the session's terminal (nil while it opens): its master and
@@ -397,7 +406,7 @@ func (m *Manager) Open(ctx context.Context, owner string, req OpenRequest) (Info
 		case m.released[owner] || m.sessions[s.ID] != s:
 			err = errNotLive(owner)
 		default:
-			s.term, s.screen, s.open = t, screen, true
+			s.term, s.screen, s.open, s.watch = t, screen, true, st.GetSettle()
 			s.Dialect, s.prompt, s.Cwd = st.GetDialect().GetName(), st.GetDialect().GetPrompt(), st.Cwd
 			if s.Cwd == "" {
 				s.Cwd = req.Cwd
@@ -418,6 +427,7 @@ func (m *Manager) Open(ctx context.Context, owner string, req OpenRequest) (Info
 			_ = t.Close(cctx)
 			cancel()
 			m.cfg.Sub.Forget(t.ID())
+			m.settleWatch(ctx, s, st.GetSettle(), false)
 		}
 		return Info{}, err
 	}
@@ -490,12 +500,14 @@ func (m *Manager) start(ctx context.Context, s *Session, b *backend, req OpenReq
 func (m *Manager) start1(ctx context.Context, s *Session, b *backend, req OpenRequest) (*hsub.Terminal, *terminal.Started, error) {
 	conn, call, end := b.slot.Reach(s.Owner)
 	defer end()
+	var st *terminal.Started
 	fail := func(err error) (*hsub.Terminal, *terminal.Started, error) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		if cerr := m.cfg.Sub.CloseUnclaimed(cctx, s.Owner, call); cerr != nil {
 			m.log.Warn("what a failed terminal open left is still running", "session", s.ID, "backend", b.name, "error", cerr)
 		}
+		m.settleWatch(ctx, s, st.GetSettle(), false)
 		return nil, nil, err
 	}
 	st, err := terminal.NewClient(conn).Start(ctx, &terminal.StartRequest{Session: s.ID, Cwd: req.Cwd, Cols: uint32(req.Cols), Rows: uint32(req.Rows)})
@@ -508,6 +520,7 @@ func (m *Manager) start1(ctx context.Context, s *Session, b *backend, req OpenRe
 	}
 	if !t.Claim() {
 		// Another session holds it: not this one's to close.
+		m.settleWatch(ctx, s, st.GetSettle(), false)
 		return nil, nil, fmt.Errorf("open a terminal with backend %q (plugin %s): the backend answered with terminal %s, which another session holds", b.name, b.label, st.ProcessId)
 	}
 	return t, st, nil
@@ -629,6 +642,7 @@ func (m *Manager) Settle(ctx context.Context, owner, id string, req SendRequest)
 		out.Wait, out.Detail = m.settleSend(ctx, s, min(req.Wait, terminals.MaxWait))
 		out.Info = m.info(s)
 	}
+	m.settleSandbox(ctx, s, true)
 	out.Screen, out.HasScreen = m.look(s, req.Budget)
 	return out, nil
 }
@@ -1017,13 +1031,15 @@ func (m *Manager) CloseSession(ctx context.Context, owner, id string) (Info, err
 	return m.info(s), nil
 }
 
-// end closes a session's terminal and waits for its tree.
+// end closes a session's terminal and waits for its tree, then settles
+// the sandbox's watch of it for good.
 func (m *Manager) end(ctx context.Context, s *Session) error {
 	err := s.term.Close(ctx)
 	if s.screen != nil {
 		_ = s.screen.Close()
 	}
 	m.cfg.Sub.Forget(s.term.ID())
+	m.settleSandbox(ctx, s, false)
 	if err != nil {
 		return fmt.Errorf("close terminal session %s: %w", s.ID, err)
 	}

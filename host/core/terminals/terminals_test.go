@@ -47,6 +47,8 @@ type shellBackend struct {
 	afterSpawn func() error
 	onSend     func(ctx context.Context) error
 	starts     atomic.Int32
+	// watch, when set, is the sandbox watch each start answers with.
+	watch func() string
 }
 
 func (b *shellBackend) Start(ctx context.Context, req *terminal.StartRequest) (*terminal.Started, error) {
@@ -72,7 +74,11 @@ func (b *shellBackend) Start(ctx context.Context, req *terminal.StartRequest) (*
 			return nil, err
 		}
 	}
-	return &terminal.Started{ProcessId: t.ID(), Pid: int32(t.Pid()), Cwd: dir, Dialect: &terminal.Dialect{Name: "bash", Prompt: []byte(prompt)}}, nil
+	st := &terminal.Started{ProcessId: t.ID(), Pid: int32(t.Pid()), Cwd: dir, Dialect: &terminal.Dialect{Name: "bash", Prompt: []byte(prompt)}}
+	if b.watch != nil {
+		st.Settle = b.watch()
+	}
+	return st, nil
 }
 
 func (b *shellBackend) Send(ctx context.Context, req *terminal.SendRequest) (bool, error) {

@@ -112,8 +112,12 @@ type Started struct {
 	ProcessId string `protobuf:"bytes,1,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
 	Pid       int32  `protobuf:"varint,2,opt,name=pid,proto3" json:"pid,omitempty"`
 	// The working directory the session started in.
-	Cwd           string   `protobuf:"bytes,3,opt,name=cwd,proto3" json:"cwd,omitempty"`
-	Dialect       *Dialect `protobuf:"bytes,4,opt,name=dialect,proto3" json:"dialect,omitempty"`
+	Cwd     string   `protobuf:"bytes,3,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	Dialect *Dialect `protobuf:"bytes,4,opt,name=dialect,proto3" json:"dialect,omitempty"`
+	// The sandbox's watch of a confined session (ctx.sandbox's
+	// Wrapped.settle); empty for none. The host settles it after each send
+	// and at the session's end.
+	Settle        string `protobuf:"bytes,5,opt,name=settle,proto3" json:"settle,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -174,6 +178,13 @@ func (x *Started) GetDialect() *Dialect {
 		return x.Dialect
 	}
 	return nil
+}
+
+func (x *Started) GetSettle() string {
+	if x != nil {
+		return x.Settle
+	}
+	return ""
 }
 
 // How a session's shell speaks.
@@ -347,13 +358,14 @@ const file_plugins_terminal_terminalv1_terminal_proto_rawDesc = "" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x12\x12\n" +
 	"\x04cols\x18\x03 \x01(\rR\x04cols\x12\x12\n" +
-	"\x04rows\x18\x04 \x01(\rR\x04rows\"\x80\x01\n" +
+	"\x04rows\x18\x04 \x01(\rR\x04rows\"\x98\x01\n" +
 	"\aStarted\x12\x1d\n" +
 	"\n" +
 	"process_id\x18\x01 \x01(\tR\tprocessId\x12\x10\n" +
 	"\x03pid\x18\x02 \x01(\x05R\x03pid\x12\x10\n" +
 	"\x03cwd\x18\x03 \x01(\tR\x03cwd\x122\n" +
-	"\adialect\x18\x04 \x01(\v2\x18.dsh.terminal.v1.DialectR\adialect\"5\n" +
+	"\adialect\x18\x04 \x01(\v2\x18.dsh.terminal.v1.DialectR\adialect\x12\x16\n" +
+	"\x06settle\x18\x05 \x01(\tR\x06settle\"5\n" +
 	"\aDialect\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06prompt\x18\x02 \x01(\fR\x06prompt\"X\n" +
