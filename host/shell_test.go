@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/dshrun/dsh/internal/bounded"
 	"github.com/dshrun/dsh/internal/testplugins"
 	"github.com/dshrun/dsh/plugins/shell"
 )
@@ -140,7 +141,7 @@ func TestBashLocalAbort(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()
-	if err := receiveWithin(t, done, "the call's end"); status.Code(err) != codes.Canceled && err != context.Canceled && !strings.Contains(fmt.Sprint(err), "canceled") {
+	if err := bounded.Receive(t, done, "the call's end"); status.Code(err) != codes.Canceled && err != context.Canceled && !strings.Contains(fmt.Sprint(err), "canceled") {
 		t.Fatalf("run: %v", err)
 	}
 	if left := waitGone("sleep "+marker, deadline); len(left) > 0 {
@@ -286,7 +287,7 @@ func TestBashLocalExecutorCrashKillsForeground(t *testing.T) {
 	if err := syscallKill(pid); err != nil {
 		t.Fatal(err)
 	}
-	err := receiveWithin(t, done, "the call's end")
+	err := bounded.Receive(t, done, "the call's end")
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), `plugin "bash"`) || !strings.Contains(err.Error(), "exited while the call was running") {
 		t.Fatalf("run after the executor crashed: %v", err)
 	}

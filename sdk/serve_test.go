@@ -17,6 +17,7 @@ import (
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/dshrun/dsh/internal/bounded"
 	"github.com/dshrun/dsh/internal/testplugins/probev1"
 	"github.com/dshrun/dsh/plugins/shell/shellenv/shellenvv1"
 	"github.com/dshrun/dsh/sdk/pluginv1"
@@ -246,7 +247,7 @@ func TestHealthAndReleaseDuringSlowApply(t *testing.T) {
 		_, err := l.Apply(context.Background(), &pluginv1.ApplyRequest{})
 		applied <- err
 	}()
-	receiveWithin(t, entered, "Apply entered")
+	bounded.Receive(t, entered, "Apply entered")
 	answered := make(chan error, 2)
 	go func() {
 		r, err := l.Health(context.Background(), &pluginv1.HealthRequest{})
@@ -270,7 +271,7 @@ func TestHealthAndReleaseDuringSlowApply(t *testing.T) {
 		}
 	}
 	close(unblock)
-	if err := receiveWithin(t, applied, "Apply's answer"); err != nil {
+	if err := bounded.Receive(t, applied, "Apply's answer"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -297,7 +298,7 @@ func TestDisposeDuringApply(t *testing.T) {
 		_, err := l.Apply(context.Background(), &pluginv1.ApplyRequest{})
 		applied <- err
 	}()
-	receiveWithin(t, entered, "Apply entered")
+	bounded.Receive(t, entered, "Apply entered")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := l.Dispose(ctx, &pluginv1.DisposeRequest{}); err != nil {
@@ -306,7 +307,7 @@ func TestDisposeDuringApply(t *testing.T) {
 	if !disposedAfter.Load() {
 		t.Error("the plugin's Dispose ran before its Apply returned")
 	}
-	if err := receiveWithin(t, applied, "Apply's answer"); status.Code(err) != codes.FailedPrecondition {
+	if err := bounded.Receive(t, applied, "Apply's answer"); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("the disposed Apply: %v", err)
 	}
 }
@@ -324,7 +325,7 @@ func TestDisposeDuringApplyThatSucceeds(t *testing.T) {
 		_, err := l.Apply(context.Background(), &pluginv1.ApplyRequest{})
 		applied <- err
 	}()
-	receiveWithin(t, entered, "Apply entered")
+	bounded.Receive(t, entered, "Apply entered")
 	// The host gives up waiting: the plugin is disposed when Apply returns.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -332,7 +333,7 @@ func TestDisposeDuringApplyThatSucceeds(t *testing.T) {
 		t.Error("Dispose returned while Apply still ran")
 	}
 	close(unblock)
-	if err := receiveWithin(t, applied, "Apply's answer"); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "disposed") {
+	if err := bounded.Receive(t, applied, "Apply's answer"); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "disposed") {
 		t.Errorf("Apply that outlived a Dispose: %v", err)
 	}
 	if disposed.Load() != 1 {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/dshrun/dsh/host"
 	"github.com/dshrun/dsh/host/composition"
+	"github.com/dshrun/dsh/internal/bounded"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
@@ -515,7 +516,7 @@ func TestUserApprovalTransports(t *testing.T) {
 			}
 			cs.Close()
 			inW.Close()
-			receiveWithin(t, done, "the server's end")
+			bounded.Receive(t, done, "the server's end")
 			outR.Close()
 		}
 	})

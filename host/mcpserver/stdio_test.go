@@ -14,6 +14,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dshrun/dsh/internal/bounded"
 )
 
 // peer drives a StdioTransport with raw lines, as a client would.
@@ -224,9 +226,9 @@ func TestStdioMalformedLines(t *testing.T) {
 func TestStdioCancelledCallGetsNoResponse(t *testing.T) {
 	p, tt := newPeer(t, 0)
 	p.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"block","arguments":{}}}`)
-	receiveWithin(t, tt.started, "the tool call's start")
+	bounded.Receive(t, tt.started, "the tool call's start")
 	p.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"user"}}`)
-	receiveWithin(t, tt.ended, "the tool call's end")
+	bounded.Receive(t, tt.ended, "the tool call's end")
 	// The handler has returned; wait until the go-sdk has handed its
 	// response to the transport (which drops it), then check that nothing
 	// was written before the next answer.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/dshrun/dsh/internal/bounded"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
@@ -161,7 +162,7 @@ func TestMCPStdio(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	ccancel()
-	receiveWithin(t, done, "the call's end")
+	bounded.Receive(t, done, "the call's end")
 	waitGone(t, "sleep "+marker, 5*time.Second)
 
 	// A background job left running dies with the host at end of input.

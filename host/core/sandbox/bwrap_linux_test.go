@@ -18,6 +18,7 @@ import (
 
 	"github.com/dshrun/dsh/core/sandbox"
 	"github.com/dshrun/dsh/host/core/subprocess"
+	"github.com/dshrun/dsh/internal/bounded"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
@@ -59,7 +60,7 @@ func newManager(t testing.TB) *subprocess.Manager {
 func bwrapRun(t *testing.T, m *subprocess.Manager, b *Bubblewrap, p *sandbox.Policy, mode string, opt Options, dir, script string) subprocess.Result {
 	t.Helper()
 	pr := spawnWrapped(t, m, b, p, mode, opt, subprocess.Spec{Argv: []string{"bash", "-c", script}, Dir: dir, Owner: "test", Timeout: 20 * time.Second})
-	receiveWithin(t, pr.Done(), "the process's end")
+	bounded.Receive(t, pr.Done(), "the process's end")
 	return pr.Result()
 }
 
@@ -102,7 +103,7 @@ func spawnWrapped(t testing.TB, m *subprocess.Manager, b *Bubblewrap, p *sandbox
 // else than bwrap, which execs the command once every mount is made.
 func endsBeforeItsCommand(t testing.TB, pr *subprocess.Process) bool {
 	t.Helper()
-	for deadline := time.Now().Add(receiveBound); ; {
+	for deadline := time.Now().Add(bounded.Bound); ; {
 		select {
 		case <-pr.Done():
 			return true
@@ -112,7 +113,7 @@ func endsBeforeItsCommand(t testing.TB, pr *subprocess.Process) bool {
 			return false
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("bwrap (pid %d) neither ended nor ran its command within %v", pr.Pid, receiveBound)
+			t.Fatalf("bwrap (pid %d) neither ended nor ran its command within %v", pr.Pid, bounded.Bound)
 		}
 	}
 }
@@ -613,7 +614,7 @@ func TestBubblewrap(t *testing.T) {
 	marker := fmt.Sprint(40000 + os.Getpid()%9999)
 	spec := subprocess.Spec{Argv: []string{"bash", "-c", "sleep " + marker + " & setsid sleep " + marker + " & sleep " + marker}, Dir: ws, Owner: "test", Timeout: 300 * time.Millisecond, Grace: 100 * time.Millisecond}
 	pr := spawnWrapped(t, m, b, p, sandbox.WorkspaceWrite, opt, spec)
-	receiveWithin(t, pr.Done(), "the process's end")
+	bounded.Receive(t, pr.Done(), "the process's end")
 	if r := pr.Result(); !r.TimedOut {
 		t.Fatalf("the confined timeout: %+v", r)
 	}
@@ -623,13 +624,13 @@ func TestBubblewrap(t *testing.T) {
 	for deadline := time.Now().Add(30 * time.Second); len(testplugins.Matching("sleep "+marker)) < 3; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			pr.Kill()
-			receiveWithin(t, pr.Done(), "the process's end")
+			bounded.Receive(t, pr.Done(), "the process's end")
 			r := pr.Result()
 			t.Fatalf("the sleeps never started: %v: exit %d %q %q", testplugins.Matching("sleep "+marker), r.ExitCode, r.Stdout.Data, r.Stderr.Data)
 		}
 	}
 	pr.Kill()
-	receiveWithin(t, pr.Done(), "the process's end")
+	bounded.Receive(t, pr.Done(), "the process's end")
 	if r := pr.Result(); r.Status != subprocess.Killed {
 		t.Errorf("the killed command: %+v", r)
 	}
@@ -937,7 +938,7 @@ func BenchmarkBubblewrap(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		receiveWithin(b, pr.Done(), "the process's end")
+		bounded.Receive(b, pr.Done(), "the process's end")
 		if r := pr.Result(); r.ExitCode != 0 {
 			b.Fatalf("exit %d: %s", r.ExitCode, r.Stderr.Data)
 		}

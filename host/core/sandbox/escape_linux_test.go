@@ -17,6 +17,7 @@ import (
 
 	"github.com/dshrun/dsh/core/sandbox"
 	"github.com/dshrun/dsh/host/core/subprocess"
+	"github.com/dshrun/dsh/internal/bounded"
 )
 
 func TestMain(m *testing.M) {
@@ -219,7 +220,7 @@ func TestSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	receiveWithin(t, p.Done(), "the process's end")
+	bounded.Receive(t, p.Done(), "the process's end")
 	if r := p.Result(); !r.TimedOut {
 		t.Fatalf("the confined timeout: %+v", r)
 	}
@@ -231,7 +232,7 @@ func TestSession(t *testing.T) {
 	hidden := filepath.Join(f.run, "sub")
 	must(t, os.Mkdir(hidden, 0o755))
 	if p, err := w.m.Spawn(subprocess.Spec{Argv: []string{"true"}, Dir: hidden, Owner: "session", Confine: c.Confine}); err == nil {
-		receiveWithin(t, p.Done(), "the process's end")
+		bounded.Receive(t, p.Done(), "the process's end")
 		t.Fatalf("a confined command started in a hidden directory: %+v", p.Result())
 	} else if !strings.Contains(err.Error(), "no such file") {
 		t.Fatalf("a confined command in a hidden directory: %v, want it not found", err)
@@ -276,7 +277,7 @@ func TestSession(t *testing.T) {
 	if len(restrictedThreads()) == 0 {
 		t.Error("no restricted thread while a confined command runs: the check sees nothing")
 	}
-	receiveWithin(t, p.Done(), "the process's end")
+	bounded.Receive(t, p.Done(), "the process's end")
 	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		restricted := restrictedThreads()
 		if len(restricted) == 0 {

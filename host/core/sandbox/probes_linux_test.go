@@ -25,6 +25,7 @@ import (
 
 	"github.com/dshrun/dsh/core/sandbox"
 	"github.com/dshrun/dsh/host/core/subprocess"
+	"github.com/dshrun/dsh/internal/bounded"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
@@ -477,7 +478,7 @@ func (f *fixture) exec(t *testing.T, m *subprocess.Manager, c *Confinement, scri
 	if err != nil {
 		t.Fatalf("spawn %q: %v", script, err)
 	}
-	receiveWithin(t, p.Done(), "the process's end")
+	bounded.Receive(t, p.Done(), "the process's end")
 	m.Forget(p.ID)
 	return p.Result()
 }

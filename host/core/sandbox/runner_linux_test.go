@@ -12,6 +12,7 @@ import (
 
 	"github.com/dshrun/dsh/core/sandbox"
 	"github.com/dshrun/dsh/host/core/subprocess"
+	"github.com/dshrun/dsh/internal/bounded"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
@@ -26,7 +27,7 @@ func run(t *testing.T, m *subprocess.Manager, dir string, c *Confinement, script
 	if err != nil {
 		t.Fatalf("spawn %q: %v", script, err)
 	}
-	receiveWithin(t, p.Done(), "the process's end")
+	bounded.Receive(t, p.Done(), "the process's end")
 	return p.Result()
 }
 
@@ -114,7 +115,7 @@ func TestConfinement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	receiveWithin(t, p.Done(), "the process's end")
+	bounded.Receive(t, p.Done(), "the process's end")
 	if r := p.Result(); !r.TimedOut {
 		t.Fatalf("the confined timeout: %+v", r)
 	}
@@ -124,7 +125,7 @@ func TestConfinement(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	p.Kill()
-	receiveWithin(t, p.Done(), "the process's end")
+	bounded.Receive(t, p.Done(), "the process's end")
 	for deadline := time.Now().Add(5 * time.Second); len(testplugins.Matching("sleep "+marker)) > 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the confined trees outlived their timeout and kill: %v", testplugins.Matching("sleep "+marker))
@@ -180,7 +181,7 @@ func BenchmarkTrue(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		receiveWithin(b, p.Done(), "the process's end")
+		bounded.Receive(b, p.Done(), "the process's end")
 		m.Forget(p.ID)
 		if r := p.Result(); r.ExitCode != 0 {
 			b.Fatalf("true: %+v", r)

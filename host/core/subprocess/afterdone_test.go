@@ -5,6 +5,8 @@ package subprocess
 import (
 	"testing"
 	"time"
+
+	"github.com/dshrun/dsh/internal/bounded"
 )
 
 // AfterDone runs once the process is done, with its output collected; one
@@ -57,12 +59,12 @@ func TestAfterDone(t *testing.T) {
 	if p.AfterDone(func() { close(late) })() {
 		t.Fatal("stop of one asked after the end said it stopped it")
 	}
-	receiveWithin(t, late, "the func given after the end")
+	bounded.Receive(t, late, "the func given after the end")
 
 	s := m.Settled(Spec{Owner: "test"}, errTest)
 	settled := make(chan struct{})
 	s.AfterDone(func() { close(settled) })
-	receiveWithin(t, settled, "the func of a process that never started")
+	bounded.Receive(t, settled, "the func of a process that never started")
 }
 
 type testError string

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/dshrun/dsh/host/credential"
+	"github.com/dshrun/dsh/internal/bounded"
 )
 
 // BenchmarkSpawnTrue is Spawn and wait of `bash -c true`, cgroup and
@@ -26,7 +27,7 @@ func BenchmarkSpawnTrue(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		receiveWithin(b, p.Done(), "the process's end")
+		bounded.Receive(b, p.Done(), "the process's end")
 		m.Forget(p.ID)
 	}
 }

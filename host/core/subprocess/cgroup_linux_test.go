@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/dshrun/dsh/internal/bounded"
 )
 
 // pristine reads a cgroup's state with bare reads relative to its
@@ -101,7 +103,7 @@ func TestEveryEndGivesTheCgroupBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	receiveWithin(t, p.Done(), "the process's end")
+	bounded.Receive(t, p.Done(), "the process's end")
 	released("a spawned process", p, 1, 1)
 	if p, err = m.Run(Spec{Argv: []string{"true"}, Dir: t.TempDir()}); err != nil {
 		t.Fatal(err)
@@ -113,7 +115,7 @@ func TestEveryEndGivesTheCgroupBack(t *testing.T) {
 	if err := term.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	receiveWithin(t, term.Done(), "the terminal's end")
+	bounded.Receive(t, term.Done(), "the terminal's end")
 	released("a closed terminal", term.p, -1, 1)
 	if p, err = m.Run(Spec{Argv: []string{"true"}, Dir: t.TempDir()}); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/dshrun/dsh/internal/bounded"
 )
 
 // A command's parent-death signal fires when the thread that forked it
@@ -38,13 +40,13 @@ func TestConfinedThreadsKillNothingElse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		receiveWithin(t, p.Done(), "the process's end")
+		bounded.Receive(t, p.Done(), "the process's end")
 		// Unconfined ones in between, forked from whatever thread is free.
 		q, err := m.Spawn(Spec{Argv: []string{"true"}, Dir: t.TempDir(), Owner: "a"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		receiveWithin(t, q.Done(), "the process's end")
+		bounded.Receive(t, q.Done(), "the process's end")
 		select {
 		case <-bg.Done():
 			t.Fatalf("after %d confined commands the background command died: %+v", i+1, bg.Result())

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dshrun/dsh/internal/bounded"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
@@ -188,7 +189,7 @@ func TestSpillBudgetReason(t *testing.T) {
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	receiveWithin(t, p.Done(), "the process's end")
+	bounded.Receive(t, p.Done(), "the process's end")
 	if c := p.Result().Stdout; c.Total != 2*n || c.SpillBytes != 0 || c.SpillPath != "" || c.SpillReason != SpillBudget {
 		t.Fatalf("after the budget freed up: %+v", facts(c))
 	}
@@ -249,7 +250,7 @@ func TestSpillWriteError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	receiveWithin(t, p.Done(), "the process's end")
+	bounded.Receive(t, p.Done(), "the process's end")
 	restore()
 	r := p.Result()
 	wantCut(t, "stdout", r.Stdout, digits(n))
@@ -287,7 +288,7 @@ func TestSpillReadWindows(t *testing.T) {
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	receiveWithin(t, p.Done(), "the process's end")
+	bounded.Receive(t, p.Done(), "the process's end")
 	read()
 	if bytesSeen != int64(len(stream)) || linesSeen != int64(bytes.Count(stream, newline)) {
 		t.Fatalf("reads account for %d bytes and %d lines, want %d and %d", bytesSeen, linesSeen, len(stream), bytes.Count(stream, newline))

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dshrun/dsh/host/credential"
+	"github.com/dshrun/dsh/internal/bounded"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
@@ -307,7 +308,7 @@ func TestConsumingReads(t *testing.T) {
 		}
 		time.Sleep(30 * time.Millisecond)
 	}
-	receiveWithin(t, p.Done(), "the process's end")
+	bounded.Receive(t, p.Done(), "the process's end")
 	all.Write(p.Read().Stdout.Data)
 	var want strings.Builder
 	for i := 1; i <= 20; i++ {
@@ -324,7 +325,7 @@ func TestLossyRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	receiveWithin(t, p.Done(), "the process's end")
+	bounded.Receive(t, p.Done(), "the process's end")
 	r := p.Read()
 	if !r.Lossy || r.Stdout.SpillPath == "" || !strings.HasSuffix(string(r.Stdout.Data), "4999\n5000\n") {
 		t.Fatalf("read: %+v", r)
@@ -372,7 +373,7 @@ func TestKillAndOwners(t *testing.T) {
 	if !p.Kill() {
 		t.Fatal("Kill of a running process returned false")
 	}
-	receiveWithin(t, p.Done(), "the process's end")
+	bounded.Receive(t, p.Done(), "the process's end")
 	if p.Kill() {
 		t.Fatal("Kill of a finished process returned true")
 	}
@@ -415,7 +416,7 @@ func TestReusedCgroupIsolatesLateSignals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	receiveWithin(t, old.Done(), "the process's end")
+	bounded.Receive(t, old.Done(), "the process's end")
 	// The cgroup goes back to the pool just after Done.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -448,7 +449,7 @@ func TestReusedCgroupIsolatesLateSignals(t *testing.T) {
 		t.Fatalf("the new command died of signals meant for the old one: %v", st)
 	}
 	next.Kill()
-	receiveWithin(t, next.Done(), "the process's end")
+	bounded.Receive(t, next.Done(), "the process's end")
 	if r := next.Result(); r.Status != Killed {
 		t.Fatalf("after Kill: %+v", r.Status)
 	}
@@ -548,7 +549,7 @@ func TestKilledCgroupIsNotReused(t *testing.T) {
 		} else {
 			cancel()
 		}
-		receiveWithin(t, p.Done(), "the process's end")
+		bounded.Receive(t, p.Done(), "the process's end")
 		cancel()
 		check(name)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/dshrun/dsh/core/subprocess"
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
+	"github.com/dshrun/dsh/internal/bounded"
 	"github.com/dshrun/dsh/internal/seam/seamtest"
 	"github.com/dshrun/dsh/internal/testplugins"
 	"github.com/dshrun/dsh/sdk"
@@ -256,7 +257,7 @@ func TestTerminalBufferDrops(t *testing.T) {
 		s.Argv = []string{"bash", "-c", "head -c 100000 /dev/zero | tr '\\0' x; printf END"}
 		s.MaxBufferBytes = 1000
 	})
-	receiveWithin(t, term.Done(), "the terminal's end")
+	bounded.Receive(t, term.Done(), "the terminal's end")
 	r := term.Read(context.Background(), 0)
 	if r.Total != 100003 || r.Dropped+int64(len(r.Data)) != r.Total || len(r.Data) != 1000 || !strings.HasSuffix(string(r.Data), "xEND") {
 		t.Fatalf("read: total %d dropped %d data %d …%q", r.Total, r.Dropped, len(r.Data), r.Data[max(0, len(r.Data)-10):])

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/dshrun/dsh/internal/bounded"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
@@ -154,5 +155,5 @@ func TestWatchdogEnvAndRestart(t *testing.T) {
 			t.Fatalf("alive 30s after the watchdog's pipe closed: %v", testplugins.Matching("sleep "+marker))
 		}
 	}
-	receiveWithin(t, p.Done(), "the process's end")
+	bounded.Receive(t, p.Done(), "the process's end")
 }
