@@ -226,10 +226,14 @@ func (t *Terminal) pump(wg *sync.WaitGroup) {
 	_ = t.master.Close()
 }
 
-// add keeps output and hands it to the observers.
+// add hands output to the observers, then keeps it for reads: a read
+// never returns a byte an observer (a screen) has not been given yet.
 func (t *Terminal) add(b []byte) {
 	t.obsMu.Lock()
 	defer t.obsMu.Unlock()
+	for _, w := range t.observers {
+		_, _ = w.Write(b)
+	}
 	t.mu.Lock()
 	t.total += int64(len(b))
 	t.buf = append(t.buf, b...)
@@ -240,9 +244,6 @@ func (t *Terminal) add(b []byte) {
 	}
 	t.wakeLocked()
 	t.mu.Unlock()
-	for _, w := range t.observers {
-		_, _ = w.Write(b)
-	}
 }
 
 func (t *Terminal) wakeLocked() {
