@@ -13,10 +13,16 @@ import (
 	"github.com/dshrun/dsh/internal/bounded"
 )
 
-// BenchmarkSpawnTrue is Spawn and wait of `bash -c true`, cgroup and
-// output collection included; BenchmarkExecTrue is the os/exec floor.
+// BenchmarkSpawnTrue is Spawn and wait of `bash -c true`, cgroup, limits
+// and output collection included (NOCG=1: no cgroup; NOLIMITS=1: no
+// limits, so the forking thread joins no v1 hierarchy); BenchmarkExecTrue
+// is the os/exec floor.
 func BenchmarkSpawnTrue(b *testing.B) {
-	m, err := New(Config{SpillDir: filepath.Join(b.TempDir(), "spill"), NoCgroup: os.Getenv("NOCG") != ""})
+	lim := Limits{}
+	if os.Getenv("NOLIMITS") != "" {
+		lim = Limits{Processes: -1, MemoryBytes: -1}
+	}
+	m, err := New(Config{SpillDir: filepath.Join(b.TempDir(), "spill"), NoCgroup: os.Getenv("NOCG") != "", Limits: lim})
 	if err != nil {
 		b.Fatal(err)
 	}
