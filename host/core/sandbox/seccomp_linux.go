@@ -94,8 +94,9 @@ var deniedSyscalls = []uint32{
 	unix.SYS_SETHOSTNAME, unix.SYS_SETDOMAINNAME,
 }
 
-// seccompFilter is the program.
-func seccompFilter() ([]unix.SockFilter, error) {
+// filterPrologue starts a program: another architecture's calls are
+// killed, x32's refused, and the syscall number is loaded.
+func filterPrologue() (*bpfAsm, error) {
 	if auditArch == 0 {
 		return nil, fmt.Errorf("no seccomp filter for %s", runtime.GOARCH)
 	}
@@ -105,6 +106,15 @@ func seccompFilter() ([]unix.SockFilter, error) {
 	a.load(offNr)
 	if runtime.GOARCH == "amd64" {
 		a.jge(x32SyscallBit, "enosys", "")
+	}
+	return &a, nil
+}
+
+// seccompFilter is the program.
+func seccompFilter() ([]unix.SockFilter, error) {
+	a, err := filterPrologue()
+	if err != nil {
+		return nil, err
 	}
 	cases := map[uint32]string{
 		unix.SYS_SOCKET:     "socket",
@@ -276,15 +286,9 @@ func (a *bpfAsm) assemble() ([]unix.SockFilter, error) {
 // bwrap makes no unix socket of its own; socketpair stays open, for bwrap
 // and for the pipes of the programs inside.
 func unixSocketFilter() ([]unix.SockFilter, error) {
-	if auditArch == 0 {
-		return nil, fmt.Errorf("no seccomp filter for %s", runtime.GOARCH)
-	}
-	var a bpfAsm
-	a.load(offArch)
-	a.jeq(auditArch, "", "kill")
-	a.load(offNr)
-	if runtime.GOARCH == "amd64" {
-		a.jge(x32SyscallBit, "enosys", "")
+	a, err := filterPrologue()
+	if err != nil {
+		return nil, err
 	}
 	a.jeq(unix.SYS_SOCKET, "", "allow")
 	a.load(offArg(0))
