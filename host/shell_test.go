@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,8 +74,36 @@ func TestBashLocalResolve(t *testing.T) {
 	if spec.TimeoutMs != 20000 || spec.Owner != "host" {
 		t.Fatalf("defaults: %+v", spec)
 	}
-	if _, err := sh.Resolve(ctx, &shell.ExecRequest{Command: "  "}); !errors.Is(err, shell.ErrInvalid) {
+	if _, err := sh.Resolve(ctx, &shell.ExecRequest{Command: "  "}); !errors.Is(err, shell.ErrInvalid) || err.Error() != "There is no command to run: the command is empty." {
 		t.Fatalf("empty command: %v", err)
+	}
+}
+
+// A workdir of ~ or ~/x is under the home directory the command's own
+// $HOME names, as bash would take it; ~name under that user's.
+func TestBashLocalHomeWorkdir(t *testing.T) {
+	home := t.TempDir()
+	if err := os.Mkdir(home+"/src", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", home) // the host's, so the executor's and the command's
+	_, sh := startShell(t)
+	for _, wd := range []string{"~", "~/src"} {
+		r := run(t, sh, &shell.ExecRequest{Command: `pwd; echo "$HOME"`, Workdir: wd})
+		want := strings.Replace(wd, "~", home, 1) + "\n" + home + "\n"
+		if string(r.Stdout.GetData()) != want || r.Workdir != strings.Replace(wd, "~", home, 1) {
+			t.Errorf("workdir %s: ran in %q (workdir %s), want %q", wd, r.Stdout.GetData(), r.Workdir, want)
+		}
+	}
+	if root, err := user.Lookup("root"); err == nil {
+		r := run(t, sh, &shell.ExecRequest{Command: "pwd", Workdir: "~root"})
+		if string(r.Stdout.GetData()) != root.HomeDir+"\n" {
+			t.Errorf("~root: ran in %q, want %s", r.Stdout.GetData(), root.HomeDir)
+		}
+	}
+	_, err := sh.Resolve(context.Background(), &shell.ExecRequest{Command: "pwd", Workdir: "~no-such-user-here"})
+	if want := "The working directory ~no-such-user-here starts with ~no-such-user-here, the home directory of user no-such-user-here, and there is no such user here."; !errors.Is(err, shell.ErrInvalid) || err.Error() != want {
+		t.Fatalf("unknown user: %v, want %q", err, want)
 	}
 }
 

@@ -43,7 +43,8 @@ var (
 	ErrSandboxUnavailable = errors.New("sandbox unavailable")
 )
 
-// Invalid is an ErrInvalid saying why.
+// Invalid is an ErrInvalid saying why in one plain sentence: a tool shows
+// it to the model as it is.
 func Invalid(msg string) error { return seam.New(ErrInvalid, msg) }
 
 // CannotRun is an ErrCannotRun saying why.

@@ -74,7 +74,7 @@ func TestAdaptersRoundTripErrors(t *testing.T) {
 	fake := &fakeExecutor{
 		resolve: func(_ context.Context, r *ExecRequest) (*ExecSpec, error) {
 			if r.Command == "" {
-				return nil, Invalid("resolve: empty command")
+				return nil, Invalid("There is no command to run: the command is empty.")
 			}
 			return &ExecSpec{Command: r.Command, Workdir: "/w"}, nil
 		},
@@ -101,7 +101,7 @@ func TestAdaptersRoundTripErrors(t *testing.T) {
 	c := serveFake(t, fake)
 	var _ Executor = c
 
-	if _, err := c.Resolve(ctx, &ExecRequest{}); !errors.Is(err, ErrInvalid) || err.Error() != "resolve: empty command" {
+	if _, err := c.Resolve(ctx, &ExecRequest{}); !errors.Is(err, ErrInvalid) || err.Error() != "There is no command to run: the command is empty." {
 		t.Errorf("invalid: %v", err)
 	}
 	if _, err := c.Exec(ctx, &ExecRequest{Command: "nowhere"}); !errors.Is(err, ErrCannotRun) || err.Error() != "workdir /nowhere: no such directory" {

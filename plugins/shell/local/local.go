@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 
@@ -175,15 +176,21 @@ func subprocessError(err error) error {
 	return err
 }
 
-// Resolve applies every default and cap.
+// Resolve applies every default and cap. The working directory is the
+// request's, expanded as a shell expands a leading tilde (expandHome), and
+// under Cfg.Cwd when relative; none means Cfg.Cwd. A refusal is one plain
+// sentence: the model reads it as is.
 func (e *Executor) Resolve(ctx context.Context, req *shell.ExecRequest) (*shell.ExecSpec, error) {
 	if strings.TrimSpace(req.Command) == "" {
-		return nil, shell.Invalid("resolve: empty command")
+		return nil, shell.Invalid("There is no command to run: the command is empty.")
 	}
 	if len(req.Command) > MaxCommand {
 		return nil, shell.Invalid(fmt.Sprintf("The command is %d bytes, over the %d bytes (%d MiB) a command may be.", len(req.Command), MaxCommand, MaxCommand>>20))
 	}
-	wd := req.Workdir
+	wd, err := expandHome(req.Workdir, req.Env)
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case wd == "":
 		wd = e.Cfg.Cwd
@@ -220,6 +227,42 @@ func (e *Executor) Resolve(ctx context.Context, req *shell.ExecRequest) (*shell.
 		MaxProcesses:    e.Cfg.MaxProcesses,
 		MaxMemoryBytes:  e.Cfg.MaxMemoryBytes,
 	}, nil
+}
+
+// expandHome is wd with a leading tilde expanded as bash expands it at
+// the start of a word: "~" and "~/x" name the home directory of the user
+// the command runs as, "~name" and "~name/x" the home directory of user
+// name. Anything else comes back as it was ("x/~" and "./~" too).
+//
+// The user's home is what the command's $HOME will be: HOME in env (the
+// caller's layer) when set, else the executor's own HOME, which is the
+// host's and so what the command inherits, else the user database's
+// entry of the user the executor (and so the command) runs as.
+func expandHome(wd string, env map[string]string) (string, error) {
+	if !strings.HasPrefix(wd, "~") {
+		return wd, nil
+	}
+	name, rest, _ := strings.Cut(wd[1:], "/")
+	if name == "" {
+		home := env["HOME"]
+		if home == "" {
+			home = os.Getenv("HOME")
+		}
+		if home == "" {
+			if u, err := user.Current(); err == nil {
+				home = u.HomeDir
+			}
+		}
+		if home == "" {
+			return "", shell.Invalid(fmt.Sprintf("The working directory %s starts with ~, the home directory, and the home directory is not known here (HOME is not set and the user has no home in the user database).", wd))
+		}
+		return filepath.Join(home, rest), nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil || u.HomeDir == "" {
+		return "", shell.Invalid(fmt.Sprintf("The working directory %s starts with ~%s, the home directory of user %s, and there is no such user here.", wd, name, name))
+	}
+	return filepath.Join(u.HomeDir, rest), nil
 }
 
 // Env layers the overrides, then the caller's env, then the trusted DSH_*

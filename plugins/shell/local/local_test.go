@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -140,7 +141,7 @@ func TestResolveRefusesEmptyCommands(t *testing.T) {
 	e := &Executor{Cfg: testConfig(), Argv: bashArgv}
 	for _, cmd := range []string{"", " ", "\n\t "} {
 		_, err := shell.NewServer(e).Resolve(context.Background(), &shell.ExecRequest{Command: cmd})
-		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "empty command") {
+		if status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != "There is no command to run: the command is empty." {
 			t.Errorf("command %q: %v, want InvalidArgument", cmd, err)
 		}
 		// Exec refuses it the same way, before anything runs.
@@ -148,6 +149,43 @@ func TestResolveRefusesEmptyCommands(t *testing.T) {
 		if status.Code(err) != codes.InvalidArgument {
 			t.Errorf("exec of %q: %v, want InvalidArgument", cmd, err)
 		}
+	}
+}
+
+// A leading tilde is expanded as bash expands it: the home of the user
+// the command runs as ($HOME it inherits, or the caller's), or a named
+// user's; a tilde elsewhere is a name like any other.
+func TestResolveHome(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	root, err := user.Lookup("root")
+	if err != nil {
+		t.Skipf("no user root to expand ~root to: %v", err)
+	}
+	e := &Executor{Cfg: testConfig(), Argv: bashArgv}
+	for _, c := range []struct {
+		workdir string
+		env     map[string]string
+		want    string
+	}{
+		{"~", nil, home},
+		{"~/", nil, home},
+		{"~/src/../app", nil, filepath.Join(home, "app")},
+		{"~", map[string]string{"HOME": "/caller/home"}, "/caller/home"},
+		{"~root", nil, root.HomeDir},
+		{"~root/x", nil, filepath.Join(root.HomeDir, "x")},
+		{"a/~", nil, "/work/space/a/~"},
+		{"./~", nil, "/work/space/~"},
+	} {
+		s, err := shell.NewServer(e).Resolve(context.Background(), &shell.ExecRequest{Command: "x", Workdir: c.workdir, Env: c.env})
+		if err != nil || s.Workdir != c.want {
+			t.Errorf("workdir %q (env %v): %q %v, want %q", c.workdir, c.env, s.GetWorkdir(), err, c.want)
+		}
+	}
+	_, err = shell.NewServer(e).Resolve(context.Background(), &shell.ExecRequest{Command: "x", Workdir: "~no-such-user-here/x"})
+	want := "The working directory ~no-such-user-here/x starts with ~no-such-user-here, the home directory of user no-such-user-here, and there is no such user here."
+	if status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != want {
+		t.Errorf("an unknown user: %v, want %q", err, want)
 	}
 }
 

@@ -60,7 +60,7 @@ func (e *Executor) Resolve(ctx context.Context, req *shell.ExecRequest) (*shell.
 		mode = e.Policy.DefaultMode
 	case sandbox.ReadOnly, sandbox.WorkspaceWrite, sandbox.DangerFullAccess:
 	default:
-		return nil, shell.Invalid(fmt.Sprintf("resolve: unknown sandbox mode %q (want %s, %s or %s)", mode, sandbox.ReadOnly, sandbox.WorkspaceWrite, sandbox.DangerFullAccess))
+		return nil, shell.Invalid(fmt.Sprintf("There is no sandbox mode %q: the modes are %s, %s and %s.", mode, sandbox.ReadOnly, sandbox.WorkspaceWrite, sandbox.DangerFullAccess))
 	}
 	spec.SandboxPolicy = e.stamp(mode)
 	return spec, nil

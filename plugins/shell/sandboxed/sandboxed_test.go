@@ -1,0 +1,26 @@
+package sandboxed
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/dshrun/dsh/core/sandbox"
+	"github.com/dshrun/dsh/plugins/shell"
+	"github.com/dshrun/dsh/plugins/shell/local"
+)
+
+// A mode the request names is one of the three, or the request is refused
+// in a sentence the model reads as it is.
+func TestResolveRefusesAnUnknownMode(t *testing.T) {
+	e := New(&local.Executor{Cfg: local.Config{Cwd: "/w"}}, &sandbox.Policy{DefaultMode: sandbox.WorkspaceWrite, WorkspaceRoot: "/w"}, nil)
+	spec, err := e.Resolve(context.Background(), &shell.ExecRequest{Command: "x", SandboxPolicy: &shell.SandboxPolicy{Mode: sandbox.ReadOnly}})
+	if err != nil || spec.SandboxPolicy.GetMode() != sandbox.ReadOnly {
+		t.Fatalf("read-only: %+v %v", spec.GetSandboxPolicy(), err)
+	}
+	_, err = e.Resolve(context.Background(), &shell.ExecRequest{Command: "x", SandboxPolicy: &shell.SandboxPolicy{Mode: "yolo"}})
+	want := `There is no sandbox mode "yolo": the modes are read-only, workspace-write and danger-full-access.`
+	if !errors.Is(err, shell.ErrInvalid) || err.Error() != want {
+		t.Fatalf("unknown mode: %v, want %q", err, want)
+	}
+}
