@@ -97,9 +97,9 @@ func TestToolBashMarkers(t *testing.T) {
 	}{
 		{bashCall("echo hi"), "hi", false, 0, "", false},
 		{bashCall("echo out; echo err >&2; exit 3"), "out\n[stderr]\nerr\n[exit code: 3]", true, 3, "", false},
-		{bashCall("exit 3"), "\n[exit code: 3]", true, 3, "", false},
+		{bashCall("exit 3"), "[exit code: 3]", true, 3, "", false},
 		{bashCall("echo -n tick; sleep 5", "timeoutMs", 300), "tick\n[timed out after 300ms]\n[killed by signal: SIGTERM]", true, 0, "SIGTERM", true},
-		{bashCall("kill -KILL $$"), "\n[killed by signal: SIGKILL]", true, 0, "SIGKILL", false},
+		{bashCall("kill -KILL $$"), "[killed by signal: SIGKILL]", true, 0, "SIGKILL", false},
 		{bashCall(`echo "$DSH_PROJECT $DSH_HOME"`), "demo /srv/dsh-home", false, 0, "", false},
 	}
 	for _, tc := range cases {
@@ -121,6 +121,32 @@ func TestToolBashMarkers(t *testing.T) {
 		}
 		if facts.TimedOut != tc.timedOut || facts.Signal != tc.signal || (tc.signal == "" && (facts.ExitCode == nil || *facts.ExitCode != tc.exitCode)) {
 			t.Errorf("%v: structured %s", tc.args["command"], res.Structured)
+		}
+	}
+}
+
+// What the model reads when its request cannot run as asked, and a workdir
+// under the home directory.
+func TestToolBashRefusalsAndHome(t *testing.T) {
+	home := t.TempDir()
+	if err := os.Mkdir(home+"/src", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", home) // the host's, so the executor's and the command's
+	h := startTools(t, toolsYAML)
+	for _, tc := range []struct {
+		args bashArgs
+		text string
+	}{
+		{bashCall("   "), "[There is no command to run: the command is empty.]"},
+		{bashCall("pwd", "workdir", "~"), home},
+		{bashCall("pwd", "workdir", "~/src"), home + "/src"},
+		{bashCall("pwd", "workdir", "~/missing"), "[workdir " + home + "/missing does not exist]"},
+		{bashCall("pwd", "workdir", "~no-such-user-here/x"), "[The working directory ~no-such-user-here/x starts with ~no-such-user-here, the home directory of user no-such-user-here, and there is no such user here.]"},
+	} {
+		res := callTool(t, h, "agent", "bash", tc.args)
+		if res.Text != tc.text || res.IsError != strings.HasPrefix(tc.text, "[") {
+			t.Errorf("%v in %v:\n got %q (isError %v)\nwant %q", tc.args["command"], tc.args["workdir"], res.Text, res.IsError, tc.text)
 		}
 	}
 }

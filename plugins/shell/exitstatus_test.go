@@ -16,8 +16,13 @@ func TestParseExitStatus(t *testing.T) {
 		{"\n[exit code: 3]", ExitStatus{Body: "", ExitCode: 3}},
 		{"out\n\n[killed by signal: SIGKILL]", ExitStatus{Body: "out\n", Signal: "SIGKILL"}},
 		{"out\n[timed out after 100ms]\n[killed by signal: SIGTERM]", ExitStatus{Body: "out\n[timed out after 100ms]", Signal: "SIGTERM"}},
-		// No leading newline: ordinary output.
-		{"[exit code: 3]", ExitStatus{Body: "[exit code: 3]"}},
+		// A result with no output is its markers alone.
+		{"[exit code: 3]", ExitStatus{Body: "", ExitCode: 3}},
+		{"[killed by signal: SIGKILL]", ExitStatus{Body: "", Signal: "SIGKILL"}},
+		{"[timed out after 100ms]\n[killed by signal: SIGTERM]", ExitStatus{Body: "[timed out after 100ms]", Signal: "SIGTERM"}},
+		// Not a line of its own: ordinary output.
+		{"see [exit code: 3]", ExitStatus{Body: "see [exit code: 3]"}},
+		{"x[killed by signal: SIGKILL]", ExitStatus{Body: "x[killed by signal: SIGKILL]"}},
 		// Not at the end.
 		{"a\n[exit code: 3]\nmore", ExitStatus{Body: "a\n[exit code: 3]\nmore"}},
 		// Zero is not a marker.
@@ -40,11 +45,16 @@ func TestExitMarkerRoundTrip(t *testing.T) {
 		code int
 		sig  string
 	}{{0, ""}, {1, ""}, {255, ""}, {0, "SIGKILL"}, {0, "SIGTERM"}} {
-		for _, body := range []string{"", "x", "x\n", "[exit code: 4]"} {
+		for _, body := range []string{"", "x", "x\n", "see [exit code: 4]"} {
 			got := ParseExitStatus(body + ExitMarker(tc.code, tc.sig))
 			if got.Body != body || got.ExitCode != tc.code || got.Signal != tc.sig {
 				t.Errorf("round trip of %q code=%d sig=%q: %+v", body, tc.code, tc.sig, got)
 			}
+		}
+		// With no output, the marker is the whole result.
+		got := ParseExitStatus(strings.TrimPrefix(ExitMarker(tc.code, tc.sig), "\n"))
+		if got.Body != "" || got.ExitCode != tc.code || got.Signal != tc.sig {
+			t.Errorf("the marker alone, code=%d sig=%q: %+v", tc.code, tc.sig, got)
 		}
 	}
 }

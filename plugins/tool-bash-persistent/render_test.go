@@ -24,6 +24,7 @@ func TestRender(t *testing.T) {
 	}
 	golden.Check(t, "ended-0", text(ended("\x1b[1;32mgreen\x1b[0m\r\nprogress 10%\rprogress 100%\r\n\r\n", 0), 1000))
 	golden.Check(t, "ended-2", text(ended("no newline\r\n", 2), 1000))
+	golden.Check(t, "ended-1-empty", text(ended("\r\n", 1), 1000)) // the marker alone
 	long := strings.Repeat("a line of output\r\n", 500)
 	golden.Check(t, "ended-cut", text(ended(long+"\r\n", 0), 100))
 	r := ended("the end\r\n\r\n", 0)

@@ -148,7 +148,7 @@ func (p *toolBash) Call(ctx context.Context, req *toolsv1.CallRequest) (*toolsv1
 		}
 	}
 	if len(finished) > 0 {
-		res.Text = renderNotices(finished) + "\n\n" + res.Text
+		res.Text = withNotices(renderNotices(finished), res.Text)
 	}
 	return res, nil
 }

@@ -93,14 +93,23 @@ func notices(vs ...view) []string {
 	return out
 }
 
-// assemble puts each marker on its own line after the body, so
-// shell.ParseExitStatus finds the last one even after empty output.
+// assemble puts each marker on its own line after the body; a result
+// without output is its markers alone, with no empty line before them.
 func assemble(b string, markers []string) string {
-	b = strings.TrimSuffix(b, "\n")
-	for _, m := range markers {
-		b += "\n" + m
+	lines := markers
+	if b = strings.TrimSuffix(b, "\n"); b != "" {
+		lines = append([]string{b}, markers...)
 	}
-	return b
+	return strings.Join(lines, "\n")
+}
+
+// withNotices puts the finished-job notices above a result, with an empty
+// line between them, or alone when the result has no text.
+func withNotices(notices, text string) string {
+	if text == "" {
+		return notices
+	}
+	return notices + "\n\n" + text
 }
 
 func exitMarker(code *int32, signal string) string {

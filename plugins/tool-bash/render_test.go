@@ -117,9 +117,19 @@ func TestRenderGolden(t *testing.T) {
 		if st.Signal != r.Signal || (r.Signal == "" && st.ExitCode != wantCode) {
 			t.Errorf("%s: ParseExitStatus = %+v", name, st)
 		}
-		if runFailed(r) != (strings.Contains(text, "\n[exit code: ") || strings.Contains(text, "[killed by signal: ") || r.TimedOut || r.Aborted) {
+		if runFailed(r) != (strings.Contains("\n"+text, "\n[exit code: ") || strings.Contains(text, "[killed by signal: ") || r.TimedOut || r.Aborted) {
 			t.Errorf("%s: isError disagrees with the markers", name)
 		}
+		noBlankEdges(t, "run-"+name, text)
+	}
+}
+
+// noBlankEdges fails t when a result starts or ends with an empty line: a
+// result without output is its markers alone.
+func noBlankEdges(t *testing.T, name, text string) {
+	t.Helper()
+	if strings.HasPrefix(text, "\n") || strings.HasSuffix(text, "\n") {
+		t.Errorf("%s starts or ends with an empty line: %q", name, text)
 	}
 }
 
@@ -141,6 +151,7 @@ func TestRenderReadGolden(t *testing.T) {
 	for name, r := range cases {
 		text, _, _ := renderRead(r, DefaultMaxOutputChars)
 		golden.Check(t, "read-"+name, text)
+		noBlankEdges(t, "read-"+name, text)
 	}
 	golden.Check(t, "started", renderStarted(&jobsv1.Job{Id: "j7", Pid: 4242}))
 }
@@ -216,5 +227,13 @@ func TestRenderNotices(t *testing.T) {
 		"[job j4 finished: exited with code 4; the job reached its limit of 50 processes and threads alive at once, so starting another failed; read its output with job_output] make -j"
 	if got != want {
 		t.Errorf("notices:\n%s\nwant\n%s", got, want)
+	}
+	// An empty line parts them from the result; a result with no text
+	// (a command that printed nothing and exited 0) leaves them alone.
+	if got := withNotices("[job j3 finished: completed; read its output with job_output] true", "hi"); got != "[job j3 finished: completed; read its output with job_output] true\n\nhi" {
+		t.Errorf("notices over a result: %q", got)
+	}
+	if got := withNotices("[job j3 finished: completed; read its output with job_output] true", ""); got != "[job j3 finished: completed; read its output with job_output] true" {
+		t.Errorf("notices over no text: %q", got)
 	}
 }
