@@ -24,3 +24,14 @@ func TestResolveRefusesAnUnknownMode(t *testing.T) {
 		t.Fatalf("unknown mode: %v, want %q", err, want)
 	}
 }
+
+// A workdir under the home directory resolves as the local executor
+// resolves it; what the command may do there is the policy's to say.
+func TestResolveHomeWorkdir(t *testing.T) {
+	t.Setenv("HOME", "/home/agent")
+	e := New(&local.Executor{Cfg: local.Config{Cwd: "/w"}}, &sandbox.Policy{DefaultMode: sandbox.ReadOnly, WorkspaceRoot: "/w"}, nil)
+	spec, err := e.Resolve(context.Background(), &shell.ExecRequest{Command: "x", Workdir: "~/src"})
+	if err != nil || spec.Workdir != "/home/agent/src" || spec.SandboxPolicy.GetMode() != sandbox.ReadOnly {
+		t.Fatalf("~/src: %q %+v %v", spec.GetWorkdir(), spec.GetSandboxPolicy(), err)
+	}
+}
