@@ -114,7 +114,7 @@ plugins: []
 	// where the workspace came from.
 	t.Chdir(env["HOME"])
 	_, err = loadSandbox(t, dir, "sandbox:\n  defaultMode: workspace-write\nplugins: []\n", env)
-	if err == nil || !strings.Contains(err.Error(), "comp.yaml:1: sandbox.workspaceRoot: "+env["HOME"]+" cannot be a writable root") ||
+	if err == nil || !strings.Contains(err.Error(), "comp.yaml:1") || !strings.Contains(err.Error(), "sandbox.workspaceRoot: "+env["HOME"]+" cannot be a writable root") ||
 		!strings.Contains(err.Error(), "the workspace is the folder dsh was started in: start dsh in a project folder, or name one") {
 		t.Errorf("started in HOME: %v", err)
 	}
