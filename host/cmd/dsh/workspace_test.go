@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,12 +36,13 @@ func (l *lockedBuffer) String() string {
 }
 
 // serveIn runs `dsh serve file` started in dir, as a user starts it from
-// their project's folder, and connects an MCP client.
-func serveIn(t *testing.T, ctx context.Context, dir, file string) *mcp.ClientSession {
+// their project's folder, with env over the test's environment, and
+// connects an MCP client.
+func serveIn(t *testing.T, ctx context.Context, dir, file string, env ...string) *mcp.ClientSession {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "dsh"), "serve", file)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir())
+	cmd.Env = append(append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir()), env...)
 	stderr := &lockedBuffer{}
 	cmd.Stderr = stderr
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
@@ -141,5 +143,43 @@ plugins:
 	r := callBash(t, ctx, cs, map[string]any{"command": "pwd; touch ./x && echo made"})
 	if got := text(t, r); got != ws+"\nmade" || r.IsError {
 		t.Fatalf("a command started elsewhere than the workspace: %q (isError %v)", got, r.IsError)
+	}
+}
+
+// The hooks composition with DSH_PROJECT, started in another folder:
+// commands start in the project, and its hooks are told that folder, the
+// one the command runs in.
+func TestHooksCompositionProject(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	project, start, home := filepath.Join(dir, "project"), filepath.Join(dir, "start"), filepath.Join(dir, "home")
+	for _, d := range []string{filepath.Join(project, ".claude"), start, home} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	payload := filepath.Join(dir, "payload.json")
+	settings, _ := json.Marshal(map[string]any{"hooks": map[string]any{"PreToolUse": []any{
+		map[string]any{"matcher": "Bash", "hooks": []any{map[string]any{"type": "command", "command": "cat > " + payload}}},
+	}}})
+	if err := os.WriteFile(filepath.Join(project, ".claude", "settings.json"), settings, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// HOME is the test's own: the user's ~/.claude hooks are not this test's.
+	cs := serveIn(t, ctx, start, filepath.Join(testplugins.Root(), "compositions", "hooks.yaml"), "DSH_PROJECT="+project, "HOME="+home)
+	r := callBash(t, ctx, cs, map[string]any{"command": "pwd -P"})
+	if got := text(t, r); got != project || r.IsError {
+		t.Fatalf("commands start in %q (isError %v), want the project %s", got, r.IsError, project)
+	}
+	b, err := os.ReadFile(payload)
+	var p struct {
+		Cwd string `json:"cwd"`
+	}
+	if err != nil || json.Unmarshal(b, &p) != nil || p.Cwd != project {
+		t.Fatalf("the hook was told %q (%v), want the folder the command ran in, %s", b, err, project)
 	}
 }
