@@ -10,10 +10,15 @@ import (
 
 // Sandbox is the composition's sandbox section: the policy the host serves
 // as ctx.sandboxPolicy to sandboxing executors. Paths are absolute, clean
-// and with symlinks resolved.
+// and with symlinks resolved; the section's relative paths are from the
+// composition's folder.
 type Sandbox struct {
-	DefaultMode   string   // ModeReadOnly, ModeWorkspaceWrite or ModeDangerFullAccess
-	WorkspaceRoot string   // writable in workspace-write mode
+	DefaultMode string // ModeReadOnly, ModeWorkspaceWrite or ModeDangerFullAccess
+	// WorkspaceRoot is writable in workspace-write mode, and where
+	// sandboxed commands start. A section that names none gets the
+	// working directory of the process reading the file: the folder dsh
+	// was started in, as a user starts it from their project.
+	WorkspaceRoot string
 	WritableRoots []string // more writable roots, beside the workspace
 	CacheRoots    []string // writable like them; no protected paths in them (caches.go)
 	Network       bool     // network reachable from confined commands
@@ -67,14 +72,21 @@ func (p *parser) sandbox(c *Composition, kp pair, v any) {
 	}
 	sb := &Sandbox{DefaultMode: ModeWorkspaceWrite, Runner: RunnerAuto, Pos: p.pos(kp.key)}
 	home, _ := p.lookup("HOME")
-	root := func(n pair, s string) (string, bool) {
+	// root resolves a writable root; started says the root is the folder
+	// dsh was started in, not one the section names.
+	root := func(n pair, s string, started bool) (string, bool) {
+		from, use := fmt.Sprintf("relative paths are from the composition's folder, %s", c.Dir), "use a project folder"
+		if started {
+			from = "no workspaceRoot is named, so the workspace is the folder dsh was started in"
+			use = from + ": start dsh in a project folder, or name one"
+		}
 		path := s
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(c.Dir, path)
 		}
 		real, err := filepath.EvalSymlinks(path)
 		if err != nil {
-			p.errorf(n.val, "sandbox.%s: %s does not exist (relative paths are from the composition's folder, %s)", n.name, path, c.Dir)
+			p.errorf(n.val, "sandbox.%s: %s does not exist (%s)", n.name, path, from)
 			return "", false
 		}
 		if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
@@ -82,7 +94,7 @@ func (p *parser) sandbox(c *Composition, kp pair, v any) {
 			return "", false
 		}
 		if real == "/" || (home != "" && sameDir(real, home)) {
-			p.errorf(n.val, "sandbox.%s: %s cannot be a writable root: it would leave nothing outside the sandbox worth protecting (use a project folder)", n.name, real)
+			p.errorf(n.val, "sandbox.%s: %s cannot be a writable root: it would leave nothing outside the sandbox worth protecting (%s)", n.name, real, use)
 			return "", false
 		}
 		return real, true
@@ -113,7 +125,7 @@ func (p *parser) sandbox(c *Composition, kp pair, v any) {
 		}
 		return out, true
 	}
-	workspace := "."
+	var workspace string
 	var workspacePair pair
 	var networkSet bool
 	var extraProtected []string
@@ -147,7 +159,7 @@ func (p *parser) sandbox(c *Composition, kp pair, v any) {
 		case "writableRoots":
 			list, _ := strs(sp)
 			for _, s := range list {
-				if r, ok := root(sp, s); ok {
+				if r, ok := root(sp, s, false); ok {
 					sb.WritableRoots = append(sb.WritableRoots, r)
 				}
 			}
@@ -175,9 +187,15 @@ func (p *parser) sandbox(c *Composition, kp pair, v any) {
 		}
 	}
 	if workspacePair.val == nil {
+		// None named: the folder dsh was started in, which is where a
+		// user starts it for the project they mean.
 		workspacePair = pair{name: "workspaceRoot", key: kp.key, val: kp.key}
-	}
-	if r, ok := root(workspacePair, workspace); ok {
+		if wd, err := os.Getwd(); err != nil {
+			p.errorf(kp.key, "sandbox: no workspaceRoot is named and the folder dsh was started in cannot be read (%v): name one", err)
+		} else if r, ok := root(workspacePair, wd, true); ok {
+			sb.WorkspaceRoot = r
+		}
+	} else if r, ok := root(workspacePair, workspace, false); ok {
 		sb.WorkspaceRoot = r
 	}
 	if !networkSet {

@@ -33,21 +33,26 @@ func TestSandboxSection(t *testing.T) {
 		t.Fatalf("no section: %+v %v", c.Sandbox, err)
 	}
 
+	// No workspace named: the folder dsh was started in, not the
+	// composition's.
+	start := filepath.Join(dir, "start")
+	_ = os.Mkdir(start, 0o755)
+	t.Chdir(start)
 	c, err = loadSandbox(t, dir, "sandbox: {}\nplugins: []\n", env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sb := c.Sandbox
-	if sb.DefaultMode != ModeWorkspaceWrite || sb.WorkspaceRoot != dir || sb.Network || sb.Runner != RunnerAuto {
+	if sb.DefaultMode != ModeWorkspaceWrite || sb.WorkspaceRoot != start || sb.Network || sb.Runner != RunnerAuto {
 		t.Fatalf("defaults: %+v", sb)
 	}
-	for _, want := range []string{filepath.Join(dir, ".git/config"), filepath.Join(dir, ".git/hooks"), filepath.Join(dir, ".claude"), filepath.Join(dir, ".codex"),
-		filepath.Join(dir, ".envrc"), filepath.Join(dir, ".vscode"), filepath.Join(dir, ".idea"), c.File} {
+	for _, want := range []string{filepath.Join(start, ".git/config"), filepath.Join(start, ".git/hooks"), filepath.Join(start, ".claude"), filepath.Join(start, ".codex"),
+		filepath.Join(start, ".envrc"), filepath.Join(start, ".vscode"), filepath.Join(start, ".idea"), c.File} {
 		if !slices.Contains(sb.ProtectedPaths, want) {
 			t.Errorf("protected paths %v lack %s", sb.ProtectedPaths, want)
 		}
 	}
-	if slices.Contains(sb.ProtectedPaths, filepath.Join(dir, ".git/index")) {
+	if slices.Contains(sb.ProtectedPaths, filepath.Join(start, ".git/index")) {
 		t.Error(".git/index is protected: commits would fail")
 	}
 
@@ -103,6 +108,15 @@ plugins: []
 		if err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%q: %v, want %q", bad.yaml, err, bad.want)
 		}
+	}
+
+	// Started in the home folder with no workspace named: refused, saying
+	// where the workspace came from.
+	t.Chdir(env["HOME"])
+	_, err = loadSandbox(t, dir, "sandbox:\n  defaultMode: workspace-write\nplugins: []\n", env)
+	if err == nil || !strings.Contains(err.Error(), "comp.yaml:1") || !strings.Contains(err.Error(), "sandbox.workspaceRoot: "+env["HOME"]+" cannot be a writable root") ||
+		!strings.Contains(err.Error(), "the workspace is the folder dsh was started in: start dsh in a project folder, or name one") {
+		t.Errorf("started in HOME: %v", err)
 	}
 }
 

@@ -1,7 +1,8 @@
 // Command dsh-bash-sandbox is the confining POSIX executor: it provides
 // ctx.shell by running each command as a fresh `bash -c` process, like
 // bash-local, confined through ctx.sandbox under the composition's policy
-// (ctx.sandboxPolicy). Its results carry the sandbox facts: the mode, the
+// (ctx.sandboxPolicy), starting in the policy's workspace unless its config
+// names a cwd. Its results carry the sandbox facts: the mode, the
 // runner, and the denials its errors show.
 package main
 
@@ -50,11 +51,26 @@ func (p *bashSandbox) Apply(ctx context.Context, host *sdk.Host, raw json.RawMes
 	if err != nil {
 		return fmt.Errorf("bash-sandbox needs the composition's sandbox policy: %w", err)
 	}
+	if !namesCwd(raw) && policy.WorkspaceRoot != "" {
+		// Commands start in the workspace, the folder they may write in,
+		// unless the config names another.
+		cfg.Cwd = policy.WorkspaceRoot
+	}
 	p.exec.Cfg = cfg
 	p.exec.Sub = subprocess.NewClient(host.Conn(subprocess.Key))
 	p.exec.Policy = policy
 	p.exec.Sandbox = sandbox.NewRunnerClient(host.Conn(sandbox.Key))
 	return nil
+}
+
+// namesCwd reports whether the config (the shell settings with the
+// entry's over them) names a working directory.
+func namesCwd(raw json.RawMessage) bool {
+	var c struct {
+		Cwd string `json:"cwd"`
+	}
+	_ = json.Unmarshal(raw, &c)
+	return c.Cwd != ""
 }
 
 // Facts say the mode the model's commands run under.

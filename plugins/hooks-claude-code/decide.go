@@ -29,7 +29,6 @@ type dshBash struct {
 	Command         string `json:"command"`
 	Description     string `json:"description,omitempty"`
 	TimeoutMs       int64  `json:"timeoutMs,omitempty"`
-	Workdir         string `json:"workdir,omitempty"`
 	RunInBackground bool   `json:"run_in_background,omitempty"`
 }
 
@@ -40,20 +39,15 @@ type bashInput struct {
 	RunInBackground bool   `json:"run_in_background,omitempty"`
 }
 
-// input is a call's arguments as its hooks read them (tool_input), and
-// the folder the call runs in.
-func (b *bridge) input(c *tools.InterceptedCall) (json.RawMessage, string) {
+// input is a call's arguments as its hooks read them (tool_input).
+func input(c *tools.InterceptedCall) json.RawMessage {
 	if c.Alias != "Bash" {
-		return c.Arguments, b.cfg.ProjectDir
+		return c.Arguments
 	}
 	var a dshBash
 	_ = json.Unmarshal(c.Arguments, &a)
 	in, _ := json.Marshal(bashInput{Command: a.Command, Description: a.Description, Timeout: a.TimeoutMs, RunInBackground: a.RunInBackground})
-	cwd := b.cfg.ProjectDir
-	if a.Workdir != "" {
-		cwd = a.Workdir
-	}
-	return in, cwd
+	return in
 }
 
 // updated is a call's arguments after a hook's updatedInput: its fields
@@ -82,19 +76,18 @@ func updated(c *tools.InterceptedCall, in json.RawMessage) (json.RawMessage, err
 	return json.Marshal(args)
 }
 
-func (b *bridge) payload(event string, c *tools.InterceptedCall, response json.RawMessage) ([]byte, string) {
-	in, cwd := b.input(c)
+func (b *bridge) payload(ctx context.Context, event string, c *tools.InterceptedCall, response json.RawMessage) []byte {
 	p, _ := json.Marshal(payload{
 		SessionID:      b.ids.Session(c.Owner),
-		Cwd:            cwd,
+		Cwd:            b.runner.Cwd(ctx, c),
 		PermissionMode: "default",
 		HookEventName:  event,
 		ToolName:       c.Alias,
-		ToolInput:      in,
+		ToolInput:      input(c),
 		ToolUseID:      b.ids.ToolUse(c.CallId),
 		ToolResponse:   response,
 	})
-	return p, cwd
+	return p
 }
 
 // output is what a hook may print on stdout (exit 0) as JSON.
@@ -137,7 +130,7 @@ func (b *bridge) Before(ctx context.Context, req *tools.BeforeCall) (*tools.Befo
 	if len(hs) == 0 {
 		return &tools.BeforeDecision{}, nil
 	}
-	p, _ := b.payload(hooks.PreToolUse, c, nil)
+	p := b.payload(ctx, hooks.PreToolUse, c, nil)
 	d := &tools.BeforeDecision{}
 	var denies, asks, allows, contexts []string
 	var replaced json.RawMessage
@@ -238,7 +231,7 @@ func (b *bridge) After(ctx context.Context, req *tools.AfterCall) (*tools.AfterF
 	if len(hs) == 0 {
 		return &tools.AfterFeedback{}, nil
 	}
-	p, _ := b.payload(hooks.PostToolUse, c, hooks.ToolResponse(c.Alias, req.Result))
+	p := b.payload(ctx, hooks.PostToolUse, c, hooks.ToolResponse(c.Alias, req.Result))
 	fb := &tools.AfterFeedback{}
 	var feedback []string
 	for _, r := range b.runner.Run(ctx, c.Owner, hs, p) {

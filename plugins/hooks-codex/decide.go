@@ -38,7 +38,7 @@ func command(c *tools.InterceptedCall) string {
 	return a.Command
 }
 
-func (b *bridge) payload(event string, c *tools.InterceptedCall, response json.RawMessage) []byte {
+func (b *bridge) payload(ctx context.Context, event string, c *tools.InterceptedCall, response json.RawMessage) []byte {
 	in := json.RawMessage(c.Arguments)
 	if c.Alias == "Bash" {
 		in, _ = json.Marshal(map[string]string{"command": command(c)})
@@ -46,7 +46,7 @@ func (b *bridge) payload(event string, c *tools.InterceptedCall, response json.R
 	p, _ := json.Marshal(payload{
 		SessionID:      b.ids.Session(c.Owner),
 		TurnID:         b.ids.Turn(c.CallId),
-		Cwd:            b.cfg.ProjectDir,
+		Cwd:            b.runner.Cwd(ctx, c),
 		HookEventName:  event,
 		Model:          b.cfg.Model,
 		PermissionMode: "default",
@@ -300,7 +300,7 @@ func (b *bridge) Before(ctx context.Context, req *tools.BeforeCall) (*tools.Befo
 		return &tools.BeforeDecision{}, nil
 	}
 	d := &tools.BeforeDecision{}
-	ran, done := b.runner.RunCompleted(ctx, c.Owner, hs, b.payload(hooks.PreToolUse, c, nil))
+	ran, done := b.runner.RunCompleted(ctx, c.Owner, hs, b.payload(ctx, hooks.PreToolUse, c, nil))
 	var block string
 	var contexts []string
 	var updated json.RawMessage
@@ -401,7 +401,7 @@ func (b *bridge) background(ctx context.Context, event string, c *tools.Intercep
 	if len(hs) == 0 {
 		return
 	}
-	p := b.payload(event, c, response)
+	p := b.payload(ctx, event, c, response)
 	go func() {
 		for _, r := range b.runner.Run(context.WithoutCancel(ctx), c.Owner, hs, p) {
 			if ok, _, _, failed := exited(r); !ok && failed != "" {
@@ -421,7 +421,7 @@ func (b *bridge) After(ctx context.Context, req *tools.AfterCall) (*tools.AfterF
 	}
 	fb := &tools.AfterFeedback{}
 	var feedback, stops []string
-	for _, r := range b.runner.Run(ctx, c.Owner, hs, b.payload(hooks.PostToolUse, c, resp)) {
+	for _, r := range b.runner.Run(ctx, c.Owner, hs, b.payload(ctx, hooks.PostToolUse, c, resp)) {
 		ok, two, stderr, failed := exited(r)
 		switch {
 		case two:

@@ -86,10 +86,12 @@ func (p *toolBash) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessag
 		return err
 	}
 	mode := shell.SandboxMode(svc.Facts[shell.FactSandboxMode])
+	var policy *sandbox.Policy
 	if mode != "" {
 		// A confining executor: escalation is advertised, so the policy
-		// it is asked under must be there.
-		if _, err := sandbox.NewClient(host.Conn(sandbox.PolicyKey)).Get(ctx); err != nil {
+		// it is asked under must be there; its folders go into the
+		// description.
+		if policy, err = sandbox.NewClient(host.Conn(sandbox.PolicyKey)).Get(ctx); err != nil {
 			return fmt.Errorf("the executor sandboxes (%s mode), and the sandbox policy cannot be read: %w", mode, err)
 		}
 	}
@@ -108,7 +110,7 @@ func (p *toolBash) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessag
 	if err != nil {
 		return fmt.Errorf("ask the executor for its limits: %w", err)
 	}
-	return tools.Register(ctx, host.Conn(tools.Key), toolSpecs(mode, def.TimeoutMs, max.TimeoutMs, p.maxChars)...)
+	return tools.Register(ctx, host.Conn(tools.Key), toolSpecs(mode, placeOf(def.Workdir, policy), def.TimeoutMs, max.TimeoutMs, p.maxChars)...)
 }
 
 // bashArgs are the bash tool's arguments (validated by the host against

@@ -184,28 +184,33 @@ func TestStructuredFacts(t *testing.T) {
 }
 
 func TestToolSpecsGolden(t *testing.T) {
-	for name, mode := range map[string]shell.SandboxMode{"local": "", "sandboxed": shell.WorkspaceWrite} {
+	places := map[string]place{
+		"local":     {start: "/home/me/project"},
+		"sandboxed": {start: "/home/me/project", workspace: "/home/me/project", more: []string{"/home/me/shared-lib", "/home/me/.npm"}},
+		"read-only": {start: "/home/me/project/sub", workspace: "/home/me/project"},
+	}
+	for name, mode := range map[string]shell.SandboxMode{"local": "", "sandboxed": shell.WorkspaceWrite, "read-only": shell.ReadOnly} {
 		var b strings.Builder
-		for _, s := range toolSpecs(mode, 120000, 600000, DefaultMaxOutputChars) {
+		for _, s := range toolSpecs(mode, places[name], 120000, 600000, DefaultMaxOutputChars) {
 			b.WriteString("## " + s.Name + " — " + s.Title + "\n" + s.Description + "\n\nschema: " + s.InputSchema + "\n\n")
 		}
 		golden.Check(t, "tools-"+name, b.String())
 	}
 	// The description teaches the budget in few words.
-	if d := toolSpecs("", 120000, 600000, DefaultMaxOutputChars)[0].Description; utf8.RuneCountInString(d) > 1200 || !strings.Contains(d, "30,000 characters") {
+	if d := toolSpecs("", places["local"], 120000, 600000, DefaultMaxOutputChars)[0].Description; utf8.RuneCountInString(d) > 1200 || !strings.Contains(d, "30,000 characters") {
 		t.Errorf("the bash description is %d characters (at most 1,200) and must say the budget:\n%s", utf8.RuneCountInString(d), d)
 	}
 	// The sandbox fields appear only under a sandboxing executor.
-	if strings.Contains(toolSpecs("", 1, 2, 100)[0].InputSchema, "sandbox_permissions") {
+	if strings.Contains(toolSpecs("", place{}, 1, 2, 100)[0].InputSchema, "sandbox_permissions") {
 		t.Error("sandbox_permissions advertised without a sandboxing executor")
 	}
-	if s := toolSpecs(shell.DangerFullAccess, 1, 2, 100)[0].InputSchema; strings.Contains(s, "sandbox_permissions") {
+	if s := toolSpecs(shell.DangerFullAccess, place{}, 1, 2, 100)[0].InputSchema; strings.Contains(s, "sandbox_permissions") {
 		t.Fatalf("danger-full-access has nothing to escalate to: %s", s)
 	}
-	if s := toolSpecs(shell.ReadOnly, 1, 2, 100)[0].InputSchema; !strings.Contains(s, `"enum":["workspace-write","danger-full-access"]`) {
+	if s := toolSpecs(shell.ReadOnly, place{}, 1, 2, 100)[0].InputSchema; !strings.Contains(s, `"enum":["workspace-write","danger-full-access"]`) {
 		t.Fatalf("read-only escalates to both other modes: %s", s)
 	}
-	if !strings.Contains(toolSpecs(shell.ReadOnly, 1, 2, 100)[0].InputSchema, "justification") {
+	if !strings.Contains(toolSpecs(shell.ReadOnly, place{}, 1, 2, 100)[0].InputSchema, "justification") {
 		t.Error("justification missing under a sandboxing executor")
 	}
 }

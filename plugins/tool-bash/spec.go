@@ -3,7 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
+	"github.com/dshrun/dsh/core/sandbox"
 	"github.com/dshrun/dsh/core/tools/toolsv1"
 	"github.com/dshrun/dsh/plugins/shell"
 	"github.com/dshrun/dsh/sdk/modeltext"
@@ -26,9 +29,56 @@ func escalationTargets(mode shell.SandboxMode) []string {
 	return out
 }
 
+// place is where commands run, as the bash description names it: a model
+// that knows the folders writes there, not where the sandbox refuses it.
+type place struct {
+	start     string   // where a command starts: the executor's default working directory
+	workspace string   // the sandbox's workspace; "" under an executor that does not sandbox
+	more      []string // the other folders a workspace-write command may write in
+}
+
+// placeOf is where commands run: start, and the folders of policy (nil
+// under an executor that does not sandbox).
+func placeOf(start string, policy *sandbox.Policy) place {
+	at := place{start: start}
+	if policy != nil {
+		at.workspace = policy.WorkspaceRoot
+		at.more = slices.Concat(policy.WritableRoots, policy.CacheRoots)
+	}
+	return at
+}
+
+// sandboxLine is the bash description's line about the sandbox of mode.
+func sandboxLine(mode shell.SandboxMode, at place) string {
+	var where string
+	switch {
+	case at.workspace == "":
+	case mode == shell.WorkspaceWrite:
+		where = fmt.Sprintf(": they may write only in the workspace, `%s`%s, and in /tmp", at.workspace, andIn(at.more))
+	case mode == shell.ReadOnly:
+		where = fmt.Sprintf(" and may not write files (with `sandbox_permissions: %s` a command may write in the workspace, `%s`)", shell.WorkspaceWrite, at.workspace)
+	}
+	return fmt.Sprintf("\n- Commands run in a %s sandbox%s. A denied file access is reported as `[sandbox: file access denied under %s mode]`; to run one command with more access, repeat it with `sandbox_permissions` and a `justification`.", mode, where, mode)
+}
+
+// andIn names more folders after the workspace: ", in `a` and `b`".
+func andIn(folders []string) string {
+	if len(folders) == 0 {
+		return ""
+	}
+	quoted := make([]string, len(folders))
+	for i, f := range folders {
+		quoted[i] = "`" + f + "`"
+	}
+	if len(quoted) == 1 {
+		return ", in " + quoted[0]
+	}
+	return ", in " + strings.Join(quoted[:len(quoted)-1], ", ") + " and " + quoted[len(quoted)-1]
+}
+
 // toolSpecs are the three tools. The sandbox fields appear only when the
 // composed executor confines (a mode with less than full access).
-func toolSpecs(mode shell.SandboxMode, defaultTimeoutMs, maxTimeoutMs int64, maxChars int) []*toolsv1.ToolSpec {
+func toolSpecs(mode shell.SandboxMode, at place, defaultTimeoutMs, maxTimeoutMs int64, maxChars int) []*toolsv1.ToolSpec {
 	props := map[string]any{
 		"command":     map[string]any{"type": "string", "minLength": 1, "description": "The bash command to run."},
 		"description": map[string]any{"type": "string", "description": "What the command does, in five to ten words."},
@@ -37,12 +87,12 @@ func toolSpecs(mode shell.SandboxMode, defaultTimeoutMs, maxTimeoutMs int64, max
 		"workdir":           map[string]any{"type": "string", "description": "Working directory for this command (instead of cd)."},
 		"run_in_background": map[string]any{"type": "boolean", "description": "Start the command as a background job and return its id at once."},
 	}
-	desc := bashDescription(defaultTimeoutMs, maxTimeoutMs, maxChars)
+	desc := bashDescription(at.start, defaultTimeoutMs, maxTimeoutMs, maxChars)
 	if targets := escalationTargets(mode); len(targets) > 0 {
 		props["sandbox_permissions"] = map[string]any{"type": "string", "enum": targets,
 			"description": fmt.Sprintf("Run this one command with more access than the sandbox's %s mode; needs a justification and approval.", mode)}
 		props["justification"] = map[string]any{"type": "string", "description": "Why the command needs more access."}
-		desc += fmt.Sprintf("\n- Commands run in a %s sandbox. A denied file access is reported as `[sandbox: file access denied under %s mode]`; to run one command with more access, repeat it with `sandbox_permissions` and a `justification`.", mode, mode)
+		desc += sandboxLine(mode, at)
 	}
 	bash := map[string]any{
 		"type":                 "object",
@@ -65,15 +115,19 @@ func toolSpecs(mode shell.SandboxMode, defaultTimeoutMs, maxTimeoutMs int64, max
 	}
 }
 
-func bashDescription(defaultTimeoutMs, maxTimeoutMs int64, maxChars int) string {
+func bashDescription(start string, defaultTimeoutMs, maxTimeoutMs int64, maxChars int) string {
+	fresh := "a fresh shell"
+	if start != "" {
+		fresh = "a fresh shell that starts in `" + start + "`"
+	}
 	return fmt.Sprintf(`Run a bash command and return its output.
 
-- Each call runs in a fresh shell: the working directory, variables and functions do not carry over. Pass `+"`workdir`"+` instead of using cd.
+- Each call runs in %s: the working directory, variables and functions do not carry over. Pass `+"`workdir`"+` instead of using cd.
 - No terminal and stdin is closed: anything that prompts fails instead of waiting.
 - A command is killed with every process it started after `+"`timeoutMs`"+` (default %d ms, at most %d ms).
 - You see stdout, then stderr after a `+"`[stderr]`"+` line: at most %s characters of the two, their last lines. `+"`[output truncated: … omitted; full output: <file>]`"+` names a file with all of it: read that (grep, sed -n, tail) instead of running the command again. Colours and other terminal codes are removed; binary output is not shown.
 - How it ended is the last line: nothing for exit code 0, else `+"`[exit code: N]`"+`, or `+"`[timed out after <ms>ms]`"+` and `+"`[killed by signal: SIGTERM]`"+`.
-- `+"`run_in_background: true`"+` starts a job and returns its id at once, with no timeout: read its new output with job_output, stop it with job_kill; you are told when it finishes. Use it for servers, watchers and anything long.`, defaultTimeoutMs, maxTimeoutMs, modeltext.Thousands(int64(maxChars)))
+- `+"`run_in_background: true`"+` starts a job and returns its id at once, with no timeout: read its new output with job_output, stop it with job_kill; you are told when it finishes. Use it for servers, watchers and anything long.`, fresh, defaultTimeoutMs, maxTimeoutMs, modeltext.Thousands(int64(maxChars)))
 }
 
 func mustJSON(v any) string {

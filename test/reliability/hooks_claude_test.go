@@ -96,6 +96,13 @@ func TestClaudeHooks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	project, logs := t.TempDir(), t.TempDir()
+	// The payload's cwd is where the commands run: the folder dsh was
+	// started in (this test's), not the project.
+	wd, werr := os.Getwd()
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	t.Setenv("WANT_CWD", wd)
 	// The guard checks its own payload, then decides by the command.
 	guard := script(t, logs, "guard.py", `#!/usr/bin/env python3
 import json, os, sys
@@ -103,9 +110,9 @@ d = json.load(sys.stdin)
 need = ["session_id", "transcript_path", "cwd", "permission_mode", "hook_event_name", "tool_name", "tool_input", "tool_use_id"]
 missing = [k for k in need if k not in d]
 if missing or d["hook_event_name"] != "PreToolUse" or d["tool_name"] != "Bash" or not d["tool_use_id"].startswith("toolu_") \
-        or os.environ.get("CLAUDE_PROJECT_DIR") != d["cwd"] or d["permission_mode"] != "default" \
-        or sorted(d["tool_input"]) != ["command", "description"]:
-    print("bad payload: missing %s in %s (CLAUDE_PROJECT_DIR=%s)" % (missing, d, os.environ.get("CLAUDE_PROJECT_DIR")), file=sys.stderr)
+        or os.environ.get("CLAUDE_PROJECT_DIR") != os.getcwd() or os.path.realpath(d["cwd"]) != os.path.realpath(os.environ["WANT_CWD"]) \
+        or d["permission_mode"] != "default" or sorted(d["tool_input"]) != ["command", "description"]:
+    print("bad payload: missing %s in %s (CLAUDE_PROJECT_DIR=%s, run in %s)" % (missing, d, os.environ.get("CLAUDE_PROJECT_DIR"), os.getcwd()), file=sys.stderr)
     sys.exit(2)
 c = d["tool_input"]["command"]
 def out(o):

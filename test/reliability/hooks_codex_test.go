@@ -50,7 +50,7 @@ if set(d) != want_keys: bad.append("keys %s" % sorted(d))
 if not isinstance(d.get("session_id"), str) or not d["session_id"]: bad.append("session_id")
 if not isinstance(d.get("turn_id"), str) or not d["turn_id"]: bad.append("turn_id")
 if d.get("transcript_path", 0) is not None: bad.append("transcript_path")
-if d.get("cwd") != os.environ["WANT_CWD"]: bad.append("cwd %r" % d.get("cwd"))
+if os.path.realpath(d.get("cwd", "")) != os.path.realpath(os.environ["WANT_CWD"]): bad.append("cwd %r" % d.get("cwd"))
 if d.get("hook_event_name") != "PreToolUse": bad.append("hook_event_name")
 if d.get("model") != "": bad.append("model")
 if d.get("permission_mode") != "default": bad.append("permission_mode")
@@ -113,7 +113,13 @@ func TestHooksCodexBridge(t *testing.T) {
 	writeFile(t, filepath.Join(scripts, "post.py"), codexPost)
 	writeFile(t, filepath.Join(scripts, "par.sh"), codexPar)
 	mark, parLog := filepath.Join(scripts, "payload.ok"), filepath.Join(scripts, "par.log")
-	t.Setenv("WANT_CWD", project)
+	// The payload's cwd is where the commands run: the folder dsh was
+	// started in (this test's), not the project.
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("WANT_CWD", wd)
 	t.Setenv("WANT_MARK", mark)
 	t.Setenv("PAR_LOG", parLog)
 	m := func(name string) string { return filepath.Join(scripts, name+".mark") }

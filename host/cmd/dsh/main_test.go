@@ -286,21 +286,6 @@ func TestDefaultComposition(t *testing.T) {
 	}
 }
 
-// The sandbox composition serves as it is: a command writes in the
-// workspace (DSH_WORKSPACE) and is refused outside it, and the result says
-// the sandbox refused it.
-func TestSandboxComposition(t *testing.T) {
-	f := filepath.Join(testplugins.Root(), "compositions", "sandbox.yaml")
-	ws, outside := t.TempDir(), outsideTmp(t)
-	out, errOut, code := dsh(t, []string{"DSH_WORKSPACE=" + ws}, "call", f, "bash", fmt.Sprintf(`{"command":"echo $DSH_COMPOSITION > %s/in && cat %s/in && touch %s/out","description":"d"}`, ws, ws, outside))
-	if !strings.HasPrefix(out, "sandbox\n") || !strings.Contains(out, "[sandbox: file access denied under workspace-write mode]") {
-		t.Fatalf("exit %d, stdout %q, stderr %s", code, out, errOut)
-	}
-	if _, err := os.Stat(filepath.Join(outside, "out")); err == nil {
-		t.Fatal("a write outside the workspace went through")
-	}
-}
-
 // An interrupted dsh call stops the command's tree and says so in one
 // sentence, with the shell's status for SIGINT.
 func TestCallInterrupted(t *testing.T) {

@@ -39,7 +39,7 @@ func (s *Service) Set(section *composition.Sandbox) bool {
 func (s *Service) Get(context.Context) (*sandbox.Policy, error) {
 	p := s.policy.Load()
 	if p == nil {
-		return nil, seam.New(sandbox.ErrNoPolicy, "the composition has no sandbox section, so no executor may sandbox under it (add one: sandbox: {defaultMode: workspace-write, workspaceRoot: .})")
+		return nil, seam.New(sandbox.ErrNoPolicy, "the composition has no sandbox section, so no executor may sandbox under it (add one: sandbox: {defaultMode: workspace-write}, whose workspace is the folder dsh was started in)")
 	}
 	return p, nil
 }
