@@ -210,7 +210,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		comp, err := composition.Load(file, os.LookupEnv)
 		if err != nil {
-			fmt.Fprintf(stderr, "dsh %s: %v\n", cmd, err)
+			// Counted and listed as the plan's problems are.
+			fmt.Fprintf(stderr, "dsh %s: %v\n", cmd, &host.LoadError{File: file, Errs: []error{err}})
 			return exitBadUse
 		}
 		opts := host.Options{PluginPath: pluginPath(g.pluginPath), Logger: logger, PluginLogger: pluginLogger}
@@ -591,7 +592,7 @@ func validate(comp *composition.Composition, opts host.Options, stderr io.Writer
 		fmt.Fprintf(stderr, "dsh validate: %v\n", err)
 		return exitBadUse
 	}
-	fmt.Fprintf(stderr, "dsh validate: %s is valid (%d plugins)\n", comp.File, len(ds))
+	fmt.Fprintf(stderr, "dsh validate: %s is valid (%d plugins)\n", composition.Pos{File: comp.File}, len(ds))
 	for _, d := range ds {
 		if d.Disabled {
 			fmt.Fprintf(stderr, "  %s: disabled\n", d.ID)
