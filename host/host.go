@@ -192,7 +192,9 @@ func (h *Host) planStart(ctx context.Context, comp *composition.Composition) (*p
 }
 
 // Validate starts every plugin only to read its description, checks the
-// whole composition against them as Start would, and stops them again.
+// whole composition against them as Start would, has each plugin check its
+// effective config as its Apply would read it (the files it names), and
+// stops them again. The problems are those Start would meet, in its words.
 func Validate(ctx context.Context, comp *composition.Composition, opts Options) ([]Described, error) {
 	h, err := newHost(comp, opts)
 	if err != nil {
@@ -203,7 +205,11 @@ func Validate(ctx context.Context, comp *composition.Composition, opts Options) 
 	if err != nil {
 		return nil, err
 	}
+	errs := h.check(ctx, p, procs)
 	h.stopAll(procs)
+	if len(errs) > 0 {
+		return nil, &LoadError{File: comp.File, Errs: errs}
+	}
 	steps := map[string]plan.Step{}
 	for _, st := range p.Steps {
 		steps[st.ID] = st
