@@ -57,7 +57,8 @@ const usage = `dsh: a host for the tools AI coding agents use to run commands
 Usage:
   dsh serve COMPOSITION       load the composition and serve its tools over MCP (stdio, or
                               streamable HTTP with --http) until end of input or SIGINT/SIGTERM
-  dsh validate COMPOSITION    check the composition and every plugin's description
+  dsh validate COMPOSITION    check the composition, every plugin's description and what each
+                              would read when applied (the files its config names); start nothing for real
   dsh config COMPOSITION      print the resolved composition, secrets masked
   dsh call COMPOSITION TOOL JSON
                               load, call one tool as the agent "cli", print its text, tear down
