@@ -108,6 +108,35 @@ func (h *Host) makePlan(comp *composition.Composition, described map[string]plan
 	return p, nil
 }
 
+// check asks each process described for p what its Apply would refuse of
+// its step's config, all at once, each within the bound of an Apply; the
+// problems come in the file's order, at their entries, as Start's would.
+func (h *Host) check(ctx context.Context, p *plan.Plan, procs map[string]*pluginproc.Process) []error {
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		errs []error
+	)
+	for _, st := range p.Steps {
+		proc := procs[st.ID]
+		if proc == nil {
+			continue
+		}
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, max(controlTimeout, h.startTimeout()))
+			defer cancel()
+			if err := proc.Check(cctx, &pluginv1.CheckRequest{Id: st.ID, ConfigJson: st.Config}); err != nil {
+				mu.Lock()
+				errs = append(errs, &EntryError{Pos: st.Entry.Pos, ID: st.ID, Err: err})
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	plan.SortByLine(errs)
+	return errs
+}
+
 func (h *Host) stopAll(procs map[string]*pluginproc.Process) {
 	var wg sync.WaitGroup
 	for _, p := range procs {

@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -191,7 +192,9 @@ func (h *Host) planStart(ctx context.Context, comp *composition.Composition) (*p
 }
 
 // Validate starts every plugin only to read its description, checks the
-// whole composition against them as Start would, and stops them again.
+// whole composition against them as Start would, has each plugin check its
+// effective config as its Apply would read it (the files it names), and
+// stops them again. The problems are those Start would meet, in its words.
 func Validate(ctx context.Context, comp *composition.Composition, opts Options) ([]Described, error) {
 	h, err := newHost(comp, opts)
 	if err != nil {
@@ -202,7 +205,11 @@ func Validate(ctx context.Context, comp *composition.Composition, opts Options) 
 	if err != nil {
 		return nil, err
 	}
+	errs := h.check(ctx, p, procs)
 	h.stopAll(procs)
+	if len(errs) > 0 {
+		return nil, &LoadError{File: comp.File, Errs: errs}
+	}
 	steps := map[string]plan.Step{}
 	for _, st := range p.Steps {
 		steps[st.ID] = st
@@ -523,15 +530,35 @@ type LoadError struct {
 	Errs []error
 }
 
-func (e *LoadError) Error() string {
-	if len(e.Errs) == 1 {
-		return e.Errs[0].Error()
-	}
-	msg := fmt.Sprintf("%s: %d problems:", e.File, len(e.Errs))
+// Problems are the problems listed, one by one: an error that joins
+// several counts as each of them.
+func (e *LoadError) Problems() []error {
+	var out []error
 	for _, err := range e.Errs {
-		msg += "\n  " + err.Error()
+		out = append(out, plan.Flatten(err)...)
 	}
-	return msg
+	return out
+}
+
+// Error is the one problem, or "FILE: N problems:" and the N problems, one
+// indented entry each; a problem's further lines are indented beyond its
+// first, so that each entry reads as one.
+func (e *LoadError) Error() string {
+	errs := e.Problems()
+	if len(errs) == 1 {
+		return indentRest(errs[0].Error(), "  ")
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d problems:", composition.Pos{File: e.File}, len(errs))
+	for _, err := range errs {
+		b.WriteString("\n  " + indentRest(err.Error(), "    "))
+	}
+	return b.String()
+}
+
+// indentRest indents every line of s but the first.
+func indentRest(s, indent string) string {
+	return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+indent)
 }
 
 func (e *LoadError) Unwrap() []error { return e.Errs }

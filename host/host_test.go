@@ -400,7 +400,7 @@ plugins:
     name: shell-env
     config:
       facts: {lowercase: x}
-`, []string{":5:", `plugin "env"`}},
+`, []string{":6:15:", `plugin "env"`, "config /facts: 'lowercase' does not match"}},
 		{"old protocol", `
 plugins:
   - id: old

@@ -74,7 +74,7 @@ func TestToolNamedByConfig(t *testing.T) {
 
 	next := writeComp(t, termdrivesYAML("term"))
 	err = h.ApplyComposition(ctx, next)
-	want := fmt.Sprintf(`%s:7: plugin "drive2": tool "term" is already registered by plugin "drive" (%s:5)`, next.File, next.File)
+	want := fmt.Sprintf(`%s:7:5: plugin "drive2": tool "term" is already registered by plugin "drive" (%s:5:5)`, next.File, next.File)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("a collision by config: %v, want %s", err, want)
 	}

@@ -76,6 +76,16 @@ type Registrar interface {
 	Register(s *grpc.Server)
 }
 
+// Checker is implemented by plugins whose Apply reads more than its config
+// (files named by it, say): Check reads them as Apply would and returns
+// the error Apply would, without acting on anything. The host calls it for
+// dsh validate, on a process that is never applied, so a composition that
+// would not start does not pass. config is as Apply's. It must have no
+// side effects.
+type Checker interface {
+	Check(ctx context.Context, config json.RawMessage) error
+}
+
 // Disposer is implemented by plugins with something to release when they
 // are unloaded. Dispose runs before the process is stopped, under a
 // deadline, and also after an Apply that failed (so what a half-done Apply

@@ -245,6 +245,21 @@ func (l *lifecycle) Apply(ctx context.Context, req *pluginv1.ApplyRequest) (*plu
 	return resp, nil
 }
 
+// Check answers what Apply would refuse in the same words (a plugin that
+// is no Checker has nothing more to check).
+func (l *lifecycle) Check(ctx context.Context, req *pluginv1.CheckRequest) (*pluginv1.CheckResponse, error) {
+	if c, ok := l.impl.(Checker); ok {
+		cfg := json.RawMessage(req.ConfigJson)
+		if len(cfg) == 0 {
+			cfg = json.RawMessage("{}")
+		}
+		if err := c.Check(ctx, cfg); err != nil {
+			return nil, status.Error(codes.FailedPrecondition, err.Error())
+		}
+	}
+	return &pluginv1.CheckResponse{}, nil
+}
+
 func (l *lifecycle) Dispose(ctx context.Context, _ *pluginv1.DisposeRequest) (*pluginv1.DisposeResponse, error) {
 	if err := l.dispose(ctx); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())

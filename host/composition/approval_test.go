@@ -17,7 +17,7 @@ func TestApprovalAskTimeout(t *testing.T) {
 	}
 	for _, bad := range []string{"0s", "-1m", "soon", "2h", "5"} {
 		_, err := loadSandbox(t, dir, "approval:\n  askTimeout: "+bad+"\nplugins: []\n", nil)
-		if err == nil || !strings.Contains(err.Error(), "comp.yaml:2: approval.askTimeout: want a positive Go duration up to 1h0m0s") {
+		if err == nil || !strings.Contains(err.Error(), "comp.yaml:2:15: approval.askTimeout: want a positive Go duration up to 1h0m0s") {
 			t.Errorf("askTimeout %s: %v", bad, err)
 		}
 	}

@@ -53,16 +53,16 @@ func TestSandboxCacheRoots(t *testing.T) {
 		t.Fatalf("masked: %v", c.Masked()["sandbox"])
 	}
 	for _, bad := range []struct{ yaml, want string }{
-		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots:\n    - ~/.npm\n    - .cache\n", "comp.yaml:5: sandbox.cacheRoots: .cache is a relative path"},
-		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [/]\n", "comp.yaml:3: sandbox.cacheRoots: / cannot be a cache root"},
+		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots:\n    - ~/.npm\n    - .cache\n", "comp.yaml:5:7: sandbox.cacheRoots: .cache is a relative path"},
+		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [/]\n", "comp.yaml:3:16: sandbox.cacheRoots: / cannot be a cache root"},
 		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: ['~']\n", "sandbox.cacheRoots: " + home + " cannot be a cache root"},
-		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [" + filepath.Join(dir, "ws", ".git", "hooks") + "]\n", "comp.yaml:3: sandbox.cacheRoots: " + filepath.Join(dir, "ws", ".git", "hooks") + " cannot be a cache root: the protected path"},
+		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [" + filepath.Join(dir, "ws", ".git", "hooks") + "]\n", "comp.yaml:3:16: sandbox.cacheRoots: " + filepath.Join(dir, "ws", ".git", "hooks") + " cannot be a cache root: the protected path"},
 		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [" + dir + "]\n", "cannot be a cache root: the protected path"},
-		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [" + filepath.Join(dir, "comp.yaml") + "]\n", "comp.yaml:3: sandbox.cacheRoots: " + filepath.Join(dir, "comp.yaml") + " cannot be made"},
-		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [" + filepath.Join(dir, "ws", "node_modules") + "]\n", "comp.yaml:3: sandbox.cacheRoots: " + filepath.Join(dir, "ws", "node_modules") + " cannot be a cache root: it overlaps the workspace root " + filepath.Join(dir, "ws")},
+		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [" + filepath.Join(dir, "comp.yaml") + "]\n", "comp.yaml:3:16: sandbox.cacheRoots: " + filepath.Join(dir, "comp.yaml") + " cannot be made"},
+		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [" + filepath.Join(dir, "ws", "node_modules") + "]\n", "comp.yaml:3:16: sandbox.cacheRoots: " + filepath.Join(dir, "ws", "node_modules") + " cannot be a cache root: it overlaps the workspace root " + filepath.Join(dir, "ws")},
 		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [" + filepath.Join(dir, "ws", "target") + "]\n", "sandbox.cacheRoots: " + filepath.Join(dir, "ws", "target") + " cannot be a cache root: it overlaps the workspace root"},
 		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [" + filepath.Join(dir, "inws") + "]\n", "sandbox.cacheRoots: " + filepath.Join(dir, "ws", "node_modules") + " cannot be a cache root: it overlaps the workspace root"},
-		{"sandbox:\n  workspaceRoot: ws\n  writableRoots: [more]\n  cacheRoots: [" + filepath.Join(dir, "more", "cache") + "]\n", "comp.yaml:4: sandbox.cacheRoots: " + filepath.Join(dir, "more", "cache") + " cannot be a cache root: it overlaps the writable root " + filepath.Join(dir, "more")},
+		{"sandbox:\n  workspaceRoot: ws\n  writableRoots: [more]\n  cacheRoots: [" + filepath.Join(dir, "more", "cache") + "]\n", "comp.yaml:4:16: sandbox.cacheRoots: " + filepath.Join(dir, "more", "cache") + " cannot be a cache root: it overlaps the writable root " + filepath.Join(dir, "more")},
 		{"sandbox:\n  workspaceRoot: ws\n  writableRoots: [more/sub]\n  cacheRoots: [" + filepath.Join(dir, "more") + "]\n", "cannot be a cache root: the protected path " + filepath.Join(dir, "more", "sub", ".git", "config")},
 		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: ~/.npm\n", "sandbox.cacheRoots must be a list of paths"},
 		{"sandbox:\n  workspaceRoot: ws\n  cacheRoots: [3]\n", "sandbox.cacheRoots: want a path"},

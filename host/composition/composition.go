@@ -32,6 +32,7 @@ type Composition struct {
 	Plugins  []Entry                   // in file order, disabled ones included
 
 	settingsTaint *taint
+	settingsPlace *place // where the settings values are written
 }
 
 // HostSettings is the host section.
@@ -78,6 +79,7 @@ type Entry struct {
 	ConfigPos Pos // where config: is, or Pos when there is none
 
 	taint *taint // which values came from secret-looking variables
+	place *place // where its values are written
 }
 
 // BinaryName returns the file name of the entry's binary: "dsh-<name>" for a
@@ -98,17 +100,21 @@ type Pos struct {
 	Line, Column int // 1-based; 0 when unknown
 }
 
-// String returns "file:line", the file relative to the working directory
-// when it lies below it.
+// String returns "file:line:column" ("file:line" when the column is not
+// known), the file relative to the working directory when it lies below
+// it.
 func (p Pos) String() string {
 	f := displayPath(p.File)
 	if f == "" {
 		f = "<composition>"
 	}
-	if p.Line <= 0 {
+	switch {
+	case p.Line <= 0:
 		return f
+	case p.Column <= 0:
+		return fmt.Sprintf("%s:%d", f, p.Line)
 	}
-	return fmt.Sprintf("%s:%d", f, p.Line)
+	return fmt.Sprintf("%s:%d:%d", f, p.Line, p.Column)
 }
 
 func displayPath(f string) string {

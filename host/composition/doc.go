@@ -7,7 +7,8 @@
 // (keys, types, names, ids, durations, sha256 pins), finding each entry's
 // binary on disk, validating an entry's config against a JSON Schema it is
 // handed, and printing the resolved composition with secrets masked. Every
-// problem carries the file and line it comes from, and a file's problems are
+// problem carries the file, line and column of the value at fault (a config
+// value too, where settings or the entry has it), and a file's problems are
 // reported all together.
 //
 // It does not start processes and does not check the dependency graph between

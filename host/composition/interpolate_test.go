@@ -161,9 +161,9 @@ func TestInterpolationErrorsAll(t *testing.T) {
     name: ${NAME}
 `), noEnv)
 	want := []string{
-		`x.yaml:5: plugin "a": environment variable ONE is not set (write ${ONE:-default} to make it optional)`,
-		`x.yaml:6: plugin "a": environment variable TWO is unset or empty: two is needed`,
-		`x.yaml:8: plugin "b": environment variable NAME is not set (write ${NAME:-default} to make it optional)`,
+		`x.yaml:5:12: plugin "a": environment variable ONE is not set (write ${ONE:-default} to make it optional)`,
+		`x.yaml:6:12: plugin "a": environment variable TWO is unset or empty: two is needed`,
+		`x.yaml:8:11: plugin "b": environment variable NAME is not set (write ${NAME:-default} to make it optional)`,
 	}
 	if err == nil || err.Error() != strings.Join(want, "\n") {
 		t.Errorf("err =\n%v\nwant\n%s", err, strings.Join(want, "\n"))

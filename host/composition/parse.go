@@ -150,8 +150,10 @@ func parse(file, abs string, data []byte, lookup func(string) (string, bool)) (*
 	}
 	var entryNodes []*yaml.Node
 	var rootTaint *taint
+	var rootPlace *place
 	if root != nil {
 		rootTaint = p.taintOf(root)
+		rootPlace = p.placeOf(root)
 	}
 	sawPlugins := false
 	for _, kp := range pairs(root) {
@@ -165,9 +167,10 @@ func parse(file, abs string, data []byte, lookup func(string) (string, bool)) (*
 		case "settings":
 			p.settings(c, kp, raw["settings"])
 			c.settingsTaint = rootTaint.field("settings")
+			c.settingsPlace = rootPlace.field("settings")
 		case "plugins":
 			sawPlugins = true
-			entryNodes = p.plugins(c, kp, raw["plugins"], rootTaint.field("plugins"))
+			entryNodes = p.plugins(c, kp, raw["plugins"], rootTaint.field("plugins"), rootPlace.field("plugins"))
 		default:
 			p.errorf(kp.key, "unknown key %q (allowed: %s)", kp.name, strings.Join(topKeys, ", "))
 		}
@@ -354,7 +357,7 @@ func (p *parser) settings(c *Composition, kp pair, v any) {
 
 // plugins reads the entries; it returns the node of each entry in
 // c.Plugins, for later checks.
-func (p *parser) plugins(c *Composition, kp pair, v any, t *taint) []*yaml.Node {
+func (p *parser) plugins(c *Composition, kp pair, v any, t *taint, pl *place) []*yaml.Node {
 	c.Plugins = []Entry{}
 	list, ok := v.([]any)
 	seq := resolve(kp.val)
@@ -376,6 +379,7 @@ func (p *parser) plugins(c *Composition, kp pair, v any, t *taint) []*yaml.Node 
 		// returned), for the id checks and the attribution of errors.
 		e := p.entry(n, m)
 		e.taint = t.item(i)
+		e.place = pl.item(i)
 		c.Plugins = append(c.Plugins, e)
 		nodes = append(nodes, n)
 	}

@@ -94,7 +94,7 @@ func TestLoadFull(t *testing.T) {
 			t.Errorf("plugin %d ConfigPos = %+v, want line %d", i, g.ConfigPos, lines[i].config)
 		}
 	}
-	if got := c.Plugins[0].Pos.String(); got != filepath.Join("testdata", "full.yaml")+":14" {
+	if got := c.Plugins[0].Pos.String(); got != filepath.Join("testdata", "full.yaml")+":14:5" {
 		t.Errorf("Pos.String() = %q, want it relative to the working directory", got)
 	}
 }
@@ -178,7 +178,7 @@ plugins:
 	}
 
 	_, err := Parse("x.yaml", []byte("plugins:\n  - path: ./Tool\n"), noEnv)
-	if err == nil || !strings.Contains(err.Error(), `x.yaml:2: cannot use "Tool" as the default id`) {
+	if err == nil || !strings.Contains(err.Error(), `x.yaml:2:5: cannot use "Tool" as the default id`) {
 		t.Errorf("underivable id: %v", err)
 	}
 }
@@ -307,7 +307,11 @@ func TestErrors(t *testing.T) {
 			if len(errs) != 1 {
 				t.Fatalf("%d errors, want 1:\n%v", len(errs), err)
 			}
-			if want := "compositions/x.yaml:" + strconv.Itoa(tc.line) + ": " + tc.want; err.Error() != want {
+			at := strconv.Itoa(tc.line)
+			if col := errs[0].Pos.Column; col > 0 {
+				at += ":" + strconv.Itoa(col)
+			}
+			if want := "compositions/x.yaml:" + at + ": " + tc.want; err.Error() != want {
 				t.Errorf("error:\n got %s\nwant %s", err, want)
 			}
 			if errs[0].Pos.Line != tc.line {
@@ -325,21 +329,21 @@ func TestAllErrorsTogether(t *testing.T) {
 	}
 	file := filepath.Join("testdata", "bad.yaml")
 	want := []string{
-		file + `:2: bad duration for startTimeout: got the string "soon", want a positive Go duration such as "10s" or "1m30s"`,
-		file + `:3: unknown host key "stopTimout" (allowed: startTimeout, stopTimeout, callTimeout, pingInterval, pingTimeout, restartWait, scrub, spill)`,
-		file + `:5: settings namespace "shell" must be a map, got the number 3`,
-		file + `:6: unknown key "plugin" (allowed: host, settings, sandbox, approval, plugins)`,
-		file + `:10: plugin "env": unknown key "confg" (allowed: id, name, path, sha256, config, disabled)`,
-		file + `:11: bad id "Env": an id matches ^[a-z][a-z0-9_-]*$`,
-		file + `:12: bad name "Shell_Env": want <name>, dsh-<name> or @scope/dsh-<name>, <name> matching ^[a-z0-9][a-z0-9-]*$`,
-		file + `:13: plugin "x": both name and path are set; an entry has exactly one`,
-		file + `:15: neither name nor path is set; an entry has exactly one`,
-		file + `:15: config must be a map, got a list`,
-		file + `:16: plugin "env": duplicate id "env" (first at line 8, again at line 16)`,
-		file + `:18: plugin "env": sha256 must be 64 hex digits, got "abc" (3 characters)`,
-		file + `:19: plugin "env": disabled must be true or false, got the string "yes"`,
-		file + `:20: plugins entry 6 must be a map with name or path, got the string "just a string"`,
-		file + `:24: plugin "secret": environment variable VAULT_TOKEN is not set (write ${VAULT_TOKEN:-default} to make it optional)`,
+		file + `:2:17: bad duration for startTimeout: got the string "soon", want a positive Go duration such as "10s" or "1m30s"`,
+		file + `:3:3: unknown host key "stopTimout" (allowed: startTimeout, stopTimeout, callTimeout, pingInterval, pingTimeout, restartWait, scrub, spill)`,
+		file + `:5:10: settings namespace "shell" must be a map, got the number 3`,
+		file + `:6:1: unknown key "plugin" (allowed: host, settings, sandbox, approval, plugins)`,
+		file + `:10:5: plugin "env": unknown key "confg" (allowed: id, name, path, sha256, config, disabled)`,
+		file + `:11:9: bad id "Env": an id matches ^[a-z][a-z0-9_-]*$`,
+		file + `:12:11: bad name "Shell_Env": want <name>, dsh-<name> or @scope/dsh-<name>, <name> matching ^[a-z0-9][a-z0-9-]*$`,
+		file + `:13:5: plugin "x": both name and path are set; an entry has exactly one`,
+		file + `:15:5: neither name nor path is set; an entry has exactly one`,
+		file + `:15:13: config must be a map, got a list`,
+		file + `:16:9: plugin "env": duplicate id "env" (first at line 8, again at line 16)`,
+		file + `:18:13: plugin "env": sha256 must be 64 hex digits, got "abc" (3 characters)`,
+		file + `:19:15: plugin "env": disabled must be true or false, got the string "yes"`,
+		file + `:20:5: plugins entry 6 must be a map with name or path, got the string "just a string"`,
+		file + `:24:14: plugin "secret": environment variable VAULT_TOKEN is not set (write ${VAULT_TOKEN:-default} to make it optional)`,
 	}
 	got := strings.Split(err.Error(), "\n")
 	if !reflect.DeepEqual(got, want) {
@@ -390,7 +394,7 @@ func TestPosString(t *testing.T) {
 		want string
 	}{
 		{Pos{File: filepath.Join(wd, "compositions", "default.yaml"), Line: 12}, filepath.Join("compositions", "default.yaml") + ":12"},
-		{Pos{File: "compositions/default.yaml", Line: 3, Column: 7}, "compositions/default.yaml:3"},
+		{Pos{File: "compositions/default.yaml", Line: 3, Column: 7}, "compositions/default.yaml:3:7"},
 		{Pos{File: "/elsewhere/x.yaml", Line: 1}, "/elsewhere/x.yaml:1"},
 		{Pos{File: "x.yaml"}, "x.yaml"},
 		{Pos{Line: 4}, "<composition>:4"},

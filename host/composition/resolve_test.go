@@ -67,8 +67,8 @@ func TestResolveByName(t *testing.T) {
 
 	_, err := c.Resolve(c.Plugins[2], dirs)
 	wantMsg := `plugin "nosuch": binary "dsh-nosuch" not found; searched: ` + d1 + ", " + d2 + ", " + d3
-	if err == nil || !strings.HasSuffix(err.Error(), ":4: "+wantMsg) || !strings.Contains(err.Error(), "comp.yaml") {
-		t.Errorf("missing binary: err = %v\nwant <file>:4: %s", err, wantMsg)
+	if err == nil || !strings.HasSuffix(err.Error(), ":4:5: "+wantMsg) || !strings.Contains(err.Error(), "comp.yaml") {
+		t.Errorf("missing binary: err = %v\nwant <file>:4:5: %s", err, wantMsg)
 	}
 	var e *Error
 	if !errors.As(err, &e) || e.Pos != c.Plugins[2].Pos || e.ID != "nosuch" {
@@ -119,9 +119,9 @@ func TestResolveByPath(t *testing.T) {
 		i    int
 		want string
 	}{
-		{1, `:3: plugin "plain": binary "dsh-plain" (path "bin/dsh-plain", relative to ` + c.Dir + `): is not executable (mode -rw-------)`},
-		{2, `:4: plugin "missing": binary "dsh-missing" (path "./bin/dsh-missing", relative to ` + c.Dir + `): does not exist`},
-		{3, `:5: plugin "dir": binary "bin" (path "./bin", relative to ` + c.Dir + `): is a directory`},
+		{1, `:3:5: plugin "plain": binary "dsh-plain" (path "bin/dsh-plain", relative to ` + c.Dir + `): is not executable (mode -rw-------)`},
+		{2, `:4:5: plugin "missing": binary "dsh-missing" (path "./bin/dsh-missing", relative to ` + c.Dir + `): does not exist`},
+		{3, `:5:5: plugin "dir": binary "bin" (path "./bin", relative to ` + c.Dir + `): is a directory`},
 	}
 	for _, tc := range cases {
 		_, err := c.Resolve(c.Plugins[tc.i], []string{other})

@@ -93,13 +93,13 @@ plugins: []
 	}
 
 	for _, bad := range []struct{ yaml, want string }{
-		{"sandbox:\n  workspaceRoot: /\nplugins: []\n", `comp.yaml:2: sandbox.workspaceRoot: / cannot be a writable root`},
+		{"sandbox:\n  workspaceRoot: /\nplugins: []\n", `comp.yaml:2:18: sandbox.workspaceRoot: / cannot be a writable root`},
 		{"sandbox:\n  workspaceRoot: home\nplugins: []\n", "cannot be a writable root"},
 		{"sandbox:\n  writableRoots: [" + filepath.Join(dir, "home") + "]\nplugins: []\n", "sandbox.writableRoots: " + filepath.Join(dir, "home") + " cannot be a writable root"},
 		{"sandbox:\n  workspaceRoot: nowhere\nplugins: []\n", "sandbox.workspaceRoot: " + filepath.Join(dir, "nowhere") + " does not exist"},
 		{"sandbox:\n  workspaceRoot: comp.yaml\nplugins: []\n", "is not a directory"},
-		{"sandbox:\n  runner: docker\nplugins: []\n", `comp.yaml:2: sandbox.runner: want one of auto, landlock, bubblewrap, got the string "docker"`},
-		{"sandbox:\n  defaultMode: strict\nplugins: []\n", `comp.yaml:2: sandbox.defaultMode: want one of read-only, workspace-write, danger-full-access, got the string "strict"`},
+		{"sandbox:\n  runner: docker\nplugins: []\n", `comp.yaml:2:11: sandbox.runner: want one of auto, landlock, bubblewrap, got the string "docker"`},
+		{"sandbox:\n  defaultMode: strict\nplugins: []\n", `comp.yaml:2:16: sandbox.defaultMode: want one of read-only, workspace-write, danger-full-access, got the string "strict"`},
 		{"sandbox:\n  network: maybe\nplugins: []\n", "sandbox.network must be true or false"},
 		{"sandbox:\n  roots: [a]\nplugins: []\n", `unknown sandbox key "roots"`},
 		{"sandbox: on\nplugins: []\n", "sandbox must be a map"},
@@ -140,7 +140,7 @@ plugins: []
 		t.Fatalf("defaults: %+v %v", c.Approval, err)
 	}
 	for _, bad := range []struct{ yaml, want string }{
-		{"approval:\n  rules:\n    - {match: ls, decision: maybe}\nplugins: []\n", `comp.yaml:3: approval.rules entry 1: decision must be one of allow, deny, ask`},
+		{"approval:\n  rules:\n    - {match: ls, decision: maybe}\nplugins: []\n", `comp.yaml:3:29: approval.rules entry 1: decision must be one of allow, deny, ask`},
 		{"approval:\n  rules:\n    - {match: ls, mode: strict, decision: allow}\nplugins: []\n", "mode must be one of read-only"},
 		{"approval:\n  rules:\n    - {decision: allow}\nplugins: []\n", "needs match and decision"},
 		{"approval:\n  rules:\n    - {match: ls, decision: allow, who: me}\nplugins: []\n", `unknown key "who"`},

@@ -18,12 +18,12 @@ func TestSpillBudgets(t *testing.T) {
 		t.Errorf("no host.spill: %+v", c.Host.Spill)
 	}
 	for src, want := range map[string]string{
-		"host:\n  spill: {perOwner: 0}\n":                 `x.yaml:2: bad size for host.spill.perOwner: got the number 0`,
+		"host:\n  spill: {perOwner: 0}\n":                 `x.yaml:2:21: bad size for host.spill.perOwner: got the number 0`,
 		"host:\n  spill: {total: 1TiB}\n":                 `bad size for host.spill.total: got the string "1TiB"`,
 		"host:\n  spill: {totl: 1}\n":                     `unknown host.spill key "totl" (allowed: total, perOwner)`,
 		"host:\n  spill: 5\n":                             `host.spill must be a map with total and perOwner, got the number 5`,
 		"host:\n  spill: {total: 1MiB, perOwner: 2MiB}\n": `host.spill.perOwner (2097152 bytes) is more than the host's total (1048576 bytes)`,
-		"host:\n  spill:\n    perOwner: 2GiB\n":           `x.yaml:3: host.spill.perOwner (2147483648 bytes) is more than the host's total (1073741824 bytes)`,
+		"host:\n  spill:\n    perOwner: 2GiB\n":           `x.yaml:3:15: host.spill.perOwner (2147483648 bytes) is more than the host's total (1073741824 bytes)`,
 	} {
 		_, err := Parse("compositions/x.yaml", []byte(src+"plugins: []\n"), env(nil))
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -171,7 +171,7 @@ func Make(in Input) (*Plan, []error) {
 		st.Tools = slices.Clone(st.Desc.Tools)
 		cfg, err := EffectiveConfig(in.Comp, st.Entry, st.Desc)
 		if err != nil {
-			cfgErrs = append(cfgErrs, err) // already names the file, line and entry
+			cfgErrs = append(cfgErrs, Flatten(err)...) // each names the file, line and entry
 			continue
 		}
 		st.Config = cfg
@@ -369,7 +369,7 @@ func EffectiveConfig(comp *composition.Composition, e composition.Entry, desc *p
 		mergeInto(cfg, comp.Settings[ns])
 	}
 	mergeInto(cfg, e.Config)
-	if err := composition.ValidateConfig(e, cfg, []byte(desc.ConfigSchema)); err != nil {
+	if err := comp.ValidateConfig(e, desc.SettingsNamespace, cfg, []byte(desc.ConfigSchema)); err != nil {
 		return nil, err
 	}
 	return json.Marshal(cfg)
@@ -454,20 +454,44 @@ func configEqual(a, b map[string]any) bool {
 	return errA == nil && errB == nil && string(ja) == string(jb)
 }
 
-// SortByLine orders positioned errors by their line in the composition.
+// SortByLine orders positioned errors by their place in the composition
+// (line, then column).
 func SortByLine(errs []error) {
-	line := func(err error) int {
+	pos := func(err error) composition.Pos {
 		var pe *Error
 		var ce *composition.Error
 		switch {
 		case errors.As(err, &pe):
-			return pe.Pos.Line
+			return pe.Pos
 		case errors.As(err, &ce):
-			return ce.Pos.Line
+			return ce.Pos
 		}
-		return 0
+		return composition.Pos{}
 	}
-	sort.SliceStable(errs, func(i, j int) bool { return line(errs[i]) < line(errs[j]) })
+	sort.SliceStable(errs, func(i, j int) bool {
+		a, b := pos(errs[i]), pos(errs[j])
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Column < b.Column
+	})
+}
+
+// Flatten lists the problems err holds: those joined in it (errors.Join,
+// a list of problems), each on its own, or err itself.
+func Flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, Flatten(e)...)
+	}
+	return out
 }
 
 // KeysOf says what a description provides and injects, for errors.

@@ -347,3 +347,36 @@ func TestEffectiveConfig(t *testing.T) {
 		t.Fatal("merging wrote into the settings")
 	}
 }
+
+// Every violation of a config is a problem of its own, at the value at
+// fault: in the settings namespace the plugin reads, or in the entry's
+// config; the problems come in the file's order.
+func TestConfigProblemsEachAtTheirValue(t *testing.T) {
+	c, err := composition.Parse("c.yaml", []byte(`settings:
+  shell:
+    timeoutMs: soon
+plugins:
+  - id: a
+    path: /bin/a
+    config:
+      graceMs: x
+      extra: 1
+  - id: b
+    path: /bin/b
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := `{"type": "object", "additionalProperties": false, "properties": {"timeoutMs": {"type": "integer"}, "graceMs": {"type": "integer"}}}`
+	d := &pluginv1.Description{SettingsNamespace: "shell", ConfigSchema: schema}
+	_, errs := Make(Input{Comp: c, Described: map[string]Described{
+		"a": {Binary: "/bin/a", Desc: d},
+		"b": {Binary: "/bin/b", Desc: d},
+	}})
+	checkErrs(t, errs, []string{
+		`c.yaml:3:16: plugin "a": settings.shell /timeoutMs: got string, want integer`,
+		`c.yaml:3:16: plugin "b": settings.shell /timeoutMs: got string, want integer`,
+		`c.yaml:8:16: plugin "a": config /graceMs: got string, want integer`,
+		`c.yaml:9:7: plugin "a": config: unknown key "extra" (allowed: graceMs, timeoutMs)`,
+	})
+}

@@ -32,6 +32,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/dshrun/dsh/sdk"
 	"github.com/dshrun/dsh/sdk/pluginv1"
@@ -303,6 +305,21 @@ func (p *Process) Apply(ctx context.Context, req *pluginv1.ApplyRequest) (*plugi
 		return nil, &Error{ID: p.cfg.ID, Binary: p.cfg.Binary, Op: "apply", Err: sdk.FromRPC(err)}
 	}
 	return resp, nil
+}
+
+// Check asks the plugin what Apply would refuse of req's config, without
+// applying it. Its error reads as Apply's would (the same Op), since it is
+// the one serve would meet; a plugin that predates Check has nothing to
+// check.
+func (p *Process) Check(ctx context.Context, req *pluginv1.CheckRequest) error {
+	_, err := p.lifecycle.Check(ctx, req)
+	if status.Code(err) == codes.Unimplemented {
+		return nil
+	}
+	if err != nil {
+		return &Error{ID: p.cfg.ID, Binary: p.cfg.Binary, Op: "apply", Err: sdk.FromRPC(err)}
+	}
+	return nil
 }
 
 // Stop disposes the plugin and ends its process within ctx's deadline (or

@@ -7,10 +7,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 )
@@ -23,6 +25,13 @@ type Violation struct {
 	// Pointer is the RFC 6901 pointer of the offending value ("" for the top).
 	Pointer string
 	Message string
+	// Unknown names the properties of the object at Pointer that its
+	// schema does not allow (the message lists them too), so that each can
+	// be pointed at.
+	Unknown []string
+	// Property is set when the name of a property of the object at
+	// Pointer is at fault (propertyNames), not a value.
+	Property string
 }
 
 // Where is "config /a/b" style wording: prefix plus the pointer, or
@@ -76,26 +85,41 @@ func (s *Schema) Validate(instance []byte) ([]Violation, error) {
 	}
 	var vs []Violation
 	printer := message.NewPrinter(language.English)
-	var leaves func(v *jsonschema.ValidationError)
-	leaves = func(v *jsonschema.ValidationError) {
+	// name is the property whose name the causes below judge: they were
+	// checked on the name alone, so their own locations are empty.
+	var leaves func(v *jsonschema.ValidationError, name *Violation)
+	leaves = func(v *jsonschema.ValidationError, name *Violation) {
+		if pn, ok := v.ErrorKind.(*kind.PropertyNames); ok {
+			name = &Violation{Pointer: pointer(v.InstanceLocation), Property: pn.Property}
+		}
 		if len(v.Causes) == 0 {
-			vs = append(vs, Violation{pointer(v.InstanceLocation), v.ErrorKind.LocalizedString(printer)})
+			vi := Violation{Pointer: pointer(v.InstanceLocation), Message: v.ErrorKind.LocalizedString(printer)}
+			if name != nil {
+				vi.Pointer, vi.Property = name.Pointer, name.Property
+			}
+			if ap, ok := v.ErrorKind.(*kind.AdditionalProperties); ok {
+				vi.Unknown = slices.Sorted(slices.Values(ap.Properties))
+			}
+			vs = append(vs, vi)
 			return
 		}
 		for _, c := range v.Causes {
-			leaves(c)
+			leaves(c, name)
 		}
 	}
-	leaves(ve)
+	leaves(ve, nil)
 	sort.SliceStable(vs, func(i, j int) bool {
 		if vs[i].Pointer != vs[j].Pointer {
 			return vs[i].Pointer < vs[j].Pointer
+		}
+		if vs[i].Property != vs[j].Property {
+			return vs[i].Property < vs[j].Property
 		}
 		return vs[i].Message < vs[j].Message
 	})
 	out := vs[:0]
 	for i, v := range vs {
-		if i == 0 || v != vs[i-1] {
+		if i == 0 || v.Pointer != vs[i-1].Pointer || v.Message != vs[i-1].Message || v.Property != vs[i-1].Property {
 			out = append(out, v)
 		}
 	}

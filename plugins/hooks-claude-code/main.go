@@ -65,15 +65,28 @@ func (b *bridge) Register(s *grpc.Server) {
 	toolsv1.RegisterToolInterceptorServer(s, tools.NewInterceptorServer(b))
 }
 
-func (b *bridge) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage) error {
+// read reads the config and the settings files it names: all Apply reads,
+// and all Check checks.
+func read(raw json.RawMessage) (config, *hooks.Set, []string, error) {
 	cfg, err := sdk.DecodeConfig[config](raw)
 	if err != nil {
-		return err
+		return cfg, nil, nil, err
 	}
 	if cfg.ProjectDir, err = hooks.ProjectDir(cfg.ProjectDir); err != nil {
-		return err
+		return cfg, nil, nil, err
 	}
 	set, notes, err := load(cfg, os.Getenv("HOME"))
+	return cfg, set, notes, err
+}
+
+// Check reads the settings files as Apply would (dsh validate).
+func (b *bridge) Check(_ context.Context, raw json.RawMessage) error {
+	_, _, _, err := read(raw)
+	return err
+}
+
+func (b *bridge) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage) error {
+	cfg, set, notes, err := read(raw)
 	if err != nil {
 		return err
 	}

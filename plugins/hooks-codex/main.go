@@ -78,15 +78,28 @@ func resolve(cfg config, getenv func(string) string) (config, error) {
 	return cfg, nil
 }
 
-func (b *bridge) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage) error {
+// read reads the config and the hooks files it names: all Apply reads,
+// and all Check checks.
+func read(raw json.RawMessage) (config, *loaded, error) {
 	cfg, err := sdk.DecodeConfig[config](raw)
 	if err != nil {
-		return err
+		return cfg, nil, err
 	}
 	if cfg, err = resolve(cfg, os.Getenv); err != nil {
-		return err
+		return cfg, nil, err
 	}
 	l, err := load(cfg)
+	return cfg, l, err
+}
+
+// Check reads the hooks files as Apply would (dsh validate).
+func (b *bridge) Check(_ context.Context, raw json.RawMessage) error {
+	_, _, err := read(raw)
+	return err
+}
+
+func (b *bridge) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage) error {
+	cfg, l, err := read(raw)
 	if err != nil {
 		return err
 	}

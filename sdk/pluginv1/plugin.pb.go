@@ -774,6 +774,95 @@ func (*ReleaseResponse) Descriptor() ([]byte, []int) {
 	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{13}
 }
 
+type CheckRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As ApplyRequest's: the entry id and the effective config.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	ConfigJson    []byte `protobuf:"bytes,2,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckRequest) Reset() {
+	*x = CheckRequest{}
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckRequest) ProtoMessage() {}
+
+func (x *CheckRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
+func (*CheckRequest) Descriptor() ([]byte, []int) {
+	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CheckRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CheckRequest) GetConfigJson() []byte {
+	if x != nil {
+		return x.ConfigJson
+	}
+	return nil
+}
+
+type CheckResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckResponse) Reset() {
+	*x = CheckResponse{}
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckResponse) ProtoMessage() {}
+
+func (x *CheckResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
+func (*CheckResponse) Descriptor() ([]byte, []int) {
+	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{15}
+}
+
 type LookupRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -783,7 +872,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[14]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -795,7 +884,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[14]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -808,7 +897,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{14}
+	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LookupRequest) GetKey() string {
@@ -831,7 +920,7 @@ type LookupResponse struct {
 
 func (x *LookupResponse) Reset() {
 	*x = LookupResponse{}
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[15]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +932,7 @@ func (x *LookupResponse) String() string {
 func (*LookupResponse) ProtoMessage() {}
 
 func (x *LookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[15]
+	mi := &file_sdk_pluginv1_plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +945,7 @@ func (x *LookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupResponse.ProtoReflect.Descriptor instead.
 func (*LookupResponse) Descriptor() ([]byte, []int) {
-	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{15}
+	return file_sdk_pluginv1_plugin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LookupResponse) GetProvided() bool {
@@ -941,7 +1030,12 @@ const file_sdk_pluginv1_plugin_proto_rawDesc = "" +
 	"\x06detail\x18\x02 \x01(\tR\x06detail\"(\n" +
 	"\x0eReleaseRequest\x12\x16\n" +
 	"\x06caller\x18\x01 \x01(\tR\x06caller\"\x11\n" +
-	"\x0fReleaseResponse\"!\n" +
+	"\x0fReleaseResponse\"?\n" +
+	"\fCheckRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vconfig_json\x18\x02 \x01(\fR\n" +
+	"configJson\"\x0f\n" +
+	"\rCheckResponse\"!\n" +
 	"\rLookupRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\"\xe7\x01\n" +
 	"\x0eLookupResponse\x12\x1a\n" +
@@ -952,13 +1046,14 @@ const file_sdk_pluginv1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"FactsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xf2\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xb6\x03\n" +
 	"\tLifecycle\x12F\n" +
 	"\bDescribe\x12\x1e.dsh.plugin.v1.DescribeRequest\x1a\x1a.dsh.plugin.v1.Description\x12B\n" +
 	"\x05Apply\x12\x1b.dsh.plugin.v1.ApplyRequest\x1a\x1c.dsh.plugin.v1.ApplyResponse\x12H\n" +
 	"\aDispose\x12\x1d.dsh.plugin.v1.DisposeRequest\x1a\x1e.dsh.plugin.v1.DisposeResponse\x12E\n" +
 	"\x06Health\x12\x1c.dsh.plugin.v1.HealthRequest\x1a\x1d.dsh.plugin.v1.HealthResponse\x12H\n" +
-	"\aRelease\x12\x1d.dsh.plugin.v1.ReleaseRequest\x1a\x1e.dsh.plugin.v1.ReleaseResponse2M\n" +
+	"\aRelease\x12\x1d.dsh.plugin.v1.ReleaseRequest\x1a\x1e.dsh.plugin.v1.ReleaseResponse\x12B\n" +
+	"\x05Check\x12\x1b.dsh.plugin.v1.CheckRequest\x1a\x1c.dsh.plugin.v1.CheckResponse2M\n" +
 	"\x04Host\x12E\n" +
 	"\x06Lookup\x12\x1c.dsh.plugin.v1.LookupRequest\x1a\x1d.dsh.plugin.v1.LookupResponseB-Z+github.com/dshrun/dsh/sdk/pluginv1;pluginv1b\x06proto3"
 
@@ -974,7 +1069,7 @@ func file_sdk_pluginv1_plugin_proto_rawDescGZIP() []byte {
 	return file_sdk_pluginv1_plugin_proto_rawDescData
 }
 
-var file_sdk_pluginv1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_sdk_pluginv1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_sdk_pluginv1_plugin_proto_goTypes = []any{
 	(*DescribeRequest)(nil), // 0: dsh.plugin.v1.DescribeRequest
 	(*Description)(nil),     // 1: dsh.plugin.v1.Description
@@ -990,34 +1085,38 @@ var file_sdk_pluginv1_plugin_proto_goTypes = []any{
 	(*HealthResponse)(nil),  // 11: dsh.plugin.v1.HealthResponse
 	(*ReleaseRequest)(nil),  // 12: dsh.plugin.v1.ReleaseRequest
 	(*ReleaseResponse)(nil), // 13: dsh.plugin.v1.ReleaseResponse
-	(*LookupRequest)(nil),   // 14: dsh.plugin.v1.LookupRequest
-	(*LookupResponse)(nil),  // 15: dsh.plugin.v1.LookupResponse
-	nil,                     // 16: dsh.plugin.v1.ApplyResponse.FactsEntry
-	nil,                     // 17: dsh.plugin.v1.Facts.ValuesEntry
-	nil,                     // 18: dsh.plugin.v1.LookupResponse.FactsEntry
+	(*CheckRequest)(nil),    // 14: dsh.plugin.v1.CheckRequest
+	(*CheckResponse)(nil),   // 15: dsh.plugin.v1.CheckResponse
+	(*LookupRequest)(nil),   // 16: dsh.plugin.v1.LookupRequest
+	(*LookupResponse)(nil),  // 17: dsh.plugin.v1.LookupResponse
+	nil,                     // 18: dsh.plugin.v1.ApplyResponse.FactsEntry
+	nil,                     // 19: dsh.plugin.v1.Facts.ValuesEntry
+	nil,                     // 20: dsh.plugin.v1.LookupResponse.FactsEntry
 }
 var file_sdk_pluginv1_plugin_proto_depIdxs = []int32{
 	2,  // 0: dsh.plugin.v1.Description.provides:type_name -> dsh.plugin.v1.Provide
 	4,  // 1: dsh.plugin.v1.Description.inject:type_name -> dsh.plugin.v1.Inject
 	3,  // 2: dsh.plugin.v1.Provide.methods:type_name -> dsh.plugin.v1.Method
-	16, // 3: dsh.plugin.v1.ApplyResponse.facts:type_name -> dsh.plugin.v1.ApplyResponse.FactsEntry
-	17, // 4: dsh.plugin.v1.Facts.values:type_name -> dsh.plugin.v1.Facts.ValuesEntry
-	18, // 5: dsh.plugin.v1.LookupResponse.facts:type_name -> dsh.plugin.v1.LookupResponse.FactsEntry
+	18, // 3: dsh.plugin.v1.ApplyResponse.facts:type_name -> dsh.plugin.v1.ApplyResponse.FactsEntry
+	19, // 4: dsh.plugin.v1.Facts.values:type_name -> dsh.plugin.v1.Facts.ValuesEntry
+	20, // 5: dsh.plugin.v1.LookupResponse.facts:type_name -> dsh.plugin.v1.LookupResponse.FactsEntry
 	7,  // 6: dsh.plugin.v1.ApplyResponse.FactsEntry.value:type_name -> dsh.plugin.v1.Facts
 	0,  // 7: dsh.plugin.v1.Lifecycle.Describe:input_type -> dsh.plugin.v1.DescribeRequest
 	5,  // 8: dsh.plugin.v1.Lifecycle.Apply:input_type -> dsh.plugin.v1.ApplyRequest
 	8,  // 9: dsh.plugin.v1.Lifecycle.Dispose:input_type -> dsh.plugin.v1.DisposeRequest
 	10, // 10: dsh.plugin.v1.Lifecycle.Health:input_type -> dsh.plugin.v1.HealthRequest
 	12, // 11: dsh.plugin.v1.Lifecycle.Release:input_type -> dsh.plugin.v1.ReleaseRequest
-	14, // 12: dsh.plugin.v1.Host.Lookup:input_type -> dsh.plugin.v1.LookupRequest
-	1,  // 13: dsh.plugin.v1.Lifecycle.Describe:output_type -> dsh.plugin.v1.Description
-	6,  // 14: dsh.plugin.v1.Lifecycle.Apply:output_type -> dsh.plugin.v1.ApplyResponse
-	9,  // 15: dsh.plugin.v1.Lifecycle.Dispose:output_type -> dsh.plugin.v1.DisposeResponse
-	11, // 16: dsh.plugin.v1.Lifecycle.Health:output_type -> dsh.plugin.v1.HealthResponse
-	13, // 17: dsh.plugin.v1.Lifecycle.Release:output_type -> dsh.plugin.v1.ReleaseResponse
-	15, // 18: dsh.plugin.v1.Host.Lookup:output_type -> dsh.plugin.v1.LookupResponse
-	13, // [13:19] is the sub-list for method output_type
-	7,  // [7:13] is the sub-list for method input_type
+	14, // 12: dsh.plugin.v1.Lifecycle.Check:input_type -> dsh.plugin.v1.CheckRequest
+	16, // 13: dsh.plugin.v1.Host.Lookup:input_type -> dsh.plugin.v1.LookupRequest
+	1,  // 14: dsh.plugin.v1.Lifecycle.Describe:output_type -> dsh.plugin.v1.Description
+	6,  // 15: dsh.plugin.v1.Lifecycle.Apply:output_type -> dsh.plugin.v1.ApplyResponse
+	9,  // 16: dsh.plugin.v1.Lifecycle.Dispose:output_type -> dsh.plugin.v1.DisposeResponse
+	11, // 17: dsh.plugin.v1.Lifecycle.Health:output_type -> dsh.plugin.v1.HealthResponse
+	13, // 18: dsh.plugin.v1.Lifecycle.Release:output_type -> dsh.plugin.v1.ReleaseResponse
+	15, // 19: dsh.plugin.v1.Lifecycle.Check:output_type -> dsh.plugin.v1.CheckResponse
+	17, // 20: dsh.plugin.v1.Host.Lookup:output_type -> dsh.plugin.v1.LookupResponse
+	14, // [14:21] is the sub-list for method output_type
+	7,  // [7:14] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -1034,7 +1133,7 @@ func file_sdk_pluginv1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sdk_pluginv1_plugin_proto_rawDesc), len(file_sdk_pluginv1_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

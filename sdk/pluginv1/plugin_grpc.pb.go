@@ -30,6 +30,7 @@ const (
 	Lifecycle_Dispose_FullMethodName  = "/dsh.plugin.v1.Lifecycle/Dispose"
 	Lifecycle_Health_FullMethodName   = "/dsh.plugin.v1.Lifecycle/Health"
 	Lifecycle_Release_FullMethodName  = "/dsh.plugin.v1.Lifecycle/Release"
+	Lifecycle_Check_FullMethodName    = "/dsh.plugin.v1.Lifecycle/Check"
 )
 
 // LifecycleClient is the client API for Lifecycle service.
@@ -50,6 +51,13 @@ type LifecycleClient interface {
 	// Release tells a provider that a caller (another plugin) went away, so the
 	// provider drops whatever that caller registered with it.
 	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
+	// Check reads the config, and every file Apply would read from it, as
+	// Apply would, and answers what Apply would refuse; it acts on nothing
+	// and reaches nothing of the host (no inject is provided yet). dsh
+	// validate calls it after Describe, so a composition that would not
+	// apply does not pass. A plugin that does not implement it has nothing
+	// to check beyond its config schema.
+	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
 }
 
 type lifecycleClient struct {
@@ -110,6 +118,16 @@ func (c *lifecycleClient) Release(ctx context.Context, in *ReleaseRequest, opts 
 	return out, nil
 }
 
+func (c *lifecycleClient) Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckResponse)
+	err := c.cc.Invoke(ctx, Lifecycle_Check_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LifecycleServer is the server API for Lifecycle service.
 // All implementations must embed UnimplementedLifecycleServer
 // for forward compatibility.
@@ -128,6 +146,13 @@ type LifecycleServer interface {
 	// Release tells a provider that a caller (another plugin) went away, so the
 	// provider drops whatever that caller registered with it.
 	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
+	// Check reads the config, and every file Apply would read from it, as
+	// Apply would, and answers what Apply would refuse; it acts on nothing
+	// and reaches nothing of the host (no inject is provided yet). dsh
+	// validate calls it after Describe, so a composition that would not
+	// apply does not pass. A plugin that does not implement it has nothing
+	// to check beyond its config schema.
+	Check(context.Context, *CheckRequest) (*CheckResponse, error)
 	mustEmbedUnimplementedLifecycleServer()
 }
 
@@ -152,6 +177,9 @@ func (UnimplementedLifecycleServer) Health(context.Context, *HealthRequest) (*He
 }
 func (UnimplementedLifecycleServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
+}
+func (UnimplementedLifecycleServer) Check(context.Context, *CheckRequest) (*CheckResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Check not implemented")
 }
 func (UnimplementedLifecycleServer) mustEmbedUnimplementedLifecycleServer() {}
 func (UnimplementedLifecycleServer) testEmbeddedByValue()                   {}
@@ -264,6 +292,24 @@ func _Lifecycle_Release_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Lifecycle_Check_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LifecycleServer).Check(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Lifecycle_Check_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LifecycleServer).Check(ctx, req.(*CheckRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Lifecycle_ServiceDesc is the grpc.ServiceDesc for Lifecycle service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -290,6 +336,10 @@ var Lifecycle_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Release",
 			Handler:    _Lifecycle_Release_Handler,
+		},
+		{
+			MethodName: "Check",
+			Handler:    _Lifecycle_Check_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -57,7 +57,8 @@ const usage = `dsh: a host for the tools AI coding agents use to run commands
 Usage:
   dsh serve COMPOSITION       load the composition and serve its tools over MCP (stdio, or
                               streamable HTTP with --http) until end of input or SIGINT/SIGTERM
-  dsh validate COMPOSITION    check the composition and every plugin's description
+  dsh validate COMPOSITION    check the composition, every plugin's description and what each
+                              would read when applied (the files its config names); start nothing for real
   dsh config COMPOSITION      print the resolved composition, secrets masked
   dsh call COMPOSITION TOOL JSON
                               load, call one tool as the agent "cli", print its text, tear down
@@ -210,7 +211,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		comp, err := composition.Load(file, os.LookupEnv)
 		if err != nil {
-			fmt.Fprintf(stderr, "dsh %s: %v\n", cmd, err)
+			// Counted and listed as the plan's problems are.
+			fmt.Fprintf(stderr, "dsh %s: %v\n", cmd, &host.LoadError{File: file, Errs: []error{err}})
 			return exitBadUse
 		}
 		opts := host.Options{PluginPath: pluginPath(g.pluginPath), Logger: logger, PluginLogger: pluginLogger}
@@ -591,7 +593,7 @@ func validate(comp *composition.Composition, opts host.Options, stderr io.Writer
 		fmt.Fprintf(stderr, "dsh validate: %v\n", err)
 		return exitBadUse
 	}
-	fmt.Fprintf(stderr, "dsh validate: %s is valid (%d plugins)\n", comp.File, len(ds))
+	fmt.Fprintf(stderr, "dsh validate: %s is valid (%d plugins)\n", composition.Pos{File: comp.File}, len(ds))
 	for _, d := range ds {
 		if d.Disabled {
 			fmt.Fprintf(stderr, "  %s: disabled\n", d.ID)
