@@ -287,6 +287,7 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 		byID:     map[string]*entry{},
 		applied:  comp,
 	}
+	h.tools.KeepWhileDown(h.wantsTool)
 	h.jobs = jobs.New(jobs.Config{Open: h.openJobProcess})
 	h.terms = terminals.New(terminals.Config{Sub: sub, Logger: opts.Logger.Named("terminals"), SandboxSettle: h.settleTerminal})
 	h.indexServices()
@@ -480,16 +481,8 @@ func (h *Host) Status() []EntryStatus {
 			}
 			st.Tools = en.toolNames()
 		}
-		if s := en.getScope(); s != nil {
-			st.State = s.State().String()
-			st.Reason = s.Reason()
-		}
-		if ld := en.current(); ld != nil && st.State == registry.Active.String() {
-			// A crash restarts the process in place: the scope stays
-			// active while its slot says what the process is doing.
-			if state, why := ld.slot.status(); state != "" {
-				st.State, st.Reason = state, why
-			}
+		if state, why := en.state(); state != "" {
+			st.State, st.Reason = state, why
 		}
 		// While restarting there is no process to speak of yet.
 		if ld := en.current(); ld != nil && st.State != "restarting" {
@@ -503,6 +496,25 @@ func (h *Host) Status() []EntryStatus {
 		out = append(out, st)
 	}
 	return out
+}
+
+// state is what `dsh status` says of en: its scope's state, or over an
+// active one what its process is doing ("restarting", "unhealthy"); ""
+// when it has no scope (disabled).
+func (en *entry) state() (state, reason string) {
+	s := en.getScope()
+	if s == nil {
+		return "", ""
+	}
+	state, reason = s.State().String(), s.Reason()
+	if ld := en.current(); ld != nil && state == registry.Active.String() {
+		// A crash restarts the process in place: the scope stays
+		// active while its slot says what the process is doing.
+		if st, why := ld.slot.status(); st != "" {
+			state, reason = st, why
+		}
+	}
+	return state, reason
 }
 
 // EntryStatus is one line of `dsh status`.

@@ -238,8 +238,14 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 		}
 		if err != nil {
 			// Bad arguments and failed calls are tool errors the model can
-			// read, not protocol errors.
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "error: " + modelText(err)}}, IsError: true}, nil
+			// read, not protocol errors; a tool that is down says so in
+			// its own sentence.
+			msg := "error: " + modelText(err)
+			var ue *host.UnavailableError
+			if errors.As(err, &ue) {
+				msg = ue.Error()
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: msg}}, IsError: true}, nil
 		}
 		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}, IsError: res.IsError}
 		for _, fb := range res.Feedback {
