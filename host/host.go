@@ -517,7 +517,9 @@ func (en *entry) state() (state, reason string) {
 	return state, reason
 }
 
-// EntryStatus is one line of `dsh status`.
+// EntryStatus is one line of `dsh status`. As JSON (`dsh status --json`)
+// its keys are camelCase, every key is always there, the uptime is
+// uptimeMs (whole milliseconds) and empty lists are [].
 type EntryStatus struct {
 	ID, Name, Binary string
 	Disabled         bool
@@ -527,6 +529,51 @@ type EntryStatus struct {
 	Uptime           time.Duration
 	Version          string
 	Provides, Tools  []string
+}
+
+// entryStatusJSON is EntryStatus on the wire, in the order shown.
+type entryStatusJSON struct {
+	ID       string   `json:"id"`
+	Name     string   `json:"name"`
+	Binary   string   `json:"binary"`
+	Disabled bool     `json:"disabled"`
+	State    string   `json:"state"`
+	Reason   string   `json:"reason"`
+	Pid      int      `json:"pid"`
+	Restarts int      `json:"restarts"`
+	UptimeMs int64    `json:"uptimeMs"`
+	Version  string   `json:"version"`
+	Provides []string `json:"provides"`
+	Tools    []string `json:"tools"`
+}
+
+func (s EntryStatus) MarshalJSON() ([]byte, error) {
+	orEmpty := func(v []string) []string {
+		if v == nil {
+			return []string{}
+		}
+		return v
+	}
+	return json.Marshal(entryStatusJSON{
+		ID: s.ID, Name: s.Name, Binary: s.Binary, Disabled: s.Disabled,
+		State: s.State, Reason: s.Reason, Pid: s.Pid, Restarts: s.Restarts,
+		UptimeMs: s.Uptime.Milliseconds(), Version: s.Version,
+		Provides: orEmpty(s.Provides), Tools: orEmpty(s.Tools),
+	})
+}
+
+func (s *EntryStatus) UnmarshalJSON(b []byte) error {
+	var j entryStatusJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*s = EntryStatus{
+		ID: j.ID, Name: j.Name, Binary: j.Binary, Disabled: j.Disabled,
+		State: j.State, Reason: j.Reason, Pid: j.Pid, Restarts: j.Restarts,
+		Uptime: time.Duration(j.UptimeMs) * time.Millisecond, Version: j.Version,
+		Provides: j.Provides, Tools: j.Tools,
+	}
+	return nil
 }
 
 // LoadError lists every problem found while loading a composition.
