@@ -389,6 +389,9 @@ func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, remo
 		en.e.Disabled = true
 		en.mu.Unlock()
 	}
+	// Tools kept listed while down go once their entry no longer declares
+	// them (removed, disabled, or reloaded without them).
+	h.tools.Prune()
 	// A change is done once what it set off has settled: the dependents
 	// that reload against a taken-over key are active again (or say why
 	// not) when the caller hears back.

@@ -35,8 +35,9 @@ type ControlResponse struct {
 	// Limits says how each command's processes and memory are limited
 	// ("per command: 4096 processes by cgroup v1, ..."), or why they are
 	// not ("unavailable (...)").
-	Limits  string        `json:"limits,omitempty"`
-	Entries []EntryStatus `json:"entries,omitempty"`
+	Limits string `json:"limits,omitempty"`
+	// Entries is every entry's status ([] when there is none).
+	Entries []EntryStatus `json:"entries"`
 }
 
 // ServeControl listens on the control socket until ctx is done.
@@ -89,6 +90,9 @@ func (h *Host) control(ctx context.Context, c net.Conn) {
 		resp.Error = fmt.Sprintf("unknown op %q (status, reload)", req.Op)
 	}
 	resp.Entries = h.Status()
+	if resp.Entries == nil {
+		resp.Entries = []EntryStatus{}
+	}
 	_ = json.NewEncoder(c).Encode(resp)
 }
 

@@ -294,6 +294,7 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 		byID:     map[string]*entry{},
 		applied:  comp,
 	}
+	h.tools.KeepWhileDown(h.wantsTool)
 	h.jobs = jobs.New(jobs.Config{Open: h.openJobProcess})
 	h.terms = terminals.New(terminals.Config{Sub: sub, Logger: opts.Logger.Named("terminals"), SandboxSettle: h.settleTerminal})
 	h.indexServices()
@@ -487,16 +488,8 @@ func (h *Host) Status() []EntryStatus {
 			}
 			st.Tools = en.toolNames()
 		}
-		if s := en.getScope(); s != nil {
-			st.State = s.State().String()
-			st.Reason = s.Reason()
-		}
-		if ld := en.current(); ld != nil && st.State == registry.Active.String() {
-			// A crash restarts the process in place: the scope stays
-			// active while its slot says what the process is doing.
-			if state, why := ld.slot.status(); state != "" {
-				st.State, st.Reason = state, why
-			}
+		if state, why := en.state(); state != "" {
+			st.State, st.Reason = state, why
 		}
 		// While restarting there is no process to speak of yet.
 		if ld := en.current(); ld != nil && st.State != "restarting" {
@@ -512,7 +505,28 @@ func (h *Host) Status() []EntryStatus {
 	return out
 }
 
-// EntryStatus is one line of `dsh status`.
+// state is what `dsh status` says of en: its scope's state, or over an
+// active one what its process is doing ("restarting", "unhealthy"); ""
+// when it has no scope (disabled).
+func (en *entry) state() (state, reason string) {
+	s := en.getScope()
+	if s == nil {
+		return "", ""
+	}
+	state, reason = s.State().String(), s.Reason()
+	if ld := en.current(); ld != nil && state == registry.Active.String() {
+		// A crash restarts the process in place: the scope stays
+		// active while its slot says what the process is doing.
+		if st, why := ld.slot.status(); st != "" {
+			state, reason = st, why
+		}
+	}
+	return state, reason
+}
+
+// EntryStatus is one line of `dsh status`. As JSON (`dsh status --json`)
+// its keys are camelCase, every key is always there, the uptime is
+// uptimeMs (whole milliseconds) and empty lists are [].
 type EntryStatus struct {
 	ID, Name, Binary string
 	Disabled         bool
@@ -522,6 +536,51 @@ type EntryStatus struct {
 	Uptime           time.Duration
 	Version          string
 	Provides, Tools  []string
+}
+
+// entryStatusJSON is EntryStatus on the wire, in the order shown.
+type entryStatusJSON struct {
+	ID       string   `json:"id"`
+	Name     string   `json:"name"`
+	Binary   string   `json:"binary"`
+	Disabled bool     `json:"disabled"`
+	State    string   `json:"state"`
+	Reason   string   `json:"reason"`
+	Pid      int      `json:"pid"`
+	Restarts int      `json:"restarts"`
+	UptimeMs int64    `json:"uptimeMs"`
+	Version  string   `json:"version"`
+	Provides []string `json:"provides"`
+	Tools    []string `json:"tools"`
+}
+
+func (s EntryStatus) MarshalJSON() ([]byte, error) {
+	orEmpty := func(v []string) []string {
+		if v == nil {
+			return []string{}
+		}
+		return v
+	}
+	return json.Marshal(entryStatusJSON{
+		ID: s.ID, Name: s.Name, Binary: s.Binary, Disabled: s.Disabled,
+		State: s.State, Reason: s.Reason, Pid: s.Pid, Restarts: s.Restarts,
+		UptimeMs: s.Uptime.Milliseconds(), Version: s.Version,
+		Provides: orEmpty(s.Provides), Tools: orEmpty(s.Tools),
+	})
+}
+
+func (s *EntryStatus) UnmarshalJSON(b []byte) error {
+	var j entryStatusJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*s = EntryStatus{
+		ID: j.ID, Name: j.Name, Binary: j.Binary, Disabled: j.Disabled,
+		State: j.State, Reason: j.Reason, Pid: j.Pid, Restarts: j.Restarts,
+		Uptime: time.Duration(j.UptimeMs) * time.Millisecond, Version: j.Version,
+		Provides: j.Provides, Tools: j.Tools,
+	}
+	return nil
 }
 
 // LoadError lists every problem found while loading a composition.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dshrun/dsh/host/pluginproc"
@@ -31,14 +32,16 @@ type supervision struct {
 	nextStart time.Time
 	loop      bool
 	restarts  int
+	lastErr   string // what the last crash was, for the tools it takes down
 }
 
-// recordCrash notes a crash and returns the backoff before the next start
-// and whether the plugin is now in a crash loop.
-func (en *entry) recordCrash(now time.Time) (time.Duration, bool) {
+// recordCrash notes a crash (what happened: why) and returns the backoff
+// before the next start and whether the plugin is now in a crash loop.
+func (en *entry) recordCrash(now time.Time, why string) (time.Duration, bool) {
 	en.mu.Lock()
 	defer en.mu.Unlock()
 	sup := &en.sup
+	sup.lastErr = why
 	kept := sup.crashes[:0]
 	for _, t := range sup.crashes {
 		if now.Sub(t) < crashWindow {
@@ -61,7 +64,7 @@ func (en *entry) recordCrash(now time.Time) (time.Duration, bool) {
 func (en *entry) resetCrashes() {
 	en.mu.Lock()
 	defer en.mu.Unlock()
-	en.sup.crashes, en.sup.loop, en.sup.nextStart = nil, false, time.Time{}
+	en.sup.crashes, en.sup.loop, en.sup.nextStart, en.sup.lastErr = nil, false, time.Time{}, ""
 }
 
 // waitBackoff holds a restart until the backoff has passed, and refuses to
@@ -100,7 +103,11 @@ func (h *Host) watchExit(ld *load) {
 		return
 	}
 	en := ld.en
-	backoff, loop := en.recordCrash(time.Now())
+	why := "its process exited unexpectedly"
+	if ld.unresponsive.Load() {
+		why = "its process stopped answering its health checks and was killed"
+	}
+	backoff, loop := en.recordCrash(time.Now(), why)
 	if loop {
 		h.log.Error("plugin crashed again: crash loop, not restarting", "id", en.id, "binary", ld.proc.Binary(), "pid", ld.proc.Pid())
 		ld.slot.abandon(fmt.Sprintf("crash loop: %d crashes within %v", crashLimit, crashWindow))
@@ -145,9 +152,21 @@ func (h *Host) restartInPlace(old *load) {
 		if sl.ctx.Err() != nil || h.closing.Load() || errors.Is(err, errSuperseded) {
 			return
 		}
-		backoff, _ := en.recordCrash(time.Now())
+		backoff, _ := en.recordCrash(time.Now(), "a new process could not start: "+startCause(err))
 		h.log.Error("plugin restart failed", "id", en.id, "error", err, "backoff", backoff)
 	}
+}
+
+// startCause is why a process could not start, in one line, without the
+// plugin and binary its error repeats (the sentence that quotes it names
+// them).
+func startCause(err error) string {
+	var pe *pluginproc.Error
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	line, _, _ := strings.Cut(err.Error(), "\n")
+	return strings.TrimRight(line, ": ")
 }
 
 // errSuperseded is startInSlot's error when the slot no longer holds the
@@ -267,7 +286,7 @@ func (h *Host) crashedDuringApply(ld *load, ctx context.Context, applyErr error)
 		return applyErr
 	}
 	ld.stopping.Store(true) // watchExit must not count it twice
-	backoff, loop := ld.en.recordCrash(time.Now())
+	backoff, loop := ld.en.recordCrash(time.Now(), "its process exited while applying its config: "+applyErr.Error())
 	h.log.Error("plugin crashed while applying", "id", ld.en.id, "binary", ld.proc.Binary(), "backoff", backoff, "crash_loop", loop)
 	if loop {
 		return fmt.Errorf("crash loop: it crashed %d times within %v, the last time while applying; fix it, then run `dsh reload %s`", crashLimit, crashWindow, ld.en.id)

@@ -136,6 +136,9 @@ func (h *Host) callTool(ctx context.Context, f *flight, owner, name string, args
 		}
 		return nil, &ArgumentsError{Tool: name, Msg: "no such tool (tools: " + strings.Join(names, ", ") + ")"}
 	}
+	if t.Down {
+		return nil, h.unavailable(name, t.Plugin)
+	}
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
@@ -168,7 +171,10 @@ func (h *Host) callTool(ctx context.Context, f *flight, owner, name string, args
 	args = icpt.args
 	ld, err := t.Slot.get(ctx, t.Plugin, h.restartWait())
 	if err != nil {
-		return nil, fmt.Errorf("tool %q: %w", name, err)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("tool %q: %w", name, err)
+		}
+		return nil, h.unavailable(name, t.Plugin)
 	}
 	callCtx := ctx
 	ctx = metadata.AppendToOutgoingContext(ctx, sdk.MetaCall, callID, sdk.MetaCaller, "host")

@@ -61,6 +61,7 @@ type Server struct {
 
 	omu    sync.Mutex
 	owners map[*mcp.ServerSession]string
+	ready  map[*mcp.ServerSession]bool // sessions that sent notifications/initialized (omu)
 
 	amu  sync.Mutex
 	asks map[string]*question // request state -> the question it answers (elicit.go)
@@ -86,7 +87,7 @@ func New(opts Options) *Server {
 	if opts.ReleaseGrace <= 0 {
 		opts.ReleaseGrace = 10 * time.Second
 	}
-	s := &Server{opts: opts, h: opts.Host, log: opts.Logger, tools: map[string]string{}, owners: map[*mcp.ServerSession]string{}, asks: map[string]*question{}}
+	s := &Server{opts: opts, h: opts.Host, log: opts.Logger, tools: map[string]string{}, owners: map[*mcp.ServerSession]string{}, ready: map[*mcp.ServerSession]bool{}, asks: map[string]*question{}}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "dsh", Title: "dsh", Version: opts.Version}, &mcp.ServerOptions{
 		Instructions:       instructions,
 		InitializedHandler: s.initialized,
@@ -108,6 +109,8 @@ func New(opts Options) *Server {
 	s.srv.AddReceivingMiddleware(cleanResults)
 	s.srv.AddReceivingMiddleware(keepEmptyText)
 	s.srv.AddSendingMiddleware(cleanSent)
+	s.srv.AddReceivingMiddleware(s.noteInitialized)
+	s.srv.AddSendingMiddleware(s.quietUntilInitialized)
 	// Subscribed before the first Sync, so no change is missed.
 	changes, _ := s.h.ToolChanges()
 	s.Sync()
@@ -179,6 +182,9 @@ func (s *Server) owner(ss *mcp.ServerSession) string {
 	s.log.Debug("session started", "owner", owner)
 	go func() {
 		_ = ss.Wait()
+		s.omu.Lock()
+		delete(s.ready, ss)
+		s.omu.Unlock()
 		time.Sleep(s.opts.ReleaseGrace)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -207,6 +213,52 @@ func newOwner() string {
 // released.
 func (s *Server) initialized(_ context.Context, req *mcp.InitializedRequest) {
 	s.owner(req.Session)
+}
+
+// A session hears nothing from the server before it has completed
+// initialization: the go-sdk tells every session a list changed, even one
+// whose client has yet to send notifications/initialized (or initialize),
+// and a client reading its first line for the initialize response finds a
+// notification instead. Such a session lists the tools after initializing
+// anyway, so nothing it needs is lost.
+
+// sessionlessVersion is the first protocol version without initialize: its
+// sessions hear only what they subscribed to.
+const sessionlessVersion = "2026-07-28"
+
+// noteInitialized marks a session ready once it sends
+// notifications/initialized after initialize (before the go-sdk handles
+// it, so no notification sent from then on is held back).
+func (s *Server) noteInitialized(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if ss, ok := req.GetSession().(*mcp.ServerSession); ok && method == "notifications/initialized" && ss.InitializeParams() != nil {
+			s.omu.Lock()
+			s.ready[ss] = true
+			s.omu.Unlock()
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// quietUntilInitialized drops the notifications to a session that is not
+// ready.
+func (s *Server) quietUntilInitialized(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if ss, ok := req.GetSession().(*mcp.ServerSession); ok && strings.HasPrefix(method, "notifications/") && !s.isReady(ss) {
+			s.log.Debug("not sent to a session that has not initialized", "method", method)
+			return nil, nil
+		}
+		return next(ctx, method, req)
+	}
+}
+
+func (s *Server) isReady(ss *mcp.ServerSession) bool {
+	if p := ss.InitializeParams(); p != nil && p.ProtocolVersion >= sessionlessVersion {
+		return true
+	}
+	s.omu.Lock()
+	defer s.omu.Unlock()
+	return s.ready[ss]
 }
 
 func (s *Server) handler(name string) mcp.ToolHandler {
@@ -238,8 +290,14 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 		}
 		if err != nil {
 			// Bad arguments and failed calls are tool errors the model can
-			// read, not protocol errors.
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "error: " + modelText(err)}}, IsError: true}, nil
+			// read, not protocol errors; a tool that is down says so in
+			// its own sentence.
+			msg := "error: " + modelText(err)
+			var ue *host.UnavailableError
+			if errors.As(err, &ue) {
+				msg = ue.Error()
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: msg}}, IsError: true}, nil
 		}
 		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}, IsError: res.IsError}
 		for _, fb := range res.Feedback {

@@ -65,13 +65,13 @@ Usage:
   dsh status                  show every entry of the running host: state, pid, restarts, uptime, why pending
   dsh reload ID               restart one entry of the running host (make-before-break for providers)
   dsh plugins                 describe every dsh-* binary on the plugin path
-  dsh version                 print the version
+  dsh version                 print the version (also --version, -v)
 
 Flags (before or after the command):
   --plugin-path DIRS   more directories to search for dsh-<name> binaries (':'-separated)
   --log-level LEVEL    trace, debug, info, warn, error (default info)
   --log-json           log JSON lines instead of text
-  --json               (call, status) print JSON
+  --json               (call, status, reload) print JSON
   --socket PATH        (status, reload) the host's control socket, when several hosts run
   --http ADDR          (serve) MCP over streamable HTTP on ADDR (e.g. 127.0.0.1:8765) instead of stdio
   --no-auth            (serve) no bearer token on HTTP; refused unless ADDR is loopback
@@ -94,6 +94,7 @@ type globals struct {
 	progress   time.Duration
 	grace      time.Duration
 	socket     string
+	version    bool
 }
 
 func main() {
@@ -140,6 +141,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&g.progress, "progress-interval", 5*time.Second, "")
 	fs.DurationVar(&g.grace, "release-grace", 10*time.Second, "")
 	fs.StringVar(&g.socket, "socket", "", "")
+	fs.BoolVar(&g.version, "version", false, "")
+	fs.BoolVar(&g.version, "v", false, "")
 	// Flags may come before or after the command and its argument.
 	var positional []string
 	for {
@@ -154,6 +157,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		positional = append(positional, fs.Arg(0))
 		args = fs.Args()[1:]
+	}
+	if g.version && len(positional) == 0 {
+		positional = []string{"version"}
 	}
 	if len(positional) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -303,8 +309,16 @@ func serve(comp *composition.Composition, opts host.Options, g globals, stderr i
 			return exitBadUse
 		}
 		g.noAuth = token == ""
+		// The address is taken before any plugin starts: a bad one or a
+		// port in use fails at once, with nothing started.
+		ln, err := listenHTTP(g.httpAddr)
+		if err != nil {
+			fmt.Fprintf(stderr, "dsh serve: %v\n", err)
+			return exitBadUse
+		}
+		defer ln.Close()
 		return serveWith(comp, opts, g, stderr, func(ctx context.Context, h *host.Host, m *mcpserver.Server, _ *os.File) error {
-			return serveHTTP(ctx, h, m, g.httpAddr, token, g.sessionTTL, stderr)
+			return serveHTTP(ctx, h, m, ln, token, g.sessionTTL, stderr)
 		})
 	}
 	return serveWith(comp, opts, g, stderr, func(ctx context.Context, h *host.Host, m *mcpserver.Server, stdin *os.File) error {
@@ -471,11 +485,27 @@ func (s *signals) name() string {
 	return fmt.Sprint(s.got)
 }
 
-func serveHTTP(ctx context.Context, h *host.Host, m *mcpserver.Server, addr, token string, ttl time.Duration, stderr io.Writer) error {
+// listenHTTP listens on addr for serve --http, or says in one sentence why
+// it cannot.
+func listenHTTP(addr string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
+	if err == nil {
+		return ln, nil
 	}
+	var ae *net.AddrError
+	var dnsErr *net.DNSError
+	hint := ""
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		hint = "; another process listens there: stop it or pick another port (port 0 picks a free one)"
+	case errors.As(err, &ae), errors.As(err, &dnsErr):
+		hint = "; --http takes HOST:PORT, e.g. 127.0.0.1:8765"
+	}
+	return nil, fmt.Errorf("cannot listen on %q for MCP over HTTP: %v%s", addr, err, hint)
+}
+
+// serveHTTP serves MCP over streamable HTTP on ln until ctx is done.
+func serveHTTP(ctx context.Context, h *host.Host, m *mcpserver.Server, ln net.Listener, token string, ttl time.Duration, stderr io.Writer) error {
 	srv := &http.Server{
 		Handler:           m.HTTPHandler(mcpserver.HTTPOptions{Token: token, SessionTimeout: ttl}),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -672,6 +702,15 @@ func plugins(dirs []string, logger hclog.Logger, stdout, stderr io.Writer) int {
 	return code
 }
 
+// inBackground reports whether args ask the shell tools for a background
+// job (run_in_background: true), which cannot outlive dsh call.
+func inBackground(args string) bool {
+	var a struct {
+		Background bool `json:"run_in_background"`
+	}
+	return json.Unmarshal([]byte(args), &a) == nil && a.Background
+}
+
 // call loads the composition, calls one tool as the agent "cli", prints the
 // model-facing text (or, with --json, the whole result) and tears down.
 // Exit 0 when the tool ran, whatever the command's own exit code; 1 when
@@ -679,6 +718,10 @@ func plugins(dirs []string, logger hclog.Logger, stdout, stderr io.Writer) int {
 func call(comp *composition.Composition, opts host.Options, tool, args string, asJSON bool, stdout, stderr io.Writer) int {
 	if !json.Valid([]byte(args)) {
 		fmt.Fprintf(stderr, "dsh call: the arguments are not valid JSON: %s\n", args)
+		return exitBadUse
+	}
+	if inBackground(args) {
+		fmt.Fprintf(stderr, "dsh call: run_in_background is refused here: dsh call stops every job it started when it exits, so nothing could read the job; run the command in the foreground (without run_in_background), or serve the composition (dsh serve) to keep jobs between calls\n")
 		return exitBadUse
 	}
 	survivePipes()

@@ -8,7 +8,12 @@
 // its description declares. Another process of the same plugin entry
 // takes a tool over (a restart, a swap, a make-before-break reload) and,
 // should its scope go while the one it took over from still serves, gives
-// it back. Subscribers hear of a change only when what they list changed.
+// it back. A tool whose scope goes while its plugin entry still declares
+// it (the plugin crashed for good, or waits for a provider that did) stays
+// listed, marked Down, until the entry registers it again or no longer
+// declares it (KeepWhileDown, Prune): an agent's tool list does not shrink
+// because a process failed. Subscribers hear of a change only when what
+// they list changed.
 //
 // What the registry needs of the host is in Caller and Slot; it holds no
 // status codes (the seam's adapter gives them).
@@ -62,6 +67,9 @@ type Tool[S Slot] struct {
 	// Slot is where the registering process served: calls go to whichever
 	// process holds it by then (a restarted one registers its tools again).
 	Slot S
+	// Down marks a tool whose scope went while its entry still declares
+	// it: listed as it was, but no process serves it.
+	Down bool
 }
 
 // Registry holds the tools. Safe for concurrent use.
@@ -71,6 +79,56 @@ type Registry[S Slot] struct {
 	icepts map[string]*Interceptor[S] // by plugin entry id
 	subs   map[chan struct{}]bool
 	closed bool
+	// keep says whether plugin still declares name (KeepWhileDown); nil
+	// keeps nothing.
+	keep func(plugin, name string) bool
+}
+
+// KeepWhileDown makes the registry keep a tool listed (Down) when the
+// scope that registered it goes while keep(plugin, name) holds. Set it
+// before any tool registers; keep must not call the registry.
+func (r *Registry[S]) KeepWhileDown(keep func(plugin, name string) bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.keep = keep
+}
+
+// Prune removes the Down tools keep no longer holds for (their entry went,
+// or no longer declares them), telling subscribers if any went.
+func (r *Registry[S]) Prune() {
+	r.mu.Lock()
+	keep := r.keep
+	var down []*Tool[S]
+	for _, t := range r.tools {
+		if t.Down {
+			down = append(down, t)
+		}
+	}
+	r.mu.Unlock()
+	changed := false
+	for _, t := range down {
+		if keep != nil && keep(t.Plugin, t.Spec.Name) {
+			continue
+		}
+		r.mu.Lock()
+		if r.tools[t.Spec.Name] == t {
+			delete(r.tools, t.Spec.Name)
+			changed = true
+		}
+		r.mu.Unlock()
+	}
+	if changed {
+		r.tell()
+	}
+}
+
+// wanted reports whether plugin still declares name (keep is read once per
+// drop, outside the lock: it asks the host).
+func (r *Registry[S]) wanted(plugin, name string) bool {
+	r.mu.Lock()
+	keep := r.keep
+	r.mu.Unlock()
+	return keep != nil && keep(plugin, name)
 }
 
 // New returns an empty registry.
@@ -160,16 +218,17 @@ func (r *Registry[S]) add(t *Tool[S]) (prev *Tool[S], renewed bool, err error) {
 				t.Spec.Name, cur.Label, t.Label))
 		}
 		r.tools[t.Spec.Name] = t
-		return cur, cur.Slot == t.Slot, nil
+		// A Down tool's effect already ran: the new one needs its own.
+		return cur, cur.Slot == t.Slot && !cur.Down, nil
 	}
 	r.tools[t.Spec.Name] = t
 	return nil, false, nil
 }
 
 // drop removes the registration of name made in slot, or gives the tool
-// back to prev when prev's slot still serves. It reports whether the
-// listing changed.
-func (r *Registry[S]) drop(name string, slot S, prev *Tool[S]) bool {
+// back to prev when prev's slot still serves, or (keep) leaves it listed
+// as Down. It reports whether the listing changed.
+func (r *Registry[S]) drop(name string, slot S, prev *Tool[S], keep bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cur, ok := r.tools[name]
@@ -179,6 +238,12 @@ func (r *Registry[S]) drop(name string, slot S, prev *Tool[S]) bool {
 	if prev != nil && prev.Slot.Live() {
 		r.tools[name] = prev
 		return !proto.Equal(prev.Spec, cur.Spec)
+	}
+	if keep {
+		down := *cur
+		down.Down = true
+		r.tools[name] = &down
+		return false
 	}
 	delete(r.tools, name)
 	return true
@@ -239,14 +304,14 @@ func (p *registrar[S]) Register(_ context.Context, spec *tools.ToolSpec) error {
 	// The registration is an effect of the caller's scope. When the scope
 	// goes while the one it took the tool over from still serves (a
 	// reload that failed), the tool goes back to that one.
-	drop := func() bool { return p.r.drop(spec.Name, slot, prev) }
+	plugin := p.c.ID()
 	if err := p.c.AddEffect("tool "+spec.Name, func(context.Context) error {
-		if drop() {
+		if p.r.drop(spec.Name, slot, prev, p.r.wanted(plugin, spec.Name)) {
 			p.r.tell()
 		}
 		return nil
 	}); err != nil {
-		drop()
+		p.r.drop(spec.Name, slot, prev, false)
 		return tools.CannotRegister(fmt.Sprintf("tool %q: %v", spec.Name, err))
 	}
 	if changed {

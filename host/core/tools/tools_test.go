@@ -170,6 +170,67 @@ func TestChangesOnlyWhenTheListingChanges(t *testing.T) {
 	}
 }
 
+// A tool whose scope goes while its entry still declares it stays listed,
+// Down, with no change told; the entry's next scope takes it back; once
+// the entry no longer declares it, Prune removes it (a change).
+func TestDownToolsStayListed(t *testing.T) {
+	ctx := context.Background()
+	r := New[*slot]()
+	declared := map[string]bool{"bash": true}
+	r.KeepWhileDown(func(plugin, name string) bool { return plugin == "tools" && declared[name] })
+	changes, stop := r.Changes()
+	defer stop()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := &caller{id: "tools", slot: &slot{}, declared: []string{"bash", "job_kill"}}
+	must(r.For(first).Register(ctx, spec("bash", "v1")))
+	must(r.For(first).Register(ctx, spec("job_kill", "v1")))
+	told(changes)
+
+	first.slot.dead = true
+	first.dispose()
+	if tl, ok := r.Get("bash"); !ok || !tl.Down || tl.Spec.Description != "v1" {
+		t.Fatalf("bash after its scope went: %+v", tl)
+	}
+	if _, ok := r.Get("job_kill"); ok || !told(changes) {
+		t.Error("a tool the entry no longer declares stayed, or went untold")
+	}
+	if told(changes) {
+		t.Error("a tool kept Down was told as a change")
+	}
+	// Another plugin cannot take the name while the entry declares it.
+	other := &caller{id: "other", slot: &slot{}, declared: []string{"bash"}}
+	if err := r.For(other).Register(ctx, spec("bash", "v1")); !errors.Is(err, tools.ErrTaken) {
+		t.Errorf("another plugin took a Down tool: %v", err)
+	}
+
+	// The entry's next scope registers it again: serving, no change.
+	next := &caller{id: "tools", slot: &slot{}, declared: []string{"bash"}}
+	must(r.For(next).Register(ctx, spec("bash", "v1")))
+	if tl, _ := r.Get("bash"); tl.Down || tl.Slot != next.slot || told(changes) {
+		t.Errorf("after the next scope registered: %+v (told: a change)", tl)
+	}
+	next.slot.dead = true
+	next.dispose()
+	if tl, _ := r.Get("bash"); !tl.Down {
+		t.Errorf("the next scope went: %+v", tl)
+	}
+
+	r.Prune()
+	if _, ok := r.Get("bash"); !ok || told(changes) {
+		t.Error("Prune removed a tool its entry still declares")
+	}
+	declared["bash"] = false
+	r.Prune()
+	if _, ok := r.Get("bash"); ok || !told(changes) {
+		t.Error("Prune kept a tool its entry no longer declares, or did not tell")
+	}
+}
+
 func TestSubscriptionsEnd(t *testing.T) {
 	r := New[*slot]()
 	a, stopA := r.Changes()
