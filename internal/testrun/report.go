@@ -32,10 +32,11 @@ type reporter struct {
 	verbose bool   // print every line as it comes, as go test -v does
 	trim    string // prefix cut from package paths in the summary
 
-	output  map[testKey]*strings.Builder // a running test's output so far
-	failedP map[string]bool              // packages with a failed test
-	skips   []skipped
-	fails   []string
+	output     map[testKey]*strings.Builder // a running test's output so far
+	unfinished map[string][]string          // tests cut short, by package, until its end
+	failedP    map[string]bool              // packages with a failed test
+	skips      []skipped
+	fails      []string
 
 	passed, failed, nskipped int
 	packageFails             int // packages that failed with no failed test
@@ -43,7 +44,7 @@ type reporter struct {
 
 func newReporter(w io.Writer, verbose bool, trim string) *reporter {
 	return &reporter{w: w, verbose: verbose, trim: trim,
-		output: map[testKey]*strings.Builder{}, failedP: map[string]bool{}}
+		output: map[testKey]*strings.Builder{}, unfinished: map[string][]string{}, failedP: map[string]bool{}}
 }
 
 // read reports every event of r; lines that are not events are printed as
@@ -80,30 +81,45 @@ func (r *reporter) event(e event) {
 func (r *reporter) packageEvent(e event) {
 	switch e.Action {
 	case "output":
+		if strings.HasPrefix(e.Output, "FAIL") {
+			// The tests a timeout or a panic cut short go above the
+			// package's result, as their output came before it.
+			r.unfinished[e.Package] = append(r.unfinished[e.Package], r.flushUnfinished(e.Package)...)
+		}
 		// "PASS" alone is go test -v's; a package's result line is enough.
 		if r.verbose || e.Output != "PASS\n" {
 			io.WriteString(r.w, e.Output)
 		}
 	case "fail":
-		r.flushUnfinished(e.Package)
+		cut := append(r.unfinished[e.Package], r.flushUnfinished(e.Package)...)
+		delete(r.unfinished, e.Package)
 		switch {
 		case e.FailedBuild != "":
 			r.packageFails++
 			r.fail(e.Package, "build failed")
+		case len(cut) > 0 && !r.failedP[e.Package]:
+			// The test binary died (a timeout, a panic in another
+			// goroutine) while these ran: each is a failure.
+			for _, test := range cut {
+				r.packageFails++
+				r.fail(e.Package, test+" (did not finish)")
+			}
 		case !r.failedP[e.Package]:
-			// A failure no test carries: a panic outside a test, a
-			// timeout, TestMain's exit status. Its output is above.
+			// A failure no test carries: TestMain's exit status, say.
+			// Its output is above.
 			r.packageFails++
 			r.fail(e.Package, "failed outside its tests (see its output above)")
 		}
 	case "pass", "skip":
 		r.flushUnfinished(e.Package)
+		delete(r.unfinished, e.Package)
 	}
 }
 
 // flushUnfinished prints the output of the tests of pkg that never ended
-// (a panic or a timeout took the test binary down while they ran).
-func (r *reporter) flushUnfinished(pkg string) {
+// (a panic or a timeout took the test binary down while they ran) and
+// returns their names.
+func (r *reporter) flushUnfinished(pkg string) []string {
 	var keys []testKey
 	for k := range r.output {
 		if k.pkg == pkg {
@@ -111,13 +127,16 @@ func (r *reporter) flushUnfinished(pkg string) {
 		}
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].test < keys[j].test })
+	var names []string
 	for _, k := range keys {
 		if out := r.output[k].String(); !r.verbose && out != "" {
-			fmt.Fprintf(r.w, "--- UNFINISHED: %s\n", k.test)
+			fmt.Fprintf(r.w, "--- DID NOT FINISH: %s\n", k.test)
 			r.printLines(out, "")
 		}
 		delete(r.output, k)
+		names = append(names, k.test)
 	}
+	return names
 }
 
 func (r *reporter) testEvent(e event) {
@@ -222,7 +241,12 @@ func skipReason(out string) string {
 
 // finish prints the summary and returns whether anything failed.
 func (r *reporter) finish() (failed bool) {
-	for pkg := range r.failedP {
+	// What go test never ended (stopped by Ctrl-C, say) is shown all the same.
+	left := map[string]bool{}
+	for k := range r.output {
+		left[k.pkg] = true
+	}
+	for pkg := range left {
 		r.flushUnfinished(pkg)
 	}
 	if len(r.skips) > 0 {

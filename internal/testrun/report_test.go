@@ -14,9 +14,11 @@ import (
 	"github.com/dshrun/dsh/internal/golden"
 )
 
-// testdata/sample.json is go test -json of testdata/sample: a package that
-// passes, one that does not build, one whose test panics, and one with a
-// pass, a fail, a skip and a parent with a passed and a skipped subtest.
+// testdata/sample.json is go test -json -timeout 3s of testdata/sample: a
+// package that passes, one that does not build, one whose test panics, one
+// whose test the timeout cuts short, and one with a pass, a fail, a skip
+// and a parent with a passed and a skipped subtest. The golden file is what
+// make test prints of it.
 func TestReportRecorded(t *testing.T) {
 	in, err := os.Open(filepath.Join("testdata", "sample.json"))
 	if err != nil {
@@ -50,7 +52,7 @@ func TestReportVerbose(t *testing.T) {
 		if got := strings.Contains(out.String(), "said only when asked"); got != v {
 			t.Errorf("verbose %v: the passing test's log shown = %v\n%s", v, got, out.String())
 		}
-		if !strings.HasSuffix(out.String(), "\ntests: 4 passed, 3 failed, 2 skipped\n") {
+		if !strings.HasSuffix(out.String(), "\ntests: 4 passed, 4 failed, 2 skipped\n") {
 			t.Errorf("verbose %v: no closing count:\n%s", v, out.String())
 		}
 	}
@@ -110,7 +112,7 @@ func TestReportExitCode(t *testing.T) {
 		name, in, last string
 		code           int
 	}{
-		{"all", string(data), "tests: 4 passed, 3 failed, 2 skipped", 1},
+		{"all", string(data), "tests: 4 passed, 4 failed, 2 skipped", 1},
 		{"passing", strings.Join(passing, ""), "tests: 1 passed, 0 failed, 0 skipped", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -138,7 +140,7 @@ func TestRunLive(t *testing.T) {
 	bin := testrun(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-count=1", "./...")
+	cmd := exec.CommandContext(ctx, bin, "-count=1", "-timeout=3s", "./...")
 	cmd.Dir = filepath.Join("testdata", "sample")
 	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
 	out, err := cmd.Output()
@@ -151,10 +153,11 @@ func TestRunLive(t *testing.T) {
 		"    mixed_test.go:10: first line of the log\n    mixed_test.go:11: the failure\n        over two lines\n",
 		"--- FAIL: TestPanics (",
 		"panic: boom",
+		"--- DID NOT FINISH: TestHangs\n    hangs_test.go:11: waiting\npanic: test timed out after 3s\n",
 		"ok  \texample.com/sample/passes\t",
 		"skipped, by reason:\n  frobnicate is not installed (apt-get install frobnicate)\n    mixed: TestSkip\n  needs /proc\n    mixed: TestParent/skipped\n",
-		"failed:\n  broken: build failed\n  mixed: TestFail\n  panics: TestPanics\n",
-		"\ntests: 4 passed, 3 failed, 2 skipped\n",
+		"failed:\n  broken: build failed\n  hangs: TestHangs (did not finish)\n  mixed: TestFail\n  panics: TestPanics\n",
+		"\ntests: 4 passed, 4 failed, 2 skipped\n",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("no %q in:\n%s", want, out)
