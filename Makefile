@@ -27,8 +27,14 @@ build:
 	CGO_ENABLED=$(BUILDCGO) $(GO) build $(BUILDFLAGS) -o $(BIN)/dsh_watchdog ./host/cmd/dsh_watchdog
 	@for p in $(PLUGINS); do echo "CGO_ENABLED=$(BUILDCGO) $(GO) build $(BUILDFLAGS) -o $(BIN)/dsh-$$p ./plugins/$$p"; CGO_ENABLED=$(BUILDCGO) $(GO) build $(BUILDFLAGS) -o $(BIN)/dsh-$$p ./plugins/$$p || exit 1; done
 
+# go test -race over PKGS with TESTFLAGS added, through internal/testrun:
+# it installs the TypeScript SDK client (npm ci in test/mcp-node), stops
+# naming the package when -race has no C compiler, and ends with every
+# skipped test and why. make test TESTFLAGS='-count=1 -run TestX' PKGS=./host/...
+TESTFLAGS ?=
+PKGS      ?= ./...
 test:
-	$(GO) test -race ./...
+	GO='$(GO)' $(GO) run ./internal/testrun $(TESTFLAGS) $(PKGS)
 
 # The module must build and vet on the other systems dsh targets too: the
 # Linux-only process mechanics sit behind per-OS files.

@@ -15,7 +15,9 @@ import (
 // hookCalls is what interception costs a call: bash `true` over MCP with
 // no hook bridge, with one whose hooks cover other tools only (the call is
 // not intercepted), and with one PreToolUse hook `true` on Bash (the
-// call waits for that hook, itself a command), interleaved.
+// call waits for that hook, itself a command run through the executor),
+// interleaved with a direct `bash -c true` from Go: what a hook costs is
+// read against what a process spawn costs on the same machine.
 func hookCalls(dir string, n int) {
 	project := filepath.Join(dir, "hooks-project")
 	settings := func(matcher string) string {
@@ -40,7 +42,7 @@ func hookCalls(dir string, n int) {
 		cs   *mcp.ClientSession
 		ts   []time.Duration
 	}
-	servers := []*server{{name: "no hook bridge"}, {name: "bridge, other tools' hooks"}, {name: "bridge, a `true` hook on Bash"}}
+	servers := []*server{{name: "no hook bridge"}, {name: "bridge, other tools' hooks"}, {name: "a `true` hook on Bash"}}
 	comps := []string{comp("none", ""), comp("other", settings("Edit")), comp("bash", settings("Bash"))}
 	call := func(cs *mcp.ClientSession) {
 		r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "true", "description": "bench"}})
@@ -56,7 +58,11 @@ func hookCalls(dir string, n int) {
 			call(s.cs)
 		}
 	}
+	var direct []time.Duration
 	for i := 0; i < n; i++ {
+		t := time.Now()
+		check(exec.Command("bash", "-c", "true").Run())
+		direct = append(direct, time.Since(t))
 		for _, s := range servers {
 			t := time.Now()
 			call(s.cs)
@@ -67,8 +73,13 @@ func hookCalls(dir string, n int) {
 	for _, s := range servers {
 		row(s.name, s.ts)
 	}
-	for _, s := range servers[1:] {
-		fmt.Printf("  %s: %+.2f ms (median)\n", s.name, float64(median(s.ts)-median(servers[0].ts))/float64(time.Millisecond))
-	}
+	row("direct bash -c true", direct)
+	spawn := median(direct)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	other, hooked := median(servers[1].ts)-median(servers[0].ts), median(servers[2].ts)-median(servers[0].ts)
+	fmt.Printf("  %s: %+.2f ms (median)\n", servers[1].name, ms(other))
+	// A hook is a command of its own: its cost is a few spawns (the
+	// executor's run of it, the bridge's hops), whatever a spawn costs here.
+	fmt.Printf("  %s: %+.2f ms (median), %.1fx a direct spawn (%.2f ms here)\n", servers[2].name, ms(hooked), float64(hooked)/float64(spawn), ms(spawn))
 	fmt.Println()
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dshrun/dsh/core/terminals"
 	"github.com/dshrun/dsh/internal/golden"
+	"github.com/dshrun/dsh/internal/testneeds"
 )
 
 func running() *terminals.Session {
@@ -53,9 +54,7 @@ func TestRender(t *testing.T) {
 // What is typed runs the command as written in the shell itself, and
 // neither marker is in it.
 func TestTypedLine(t *testing.T) {
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash")
-	}
+	testneeds.Command(t, "bash")
 	for _, cmd := range []string{
 		"echo hi",
 		"printf '%s\\n' \"a b\" 'c\"d' $'e\\tf'",

@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/dshrun/dsh/internal/testneeds"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
@@ -90,9 +91,7 @@ const (
 // The hooks of a Claude Code settings file guard a session's bash calls,
 // each way a hook can answer, one call after another.
 func TestClaudeHooks(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("the hooks are Python and bash scripts")
-	}
+	testneeds.Command(t, "python3")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	project, logs := t.TempDir(), t.TempDir()

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dshrun/dsh/internal/testneeds"
 )
 
 // escapesHook (python3) answers a PreToolUse or PostToolUse call, by the
@@ -91,9 +93,7 @@ func checkHookFields(t *testing.T, ctx context.Context, s *serve, bridge string,
 // block's reason, additional context before and after, PostToolUse
 // feedback and a stop's reason.
 func TestClaudeHookTextCleaned(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("the hook is a Python script")
-	}
+	testneeds.Command(t, "python3")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	project, dir := t.TempDir(), t.TempDir()
@@ -110,9 +110,7 @@ func TestClaudeHookTextCleaned(t *testing.T) {
 // The same through the Codex bridge, but for a stop before the call,
 // which Codex does not read.
 func TestCodexHookTextCleaned(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("the hook is a Python script")
-	}
+	testneeds.Command(t, "python3")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	project, home, dir := t.TempDir(), t.TempDir(), t.TempDir()
@@ -172,9 +170,7 @@ func TestSpillReadCleanedThroughServe(t *testing.T) {
 // The host cleans a result before any front end gets it: `dsh call`
 // prints a hook's deny reason and its PostToolUse feedback cleaned too.
 func TestHookTextCleanedThroughCall(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("the hook is a Python script")
-	}
+	testneeds.Command(t, "python3")
 	project, dir := t.TempDir(), t.TempDir()
 	hook := script(t, dir, "escapes.py", escapesHook)
 	writeSettings(t, project, map[string]any{

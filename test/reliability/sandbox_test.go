@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dshrun/dsh/internal/testneeds"
 )
 
 // sandboxComp serves bash-sandbox under a policy rooted at ws, with an
@@ -319,9 +321,7 @@ func TestSandboxPolicyEdit(t *testing.T) {
 // The same session under the bubblewrap runner: a denial, work and git in
 // the workspace, a timeout, the next commands.
 func TestSandboxBubblewrapSession(t *testing.T) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("bwrap is not installed (apt-get install bubblewrap; .ci/run does)")
-	}
+	testneeds.Command(t, "bwrap")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	ws, outside := t.TempDir(), outsideTmp(t)

@@ -6,10 +6,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/dshrun/dsh/internal/testneeds"
 )
 
 // What no runner can stop a sandboxed shell from creating (an .envrc that
@@ -18,15 +19,11 @@ import (
 // shell and each send, before its answer; and what a shell's background
 // job planted between sends, once the terminal is closed.
 func TestSandboxedTerminalsUndo(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
+	testneeds.Command(t, "git")
 	for _, runner := range []string{"landlock", "bubblewrap"} {
 		t.Run(runner, func(t *testing.T) {
 			if runner == "bubblewrap" {
-				if _, err := exec.LookPath("bwrap"); err != nil {
-					t.Skip("bwrap is not installed")
-				}
+				testneeds.Command(t, "bwrap")
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 			defer cancel()

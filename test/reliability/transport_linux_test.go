@@ -5,10 +5,11 @@ package reliability
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dshrun/dsh/internal/testneeds"
 )
 
 // Both runners of bash-sandbox read a command longer than one argument.
@@ -16,9 +17,7 @@ func TestSandboxLongCommand(t *testing.T) {
 	for _, runner := range []string{"landlock", "bubblewrap"} {
 		t.Run(runner, func(t *testing.T) {
 			if runner == "bubblewrap" {
-				if _, err := exec.LookPath("bwrap"); err != nil {
-					t.Skip("bwrap is not installed (apt-get install bubblewrap; .ci/run does)")
-				}
+				testneeds.Command(t, "bwrap")
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 			defer cancel()

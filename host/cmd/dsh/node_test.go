@@ -10,19 +10,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dshrun/dsh/internal/testneeds"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
 // An independent client: the official TypeScript SDK (test/mcp-node), over
-// stdio and HTTP. .ci/run installs it and sets DSH_NODE_TESTS=1, which
-// turns a missing install into a failure instead of a skip.
+// stdio and HTTP. make test installs it (npm ci there) and then sets
+// DSH_NODE_TESTS=1, as .ci/run does, which turns a missing install into a
+// failure instead of a skip.
 func TestMCPNodeClient(t *testing.T) {
 	dir := filepath.Join(testplugins.Root(), "test", "mcp-node")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
 		if os.Getenv("DSH_NODE_TESTS") == "1" {
 			t.Fatalf("the TypeScript SDK is not installed in %s (npm ci there): %v", dir, err)
 		}
-		t.Skipf("the TypeScript SDK is not installed (cd %s && npm ci); .ci/run always runs this test", dir)
+		t.Skipf("the TypeScript SDK client is not installed in %s: make test installs it when node and npm are there (%s), or run npm ci there", dir, testneeds.Install("npm"))
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/dshrun/dsh/core/sandbox"
 	"github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/internal/bounded"
+	"github.com/dshrun/dsh/internal/testneeds"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
@@ -35,9 +36,7 @@ func coverYoungSockets(t *testing.T) {
 // would be broken, not absent.
 func findBwrap(t testing.TB) *Bubblewrap {
 	t.Helper()
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("bubblewrap is not installed (apt-get install bubblewrap; CI installs it)")
-	}
+	testneeds.Command(t, "bwrap")
 	b, err := FindBubblewrap()
 	if err != nil {
 		t.Fatal(err)
@@ -234,9 +233,7 @@ func gitIn(t *testing.T, dir string, args ...string) {
 // killed command leave nothing behind and the next one runs.
 func TestBubblewrap(t *testing.T) {
 	b := findBwrap(t)
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 is needed for the socket and PTY probes")
-	}
+	testneeds.Command(t, "python3")
 	coverYoungSockets(t)
 	m := newManager(t)
 	ws, outside, rt := t.TempDir(), t.TempDir(), t.TempDir()

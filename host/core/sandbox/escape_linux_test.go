@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/dshrun/dsh/core/sandbox"
 	"github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/internal/bounded"
+	"github.com/dshrun/dsh/internal/testneeds"
 )
 
 func TestMain(m *testing.M) {
@@ -60,9 +60,7 @@ func TestEscapes(t *testing.T) {
 	for _, pr := range escapeProbes {
 		t.Run(pr.name, func(t *testing.T) {
 			if pr.tool != "" {
-				if _, err := exec.LookPath(pr.tool); err != nil {
-					t.Skipf("%s is not installed", pr.tool)
-				}
+				testneeds.Command(t, pr.tool)
 			}
 			if pr.needs != nil {
 				if why := pr.needs(w); why != "" {
@@ -191,9 +189,7 @@ for fam, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.tool != "" {
-				if _, err := exec.LookPath(tc.tool); err != nil {
-					t.Skipf("%s is not installed", tc.tool)
-				}
+				testneeds.Command(t, tc.tool)
 			}
 			r := f.exec(t, w.m, c, tc.script)
 			if r.ExitCode != 0 || strings.TrimSpace(string(r.Stdout.Data)) != tc.want {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dshrun/dsh/core/sandbox"
 	"github.com/dshrun/dsh/host/core/subprocess"
+	"github.com/dshrun/dsh/internal/testneeds"
 )
 
 // runnerFor is ctx.sandbox with choice, or a skip when that runner cannot
@@ -80,9 +81,7 @@ type gitWorld struct {
 
 func newGitWorld(t *testing.T) *gitWorld {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
+	testneeds.Command(t, "git")
 	t.Setenv("GIT_CONFIG_GLOBAL", "/dev/null")
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 	base := t.TempDir()
@@ -223,10 +222,7 @@ echo done`
 // what ordinary programs do keeps working (pipes, socketpair, git,
 // python).
 func TestFreshUnixSocketRefused(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 is needed to connect")
-	}
+	py := testneeds.Command(t, "python3")
 	for _, choice := range []string{sandbox.RunnerLandlock, sandbox.RunnerBubblewrap} {
 		t.Run(choice, func(t *testing.T) {
 			r := runnerFor(t, choice)

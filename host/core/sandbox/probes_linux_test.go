@@ -26,6 +26,7 @@ import (
 	"github.com/dshrun/dsh/core/sandbox"
 	"github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/internal/bounded"
+	"github.com/dshrun/dsh/internal/testneeds"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
@@ -112,7 +113,7 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{t: t, py: python(), dir: t.TempDir()}
 	if w.py == "" {
-		t.Skip("no python3: the probes are written in it")
+		t.Skipf("no python3 (%s): the probes are written in it", testneeds.Install("python3"))
 	}
 	var err error
 	if w.m, err = subprocess.New(subprocess.Config{SpillDir: filepath.Join(t.TempDir(), "spill")}); err != nil {

@@ -5,11 +5,11 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/dshrun/dsh/core/sandbox"
+	"github.com/dshrun/dsh/internal/testneeds"
 )
 
 // ctx.sandbox picks the runner the composition asked for, makes one
@@ -85,9 +85,7 @@ func TestRunnerWrap(t *testing.T) {
 	if _, err := NewRunner("landlock", Options{}).Wrap(ctx, req(sandbox.WorkspaceWrite, withSockets)); !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "unix sockets") {
 		t.Fatalf("landlock with unix sockets: %v", err)
 	}
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("bwrap is not installed (apt-get install bubblewrap)")
-	}
+	testneeds.Command(t, "bwrap")
 	w, err = r.Wrap(ctx, req(sandbox.WorkspaceWrite, withSockets))
 	if err != nil || w.Runner != sandbox.RunnerBubblewrap || w.Confinement != "" || w.Argv[0] == "bash" {
 		t.Fatalf("auto with unix sockets: %+v %v", w, err)

@@ -6,13 +6,13 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dshrun/dsh/core/terminals"
+	"github.com/dshrun/dsh/internal/testneeds"
 )
 
 func (f *fixture) settle(t *testing.T, id string, req SendRequest) Sent {
@@ -96,9 +96,7 @@ func TestSettleStopped(t *testing.T) {
 // to the send's bound (timeout, the process named running) or to its
 // read, never inferred_idle at the idle bound.
 func TestSettleWaitsForABusyForeground(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 is not installed")
-	}
+	testneeds.Command(t, "python3")
 	f := newFixture(t, func(c *Config) { c.IdleAfter = 700 * time.Millisecond })
 	in := f.open(t, "agent", OpenRequest{Cols: 80, Rows: 10})
 	f.readToPrompt(t, "agent", in.ID, "")

@@ -16,6 +16,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/dshrun/dsh/internal/golden"
+	"github.com/dshrun/dsh/internal/testneeds"
 )
 
 // term is a program on a real PTY whose output feeds a Screen, as the
@@ -36,9 +37,7 @@ func startShell(t *testing.T, cols, rows int) *term {
 
 func startProgram(t *testing.T, cols, rows int, replies bool, argv ...string) *term {
 	t.Helper()
-	if _, err := exec.LookPath(argv[0]); err != nil {
-		t.Skipf("%s is not installed", argv[0])
-	}
+	testneeds.Command(t, argv[0])
 	dir := t.TempDir()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
@@ -239,9 +238,7 @@ func writeNumbered(t *testing.T, dir, name string, n int) {
 }
 
 func TestLess(t *testing.T) {
-	if _, err := exec.LookPath("less"); err != nil {
-		t.Skip("less is not installed")
-	}
+	testneeds.Command(t, "less")
 	tm := startShell(t, 80, 24)
 	writeNumbered(t, tm.dir, "file.txt", 100)
 	tm.prompt(1)
@@ -274,7 +271,7 @@ func TestVim(t *testing.T) {
 		}
 	}
 	if vim == "" {
-		t.Skip("neither vim nor vi is installed")
+		t.Skipf("neither vim nor vi is installed (%s)", testneeds.Install("vim"))
 	}
 	tm := startShell(t, 80, 24)
 	writeNumbered(t, tm.dir, "file.txt", 5)
@@ -335,9 +332,7 @@ func TestCursorPositionQueryUnanswered(t *testing.T) {
 func TestPythonREPL(t *testing.T) {
 	tm := startShell(t, 80, 24)
 	tm.prompt(1)
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 is not installed")
-	}
+	testneeds.Command(t, "python3")
 	tm.send("python3 -q\r")
 	tm.waitFor("the >>> prompt", func(vp string) bool { return strings.HasSuffix(vp, "\n>>>") })
 	tm.send("print(6 * 7)\r")

@@ -14,6 +14,8 @@ import (
 	"github.com/creack/pty"
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
+
+	"github.com/dshrun/dsh/internal/testneeds"
 )
 
 func TestMain(m *testing.M) {
@@ -167,9 +169,7 @@ func (sh *shell) atPrompt() Result {
 
 func need(t *testing.T, name string) {
 	t.Helper()
-	if _, err := exec.LookPath(name); err != nil {
-		t.Skipf("%s is not installed", name)
-	}
+	testneeds.Command(t, name)
 }
 
 func TestBashPrompt(t *testing.T) {

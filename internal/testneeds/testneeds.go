@@ -1,0 +1,67 @@
+// Package testneeds names the programs the tests drive that Go does not
+// bring, and the Debian package that brings each. A test that cannot run
+// without one skips with a reason that says what to install; make test
+// lists the missing ones before it starts, and .ci/run installs them.
+package testneeds
+
+import (
+	"os/exec"
+	"sort"
+	"testing"
+)
+
+// packages maps each program to its Debian package. A program a test looks
+// for belongs here, so that its skip names the package and CI installs it.
+var packages = map[string]string{
+	"bwrap":   "bubblewrap", // the sandbox's bubblewrap runner
+	"gcc":     "gcc",        // cgo, which the race detector needs
+	"git":     "git",
+	"less":    "less", // terminals: a pager
+	"node":    "nodejs",
+	"npm":     "npm", // installs the TypeScript SDK client in test/mcp-node
+	"nsenter": "util-linux",
+	"python3": "python3", // terminals: a REPL; hooks and probes are Python scripts
+	"strace":  "strace",
+	"top":     "procps", // terminals: a full-screen program
+	"unshare": "util-linux",
+	"vim":     "vim", // terminals: an editor
+}
+
+// Install is the command that installs the package bringing program name.
+func Install(name string) string {
+	pkg, ok := packages[name]
+	if !ok {
+		pkg = name
+	}
+	return "apt-get install " + pkg
+}
+
+// Command returns the path of program name, or skips t with a reason that
+// names the package to install.
+func Command(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Skipf("%s is not installed (%s)", name, Install(name))
+	}
+	return p
+}
+
+// Missing returns the programs not on PATH and the packages that bring
+// them, each sorted and listed once.
+func Missing() (programs, pkgs []string) {
+	seen := map[string]bool{}
+	for name, pkg := range packages {
+		if _, err := exec.LookPath(name); err == nil {
+			continue
+		}
+		programs = append(programs, name)
+		if !seen[pkg] {
+			seen[pkg] = true
+			pkgs = append(pkgs, pkg)
+		}
+	}
+	sort.Strings(programs)
+	sort.Strings(pkgs)
+	return programs, pkgs
+}

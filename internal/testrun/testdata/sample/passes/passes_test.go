@@ -1,0 +1,6 @@
+// Package passes passes.
+package passes
+
+import "testing"
+
+func TestOne(t *testing.T) {}
