@@ -241,7 +241,9 @@ func explainStartError(err error) error {
 	case strings.Contains(msg, "Unrecognized remote plugin message"):
 		return fmt.Errorf("not a dsh plugin, or it wrote to stdout before its handshake: %w", err)
 	case strings.Contains(msg, "plugin exited before we could connect"):
-		return fmt.Errorf("not a dsh plugin (it exited before the handshake): %w", err)
+		// go-plugin's own words add nothing here, and the sentence can
+		// reach a model (a tool whose plugin is down names its last error).
+		return errors.New("it exited while starting, before it was ready: it crashed at start, or it is not a dsh plugin")
 	case strings.Contains(msg, "timeout while waiting for plugin to start"):
 		return fmt.Errorf("no handshake within the start timeout: %w", err)
 	}
