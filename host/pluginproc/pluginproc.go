@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -157,7 +158,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		StartTimeout:     cfg.StartTimeout,
 		SkipHostEnv:      true,
 		GRPCDialOptions:  sdk.DialOptions(),
-		Logger:           quietStops{cfg.Logger},
+		Logger:           quietStops{cfg.Logger, filepath.Base(cfg.Binary)},
 	})
 	p := &Process{cfg: cfg, client: client, tlsConfig: ptls.config, exited: make(chan struct{})}
 

@@ -12,7 +12,7 @@ import (
 // is.
 func TestQuietStops(t *testing.T) {
 	var buf bytes.Buffer
-	l := quietStops{hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Info})}.Named("p")
+	l := quietStops{Logger: hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Info})}.Named("p")
 	l.Error("plugin process exited", "plugin", "/bin/x", "id", 1, "error", "context canceled")
 	if buf.Len() != 0 {
 		t.Fatalf("a stop the host made was logged: %s", buf.String())
