@@ -91,6 +91,11 @@ func (h *Host) watch(ld *load) {
 	go h.pulse(ld)
 }
 
+// exitWordWait bounds the wait for how a crashed plugin ended (its exit
+// status or signal), which comes once it is reaped: at once, unless
+// something still holds its output open.
+const exitWordWait = 500 * time.Millisecond
+
 // watchExit turns an unexpected exit into a supervised restart. A crash is
 // not a withdrawal: the process is replaced in its slot (RESTARTING) while
 // its scope, services and tools stay; only a crash loop withdraws them.
@@ -102,13 +107,13 @@ func (h *Host) watchExit(ld *load) {
 	en := ld.en
 	backoff, loop := en.recordCrash(time.Now())
 	if loop {
-		h.log.Error("plugin crashed again: crash loop, not restarting", "entry", en.id, "binary", ld.proc.Binary(), "pid", ld.proc.Pid())
+		h.log.Error("plugin crashed again: crash loop, not restarting", "entry", en.id, "binary", ld.proc.Binary(), "pid", ld.proc.Pid(), "exit", ld.proc.ExitReason(exitWordWait))
 		ld.slot.abandon(fmt.Sprintf("crash loop: %d crashes within %v", crashLimit, crashWindow))
 		ld.scope.Restart() // its Apply refuses the crash loop: FAILED
 		return
 	}
-	h.log.Error("plugin crashed; restarting", "entry", en.id, "binary", ld.proc.Binary(), "pid", ld.proc.Pid(), "backoff", backoff)
 	ld.slot.beginRestart()
+	h.log.Error("plugin crashed; restarting", "entry", en.id, "binary", ld.proc.Binary(), "pid", ld.proc.Pid(), "exit", ld.proc.ExitReason(exitWordWait), "backoff", backoff)
 	if !h.bgAdd() {
 		return // the host is closing
 	}
