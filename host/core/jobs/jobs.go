@@ -475,7 +475,7 @@ func (m *Manager) ReleaseOwner(owner string) {
 	for id, j := range m.jobs {
 		if j.Owner == owner {
 			if j.finished.IsZero() {
-				m.logEnd(j, "job killed: its session ended", State{})
+				m.logEnd(j, "job stopped: its session ended", State{})
 			}
 			gone = append(gone, j)
 			m.drop(j)
@@ -503,7 +503,7 @@ func (m *Manager) Close() {
 	m.closed = true
 	for id, j := range m.jobs {
 		if j.finished.IsZero() {
-			m.logEnd(j, "job killed: the host is stopping", State{})
+			m.logEnd(j, "job stopped: the host is stopping", State{})
 		}
 		m.drop(j)
 		delete(m.jobs, id)
