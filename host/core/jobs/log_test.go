@@ -61,7 +61,7 @@ func TestJobStartAndEndAreLogged(t *testing.T) {
 	saw(`job stopped: its session ended: owner=other job=` + released.ID + ` command="sleep 30" duration=\S+ output_bytes=0\n`)
 
 	for _, id := range []string{done.ID, killed.ID, released.ID} {
-		if n := len(regexp.MustCompile(`job=` + id + ` `).FindAllString(logs.String(), -1)); n != 2 {
+		if n := len(regexp.MustCompile(`job=`+id+` `).FindAllString(logs.String(), -1)); n != 2 {
 			t.Errorf("%d lines about job %s, want its start and its end:\n%s", n, id, logs)
 		}
 	}
