@@ -294,7 +294,7 @@ func (h *Host) prepare(ctx context.Context, p *plan.Plan, changes []*change) err
 		c := changes[i]
 		if c.scope != nil {
 			if err := c.scope.Dispose(context.WithoutCancel(ctx)); err != nil {
-				h.log.Warn("undoing a change", "id", c.st.ID, "error", err)
+				h.log.Warn("a refused change was not undone cleanly", "entry", c.st.ID, "error", err)
 			}
 		}
 		if pr := c.first.take(); pr != nil {
@@ -322,7 +322,7 @@ func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, remo
 				deps = registry.KeepDependents
 			}
 			if _, err := c.scope.Replace(k.key, k.ep, deps); err != nil {
-				h.log.Error("taking a key over", "id", c.st.ID, "key", k.key, "error", err)
+				h.log.Error("a reloaded plugin could not take its key over", "entry", c.st.ID, "key", k.key, "error", err)
 			}
 		}
 		en := c.en
@@ -336,7 +336,7 @@ func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, remo
 		}
 		en.mu.Unlock()
 		if c.oldScope != nil {
-			h.log.Info("plugin reloaded", "id", c.st.ID, "binary", c.st.Binary, "consumers_kept", keep)
+			h.log.Info("plugin reloaded", "entry", c.st.ID, "binary", c.st.Binary, "consumers_kept", keep)
 		}
 	}
 	for _, st := range p.Steps {
@@ -375,14 +375,14 @@ func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, remo
 	for _, c := range changes {
 		if c.oldScope != nil {
 			if err := c.oldScope.Dispose(context.WithoutCancel(ctx)); err != nil {
-				h.log.Warn("disposing the replaced scope", "id", c.st.ID, "error", err)
+				h.log.Warn("the replaced plugin did not stop cleanly", "entry", c.st.ID, "error", err)
 			}
 		}
 	}
 	for _, en := range removes {
 		if s := en.getScope(); s != nil {
 			if err := s.Dispose(context.WithoutCancel(ctx)); err != nil {
-				h.log.Warn("removing a plugin", "id", en.id, "error", err)
+				h.log.Warn("a removed plugin did not stop cleanly", "entry", en.id, "error", err)
 			}
 		}
 		en.mu.Lock()
@@ -398,7 +398,7 @@ func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, remo
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.startTimeout()+controlTimeout)
 	defer cancel()
 	if err := h.reg.Settled(sctx); err != nil {
-		h.log.Warn("waiting for the change to settle", "error", err)
+		h.log.Warn("the change did not settle in time", "error", err)
 	}
 }
 

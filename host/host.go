@@ -295,14 +295,24 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 		applied:  comp,
 	}
 	h.tools.KeepWhileDown(h.wantsTool)
-	h.jobs = jobs.New(jobs.Config{Open: h.openJobProcess})
+	h.jobs = jobs.New(jobs.Config{Open: h.openJobProcess, Logger: opts.Logger.Named("jobs")})
 	h.terms = terminals.New(terminals.Config{Sub: sub, Logger: opts.Logger.Named("terminals"), SandboxSettle: h.settleTerminal})
 	h.indexServices()
 	return h, nil
 }
 
+// stateWords say what a scope entering each state is doing.
+var stateWords = map[registry.State]string{
+	registry.Pending:   "waiting for what it needs",
+	registry.Loading:   "loading",
+	registry.Active:    "ready",
+	registry.Failed:    "failed",
+	registry.Unloading: "stopping",
+	registry.Disposed:  "stopped",
+}
+
 func (h *Host) observe(ev registry.Event) {
-	h.log.Debug("plugin state", "id", ev.Scope, "from", ev.From.String(), "to", ev.To.String(), "reason", ev.Reason)
+	h.log.Debug("plugin "+stateWords[ev.To], "entry", ev.Scope, "from", ev.From.String(), "reason", ev.Reason)
 	if h.opts.Observe != nil {
 		h.opts.Observe(ev)
 	}

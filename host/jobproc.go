@@ -216,3 +216,9 @@ func sandboxOf(s *shellv1.SandboxInfo) *jobsv1.Sandbox {
 		DenialSource: s.DenialSource,
 	}
 }
+
+var _ jobs.Facts = (*jobProcess)(nil)
+
+func (p *jobProcess) Workdir() string { return p.sp.Workdir() }
+
+func (p *jobProcess) Written() int64 { return p.sp.Written() }

@@ -94,6 +94,11 @@ func (h *Host) watch(ld *load) {
 	go h.pulse(ld)
 }
 
+// exitWordWait bounds the wait for how a crashed plugin ended (its exit
+// status or signal), which comes once it is reaped: at once, unless
+// something still holds its output open.
+const exitWordWait = 500 * time.Millisecond
+
 // watchExit turns an unexpected exit into a supervised restart. A crash is
 // not a withdrawal: the process is replaced in its slot (RESTARTING) while
 // its scope, services and tools stay; only a crash loop withdraws them.
@@ -109,13 +114,13 @@ func (h *Host) watchExit(ld *load) {
 	}
 	backoff, loop := en.recordCrash(time.Now(), why)
 	if loop {
-		h.log.Error("plugin crashed again: crash loop, not restarting", "id", en.id, "binary", ld.proc.Binary(), "pid", ld.proc.Pid())
+		h.log.Error("plugin crashed again: crash loop, not restarting", "entry", en.id, "binary", ld.proc.Binary(), "pid", ld.proc.Pid(), "exit", ld.proc.ExitReason(exitWordWait))
 		ld.slot.abandon(fmt.Sprintf("crash loop: %d crashes within %v", crashLimit, crashWindow))
 		ld.scope.Restart() // its Apply refuses the crash loop: FAILED
 		return
 	}
-	h.log.Error("plugin crashed; restarting", "id", en.id, "binary", ld.proc.Binary(), "pid", ld.proc.Pid(), "backoff", backoff)
 	ld.slot.beginRestart()
+	h.log.Error("plugin crashed; restarting", "entry", en.id, "binary", ld.proc.Binary(), "pid", ld.proc.Pid(), "exit", ld.proc.ExitReason(exitWordWait), "backoff", backoff)
 	if !h.bgAdd() {
 		return // the host is closing
 	}
@@ -135,7 +140,7 @@ func (h *Host) restartInPlace(old *load) {
 			if sl.ctx.Err() != nil {
 				return // the scope is unloading
 			}
-			h.log.Error("plugin not restarted", "id", en.id, "error", err)
+			h.log.Error("plugin not restarted", "entry", en.id, "error", err)
 			sl.abandon(err.Error())
 			old.scope.Restart() // its Apply refuses the crash loop: FAILED
 			return
@@ -145,7 +150,7 @@ func (h *Host) restartInPlace(old *load) {
 		}
 		ld, err := h.startInSlot(old)
 		if err == nil {
-			h.log.Info("plugin restarted", "id", en.id, "pid", ld.proc.Pid())
+			h.log.Info("plugin restarted", "entry", en.id, "pid", ld.proc.Pid())
 			h.afterRestart(ld)
 			return
 		}
@@ -153,7 +158,7 @@ func (h *Host) restartInPlace(old *load) {
 			return
 		}
 		backoff, _ := en.recordCrash(time.Now(), "a new process could not start: "+startCause(err))
-		h.log.Error("plugin restart failed", "id", en.id, "error", err, "backoff", backoff)
+		h.log.Error("plugin restart failed", "entry", en.id, "error", err, "backoff", backoff)
 	}
 }
 
@@ -249,11 +254,11 @@ func (h *Host) swap(old *load, why string) {
 		// The old process keeps serving, but without what it registered
 		// with the restarted provider: restart the scope, so that it
 		// registers again or says why it cannot (FAILED).
-		h.log.Error("plugin not moved to a new process; restarting it", "id", en.id, "reason", why, "error", err)
+		h.log.Error("plugin not moved to a new process; restarting it", "entry", en.id, "reason", why, "error", err)
 		old.scope.Restart()
 		return
 	}
-	h.log.Info("plugin moved to a new process", "id", en.id, "reason", why, "pid", ld.proc.Pid())
+	h.log.Info("plugin moved to a new process", "entry", en.id, "reason", why, "pid", ld.proc.Pid())
 	h.retire(old)
 }
 
@@ -287,7 +292,7 @@ func (h *Host) crashedDuringApply(ld *load, ctx context.Context, applyErr error)
 	}
 	ld.stopping.Store(true) // watchExit must not count it twice
 	backoff, loop := ld.en.recordCrash(time.Now(), "its process exited while applying its config: "+applyErr.Error())
-	h.log.Error("plugin crashed while applying", "id", ld.en.id, "binary", ld.proc.Binary(), "backoff", backoff, "crash_loop", loop)
+	h.log.Error("plugin crashed while applying", "entry", ld.en.id, "binary", ld.proc.Binary(), "backoff", backoff, "crash_loop", loop)
 	if loop {
 		return fmt.Errorf("crash loop: it crashed %d times within %v, the last time while applying; fix it, then run `dsh reload %s`", crashLimit, crashWindow, ld.en.id)
 	}
@@ -352,9 +357,9 @@ func (h *Host) pulse(ld *load) {
 			continue
 		}
 		n := ld.slot.missed()
-		h.log.Warn("plugin missed a health check", "id", ld.en.id, "pid", ld.proc.Pid(), "in_a_row", n, "error", err)
+		h.log.Warn("plugin missed a health check", "entry", ld.en.id, "pid", ld.proc.Pid(), "in_a_row", n, "error", err)
 		if n >= pulseMisses {
-			h.log.Error("plugin stopped answering its health checks; killing it", "id", ld.en.id, "binary", ld.proc.Binary(), "pid", ld.proc.Pid())
+			h.log.Error("plugin stopped answering its health checks; killing it", "entry", ld.en.id, "binary", ld.proc.Binary(), "pid", ld.proc.Pid())
 			ld.unresponsive.Store(true)
 			ld.proc.Kill()
 			return

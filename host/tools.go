@@ -120,11 +120,37 @@ func (h *Host) callInFlight(ctx context.Context, owner, name string, args json.R
 		return refused(), nil
 	}
 	defer h.flights.done(f)
+	began := time.Now()
 	res, err := h.callTool(ctx, f, owner, name, args)
 	if _, stopped := f.state(); stopped {
+		h.log.Info("call stopped: the host is stopping", "tool", name, "owner", owner, "command", commandIn(args), "after", time.Since(began).Round(time.Millisecond))
 		return stoppedAnswer(res), nil
 	}
+	h.logCall(ctx, owner, name, args, began, res, err)
 	return res, err
+}
+
+// logCall logs the end of a call: at info when it was cancelled (the
+// tool may not say so), at debug otherwise.
+func (h *Host) logCall(ctx context.Context, owner, name string, args json.RawMessage, began time.Time, res *ToolResult, err error) {
+	took := time.Since(began).Round(time.Millisecond)
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		h.log.Info("call cancelled", "tool", name, "owner", owner, "command", commandIn(args), "after", took)
+	case err != nil:
+		h.log.Debug("call failed", "tool", name, "owner", owner, "error", err, "duration", took)
+	default:
+		h.log.Debug("call finished", "tool", name, "owner", owner, "is_error", res.IsError, "duration", took)
+	}
+}
+
+// commandIn is the command a call's arguments carry, if any.
+func commandIn(args json.RawMessage) string {
+	var a struct {
+		Command string `json:"command"`
+	}
+	_ = json.Unmarshal(args, &a)
+	return a.Command
 }
 
 func (h *Host) callTool(ctx context.Context, f *flight, owner, name string, args json.RawMessage) (*ToolResult, error) {

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -68,6 +69,7 @@ type Process struct {
 	pid       int
 	exited    chan struct{}
 	exitWatch // the kernel's word on the exit, where it has one (exit_*.go)
+	*exitNote // go-plugin's word on it
 
 	stopOnce sync.Once
 	stopErr  error
@@ -147,6 +149,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	}
 	// Start returns only once the handshake is over, whatever its outcome.
 	defer closeHandOver()
+	note := &exitNote{said: make(chan struct{})}
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig: sdk.Handshake,
 		VersionedPlugins: map[int]plugin.PluginSet{
@@ -159,9 +162,9 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		StartTimeout:     cfg.StartTimeout,
 		SkipHostEnv:      true,
 		GRPCDialOptions:  sdk.DialOptions(),
-		Logger:           quietStops{cfg.Logger},
+		Logger:           quietStops{cfg.Logger, filepath.Base(cfg.Binary), note},
 	})
-	p := &Process{cfg: cfg, client: client, tlsConfig: ptls.config, exited: make(chan struct{})}
+	p := &Process{cfg: cfg, client: client, tlsConfig: ptls.config, exited: make(chan struct{}), exitNote: note}
 
 	type result struct {
 		raw any
@@ -262,6 +265,20 @@ func (p *Process) watchExit() {
 	for !p.client.Exited() {
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// ExitReason says how the process ended ("signal: killed", "exit status
+// 1"), waiting up to wait for the word once it has exited; "" when it is
+// not known by then.
+func (p *Process) ExitReason(wait time.Duration) string {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-p.said:
+	case <-t.C:
+		return ""
+	}
+	return p.text
 }
 
 // Gone reports whether the process has exited, asking the kernel rather

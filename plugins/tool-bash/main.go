@@ -219,7 +219,7 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 			_, _ = proc.Kill(context.WithoutCancel(ctx))
 			return errorResult("%s", failure(err))
 		}
-		p.log.Info("command started", "owner", owner, "command", a.Command, "workdir", spec.Workdir, "job", job.Id, "pid", job.Pid)
+		// ctx.jobs logs the job's start and its end.
 		if proc.Sandbox.GetRunnerFailed() {
 			// Settled as killed: the job's output says why.
 			return &toolsv1.CallResult{Text: strings.Join(append([]string{renderStarted(job)}, sandboxMarkers(proc.Sandbox)...), "\n"), Structured: jobStructured(job, nil), IsError: true}
@@ -229,7 +229,15 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 	start := time.Now()
 	res, err := p.sh.Exec(ctx, req)
 	if err != nil {
-		p.log.Info("command failed to run", "owner", owner, "command", a.Command, "workdir", a.Workdir, "error", err)
+		switch {
+		case errors.Is(err, context.Canceled) || errors.Is(ctx.Err(), context.Canceled):
+			// The host logs the cancelled call at info.
+			p.log.Debug("command cancelled", "owner", owner, "command", a.Command, "after", time.Since(start).Round(time.Millisecond).String())
+		case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+			p.log.Info("command stopped: the call ran out of time", "owner", owner, "command", a.Command, "after", time.Since(start).Round(time.Millisecond).String())
+		default:
+			p.log.Info("command could not run", "owner", owner, "command", a.Command, "workdir", a.Workdir, "error", failure(err))
+		}
 		return errorResult("%s", failure(err))
 	}
 	exit := "0"
@@ -239,8 +247,15 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 	case res.ExitCode != nil:
 		exit = fmt.Sprint(*res.ExitCode)
 	}
-	p.log.Info("command", "owner", owner, "command", a.Command, "workdir", res.Workdir, "exit", exit,
-		"timed_out", res.TimedOut, "aborted", res.Aborted, "duration_ms", time.Since(start).Milliseconds())
+	ended := "command finished"
+	switch {
+	case res.TimedOut:
+		ended = "command timed out"
+	case res.Aborted:
+		ended = "command aborted"
+	}
+	p.log.Info(ended, "owner", owner, "command", a.Command, "workdir", res.Workdir, "exit", exit,
+		"duration", time.Since(start).Round(time.Millisecond).String())
 	text, out, errs := renderRun(res, p.maxChars)
 	return &toolsv1.CallResult{Text: text, Structured: runStructured(res, out, errs), IsError: runFailed(res), Resources: resources(out, errs)}
 }
@@ -263,7 +278,7 @@ func (p *toolBash) jobKill(ctx context.Context, owner, id string) *toolsv1.CallR
 	if !killed {
 		return &toolsv1.CallResult{Text: "[job " + id + " had already finished; read its output with job_output]"}
 	}
-	p.log.Info("job killed", "owner", owner, "job", id)
+	// ctx.jobs logs the kill with the job's end.
 	return &toolsv1.CallResult{Text: "[job " + id + " killed; its final output is readable with job_output]"}
 }
 
@@ -286,11 +301,10 @@ func (p *toolBash) escalate(ctx context.Context, a bashArgs) (*shell.SandboxPoli
 		Kind: approval.KindSandboxEscalation, Tool: "bash", Command: a.Command,
 		TargetMode: a.SandboxPermissions, Reason: a.Justification,
 	})
+	// ctx.approval logs the decision.
 	if !d.Approved {
-		p.log.Info("escalation refused", "command", a.Command, "target_mode", a.SandboxPermissions, "reason", d.Reason, "decided_by", d.DecidedBy)
 		return nil, errorResult("sandbox escalation to %s was %s; nothing was run", a.SandboxPermissions, d.Reason)
 	}
-	p.log.Info("escalation approved", "command", a.Command, "target_mode", a.SandboxPermissions, "reason", d.Reason, "decided_by", d.DecidedBy)
 	return &shell.SandboxPolicy{Mode: a.SandboxPermissions}, nil
 }
 

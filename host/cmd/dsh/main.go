@@ -37,6 +37,7 @@ import (
 	"github.com/dshrun/dsh/host/composition"
 	"github.com/dshrun/dsh/host/core/subprocess"
 	"github.com/dshrun/dsh/host/core/watchdog"
+	"github.com/dshrun/dsh/host/hostlog"
 	"github.com/dshrun/dsh/host/mcpserver"
 	"github.com/dshrun/dsh/host/pluginproc"
 	"github.com/dshrun/dsh/sdk/pluginv1"
@@ -176,14 +177,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		JSONFormat: g.logJSON,
 		Color:      hclog.AutoColor,
 	}
-	logger := hclog.New(&logOpts)
+	logger := hostlog.New(&logOpts)
 	// go-plugin reports every clean plugin exit at info; at teardown that is
 	// routine, so only failures are shown.
 	pluginOpts := logOpts
 	pluginOpts.Exclude = func(level hclog.Level, msg string, args ...any) bool {
 		return level <= hclog.Info && (msg == "plugin process exited" || msg == "plugin exited")
 	}
-	pluginLogger := hclog.New(&pluginOpts)
+	pluginLogger := hostlog.New(&pluginOpts)
 	cmd, rest := positional[0], positional[1:]
 	needOne := func() (string, bool) {
 		if len(rest) != 1 {

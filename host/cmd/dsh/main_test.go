@@ -245,7 +245,7 @@ func TestCall(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %s", code, out, errOut)
 	}
 	// The audit trail: owner, command, working directory, exit, duration.
-	for _, w := range []string{"owner=cli", `command="echo hi; exit 3"`, "workdir=", "exit=3", "duration_ms="} {
+	for _, w := range []string{"owner=cli", `command="echo hi; exit 3"`, "workdir=", "exit=3", "duration="} {
 		if !strings.Contains(errOut, w) {
 			t.Errorf("audit line lacks %s:\n%s", w, errOut)
 		}

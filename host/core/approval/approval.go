@@ -68,7 +68,11 @@ func (s *Service) Approve(ctx context.Context, req *approval.Request) (*approval
 	if d == nil {
 		d = s.ask(ctx, owner, served, req, why)
 	}
-	s.Policy.log.Info("approval", "approved", d.Approved, "decided_by", d.DecidedBy, "reason", d.Reason, "asked_because", why,
+	msg := "approval denied"
+	if d.Approved {
+		msg = "approval granted"
+	}
+	s.Policy.log.Info(msg, "approved", d.Approved, "decided_by", d.DecidedBy, "reason", d.Reason, "asked_because", why,
 		"kind", req.Kind, "owner", owner, "plugin", s.Caller, "tool", req.Tool, "command", req.Command, "target_mode", req.TargetMode)
 	return d, nil
 }

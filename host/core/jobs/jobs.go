@@ -20,8 +20,11 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/dshrun/dsh/core/jobs"
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
@@ -113,6 +116,14 @@ type Process interface {
 	Forget()
 }
 
+// Facts is what a Process may tell the log of its job beyond its state.
+type Facts interface {
+	// Workdir is the working directory it was started in.
+	Workdir() string
+	// Written counts the bytes it printed so far, both streams.
+	Written() int64
+}
+
 // Config configures a Manager.
 type Config struct {
 	// Open returns the handle of process processID, started by the
@@ -126,6 +137,8 @@ type Config struct {
 	Retention time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Logger logs each job's start and end; nil logs nothing.
+	Logger hclog.Logger
 }
 
 // Manager holds jobs. Safe for concurrent use.
@@ -163,6 +176,7 @@ type Job struct {
 	state                           State              // as its wait last reported
 	finished                        time.Time
 	timer                           *time.Timer
+	killAsked                       bool // its owner asked Kill for it
 }
 
 // Snapshot is a job's state.
@@ -198,6 +212,9 @@ func New(cfg Config) *Manager {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{cfg: cfg, ctx: ctx, cancel: cancel, jobs: map[string]*Job{}, notices: map[string][]pending{}}
@@ -239,6 +256,11 @@ func (m *Manager) Register(ctx context.Context, r Registration) (Snapshot, error
 		state:       State{Status: Running},
 	}
 	m.jobs[j.ID] = j
+	workdir := ""
+	if f, ok := p.(Facts); ok {
+		workdir = f.Workdir()
+	}
+	m.cfg.Logger.Info("job started", "entry", j.Plugin, "job", j.ID, "owner", j.Owner, "command", j.Command, "workdir", workdir, "pid", p.Pid())
 	j.unwatch = p.AfterDone(func() { m.done(j) })
 	return m.snapshot(j), nil
 }
@@ -273,6 +295,7 @@ func (m *Manager) watch(ctx context.Context, j *Job) {
 	}
 	j.state = st
 	j.finished = m.cfg.Now()
+	m.logEnd(j, ended(st, j.killAsked), st)
 	snap := m.snapshot(j)
 	m.notices[j.Owner] = append(m.notices[j.Owner], pending{j.ID, j.Plugin, snap})
 	j.timer = time.AfterFunc(m.cfg.Retention, func() { m.forget(j.ID) })
@@ -401,6 +424,9 @@ func (m *Manager) Kill(ctx context.Context, owner, id string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	m.mu.Lock()
+	j.killAsked = true
+	m.mu.Unlock()
 	killed, err := j.proc.Kill(ctx)
 	if err != nil {
 		return false, fmt.Errorf("kill job %s: %w", id, err)
@@ -448,6 +474,9 @@ func (m *Manager) ReleaseOwner(owner string) {
 	var gone []*Job
 	for id, j := range m.jobs {
 		if j.Owner == owner {
+			if j.finished.IsZero() {
+				m.logEnd(j, "job stopped: its session ended", State{})
+			}
 			gone = append(gone, j)
 			m.drop(j)
 			delete(m.jobs, id)
@@ -473,6 +502,9 @@ func (m *Manager) Close() {
 	m.mu.Lock()
 	m.closed = true
 	for id, j := range m.jobs {
+		if j.finished.IsZero() {
+			m.logEnd(j, "job stopped: the host is stopping", State{})
+		}
 		m.drop(j)
 		delete(m.jobs, id)
 	}
@@ -527,4 +559,41 @@ func (m *Manager) snapshot(j *Job) Snapshot {
 		Pid: j.proc.Pid(), Status: j.state.Status, ExitCode: j.state.ExitCode, Signal: j.state.Signal,
 		Limits: j.state.Limits,
 	}
+}
+
+// ended words how a job's process ended.
+func ended(st State, killAsked bool) string {
+	switch {
+	case st.Status == Completed:
+		return "job finished"
+	case killAsked:
+		return "job killed at its owner's request"
+	}
+	return "job killed"
+}
+
+// logEnd logs the end of j: its exit status or signal, how long it ran
+// and how much it printed; m.mu is held.
+func (m *Manager) logEnd(j *Job, msg string, st State) {
+	exit := ""
+	switch {
+	case st.Signal != "":
+		exit = st.Signal
+	case st.Status == Completed:
+		exit = strconv.Itoa(st.ExitCode)
+	}
+	var limits []string
+	for _, h := range st.Limits {
+		limits = append(limits, h.GetLimit()+" ("+strconv.FormatInt(h.GetValue(), 10)+")")
+	}
+	args := []any{"entry", j.Plugin, "job", j.ID, "owner", j.Owner, "command", j.Command, "exit", exit, "limits", strings.Join(limits, "; ")}
+	end := j.finished
+	if end.IsZero() {
+		end = m.cfg.Now()
+	}
+	args = append(args, "duration", end.Sub(j.Started).Round(time.Millisecond))
+	if f, ok := j.proc.(Facts); ok {
+		args = append(args, "output_bytes", f.Written())
+	}
+	m.cfg.Logger.Info(msg, args...)
 }

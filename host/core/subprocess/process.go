@@ -438,3 +438,9 @@ func (p *Process) Read() Read {
 
 // startedAt is when it started (set before the Manager lists it).
 func (p *Process) startedAt() time.Time { return p.started }
+
+// Workdir is the working directory it was started in.
+func (p *Process) Workdir() string { return p.spec.Dir }
+
+// Written counts the bytes it printed so far, both streams, read or not.
+func (p *Process) Written() int64 { return p.stdout.written() + p.stderr.written() }

@@ -416,3 +416,10 @@ func (b *spillBudget) release(owner string) {
 }
 
 var _ io.Writer = (*stream)(nil)
+
+// written counts every byte the stream produced.
+func (s *stream) written() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total
+}

@@ -1043,6 +1043,7 @@ func (m *Manager) end(ctx context.Context, s *Session) error {
 	if err != nil {
 		return fmt.Errorf("close terminal session %s: %w", s.ID, err)
 	}
+	m.log.Debug("terminal closed", "session", s.ID, "owner", s.Owner)
 	return nil
 }
 
