@@ -71,6 +71,11 @@ type Screen struct {
 	// tries counts the pushes off the top still to check against seen.
 	tries int
 
+	// plain holds runs of plain lines back from the emulator (plain.go);
+	// noPlain (for tests) feeds everything to it.
+	plain   plainState
+	noPlain bool
+
 	replies        chan []byte
 	droppedReplies atomic.Int64
 	wg             sync.WaitGroup
@@ -97,6 +102,7 @@ func New(cols, rows int, reply io.Writer) *Screen {
 	// pushing anything: the main screen's rows go to unread first, as a
 	// clear's do.
 	s.emu.RegisterEscHandler('c', func() bool {
+		s.plain.charset, s.plain.margins = [4]bool{}, false
 		s.drain()
 		if !s.emu.IsAltScreen() {
 			for _, r := range s.rows() {
@@ -107,6 +113,7 @@ func New(cols, rows int, reply io.Writer) *Screen {
 		}
 		return false
 	})
+	s.watchPlain()
 	if reply == nil {
 		reply = io.Discard
 	}
@@ -184,18 +191,22 @@ func (s *Screen) Write(p []byte) (int, error) {
 	if s.closed {
 		return 0, ErrClosed
 	}
-	// Every byte pushes at most a screenful into the emulator's scrollback
-	// (a newline one line, an erase of the display the whole screen):
-	// feeding pieces this small and moving the lines out after each keeps
-	// that scrollback from filling.
-	chunk := max(1, emuScrollback/(s.emu.Height()+1))
-	for off := 0; off < len(p); off += chunk {
-		if _, err := s.emu.Write(p[off:min(off+chunk, len(p))]); err != nil {
-			return off, fmt.Errorf("screen: emulator write: %w", err)
+	total := len(p)
+	for len(p) > 0 {
+		if s.plain.on {
+			p = p[s.takePlain(p):]
+			if len(p) == 0 {
+				break
+			}
+			s.flush()
 		}
-		s.drain()
+		n, err := s.writeEmu(p)
+		if err != nil {
+			return total - len(p), fmt.Errorf("screen: emulator write: %w", err)
+		}
+		p = p[n:]
 	}
-	return len(p), nil
+	return total, nil
 }
 
 // Resize changes the screen to cols × rows. When it gets shorter than the
@@ -209,6 +220,7 @@ func (s *Screen) Resize(cols, rows int) {
 	if s.closed {
 		return
 	}
+	s.flush()
 	if !s.emu.IsAltScreen() {
 		if k := s.emu.CursorPosition().Y - (rows - 1); k > 0 {
 			s.scrollUp(k)
@@ -258,6 +270,7 @@ func (s *Screen) Size() (cols, rows int) {
 func (s *Screen) Cursor() (row, col int, hidden bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.flush()
 	p := s.emu.CursorPosition()
 	return p.Y, p.X, s.emu.CursorHidden()
 }
@@ -283,6 +296,7 @@ func (s *Screen) AltScreen() bool {
 func (s *Screen) Viewport() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.flush()
 	return joinRows(s.rows())
 }
 
@@ -434,6 +448,7 @@ type Read struct {
 func (s *Screen) Read(budget int) Read {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.flush()
 	budget = max(budget, 0)
 	rows := s.rows()
 	p := s.emu.CursorPosition()
