@@ -144,7 +144,7 @@ func (m *Manager) settleRun(ctx context.Context, s *Session, got *capture, wait 
 			switch {
 			case err != nil:
 				lastDetail = err.Error()
-			case res.Reason == waiting.StdinRead && t.Printed() == printed && drained(t):
+			case res.Reason == waiting.StdinRead && drained(t) && t.Printed() == printed:
 				if !got.started && time.Since(typed) < graceFor(res, t.Pid()) {
 					// The shell may be at its old prompt still, the line
 					// typed but not yet taken: the start marker says.

@@ -687,7 +687,7 @@ func (m *Manager) settleSend(ctx context.Context, s *Session, wait time.Duration
 			switch {
 			case err != nil:
 				lastDetail = err.Error()
-			case res.Reason == waiting.StdinRead && t.Printed() == last && drained(t):
+			case res.Reason == waiting.StdinRead && drained(t) && t.Printed() == last:
 				return terminals.WaitStdinRead, res.Detail
 			case res.Reason == waiting.Stopped:
 				// Nothing moves until it is continued: waiting longer shows
@@ -725,6 +725,8 @@ func (m *Manager) settleSend(ctx context.Context, s *Session, wait time.Duration
 
 // drained reports whether nothing is on its way through t (see
 // Terminal.InFlight); when that cannot be told, the look decides alone.
+// Printed is compared after it, not before: output read meanwhile is
+// then counted there.
 func drained(t *hsub.Terminal) bool {
 	n, err := t.InFlight()
 	return err != nil || n == 0
