@@ -109,6 +109,7 @@ func (m *Manager) settleRun(ctx context.Context, s *Session, got *capture, wait 
 	quietSince := typed
 	var looks lookout
 	lastDetail := ""
+	var read int64 // what the terminal had printed at the last read
 	for {
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -119,6 +120,7 @@ func (m *Manager) settleRun(ctx context.Context, s *Session, got *capture, wait 
 			return terminals.WaitTimeout, d
 		}
 		r := t.Read(ctx, min(left, looks.next(time.Now(), quietSince)))
+		read = r.Total
 		got.dropped += r.Dropped
 		if len(r.Data) > 0 {
 			m.consume(s, r.Data)
@@ -139,12 +141,17 @@ func (m *Manager) settleRun(ctx context.Context, s *Session, got *capture, wait 
 			return terminals.WaitTimeout, "the request ended: " + ctx.Err().Error()
 		}
 		if looks.due(time.Now(), quietSince) {
-			printed := t.Printed()
 			res, err := m.cfg.Check(t.Master(), t.Pid())
+			// What the look saw settles the run only once every byte
+			// printed before it is in got: none on its way (drained), none
+			// added since the last read.
+			all := err == nil && drained(t) && t.Printed() == read
 			switch {
 			case err != nil:
 				lastDetail = err.Error()
-			case res.Reason == waiting.StdinRead && drained(t) && t.Printed() == printed:
+			case !all:
+				lastDetail = res.Detail
+			case res.Reason == waiting.StdinRead:
 				if !got.started && time.Since(typed) < graceFor(res, t.Pid()) {
 					// The shell may be at its old prompt still, the line
 					// typed but not yet taken: the start marker says.

@@ -102,9 +102,12 @@ func TestRunSession(t *testing.T) {
 // does: the terminal's reader holds what it read meanwhile.
 type slowScreen struct{}
 
-func (slowScreen) Write(p []byte) (int, error) { time.Sleep(200 * time.Millisecond); return len(p), nil }
-func (slowScreen) Resize(int, int)             {}
-func (slowScreen) Close() error                { return nil }
+func (slowScreen) Write(p []byte) (int, error) {
+	time.Sleep(200 * time.Millisecond)
+	return len(p), nil
+}
+func (slowScreen) Resize(int, int) {}
+func (slowScreen) Close() error    { return nil }
 
 // A run ends at its marker however slowly the screen takes the output:
 // the shell back at its prompt, with the output's end held by the
@@ -124,5 +127,12 @@ func TestRunWaitsForHeldOutput(t *testing.T) {
 			d := out.Captured.Data
 			t.Fatalf("run %d: wait %s %q, ended %v, output ends %q", i, out.Wait, out.Detail, out.Captured.Ended, d[max(len(d)-40, 0):])
 		}
+	}
+	// A command that stops settles with all it printed before.
+	in = f.open(t, "a", OpenRequest{})
+	f.readToPrompt(t, "a", in.ID, "")
+	out := runCmd(t, f, "a", in.ID, "s", "set +m; seq 1 3000; sh -c 'kill -STOP $$'", 60*time.Second)
+	if d := out.Captured.Data; out.Wait != terminals.WaitInferredIdle || !strings.HasSuffix(string(d), "\r\n3000\r\n") {
+		t.Fatalf("a command that stops: wait %s %q, output ends %q", out.Wait, out.Detail, d[max(len(d)-40, 0):])
 	}
 }

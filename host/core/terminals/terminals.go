@@ -689,9 +689,9 @@ func (m *Manager) settleSend(ctx context.Context, s *Session, wait time.Duration
 				lastDetail = err.Error()
 			case res.Reason == waiting.StdinRead && drained(t) && t.Printed() == last:
 				return terminals.WaitStdinRead, res.Detail
-			case res.Reason == waiting.Stopped:
+			case res.Reason == waiting.Stopped && drained(t) && t.Printed() == last:
 				// Nothing moves until it is continued: waiting longer shows
-				// nothing new.
+				// nothing new (once what it printed is in).
 				return terminals.WaitInferredIdle, res.Detail
 			default:
 				lastDetail = res.Detail
