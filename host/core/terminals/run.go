@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/dshrun/dsh/core/terminals"
@@ -21,6 +22,9 @@ type Capture struct {
 	MaxBytes    int
 	// CloseOnCancel closes the session when ctx ends before the run.
 	CloseOnCancel bool
+	// Call is the tool call the run serves, if any: LatestLine finds the
+	// run by it.
+	Call string
 }
 
 // Captured is what a run found (see terminals.Captured).
@@ -74,6 +78,14 @@ func (m *Manager) run(ctx context.Context, owner, id string, req SendRequest) (S
 	}
 	out := Sent{Info: m.info(s)}
 	got := newCapture(c)
+	m.mu.Lock()
+	s.run = got
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		s.run = nil
+		m.mu.Unlock()
+	}()
 	out.Wait, out.Detail = m.settleRun(ctx, s, got, min(req.Wait, terminals.MaxRunWait))
 	m.settleSandbox(ctx, s, true)
 	out.Info = m.info(s)
@@ -168,8 +180,34 @@ func (m *Manager) settleRun(ctx context.Context, s *Session, got *capture, wait 
 	}
 }
 
+// LatestLine is the last line of output, as it stands, of the run made
+// for call (Capture.Call) that goes on now: the command's, after its
+// start marker and before its end marker; nil when there is none. Raw:
+// the caller cleans it.
+func (m *Manager) LatestLine(call string) []byte {
+	if call == "" {
+		return nil
+	}
+	var c *capture
+	m.mu.Lock()
+	for _, s := range m.sessions {
+		if s.run != nil && s.run.Call == call {
+			c = s.run
+			break
+		}
+	}
+	m.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return c.lastLine()
+}
+
 // capture finds a command's output in a session's output stream.
 type capture struct {
+	// mu guards what lastLine reads, which another goroutine may ask
+	// while the run feeds it.
+	mu sync.Mutex
 	Capture
 	from, until []byte
 	pre         []byte // output before the from line: its end
@@ -188,6 +226,8 @@ func newCapture(c Capture) *capture {
 }
 
 func (c *capture) feed(b []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.ended {
 		return
 	}
@@ -247,7 +287,32 @@ func (c *capture) compact(limit int) {
 	c.scanned -= cut
 }
 
+// lastLine is the output's last line as it stands, without its CRs; a
+// line that may be the end marker arriving is not the output's, and the
+// line before it is taken. Nothing before the start marker is: it holds
+// the typed line.
+func (c *capture) lastLine() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.started {
+		return nil
+	}
+	b := c.body
+	if i := bytes.Index(b, c.until); i >= 0 {
+		b = b[:i]
+	}
+	b = bytes.TrimRight(b, "\r\n")
+	line := b[bytes.LastIndexByte(b, '\n')+1:]
+	if len(line) > 0 && bytes.HasPrefix(c.until, line) {
+		b = bytes.TrimRight(b[:len(b)-len(line)], "\r\n")
+		line = b[bytes.LastIndexByte(b, '\n')+1:]
+	}
+	return bytes.Clone(bytes.TrimRight(line, "\r"))
+}
+
 func (c *capture) result() Captured {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	r := Captured{Started: c.started, Ended: c.ended, Rest: string(c.rest), Dropped: c.dropped}
 	if !c.started {
 		data, omitted := c.pre, c.omitted

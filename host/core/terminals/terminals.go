@@ -141,9 +141,10 @@ type Session struct {
 	open   bool // started and claimed; false while Open runs
 
 	readMu  sync.Mutex
-	tail    []byte // the end of the output read so far
-	sending bool   // a Send is in flight; Manager.mu
-	running bool   // and it is a run (Settle with a capture); Manager.mu
+	tail    []byte   // the end of the output read so far
+	sending bool     // a Send is in flight; Manager.mu
+	running bool     // and it is a run (Settle with a capture); Manager.mu
+	run     *capture // the run's capture while it goes on; Manager.mu
 
 	watchMu sync.Mutex
 	watch   string // the sandbox's watch of the shell; "" for none, or once settled for good
