@@ -17,9 +17,11 @@
 // longer than the screen is wide is as many lines as rows it took.
 //
 // Emulation costs: scrolling one line copies the whole screen's cells
-// (about 20 µs at 80×24, so some 2 MB/s of short lines); a program that
-// prints faster than that is slowed to it through the PTY when the
-// Screen is fed from the PTY reader.
+// (about 20 µs at 80×24, 60 µs at 200×50); a program that prints faster
+// than that is slowed to it through the PTY when the Screen is fed from
+// the PTY reader. Runs of plain lines (plain.go), the bulk of most
+// output, go past the emulator instead: only their last screenful is fed
+// to it.
 //
 // The package does no I/O of its own but for one writer: the emulator's
 // answers to terminal queries (cursor position, device attributes), which go
