@@ -70,7 +70,7 @@ func main() {
 	sessions := flag.Int("sessions", 50, "MCP sessions over HTTP in the scale section")
 	jobsEach := flag.Int("jobs", 16, "live background jobs per session in the scale section")
 	binDir := flag.String("bin", filepath.Join(testplugins.Root(), "bin"), "the binaries `make build` made, measured at rest")
-	only := flag.String("only", "", "run only these sections (comma-separated: start,calls,run,output,mcp,tsclient,sandbox,hooks,terminals,reload,transcript,scale,rest)")
+	only := flag.String("only", "", "run only these sections (comma-separated: start,calls,run,output,mcp,tsclient,sandbox,hooks,terminals,persistent,reload,transcript,scale,rest)")
 	flag.Parse()
 	want := func(name string) bool {
 		return *only == "" || strings.Contains(","+*only+",", ","+name+",")
@@ -108,6 +108,8 @@ func main() {
 	}
 	if want("terminals") {
 		terminalsBench(dir, *termRounds)
+	}
+	if want("terminals") || want("persistent") {
 		persistentCalls(dir, *sandboxRuns)
 	}
 	if want("reload") {

@@ -322,4 +322,26 @@ func persistentCalls(dir string, n int) {
 	row("tool-bash-persistent", persistent)
 	row("tool-bash", oneShot)
 	fmt.Printf("  ratio (median): %.2fx\n\n", float64(median(persistent))/float64(median(oneShot)))
+
+	// Output: 1.9 MB through the terminal (a pty, the registry's capture,
+	// the screen that watches it) against the same through pipes; each
+	// result is the last lines within the budget.
+	const seq = "seq 1 300000"
+	var outOneShot, outPersistent []time.Duration
+	for i := 0; i < max(n/10, 5); i++ {
+		out, d := call("bash", seq)
+		outOneShot = append(outOneShot, d)
+		if !strings.Contains(out, "\n300000") {
+			fail(fmt.Sprintf("bash %s: no 300000 in %q", seq, out[max(len(out)-200, 0):]))
+		}
+		out, d = call("pbash", seq)
+		outPersistent = append(outPersistent, d)
+		if !strings.Contains(out, "\n300000") {
+			fail(fmt.Sprintf("pbash %s: no 300000 in %q", seq, out[max(len(out)-200, 0):]))
+		}
+	}
+	fmt.Println("persistent bash tool `seq 1 300000` (1.9 MB) against tool-bash's, over MCP in one server")
+	row("tool-bash-persistent", outPersistent)
+	row("tool-bash", outOneShot)
+	fmt.Printf("  ratio (median): %.2fx\n\n", float64(median(outPersistent))/float64(median(outOneShot)))
 }

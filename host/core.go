@@ -102,7 +102,7 @@ func (h *Host) registerCore(s *grpc.Server, c caller) {
 		return h.confineOptions(o)
 	}}))
 	approvalv1.RegisterApprovalServer(s, approval.NewServer(&happroval.Service{Policy: h.approval, Caller: c.callerID(), Owner: owner, Asker: h.askerFor(c.callerID())}))
-	terminalsv1.RegisterTerminalsServer(s, terminals.NewServer(&hterms.Service{M: h.terms, Caller: termCaller{h: h, c: c}, Owner: owner}))
+	terminalsv1.RegisterTerminalsServer(s, terminals.NewServer(&hterms.Service{M: h.terms, Caller: termCaller{h: h, c: c}, Owner: owner, Call: call}))
 }
 
 // coreInterceptors apply the capability check to the core services (the

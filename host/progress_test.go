@@ -91,3 +91,44 @@ func TestCallProgress(t *testing.T) {
 		t.Fatalf("after the cancelled call: %q", r.Text)
 	}
 }
+
+// A call of the persistent bash tool reports its command's latest line
+// as tool-bash's calls do: the command runs in a shell of a terminal,
+// not in a process of the call's, and no report shows the typed line or
+// the wrapper's markers.
+func TestPersistentCallProgress(t *testing.T) {
+	h := startTools(t, `
+plugins:
+  - id: env
+    name: shell-env
+  - id: term
+    name: terminal-bash
+  - id: persistent
+    name: tool-bash-persistent
+`)
+	var mu sync.Mutex
+	var lines []string
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ctx = WithProgress(ctx, Progress{Report: func(line string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, line)
+	}})
+	args, _ := json.Marshal(bashCall(`for i in 1 2 3; do printf '\033[32mstep %d\033[0m\n' $i; sleep 1.1; done; printf 'done 10%%\rdone 100%%'; sleep 1.1`))
+	res, err := h.CallTool(ctx, "agent", "bash", args)
+	if err != nil || res.IsError {
+		t.Fatalf("call: %v %+v", err, res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	got := strings.Join(lines, " | ")
+	for _, want := range []string{"step 1", "step 2", "step 3", "done 100%"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("reports %q lack %q", got, want)
+		}
+	}
+	if strings.ContainsAny(got, "\x1b\r") || strings.Contains(got, "done 10%") || strings.Contains(got, "DSH_PERSISTENT") || strings.Contains(got, "printf") {
+		t.Errorf("reports not cleaned, or showing the typed line: %q", got)
+	}
+}

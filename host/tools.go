@@ -270,7 +270,8 @@ func WithProgress(ctx context.Context, p Progress) context.Context {
 // progressLine bounds what one progress report shows of a line.
 const progressLine = 200
 
-// watchCall reports call's latest output line until stop.
+// watchCall reports call's latest output line until stop: a process's
+// it started, or a command it runs in a terminal's shell.
 func (h *Host) watchCall(call string, pr Progress) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
@@ -285,7 +286,12 @@ func (h *Host) watchCall(call string, pr Progress) (stop func()) {
 				return
 			case <-t.C:
 			}
-			cleaned, _ := modeltext.Clean(h.sub.LatestLine(call))
+			raw := h.sub.LatestLine(call)
+			if len(raw) == 0 {
+				// A command run in a persistent shell for the call.
+				raw = h.terms.LatestLine(call)
+			}
+			cleaned, _ := modeltext.Clean(raw)
 			line := string(modeltext.Tail(cleaned, progressLine, false).Text)
 			if !sent || line != last || (pr.Keepalive > 0 && time.Since(lastAt) >= pr.Keepalive) {
 				pr.Report(line)

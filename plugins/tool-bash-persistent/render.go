@@ -47,7 +47,23 @@ type facts struct {
 func (r *ran) result(chars int) *toolsv1.CallResult {
 	text, f := r.render(chars)
 	b, _ := json.Marshal(f)
-	return &toolsv1.CallResult{Text: text, Structured: b, IsError: r.closeErr != nil || r.untrusted}
+	return &toolsv1.CallResult{Text: text, Structured: b, IsError: r.failed()}
+}
+
+// failed reports whether r's result is an error: its text ends with an
+// exit code, a timeout, an exit of the shell other than 0, or a shell
+// that gave no true end (or could not be closed). A command that has no
+// end yet (it waits for input, or is stopped) has not failed.
+func (r *ran) failed() bool {
+	switch s := r.out.GetSession(); {
+	case r.untrusted, r.closed, r.closeErr != nil:
+		return true
+	case r.ended:
+		return r.status != 0
+	case r.out.Wait == terminals.WaitSessionExit || s.GetStatus() == "exited":
+		return s.GetSignal() != "" || s.ExitCode == nil || *s.ExitCode != 0
+	}
+	return false
 }
 
 func (r *ran) render(chars int) (string, facts) {

@@ -101,7 +101,7 @@ func (p *toolTerminal) Call(ctx context.Context, req *toolsv1.CallRequest) (*too
 		if err != nil {
 			return failed(err, a.SessionID), nil
 		}
-		return result(renderSent(r), sentFacts(r)), nil
+		return failedIf(result(renderSent(r), sentFacts(r)), exitedBadly(r.Session)), nil
 	case "terminal_read":
 		var wait time.Duration
 		if a.WaitMs != nil {
@@ -111,7 +111,7 @@ func (p *toolTerminal) Call(ctx context.Context, req *toolsv1.CallRequest) (*too
 		if err != nil {
 			return failed(err, a.SessionID), nil
 		}
-		return result(renderRead(o), readFacts(o)), nil
+		return failedIf(result(renderRead(o), readFacts(o)), exitedBadly(o.Session)), nil
 	case "terminal_signal":
 		target := terminals.TargetForeground
 		if a.Target == "shell" {
@@ -124,7 +124,7 @@ func (p *toolTerminal) Call(ctx context.Context, req *toolsv1.CallRequest) (*too
 		if err != nil {
 			return failed(err, a.SessionID), nil
 		}
-		return result(renderSignalled(r, a.Signal, a.Target), facts{Session: sessionFacts(r.Session), Delivered: &r.Delivered}), nil
+		return failedIf(result(renderSignalled(r, a.Signal, a.Target), facts{Session: sessionFacts(r.Session), Delivered: &r.Delivered}), exitedBadly(r.Session)), nil
 	case "terminal_close":
 		s, err := p.terms.Close(ctx, a.SessionID)
 		if err != nil {
@@ -155,6 +155,12 @@ func orDefault(n, def int) int {
 func result(text string, f any) *toolsv1.CallResult {
 	b, _ := json.Marshal(f)
 	return &toolsv1.CallResult{Text: text, Structured: b}
+}
+
+// failedIf marks r an error when failed.
+func failedIf(r *toolsv1.CallResult, failed bool) *toolsv1.CallResult {
+	r.IsError = failed
+	return r
 }
 
 // errorResult is a call that could not do what it was asked: one

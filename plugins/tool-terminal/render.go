@@ -125,6 +125,13 @@ func renderExit(b *strings.Builder, s *terminals.Session) {
 	}
 }
 
+// exitedBadly reports whether s's shell ended other than with code 0: a
+// result that says so (renderExit) is an error, as a command's non-zero
+// exit is.
+func exitedBadly(s *terminals.Session) bool {
+	return s != nil && s.Status == "exited" && (s.Signal != "" || s.ExitCode == nil || *s.ExitCode != 0)
+}
+
 func renderSent(r *terminals.Sent) string {
 	var b strings.Builder
 	renderScreen(&b, screenFacts(r.Screen))

@@ -63,6 +63,11 @@ type Terminal struct {
 	slave  string // the slave's path, for what waits in its input queue
 	max    int
 
+	// readMu is held by each read(2) of the master and by InFlight; held
+	// counts what the last read took until it is added (pump).
+	readMu sync.Mutex
+	held   atomic.Int64
+
 	// claimed is set once a holder (ctx.terminals) reads it alone.
 	claimed atomic.Bool
 	// writeMu keeps one write at a time, each with its own deadline.
@@ -206,17 +211,40 @@ func (t *Terminal) start(path string, env []string) error {
 	return nil
 }
 
-// pump reads the master until the terminal hangs up.
+// pump reads the master until the terminal hangs up. Each read(2) is
+// made under readMu, and what it took is counted in held until add has
+// it (observers can be slow): InFlight sees every byte on its way from
+// the kernel to a read, and never a moment when it is in neither.
 func (t *Terminal) pump(wg *sync.WaitGroup) {
 	defer wg.Done()
 	buf := make([]byte, 32<<10)
-	for {
-		n, err := t.master.Read(buf)
+	var n int
+	var rerr error
+	// The file's poller waits while read says there is nothing.
+	read := func(fd uintptr) bool {
+		t.readMu.Lock()
+		defer t.readMu.Unlock()
+		for {
+			n, rerr = rawRead(fd, buf)
+			if rerr != syscall.EINTR {
+				break
+			}
+		}
+		if rerr == syscall.EAGAIN {
+			return false
+		}
+		t.held.Store(int64(max(n, 0)))
+		return true
+	}
+	rc, err := t.master.SyscallConn()
+	for err == nil {
+		err = rc.Read(read)
 		if n > 0 {
 			t.add(buf[:n])
+			t.held.Store(0)
 		}
-		if err != nil {
-			break
+		if rerr != nil || n <= 0 {
+			break // hung up (EIO), or at its end
 		}
 	}
 	t.mu.Lock()
@@ -558,7 +586,17 @@ func (m *Manager) Terminals(owner string) []*Terminal {
 // something only once both are 0: a shell that has not read the typed
 // line yet, or whose output the host has not read yet, still waits at its
 // old prompt.
-func (t *Terminal) InFlight() (int, error) { return inFlight(t.master, t.slave) }
+//
+// With Printed, sampled before a look and again after InFlight, it tells
+// whether the output of the look's moment has all been read and added:
+// a byte is in the kernel's queue, held by the read that took it, or
+// counted by Printed.
+func (t *Terminal) InFlight() (int, error) {
+	t.readMu.Lock()
+	defer t.readMu.Unlock()
+	n, err := inFlight(t.master, t.slave)
+	return n + int(t.held.Load()), err
+}
 
 func (t *Terminal) Printed() int64 {
 	t.mu.Lock()

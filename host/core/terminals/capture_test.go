@@ -60,3 +60,22 @@ func TestCaptureBound(t *testing.T) {
 		t.Fatalf("not started: %+v", r)
 	}
 }
+
+// A run's latest line is the command's: nothing of the typed line before
+// the start marker, and not the end marker, whole or arriving.
+func TestCaptureLastLine(t *testing.T) {
+	c := newCapture(Capture{From: "START-1", Until: "END-1:", MaxBytes: 1 << 10})
+	for _, step := range []struct{ feed, want string }{
+		{"typed line echo", ""},
+		{"\r\nSTART-1\r\n", ""},
+		{"one\r\ntw", "tw"},
+		{"o\r\n\r\n", "two"},
+		{"EN", "two"},
+		{"D-1:0", "two"},
+	} {
+		c.feed([]byte(step.feed))
+		if got := string(c.lastLine()); got != step.want {
+			t.Fatalf("after %q: %q, want %q", step.feed, got, step.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/dshrun/dsh/core/terminals"
@@ -21,6 +22,9 @@ type Capture struct {
 	MaxBytes    int
 	// CloseOnCancel closes the session when ctx ends before the run.
 	CloseOnCancel bool
+	// Call is the tool call the run serves, if any: LatestLine finds the
+	// run by it.
+	Call string
 }
 
 // Captured is what a run found (see terminals.Captured).
@@ -74,6 +78,14 @@ func (m *Manager) run(ctx context.Context, owner, id string, req SendRequest) (S
 	}
 	out := Sent{Info: m.info(s)}
 	got := newCapture(c)
+	m.mu.Lock()
+	s.run = got
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		s.run = nil
+		m.mu.Unlock()
+	}()
 	out.Wait, out.Detail = m.settleRun(ctx, s, got, min(req.Wait, terminals.MaxRunWait))
 	m.settleSandbox(ctx, s, true)
 	out.Info = m.info(s)
@@ -109,6 +121,7 @@ func (m *Manager) settleRun(ctx context.Context, s *Session, got *capture, wait 
 	quietSince := typed
 	var looks lookout
 	lastDetail := ""
+	var read int64 // what the terminal had printed at the last read
 	for {
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -119,6 +132,7 @@ func (m *Manager) settleRun(ctx context.Context, s *Session, got *capture, wait 
 			return terminals.WaitTimeout, d
 		}
 		r := t.Read(ctx, min(left, looks.next(time.Now(), quietSince)))
+		read = r.Total
 		got.dropped += r.Dropped
 		if len(r.Data) > 0 {
 			m.consume(s, r.Data)
@@ -139,12 +153,17 @@ func (m *Manager) settleRun(ctx context.Context, s *Session, got *capture, wait 
 			return terminals.WaitTimeout, "the request ended: " + ctx.Err().Error()
 		}
 		if looks.due(time.Now(), quietSince) {
-			printed := t.Printed()
 			res, err := m.cfg.Check(t.Master(), t.Pid())
+			// What the look saw settles the run only once every byte
+			// printed before it is in got: none on its way (drained), none
+			// added since the last read.
+			all := err == nil && drained(t) && t.Printed() == read
 			switch {
 			case err != nil:
 				lastDetail = err.Error()
-			case res.Reason == waiting.StdinRead && t.Printed() == printed && drained(t):
+			case !all:
+				lastDetail = res.Detail
+			case res.Reason == waiting.StdinRead:
 				if !got.started && time.Since(typed) < graceFor(res, t.Pid()) {
 					// The shell may be at its old prompt still, the line
 					// typed but not yet taken: the start marker says.
@@ -161,8 +180,34 @@ func (m *Manager) settleRun(ctx context.Context, s *Session, got *capture, wait 
 	}
 }
 
+// LatestLine is the last line of output, as it stands, of the run made
+// for call (Capture.Call) that goes on now: the command's, after its
+// start marker and before its end marker; nil when there is none. Raw:
+// the caller cleans it.
+func (m *Manager) LatestLine(call string) []byte {
+	if call == "" {
+		return nil
+	}
+	var c *capture
+	m.mu.Lock()
+	for _, s := range m.sessions {
+		if s.run != nil && s.run.Call == call {
+			c = s.run
+			break
+		}
+	}
+	m.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return c.lastLine()
+}
+
 // capture finds a command's output in a session's output stream.
 type capture struct {
+	// mu guards what lastLine reads, which another goroutine may ask
+	// while the run feeds it.
+	mu sync.Mutex
 	Capture
 	from, until []byte
 	pre         []byte // output before the from line: its end
@@ -181,6 +226,8 @@ func newCapture(c Capture) *capture {
 }
 
 func (c *capture) feed(b []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.ended {
 		return
 	}
@@ -240,7 +287,32 @@ func (c *capture) compact(limit int) {
 	c.scanned -= cut
 }
 
+// lastLine is the output's last line as it stands, without its CRs; a
+// line that may be the end marker arriving is not the output's, and the
+// line before it is taken. Nothing before the start marker is: it holds
+// the typed line.
+func (c *capture) lastLine() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.started {
+		return nil
+	}
+	b := c.body
+	if i := bytes.Index(b, c.until); i >= 0 {
+		b = b[:i]
+	}
+	b = bytes.TrimRight(b, "\r\n")
+	line := b[bytes.LastIndexByte(b, '\n')+1:]
+	if len(line) > 0 && bytes.HasPrefix(c.until, line) {
+		b = bytes.TrimRight(b[:len(b)-len(line)], "\r\n")
+		line = b[bytes.LastIndexByte(b, '\n')+1:]
+	}
+	return bytes.Clone(bytes.TrimRight(line, "\r"))
+}
+
 func (c *capture) result() Captured {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	r := Captured{Started: c.started, Ended: c.ended, Rest: string(c.rest), Dropped: c.dropped}
 	if !c.started {
 		data, omitted := c.pre, c.omitted

@@ -5,6 +5,7 @@ package terminals
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dshrun/dsh/core/terminals"
+	hsub "github.com/dshrun/dsh/host/core/subprocess"
 )
 
 // runCmd runs cmd in session id as the persistent tool types it, with
@@ -93,5 +95,44 @@ func TestRunSession(t *testing.T) {
 	out = runCmd(t, f, "a", in.ID, "n6", "echo bye; exit 3", 10*time.Second)
 	if out.Wait != terminals.WaitSessionExit || !out.Exited || out.ExitCode != 3 || string(out.Captured.Data) != "bye\r\nexit\r\n" { // bash says exit
 		t.Fatalf("a run that exits: %s %q %+v", out.Wait, out.Detail, out.Captured)
+	}
+}
+
+// slowScreen takes each piece of output slowly, as an emulator under load
+// does: the terminal's reader holds what it read meanwhile.
+type slowScreen struct{}
+
+func (slowScreen) Write(p []byte) (int, error) {
+	time.Sleep(200 * time.Millisecond)
+	return len(p), nil
+}
+func (slowScreen) Resize(int, int) {}
+func (slowScreen) Close() error    { return nil }
+
+// A run ends at its marker however slowly the screen takes the output:
+// the shell back at its prompt, with the output's end held by the
+// terminal's reader, is not a command that reads its input.
+func TestRunWaitsForHeldOutput(t *testing.T) {
+	f := newFixture(t, func(c *Config) {
+		c.Attach = func(_ string, term *hsub.Terminal) Screen {
+			term.Observe(slowScreen{})
+			return slowScreen{}
+		}
+	})
+	in := f.open(t, "a", OpenRequest{})
+	f.readToPrompt(t, "a", in.ID, "")
+	for i := range 3 {
+		out := runCmd(t, f, "a", in.ID, fmt.Sprint("n", i), "seq 1 3000", 60*time.Second)
+		if out.Wait != terminals.WaitMarker || !strings.HasSuffix(string(out.Captured.Data), "\r\n3000\r\n\r\n") {
+			d := out.Captured.Data
+			t.Fatalf("run %d: wait %s %q, ended %v, output ends %q", i, out.Wait, out.Detail, out.Captured.Ended, d[max(len(d)-40, 0):])
+		}
+	}
+	// A command that stops settles with all it printed before.
+	in = f.open(t, "a", OpenRequest{})
+	f.readToPrompt(t, "a", in.ID, "")
+	out := runCmd(t, f, "a", in.ID, "s", "set +m; seq 1 3000; sh -c 'kill -STOP $$'", 60*time.Second)
+	if d := out.Captured.Data; out.Wait != terminals.WaitInferredIdle || !strings.HasSuffix(string(d), "\r\n3000\r\n") {
+		t.Fatalf("a command that stops: wait %s %q, output ends %q", out.Wait, out.Detail, d[max(len(d)-40, 0):])
 	}
 }

@@ -23,6 +23,9 @@ type Service struct {
 	M      *Manager
 	Caller Caller
 	Owner  func(context.Context) (string, bool)
+	// Call, if set, is the host-stamped tool call a request serves: a
+	// run made for it is found by it (Manager.LatestLine).
+	Call func(context.Context) string
 }
 
 var _ terminals.Terminals = (*Service)(nil)
@@ -72,6 +75,9 @@ func (s *Service) Send(ctx context.Context, req *terminals.SendRequest) (*termin
 	sr := SendRequest{Text: req.Text, Submit: req.Submit, Signal: req.Signal, Wait: time.Duration(req.WaitMs) * time.Millisecond, Budget: int(min(req.Budget, 1<<30))}
 	if c := req.Capture; c != nil {
 		sr.Capture = &Capture{From: c.From, Until: c.Until, MaxBytes: int(min(c.MaxBytes, maxCaptureBytes)), CloseOnCancel: c.CloseOnCancel}
+		if s.Call != nil {
+			sr.Capture.Call = s.Call(ctx)
+		}
 	}
 	out, err := s.M.Settle(ctx, owner, req.Id, sr)
 	if err != nil {

@@ -141,9 +141,10 @@ type Session struct {
 	open   bool // started and claimed; false while Open runs
 
 	readMu  sync.Mutex
-	tail    []byte // the end of the output read so far
-	sending bool   // a Send is in flight; Manager.mu
-	running bool   // and it is a run (Settle with a capture); Manager.mu
+	tail    []byte   // the end of the output read so far
+	sending bool     // a Send is in flight; Manager.mu
+	running bool     // and it is a run (Settle with a capture); Manager.mu
+	run     *capture // the run's capture while it goes on; Manager.mu
 
 	watchMu sync.Mutex
 	watch   string // the sandbox's watch of the shell; "" for none, or once settled for good
@@ -687,11 +688,11 @@ func (m *Manager) settleSend(ctx context.Context, s *Session, wait time.Duration
 			switch {
 			case err != nil:
 				lastDetail = err.Error()
-			case res.Reason == waiting.StdinRead && t.Printed() == last && drained(t):
+			case res.Reason == waiting.StdinRead && drained(t) && t.Printed() == last:
 				return terminals.WaitStdinRead, res.Detail
-			case res.Reason == waiting.Stopped:
+			case res.Reason == waiting.Stopped && drained(t) && t.Printed() == last:
 				// Nothing moves until it is continued: waiting longer shows
-				// nothing new.
+				// nothing new (once what it printed is in).
 				return terminals.WaitInferredIdle, res.Detail
 			default:
 				lastDetail = res.Detail
@@ -725,6 +726,8 @@ func (m *Manager) settleSend(ctx context.Context, s *Session, wait time.Duration
 
 // drained reports whether nothing is on its way through t (see
 // Terminal.InFlight); when that cannot be told, the look decides alone.
+// Printed is compared after it, not before: output read meanwhile is
+// then counted there.
 func drained(t *hsub.Terminal) bool {
 	n, err := t.InFlight()
 	return err != nil || n == 0

@@ -17,9 +17,11 @@
 // longer than the screen is wide is as many lines as rows it took.
 //
 // Emulation costs: scrolling one line copies the whole screen's cells
-// (about 20 µs at 80×24, so some 2 MB/s of short lines); a program that
-// prints faster than that is slowed to it through the PTY when the
-// Screen is fed from the PTY reader.
+// (about 20 µs at 80×24, 60 µs at 200×50); a program that prints faster
+// than that is slowed to it through the PTY when the Screen is fed from
+// the PTY reader. Runs of plain lines (plain.go), the bulk of most
+// output, go past the emulator instead: only their last screenful is fed
+// to it.
 //
 // The package does no I/O of its own but for one writer: the emulator's
 // answers to terminal queries (cursor position, device attributes), which go
@@ -71,6 +73,11 @@ type Screen struct {
 	// tries counts the pushes off the top still to check against seen.
 	tries int
 
+	// plain holds runs of plain lines back from the emulator (plain.go);
+	// noPlain (for tests) feeds everything to it.
+	plain   plainState
+	noPlain bool
+
 	replies        chan []byte
 	droppedReplies atomic.Int64
 	wg             sync.WaitGroup
@@ -97,6 +104,7 @@ func New(cols, rows int, reply io.Writer) *Screen {
 	// pushing anything: the main screen's rows go to unread first, as a
 	// clear's do.
 	s.emu.RegisterEscHandler('c', func() bool {
+		s.plain.charset, s.plain.margins = [4]bool{}, false
 		s.drain()
 		if !s.emu.IsAltScreen() {
 			for _, r := range s.rows() {
@@ -107,6 +115,7 @@ func New(cols, rows int, reply io.Writer) *Screen {
 		}
 		return false
 	})
+	s.watchPlain()
 	if reply == nil {
 		reply = io.Discard
 	}
@@ -184,18 +193,22 @@ func (s *Screen) Write(p []byte) (int, error) {
 	if s.closed {
 		return 0, ErrClosed
 	}
-	// Every byte pushes at most a screenful into the emulator's scrollback
-	// (a newline one line, an erase of the display the whole screen):
-	// feeding pieces this small and moving the lines out after each keeps
-	// that scrollback from filling.
-	chunk := max(1, emuScrollback/(s.emu.Height()+1))
-	for off := 0; off < len(p); off += chunk {
-		if _, err := s.emu.Write(p[off:min(off+chunk, len(p))]); err != nil {
-			return off, fmt.Errorf("screen: emulator write: %w", err)
+	total := len(p)
+	for len(p) > 0 {
+		if s.plain.on {
+			p = p[s.takePlain(p):]
+			if len(p) == 0 {
+				break
+			}
+			s.flush()
 		}
-		s.drain()
+		n, err := s.writeEmu(p)
+		if err != nil {
+			return total - len(p), fmt.Errorf("screen: emulator write: %w", err)
+		}
+		p = p[n:]
 	}
-	return len(p), nil
+	return total, nil
 }
 
 // Resize changes the screen to cols × rows. When it gets shorter than the
@@ -209,6 +222,7 @@ func (s *Screen) Resize(cols, rows int) {
 	if s.closed {
 		return
 	}
+	s.flush()
 	if !s.emu.IsAltScreen() {
 		if k := s.emu.CursorPosition().Y - (rows - 1); k > 0 {
 			s.scrollUp(k)
@@ -258,6 +272,7 @@ func (s *Screen) Size() (cols, rows int) {
 func (s *Screen) Cursor() (row, col int, hidden bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.flush()
 	p := s.emu.CursorPosition()
 	return p.Y, p.X, s.emu.CursorHidden()
 }
@@ -283,6 +298,7 @@ func (s *Screen) AltScreen() bool {
 func (s *Screen) Viewport() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.flush()
 	return joinRows(s.rows())
 }
 
@@ -434,6 +450,7 @@ type Read struct {
 func (s *Screen) Read(budget int) Read {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.flush()
 	budget = max(budget, 0)
 	rows := s.rows()
 	p := s.emu.CursorPosition()
