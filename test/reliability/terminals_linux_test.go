@@ -192,3 +192,37 @@ func TestTerminalCap(t *testing.T) {
 	callText(t, ctx, a, "terminal_close", map[string]any{"session_id": first})
 	openTerm(t, ctx, a)
 }
+
+// An interrupt discards what was typed ahead, as Ctrl-C does in a
+// terminal: a line sent while a command runs, and not read yet, never runs
+// once terminal_signal SIGINT (or terminal_send's signal) interrupted it.
+func TestTerminalInterruptDiscardsTypedAhead(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := startHTTP(t, terminalsComp(t))
+	a := s.connect(t, ctx)
+	id := openTerm(t, ctx, a)
+	dir := t.TempDir()
+
+	for _, how := range []string{"terminal_signal", "terminal_send"} {
+		marker := filepath.Join(dir, how)
+		text := sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": "sleep 30", "waitMs": 300})
+		expect(t, how+": sleep 30", text, "[wait: timeout — ")
+		text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": "touch " + marker, "waitMs": 100})
+		expect(t, how+": the line typed ahead", text, "[wait: timeout — ")
+		after := "echo af''ter-" + how
+		if how == "terminal_signal" {
+			text, _ = callText(t, ctx, a, "terminal_signal", map[string]any{"session_id": id, "signal": "SIGINT"})
+			expect(t, how+": SIGINT", text, "[SIGINT sent to the program in front of "+id)
+			text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": after})
+		} else {
+			text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "signal": "SIGINT", "text": after})
+		}
+		// The shell read its input in order: had the line typed ahead been
+		// kept, it ran before this one.
+		expect(t, how+": the line after the interrupt", text, "\nafter-"+how+"\n", "[wait: stdin_read — ")
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("%s: the line typed ahead ran after the interrupt:\n%s", how, text)
+		}
+	}
+}
