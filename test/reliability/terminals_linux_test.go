@@ -208,12 +208,24 @@ func TestTerminalInterruptDiscardsTypedAhead(t *testing.T) {
 		marker := filepath.Join(dir, how)
 		text := sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": "sleep 30", "waitMs": 300})
 		expect(t, how+": sleep 30", text, "[wait: timeout — ")
+		// The interrupt is for sleep: it is in front before the line is
+		// typed ahead of it (a send of nothing waits and says who is).
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(text, " sleep: "); {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: sleep never came to the front:\n%s", how, text)
+			}
+			text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": "", "submit": false, "waitMs": 200})
+		}
 		text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": "touch " + marker, "waitMs": 100})
 		expect(t, how+": the line typed ahead", text, "[wait: timeout — ")
 		after := "echo af''ter-" + how
 		if how == "terminal_signal" {
 			text, _ = callText(t, ctx, a, "terminal_signal", map[string]any{"session_id": id, "signal": "SIGINT"})
 			expect(t, how+": SIGINT", text, "[SIGINT sent to the program in front of "+id)
+			// The shell has its prompt back before the next line (a line
+			// typed while the job dies may be lost to the line editor).
+			text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": "", "submit": false, "waitMs": 10000})
+			expect(t, how+": the prompt after SIGINT", text, "[wait: stdin_read — ")
 			text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": after})
 		} else {
 			text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "signal": "SIGINT", "text": after})
