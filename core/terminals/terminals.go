@@ -82,6 +82,8 @@ type Terminals interface {
 	Read(ctx context.Context, id string, wait time.Duration, budget int) (*Output, error)
 	// Signal sends signal (one of Signals) to the foreground process group
 	// or the shell; a SIGKILL for the shell is refused (Close ends it).
+	// SIGINT and SIGTSTP for the foreground first discard what was typed
+	// and not read yet, as Ctrl-C and Ctrl-Z do (Send's signal too).
 	Signal(ctx context.Context, id, signal string, target Target) (*Signalled, error)
 	// Resize sets the session's terminal size.
 	Resize(ctx context.Context, id string, cols, rows int) (*Session, error)

@@ -9,6 +9,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"regexp"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -92,43 +95,58 @@ func (p *toolTerminal) Call(ctx context.Context, req *toolsv1.CallRequest) (*too
 		}
 		return result(renderOpened(s), facts{Session: sessionFacts(s)}), nil
 	case "terminal_send":
+		id, refused := p.resolve(ctx, a.SessionID)
+		if refused != nil {
+			return refused, nil
+		}
 		submit := a.Submit == nil || *a.Submit
 		wait := int64(2000)
 		if a.WaitMs != nil {
 			wait = *a.WaitMs
 		}
-		r, err := p.terms.Send(ctx, &terminals.SendRequest{Id: a.SessionID, Text: a.Text, Submit: submit, Signal: a.Signal, WaitMs: wait, Budget: int64(p.maxChars)})
+		r, err := p.terms.Send(ctx, &terminals.SendRequest{Id: id, Text: a.Text, Submit: submit, Signal: a.Signal, WaitMs: wait, Budget: int64(p.maxChars)})
 		if err != nil {
-			return failed(err, a.SessionID), nil
+			return p.fail(ctx, err, id), nil
 		}
 		return failedIf(result(renderSent(r), sentFacts(r)), exitedBadly(r.Session)), nil
 	case "terminal_read":
+		id, refused := p.resolve(ctx, a.SessionID)
+		if refused != nil {
+			return refused, nil
+		}
 		var wait time.Duration
 		if a.WaitMs != nil {
 			wait = time.Duration(*a.WaitMs) * time.Millisecond
 		}
-		o, err := p.terms.Read(ctx, a.SessionID, wait, p.maxChars)
+		o, err := p.terms.Read(ctx, id, wait, p.maxChars)
 		if err != nil {
-			return failed(err, a.SessionID), nil
+			return p.fail(ctx, err, id), nil
 		}
 		return failedIf(result(renderRead(o), readFacts(o)), exitedBadly(o.Session)), nil
 	case "terminal_signal":
+		id, refused := p.resolve(ctx, a.SessionID)
+		if refused != nil {
+			return refused, nil
+		}
 		target := terminals.TargetForeground
 		if a.Target == "shell" {
 			target = terminals.TargetShell
 		}
-		if a.Signal == "SIGKILL" && target == terminals.TargetShell {
-			return errorResult(killRefusal(a.SessionID)), nil
-		}
-		r, err := p.terms.Signal(ctx, a.SessionID, a.Signal, target)
+		// A SIGKILL for the shell is refused by ctx.terminals, once it
+		// knows the terminal is there.
+		r, err := p.terms.Signal(ctx, id, a.Signal, target)
 		if err != nil {
-			return failed(err, a.SessionID), nil
+			return p.fail(ctx, err, id), nil
 		}
 		return failedIf(result(renderSignalled(r, a.Signal, a.Target), facts{Session: sessionFacts(r.Session), Delivered: &r.Delivered}), exitedBadly(r.Session)), nil
 	case "terminal_close":
-		s, err := p.terms.Close(ctx, a.SessionID)
+		id, refused := p.resolve(ctx, a.SessionID)
+		if refused != nil {
+			return refused, nil
+		}
+		s, err := p.terms.Close(ctx, id)
 		if err != nil {
-			return failed(err, a.SessionID), nil
+			return p.fail(ctx, err, id), nil
 		}
 		return result(renderClosed(s), facts{Session: sessionFacts(s)}), nil
 	case "terminal_list":
@@ -143,6 +161,60 @@ func (p *toolTerminal) Call(ctx context.Context, req *toolsv1.CallRequest) (*too
 		return result(renderList(list), facts{Sessions: fs}), nil
 	}
 	return errorResult("tool-terminal has no tool " + req.Name), nil
+}
+
+// fullID is the form of the ids ctx.terminals makes: those go to it as
+// they are, with no list of the caller's terminals first.
+var fullID = regexp.MustCompile(`^t[0-9]+-[0-9a-f]{12}$`)
+
+// resolve is the id of the caller's terminal the model named: its id, the
+// name it was opened with (names are unique among the caller's
+// terminals), or its short id (t1, or a longer start of its id), when that
+// names one terminal; else the result that says it names none (and which
+// there are) or several. Only the caller's terminals are ever listed.
+func (p *toolTerminal) resolve(ctx context.Context, given string) (string, *toolsv1.CallResult) {
+	if fullID.MatchString(given) {
+		return given, nil
+	}
+	list, err := p.terms.List(ctx)
+	if err != nil {
+		return "", failed(err, given)
+	}
+	var found []*terminals.Session
+	for _, s := range list {
+		if s.Id == given || s.Name == given || shortFor(s.Id, given) {
+			found = append(found, s)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0].Id, nil
+	case 0:
+		return "", errorResult(noTerminal(given, list))
+	}
+	return "", errorResult(ambiguous(given, found))
+}
+
+// shortFor reports whether given is id's short form (t1 of t1-0a1b...)
+// or a longer start of it.
+func shortFor(id, given string) bool {
+	i := strings.IndexByte(id, '-')
+	if i < 0 {
+		return false
+	}
+	short := id[:i]
+	return given == short || strings.HasPrefix(given, short+"-") && strings.HasPrefix(id, given)
+}
+
+// fail is failed, with the caller's terminals named when the one asked
+// for is not there (closed meanwhile, or never the caller's).
+func (p *toolTerminal) fail(ctx context.Context, err error, id string) *toolsv1.CallResult {
+	if errors.Is(err, terminals.ErrNoSession) || errors.Is(err, terminals.ErrForeignSession) {
+		if list, lerr := p.terms.List(ctx); lerr == nil {
+			return errorResult(noTerminal(id, list))
+		}
+	}
+	return failed(err, id)
 }
 
 func orDefault(n, def int) int {

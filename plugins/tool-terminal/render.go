@@ -197,6 +197,42 @@ func renderList(list []*terminals.Session) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
+// maxNamed is how many of the caller's terminals a sentence names.
+const maxNamed = 8
+
+// noTerminal says given names none of the caller's terminals, and which
+// there are.
+func noTerminal(given string, mine []*terminals.Session) string {
+	if len(mine) == 0 {
+		return fmt.Sprintf("no terminal %s in this session: none is open (terminal_open opens one)", given)
+	}
+	return fmt.Sprintf("no terminal %s in this session; the open ones: %s", given, named(mine))
+}
+
+// ambiguous says given names several of the caller's terminals.
+func ambiguous(given string, found []*terminals.Session) string {
+	return fmt.Sprintf("%s could be any of %s: give the id", given, named(found))
+}
+
+// named lists terminals by id, each with its name if it has one.
+func named(list []*terminals.Session) string {
+	var b strings.Builder
+	for i, s := range list {
+		if i == maxNamed {
+			fmt.Fprintf(&b, ", and %d more (terminal_list)", len(list)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(s.Id)
+		if s.Name != "" {
+			fmt.Fprintf(&b, " (named %s)", s.Name)
+		}
+	}
+	return b.String()
+}
+
 func killRefusal(id string) string {
 	return fmt.Sprintf("SIGKILL would end the shell of %s: close the terminal instead (terminal_close waits until everything in it has ended)", id)
 }

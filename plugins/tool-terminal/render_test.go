@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -53,6 +54,39 @@ func TestErrorSentences(t *testing.T) {
 		out = append(out, r.Text)
 	}
 	golden.Check(t, "errors", strings.Join(out, "\n"))
+}
+
+// A name that is none of the caller's terminals says which there are (at
+// most a few by name); one that could be several says which.
+func TestNoTerminalSentences(t *testing.T) {
+	a := &terminals.Session{Id: "t1-0123456789ab", Name: "build"}
+	b := &terminals.Session{Id: "t2-ba9876543210"}
+	c := &terminals.Session{Id: "t3-00112233aabb", Name: "t2"}
+	var many []*terminals.Session
+	for i := range 10 {
+		many = append(many, &terminals.Session{Id: fmt.Sprintf("t%d-0123456789ab", i+1)})
+	}
+	golden.Check(t, "no-terminal", strings.Join([]string{
+		noTerminal("t9", nil),
+		noTerminal("web", []*terminals.Session{a, b}),
+		noTerminal("t99", many),
+		ambiguous("t2", []*terminals.Session{b, c}),
+	}, "\n"))
+	for _, tc := range []struct {
+		id, given string
+		want      bool
+	}{
+		{"t1-0123456789ab", "t1", true},
+		{"t1-0123456789ab", "t1-0123", true},
+		{"t1-0123456789ab", "t1-0123456789ab", true},
+		{"t12-0123456789ab", "t1", false},
+		{"t1-0123456789ab", "t1-9", false},
+		{"t1-0123456789ab", "0123", false},
+	} {
+		if got := shortFor(tc.id, tc.given); got != tc.want {
+			t.Errorf("shortFor(%s, %s) = %v", tc.id, tc.given, got)
+		}
+	}
 }
 
 // The schemas: no field beyond those declared, the defaults, and the

@@ -13,7 +13,7 @@ var toolNames = []string{"terminal_open", "terminal_send", "terminal_read", "ter
 
 // toolSpecs are the six tools.
 func toolSpecs(maxChars int) []*toolsv1.ToolSpec {
-	id := map[string]any{"type": "string", "minLength": 1, "description": "The terminal's id, as terminal_open returned it."}
+	id := map[string]any{"type": "string", "minLength": 1, "description": "The terminal: its id as terminal_open returned it, its short id (t1), or the name it was opened with."}
 	signal := map[string]any{"type": "string", "enum": terminals.Signals}
 	waitMs := func(def int, what string) map[string]any {
 		return map[string]any{"type": "integer", "minimum": 0, "maximum": terminals.MaxWait.Milliseconds(), "default": def, "description": what}

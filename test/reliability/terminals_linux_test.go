@@ -120,19 +120,19 @@ func TestTerminalTools(t *testing.T) {
 	}
 
 	// Another client: none of the first one's terminals, and the same
-	// words for its id as for one that never was.
+	// words for its id (or its short id) as for one that never was.
 	b := s.connect(t, ctx)
 	if text, _ := callText(t, ctx, b, "terminal_list", map[string]any{}); text != "[no terminals open]" {
 		t.Fatalf("the other client's list: %s", text)
 	}
-	for _, other := range []string{id, "t999-000000000000"} {
+	for _, other := range []string{id, strings.Split(id, "-")[0], "t999-000000000000"} {
 		for _, tool := range []string{"terminal_send", "terminal_read", "terminal_close"} {
 			args := map[string]any{"session_id": other}
 			if tool == "terminal_send" {
 				args["text"] = "echo pwned"
 			}
 			text, r := callText(t, ctx, b, tool, args)
-			if !r.IsError || text != "[no terminal "+other+" in this session]" {
+			if !r.IsError || text != "[no terminal "+other+" in this session: none is open (terminal_open opens one)]" {
 				t.Fatalf("%s of %s by another client: %s", tool, other, text)
 			}
 		}
@@ -191,4 +191,124 @@ func TestTerminalCap(t *testing.T) {
 	}
 	callText(t, ctx, a, "terminal_close", map[string]any{"session_id": first})
 	openTerm(t, ctx, a)
+}
+
+// An interrupt discards what was typed ahead, as Ctrl-C does in a
+// terminal: a line sent while a command runs, and not read yet, never runs
+// once terminal_signal SIGINT (or terminal_send's signal) interrupted it.
+func TestTerminalInterruptDiscardsTypedAhead(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := startHTTP(t, terminalsComp(t))
+	a := s.connect(t, ctx)
+	id := openTerm(t, ctx, a)
+	dir := t.TempDir()
+
+	for _, how := range []string{"terminal_signal", "terminal_send"} {
+		marker := filepath.Join(dir, how)
+		text := sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": "sleep 30", "waitMs": 300})
+		expect(t, how+": sleep 30", text, "[wait: timeout — ")
+		// The interrupt is for sleep: it is in front before the line is
+		// typed ahead of it (a send of nothing waits and says who is).
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(text, " sleep: "); {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: sleep never came to the front:\n%s", how, text)
+			}
+			text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": "", "submit": false, "waitMs": 200})
+		}
+		text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": "touch " + marker, "waitMs": 100})
+		expect(t, how+": the line typed ahead", text, "[wait: timeout — ")
+		after := "echo af''ter-" + how
+		if how == "terminal_signal" {
+			text, _ = callText(t, ctx, a, "terminal_signal", map[string]any{"session_id": id, "signal": "SIGINT"})
+			expect(t, how+": SIGINT", text, "[SIGINT sent to the program in front of "+id)
+			// The shell has its prompt back before the next line (a line
+			// typed while the job dies may be lost to the line editor).
+			text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": "", "submit": false, "waitMs": 10000})
+			expect(t, how+": the prompt after SIGINT", text, "[wait: stdin_read — ")
+			text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": after})
+		} else {
+			text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "signal": "SIGINT", "text": after})
+		}
+		// The shell read its input in order: had the line typed ahead been
+		// kept, it ran before this one.
+		expect(t, how+": the line after the interrupt", text, "\nafter-"+how+"\n", "[wait: stdin_read — ")
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("%s: the line typed ahead ran after the interrupt:\n%s", how, text)
+		}
+	}
+}
+
+// A terminal is found by the name it was opened with or by its short id
+// (t1) as well as by its id; a name or id that is none of the caller's
+// says so in the same sentence for every tool, naming the caller's own
+// terminals and no one else's; one that could be several says which.
+func TestTerminalNamesAndShortIDs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := startHTTP(t, terminalsComp(t))
+	a := s.connect(t, ctx)
+	text, r := callText(t, ctx, a, "terminal_open", map[string]any{"name": "build"})
+	m := termIDRE.FindStringSubmatch(text)
+	if r.IsError || m == nil {
+		t.Fatalf("terminal_open build: %s", text)
+	}
+	build := m[1]
+	other := openTerm(t, ctx, a)
+	short := func(id string) string { return strings.Split(id, "-")[0] }
+
+	text = sendTerm(t, ctx, a, map[string]any{"session_id": "build", "text": "echo by-''name"})
+	expect(t, "a send by name", text, "\nby-name\n", "[wait: stdin_read — ")
+	text, _ = callText(t, ctx, a, "terminal_read", map[string]any{"session_id": short(build)})
+	expect(t, "a read by short id", text, "\nby-name\n")
+	text, _ = callText(t, ctx, a, "terminal_read", map[string]any{"session_id": short(other)})
+	if strings.Contains(text, "by-name") {
+		t.Fatalf("the other terminal shows what was sent to %s:\n%s", build, text)
+	}
+	text, _ = callText(t, ctx, a, "terminal_signal", map[string]any{"session_id": "build", "signal": "SIGINT"})
+	expect(t, "a signal by name", text, "[SIGINT sent to the program in front of "+build)
+
+	// None of the caller's: one sentence for every tool, SIGKILL for a
+	// shell included.
+	want := "[no terminal nope in this session; the open ones: " + build + " (named build), " + other + "]"
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"terminal_send", map[string]any{"text": "echo hi"}},
+		{"terminal_read", map[string]any{}},
+		{"terminal_signal", map[string]any{"signal": "SIGINT"}},
+		{"terminal_signal", map[string]any{"signal": "SIGKILL", "target": "shell"}},
+		{"terminal_signal", map[string]any{"signal": "SIGKILL"}},
+		{"terminal_close", map[string]any{}},
+	} {
+		for _, name := range []string{"nope", "t999-000000000000"} {
+			c.args["session_id"] = name
+			text, r := callText(t, ctx, a, c.tool, c.args)
+			if w := strings.Replace(want, "nope", name, 1); !r.IsError || text != w {
+				t.Fatalf("%s %v:\n got %s\nwant %s", c.tool, c.args, text, w)
+			}
+		}
+	}
+
+	// A name that is another's short id could be either.
+	text, r = callText(t, ctx, a, "terminal_open", map[string]any{"name": short(other)})
+	m = termIDRE.FindStringSubmatch(text)
+	if r.IsError || m == nil {
+		t.Fatalf("terminal_open %s: %s", short(other), text)
+	}
+	text, r = callText(t, ctx, a, "terminal_read", map[string]any{"session_id": short(other)})
+	if w := "[" + short(other) + " could be any of " + other + ", " + m[1] + " (named " + short(other) + "): give the id]"; !r.IsError || text != w {
+		t.Fatalf("an ambiguous name:\n got %s\nwant %s", text, w)
+	}
+
+	// Another client finds none of these by name either.
+	b := s.connect(t, ctx)
+	text, r = callText(t, ctx, b, "terminal_send", map[string]any{"session_id": "build", "text": "echo pwned"})
+	if !r.IsError || text != "[no terminal build in this session: none is open (terminal_open opens one)]" {
+		t.Fatalf("another client's send to build: %s", text)
+	}
+
+	text, _ = callText(t, ctx, a, "terminal_close", map[string]any{"session_id": "build"})
+	expect(t, "a close by name", text, "[terminal "+build+" closed")
 }

@@ -77,6 +77,10 @@ type TerminalsClient interface {
 	// read, waiting up to wait_ms for some when there is none, and looks at
 	// its screen.
 	Read(ctx context.Context, in *ReadRequest, opts ...grpc.CallOption) (*Output, error)
+	// Signal sends a signal to the foreground process group or the shell.
+	// SIGINT and SIGTSTP for the foreground first discard what was typed and
+	// not read yet, as Ctrl-C and Ctrl-Z do in a terminal (a send's signal
+	// too).
 	Signal(ctx context.Context, in *SignalRequest, opts ...grpc.CallOption) (*Signalled, error)
 	Resize(ctx context.Context, in *ResizeRequest, opts ...grpc.CallOption) (*Session, error)
 	// Close ends the session and answers once its whole process tree is gone.
@@ -193,6 +197,10 @@ type TerminalsServer interface {
 	// read, waiting up to wait_ms for some when there is none, and looks at
 	// its screen.
 	Read(context.Context, *ReadRequest) (*Output, error)
+	// Signal sends a signal to the foreground process group or the shell.
+	// SIGINT and SIGTSTP for the foreground first discard what was typed and
+	// not read yet, as Ctrl-C and Ctrl-Z do in a terminal (a send's signal
+	// too).
 	Signal(context.Context, *SignalRequest) (*Signalled, error)
 	Resize(context.Context, *ResizeRequest) (*Session, error)
 	// Close ends the session and answers once its whole process tree is gone.

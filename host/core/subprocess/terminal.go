@@ -74,6 +74,11 @@ type Terminal struct {
 	writeMu sync.Mutex
 	// writer is the call the latest write was made under (writeMu).
 	writer atomic.Pointer[string]
+	// inMu orders a write's deadline with an interrupt's discard: a write
+	// that was waiting for the terminal to take it when input was
+	// discarded finds discards changed, and stops.
+	inMu     sync.Mutex
+	discards uint64
 
 	// obsMu is held while output is added and handed to observers, so
 	// an observer sees every byte exactly once, in order.
@@ -365,20 +370,31 @@ func (t *Terminal) WriteFor(ctx context.Context, call string, data []byte) (bool
 	defer t.writeMu.Unlock()
 	t.writer.Store(&call)
 	// A program that does not read its input lets the terminal's input
-	// queue fill, and a write then waits: for as long as the caller does.
+	// queue fill, and a write then waits: for as long as the caller does,
+	// or until an interrupt discards the input.
+	t.inMu.Lock()
+	gen := t.discards
 	if dl, ok := ctx.Deadline(); ok {
 		_ = t.master.SetWriteDeadline(dl)
 	} else {
 		_ = t.master.SetWriteDeadline(time.Time{})
 	}
+	t.inMu.Unlock()
 	stop := context.AfterFunc(ctx, func() { _ = t.master.SetWriteDeadline(time.Now()) })
 	defer stop()
 	_, err := t.master.Write(data)
+	t.inMu.Lock()
+	discarded := t.discards != gen
+	t.inMu.Unlock()
 	switch {
 	case err == nil:
 		return true, nil
 	case errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EIO) || t.p.finished():
 		return false, nil
+	case discarded && errors.Is(err, os.ErrDeadlineExceeded):
+		// Typed, and what the terminal had not taken yet went with the
+		// rest of its unread input.
+		return true, nil
 	case ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded):
 		// The write deadline is the caller's, and may pass a moment
 		// before its context says so.
@@ -484,6 +500,39 @@ func (t *Terminal) Signal(sig syscall.Signal, main bool) (pid int, ok bool, err 
 		return 0, false, fmt.Errorf("signal terminal %s: %w", t.p.ID, err)
 	}
 	return pid, true, nil
+}
+
+// Interrupt sends sig to the terminal's foreground process group as the
+// terminal's interrupt keys do (Ctrl-C, Ctrl-Z): what was typed and not
+// read yet is discarded first (unless the terminal's modes say not to), a
+// write still waiting for the terminal to take it included, so a line
+// typed ahead of the interrupted program never runs after it. Writes wait
+// until the signal is sent.
+func (t *Terminal) Interrupt(sig syscall.Signal) (pid int, ok bool, err error) {
+	if t.p.finished() {
+		return 0, false, nil
+	}
+	// A write that waits for room stops at once; the queue is emptied
+	// before the lock is waited for, so a write that comes meanwhile finds
+	// room instead of waiting too.
+	t.inMu.Lock()
+	t.discards++
+	_ = t.master.SetWriteDeadline(time.Now())
+	derr := discardInput(t.slave)
+	t.inMu.Unlock()
+	t.writeMu.Lock()
+	defer t.writeMu.Unlock()
+	if derr == nil {
+		// What the stopped write put in as it stopped.
+		derr = discardInput(t.slave)
+	}
+	if derr != nil {
+		if t.p.finished() {
+			return 0, false, nil
+		}
+		return 0, false, fmt.Errorf("interrupt terminal %s: %w", t.p.ID, derr)
+	}
+	return t.Signal(sig, false)
 }
 
 // Close kills the terminal's tree and waits, within ctx, until it is gone

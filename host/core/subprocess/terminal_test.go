@@ -496,3 +496,54 @@ func TestTerminalConfined(t *testing.T) {
 		t.Fatalf("%d terminals after the failed one", n)
 	}
 }
+
+// An interrupt discards the input typed and not read yet, as Ctrl-C does:
+// what waits in the terminal's queue, and the rest of a write that waits
+// for room (the program in front reads nothing), which stops and counts as
+// typed. Nothing of it runs once the shell has its prompt back.
+func TestTerminalInterruptDiscardsInput(t *testing.T) {
+	m := newManager(t)
+	term := shellOn(t, m, nil)
+	var all bytes.Buffer
+	readTo(t, term, &all, testPrompt)
+	marker := t.TempDir() + "/marker"
+	write(t, term, "sleep 4242\r")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if g, err := term.Foreground(); err == nil && g != term.Pid() {
+			if b, _ := os.ReadFile("/proc/" + strconv.Itoa(g) + "/cmdline"); strings.HasPrefix(string(b), "sleep\x00") {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sleep never came to the foreground")
+		}
+	}
+	// More lines than the terminal holds: the write waits for room.
+	typed := strings.Repeat("true\r", 40000) + "touch " + marker + "\r"
+	wrote := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*bounded.Bound)
+		defer cancel()
+		ok, err := term.Write(ctx, []byte(typed))
+		if err == nil && !ok {
+			err = errors.New("nothing written: the terminal had ended")
+		}
+		wrote <- err
+	}()
+	// Some of it is in the queue (the terminal echoes what it takes).
+	readTo(t, term, &all, "true")
+	if _, ok, err := term.Interrupt(syscall.SIGINT); !ok || err != nil {
+		t.Fatalf("interrupt: %v %v", ok, err)
+	}
+	if err := bounded.Receive(t, wrote, "the end of the write the interrupt stopped"); err != nil {
+		t.Fatalf("the write the interrupt stopped: %v", err)
+	}
+	// Had a line typed ahead run, $? would be true's 0, not sleep's 130.
+	all.Reset()
+	if out := run(t, term, &all, "echo status=$?"); !strings.Contains(out, "status=130\r\n") {
+		t.Fatalf("after the interrupt, lines typed ahead ran; the end of the output: %q", out[max(0, len(out)-300):])
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the last line typed ahead ran after the interrupt")
+	}
+}

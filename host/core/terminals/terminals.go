@@ -570,8 +570,13 @@ func errShellKill(id string) error {
 	return terminals.Errorf(terminals.ErrInvalid, fmt.Sprintf("SIGKILL for the shell of session %s is refused: close the session to end it (close waits until every process of it is gone)", id))
 }
 
+// interrupts reports whether sig is one a terminal's keys send (Ctrl-C,
+// Ctrl-Z), which discard the input typed and not read yet.
+func interrupts(name string) bool { return name == "SIGINT" || name == "SIGTSTP" }
+
 // signal delivers sig to the session's foreground process group or its
-// shell.
+// shell; SIGINT and SIGTSTP for the foreground discard the unread input
+// first.
 func (m *Manager) signal(s *Session, name string, shell bool) (bool, error) {
 	sig, err := modelSignal(name)
 	if err != nil {
@@ -586,7 +591,14 @@ func (m *Manager) signal(s *Session, name string, shell bool) (bool, error) {
 			return false, errShellKill(s.ID)
 		}
 	}
-	_, ok, err := s.term.Signal(sig, shell)
+	var ok bool
+	if interrupts(name) && !shell {
+		// As its keys do in a terminal: what was typed ahead of the
+		// program goes with it.
+		_, ok, err = s.term.Interrupt(sig)
+	} else {
+		_, ok, err = s.term.Signal(sig, shell)
+	}
 	if err != nil {
 		return false, fmt.Errorf("terminal session %s: %w", s.ID, err)
 	}
