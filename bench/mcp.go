@@ -14,7 +14,7 @@ import (
 // mcpCalls: an MCP tools/call of `true` through dsh (Go SDK client, stdio,
 // dsh serve, tool-bash, bash-local, the host's spawn) against a direct
 // `bash -c true` from Go, interleaved; then the same call against two MCP
-// shell servers from the npm registry, so the README can say where dsh
+// shell servers from the npm registry, so docs/performance.md can say where dsh
 // stands. Also: the default-shaped composition's start to its first
 // answered tools/list.
 func mcpCalls(dir string, n int, peers bool) {

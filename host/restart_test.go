@@ -122,7 +122,7 @@ func TestSwapOfARestartingConsumerLeavesOneProcess(t *testing.T) {
 }
 
 // host.callTimeout's default is meant to outlast the longest command the
-// executor accepts (README: "the shell's maxTimeoutMs plus its grace plus
+// executor accepts (docs/operations.md: "the shell's maxTimeoutMs plus its grace plus
 // 10 s"). An executor entry's own config overrides the settings namespace
 // it reads, so a command it accepts must not be cut by the host first.
 func TestCallTimeoutFollowsTheExecutorsOwnConfig(t *testing.T) {

@@ -55,7 +55,7 @@ func bashDescription(t *testing.T, ctx context.Context, cs *mcp.ClientSession) s
 	return ""
 }
 
-// The sandbox composition, served from a project's folder as the README
+// The sandbox composition, served from a project's folder as docs/sandbox.md
 // shows: that folder is the workspace, commands start in it and may write
 // there and not outside, and the bash tool's description names it.
 func TestSandboxComposition(t *testing.T) {
