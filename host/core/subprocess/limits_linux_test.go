@@ -1,6 +1,8 @@
 package subprocess
 
 import (
+	"time"
+
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -171,6 +173,19 @@ func TestAStoppedTreeIsNotPooled(t *testing.T) {
 	second, _ := where("true")
 	if second == first {
 		t.Fatalf("the cgroup %s a limit stopped was pooled and reused", first)
+	}
+	// A tree's cgroup goes back to the pool just after its Run returns (on
+	// a goroutine of its own): wait, bounded, until it is there.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		m.cg.mu.Lock()
+		back := len(m.cg.idle) > 0
+		m.cg.mu.Unlock()
+		if back {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cgroup %s was not given back within 10s", second)
+		}
 	}
 	// No limit stopped that one: it is pooled.
 	third, _ := where("true")
