@@ -264,7 +264,7 @@ func TestScrubSectionChecked(t *testing.T) {
 	if !errorAs(err, &ee) || ee.ExitCode() != 2 {
 		t.Fatalf("validate: %v\n%s", err, out)
 	}
-	for _, want := range []string{comp + `:3: unknown host.scrub key "extras" (allowed: extra, keep)`, comp + `:4: host.scrub.keep: DSH_TOKEN is in the DSH_ namespace`} {
+	for _, want := range []string{comp + `:3:5: unknown host.scrub key "extras" (allowed: extra, keep)`, comp + `:4:12: host.scrub.keep: DSH_TOKEN is in the DSH_ namespace`} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("validate says:\n%s\nwant %s", out, want)
 		}
