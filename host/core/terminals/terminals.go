@@ -91,13 +91,24 @@ type Viewer interface {
 	Read(budget int) screen.Read
 }
 
-// AttachScreen attaches a screen.Screen to a session's terminal: fed with
-// its output, answering its queries through the terminal's input.
-func AttachScreen(_ string, t *hsub.Terminal) Screen {
+// AttachScreen attaches a screen.Screen to session id's terminal: fed
+// with its output, answering its queries through the terminal's input.
+// When the emulator fails on what the program printed (the screen is then
+// reset, and the model told), log says so at warn.
+func AttachScreen(id string, t *hsub.Terminal, log hclog.Logger) Screen {
 	cols, rows := t.Size()
 	sc := screen.New(cols, rows, t.Input())
+	sc.OnReset(logReset(log, id))
 	t.Observe(sc)
 	return sc
+}
+
+// logReset logs a reset of session id's screen. The stack is where the
+// emulator failed: what a report of its fault needs.
+func logReset(log hclog.Logger, id string) func(screen.Failure) {
+	return func(f screen.Failure) {
+		log.Warn("a terminal's screen was reset: its emulator failed", "session", id, "during", f.Op, "panic", fmt.Sprint(f.Panic), "stack", string(f.Stack))
+	}
 }
 
 // Config configures a Manager.
@@ -108,7 +119,8 @@ type Config struct {
 	MaxPerOwner int
 	// Attach is called once for each session as it opens, before anything
 	// reads its terminal; the Screen it returns (nil for none) follows the
-	// session. Nil means AttachScreen: a screen.Screen on every session.
+	// session. Nil means AttachScreen, logging to Logger: a screen.Screen
+	// on every session.
 	Attach func(id string, t *hsub.Terminal) Screen
 	// IdleAfter is how long a send's output must be quiet, with no read
 	// of the terminal seen and no process of the foreground seen running,
@@ -217,7 +229,8 @@ func New(cfg Config) *Manager {
 		cfg.Now = time.Now
 	}
 	if cfg.Attach == nil {
-		cfg.Attach = AttachScreen
+		log := cfg.Logger
+		cfg.Attach = func(id string, t *hsub.Terminal) Screen { return AttachScreen(id, t, log) }
 	}
 	if cfg.IdleAfter <= 0 {
 		cfg.IdleAfter = DefaultIdleAfter

@@ -23,6 +23,13 @@
 // output, go past the emulator instead: only their last screenful is fed
 // to it.
 //
+// What a program prints is untrusted, and the emulator has failed on some
+// of it (margins past the screen, clampMargins): no output and no size may
+// take the process down through it. Every call into the emulator runs
+// under try, and a panic there resets the screen (reset): a fresh emulator
+// of the same size, what the screen showed kept as unread lines, then a
+// note the model reads, and the Screen's owner told (OnReset).
+//
 // The package does no I/O of its own but for one writer: the emulator's
 // answers to terminal queries (cursor position, device attributes), which go
 // back to the program through the PTY master, as a real terminal's would.
@@ -65,6 +72,10 @@ type Screen struct {
 	emu    *vt.Emulator
 	closed bool
 	title  string
+	// w and h are the size last asked for, in cells: a reset's fresh
+	// emulator takes it from here, not from the one that failed.
+	w, h    int
+	onReset func(Failure)
 
 	unread queue
 	// seen holds the main screen's rows as the last Read showed them, top
@@ -80,7 +91,8 @@ type Screen struct {
 
 	replies        chan []byte
 	droppedReplies atomic.Int64
-	wg             sync.WaitGroup
+	readers        sync.WaitGroup // readReplies, one for each emulator
+	wg             sync.WaitGroup // writeReplies
 }
 
 // New returns a screen of cols × rows cells. The emulator's replies to the
@@ -88,52 +100,76 @@ type Screen struct {
 // goroutine of the Screen's own, so Write never waits on them; a nil reply
 // discards them. Close ends that goroutine.
 func New(cols, rows int, reply io.Writer) *Screen {
-	cols, rows = max(cols, 1), max(rows, 1)
-	s := &Screen{emu: vt.NewEmulator(cols, rows), replies: make(chan []byte, 256)}
-	s.emu.SetScrollbackSize(emuScrollback)
-	s.emu.SetCallbacks(vt.Callbacks{Title: func(t string) { s.title = t }})
+	s := &Screen{replies: make(chan []byte, 256)}
+	s.start(max(cols, 1), max(rows, 1))
+	if reply == nil {
+		reply = io.Discard
+	}
+	s.wg.Add(1)
+	go s.writeReplies(reply)
+	return s
+}
+
+// start gives the Screen a fresh emulator of cols × rows, with the
+// handlers the Screen watches the output through and a goroutine taking
+// its replies.
+func (s *Screen) start(cols, rows int) {
+	s.w, s.h = cols, rows
+	emu := vt.NewEmulator(cols, rows)
+	s.emu = emu
+	emu.SetScrollbackSize(emuScrollback)
+	emu.SetCallbacks(vt.Callbacks{Title: func(t string) { s.title = t }})
 	// Both erase-in-display forms touch the scrollback (ED 2 pushes the
 	// screen into it, ED 3 empties it): move what is there out first, so
 	// a clear never takes away lines the model has not read. Returning
 	// false lets the emulator's own handler run next.
-	s.emu.RegisterCsiHandler('J', func(ansi.Params) bool {
+	emu.RegisterCsiHandler('J', func(ansi.Params) bool {
 		s.drain()
 		return false
 	})
 	// A full reset (RIS, as reset(1) sends) blanks the screens without
 	// pushing anything: the main screen's rows go to unread first, as a
 	// clear's do.
-	s.emu.RegisterEscHandler('c', func() bool {
+	emu.RegisterEscHandler('c', func() bool {
 		s.plain.charset, s.plain.margins = [4]bool{}, false
 		s.drain()
 		if !s.emu.IsAltScreen() {
-			for _, r := range s.rows() {
-				if r != "" && !s.wasSeen(r) {
-					s.unread.push(r)
-				}
-			}
+			s.pushRows(s.rows())
 		}
 		return false
 	})
+	s.clampMargins()
+	s.clampCounts()
 	s.watchPlain()
-	if reply == nil {
-		reply = io.Discard
+	if s.closed {
+		// A reset after Close: nothing takes replies any more, and the
+		// emulator must not wait on them.
+		s.stopReplies()
+		return
 	}
-	s.wg.Add(2)
-	go s.readReplies()
-	go s.writeReplies(reply)
-	return s
+	s.readers.Add(1)
+	go s.readReplies(emu)
 }
 
-// readReplies takes the emulator's replies as it writes them (its Write
-// waits for this) and queues them for writeReplies. A program that floods
-// queries without reading the answers loses the ones past the queue.
-func (s *Screen) readReplies() {
-	defer s.wg.Done()
-	defer close(s.replies)
+// pushRows makes the main screen's rows unread lines, as a clear does,
+// but for blank ones and those the last Read showed.
+func (s *Screen) pushRows(rows []string) {
+	for _, r := range rows {
+		if r != "" && !s.wasSeen(r) {
+			s.unread.push(r)
+		}
+	}
+}
+
+// readReplies takes emu's replies as it writes them (its Write waits for
+// this) and queues them for writeReplies, until emu's pipe is closed. A
+// program that floods queries without reading the answers loses the ones
+// past the queue.
+func (s *Screen) readReplies(emu *vt.Emulator) {
+	defer s.readers.Done()
 	buf := make([]byte, 4096)
 	for {
-		n, err := s.emu.Read(buf)
+		n, err := emu.Read(buf)
 		if n > 0 {
 			select {
 			case s.replies <- bytes.Clone(buf[:n]):
@@ -144,6 +180,15 @@ func (s *Screen) readReplies() {
 		if err != nil {
 			return
 		}
+	}
+}
+
+// stopReplies ends the current emulator's readReplies. The emulator's
+// Close would set a flag its Read checks unlocked; the pipe's own close
+// ends that Read just as well, without a race.
+func (s *Screen) stopReplies() {
+	if pw, ok := s.emu.InputPipe().(*io.PipeWriter); ok {
+		_ = pw.Close()
 	}
 }
 
@@ -176,23 +221,31 @@ func (s *Screen) Close() error {
 		return nil
 	}
 	s.closed = true
-	// The emulator's Close would set a flag its Read checks unlocked; the
-	// pipe's own close ends that Read just as well, without a race.
-	if pw, ok := s.emu.InputPipe().(*io.PipeWriter); ok {
-		_ = pw.Close()
-	}
+	s.stopReplies()
 	s.mu.Unlock()
+	s.readers.Wait()
+	close(s.replies)
 	s.wg.Wait()
 	return nil
 }
 
-// Write feeds output of the program running in the terminal.
-func (s *Screen) Write(p []byte) (int, error) {
+// Write feeds output of the program running in the terminal. When the
+// emulator fails on it, the screen is reset (see reset) and the rest of p
+// is dropped from the screen: the program's output itself is not the
+// Screen's to keep.
+func (s *Screen) Write(p []byte) (n int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return 0, ErrClosed
 	}
+	if !s.try("write", func() { n, err = s.write(p) }) {
+		return len(p), nil
+	}
+	return n, err
+}
+
+func (s *Screen) write(p []byte) (int, error) {
 	total := len(p)
 	for len(p) > 0 {
 		if s.plain.on {
@@ -222,6 +275,11 @@ func (s *Screen) Resize(cols, rows int) {
 	if s.closed {
 		return
 	}
+	s.w, s.h = cols, rows // a reset's size, should this fail
+	s.try("resize", func() { s.resize(cols, rows) })
+}
+
+func (s *Screen) resize(cols, rows int) {
 	s.flush()
 	if !s.emu.IsAltScreen() {
 		if k := s.emu.CursorPosition().Y - (rows - 1); k > 0 {
@@ -264,7 +322,7 @@ func (s *Screen) scrollUp(k int) {
 func (s *Screen) Size() (cols, rows int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.emu.Width(), s.emu.Height()
+	return s.w, s.h
 }
 
 // Cursor returns the cursor's row and column, counted from 0 at the top
@@ -272,9 +330,12 @@ func (s *Screen) Size() (cols, rows int) {
 func (s *Screen) Cursor() (row, col int, hidden bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.flush()
-	p := s.emu.CursorPosition()
-	return p.Y, p.X, s.emu.CursorHidden()
+	s.look(func() {
+		s.flush()
+		p := s.emu.CursorPosition()
+		row, col, hidden = p.Y, p.X, s.emu.CursorHidden()
+	})
+	return row, col, hidden
 }
 
 // Title returns the window title the program last set (OSC 0 or 2).
@@ -285,21 +346,25 @@ func (s *Screen) Title() string {
 }
 
 // AltScreen reports whether a full-screen program has the alternate screen.
-func (s *Screen) AltScreen() bool {
+func (s *Screen) AltScreen() (alt bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.emu.IsAltScreen()
+	s.look(func() { alt = s.emu.IsAltScreen() })
+	return alt
 }
 
 // Viewport returns the visible screen as a person would read it: one line
 // per row, right-trimmed, without the blank rows at the bottom, with no
 // escape codes. While a full-screen program (less, vim, top) has the
 // alternate screen, that is what it shows. It consumes nothing.
-func (s *Screen) Viewport() string {
+func (s *Screen) Viewport() (vp string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.flush()
-	return joinRows(s.rows())
+	s.look(func() {
+		s.flush()
+		vp = joinRows(s.rows())
+	})
+	return vp
 }
 
 // rows returns the visible screen's rows as text, top first.
@@ -447,9 +512,14 @@ type Read struct {
 // what it leaves of the budget. It consumes the unread lines, and counts
 // the main screen, as it is shown, as seen: those rows are not handed out
 // as unread when they scroll off later.
-func (s *Screen) Read(budget int) Read {
+func (s *Screen) Read(budget int) (r Read) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.look(func() { r = s.read(budget) })
+	return r
+}
+
+func (s *Screen) read(budget int) Read {
 	s.flush()
 	budget = max(budget, 0)
 	rows := s.rows()
