@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
+	"github.com/dshrun/dsh/core/output/outputv1"
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/internal/golden"
 	"github.com/dshrun/dsh/plugins/shell/shellv1"
@@ -32,12 +33,12 @@ type carrierCase struct {
 }
 
 var carriers = []carrierCase{
-	{"dsh.subprocess.v1.Collected", func() proto.Message { return &subprocessv1.Collected{} }},
+	{"dsh.subprocess.v1.Collected", func() proto.Message { return &outputv1.Collected{} }},
 	{"dsh.subprocess.v1.Result", func() proto.Message { return &subprocessv1.Result{} }},
 	{"dsh.subprocess.v1.ReadResponse", func() proto.Message { return &subprocessv1.ReadResponse{} }},
-	{"dsh.jobs.v1.Collected", func() proto.Message { return &jobsv1.Collected{} }},
+	{"dsh.jobs.v1.Collected", func() proto.Message { return &outputv1.Collected{} }},
 	{"dsh.jobs.v1.JobRead", func() proto.Message { return &jobsv1.JobRead{} }},
-	{"dsh.shell.v1.Collected", func() proto.Message { return &shellv1.Collected{} }},
+	{"dsh.shell.v1.Collected", func() proto.Message { return &outputv1.Collected{} }},
 	{"dsh.shell.v1.RunResult", func() proto.Message { return &shellv1.RunResult{} }},
 	{"dsh.shell.v1.ProcessRead", func() proto.Message { return &shellv1.ProcessRead{} }},
 }
