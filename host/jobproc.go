@@ -152,23 +152,14 @@ func jobStateOf(s *shell.ProcessState) (jobs.State, error) {
 	return st, nil
 }
 
-// factsOf is a stream's facts as ctx.jobs reports them: the same fields,
-// without the data (a read carries it in its own fields).
-func factsOf(c *shell.Collected) *jobsv1.Collected {
-	if c == nil {
-		return nil
+// factsOf is a stream's facts as ctx.jobs reports them: the executor's,
+// without the data, which a read carries in its own fields (an executor
+// may have left it in). c is the read's own message, decoded for it.
+func factsOf(c *shell.Collected) *shell.Collected {
+	if c != nil {
+		c.Data = nil
 	}
-	return &jobsv1.Collected{
-		Total:         c.Total,
-		Truncated:     c.Truncated,
-		Dropped:       c.Dropped,
-		DroppedLines:  c.DroppedLines,
-		SpillPath:     c.SpillPath,
-		SpillBytes:    c.SpillBytes,
-		SpillComplete: c.SpillComplete,
-		SpillReason:   c.SpillReason,
-		SpillError:    c.SpillError,
-	}
+	return c
 }
 
 // ownerConn is a hostConn whose calls act for owner rather than for the

@@ -11,6 +11,7 @@ import (
 	"errors"
 
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
+	"github.com/dshrun/dsh/core/output/outputv1"
 )
 
 // Key is the service key: ctx.jobs.
@@ -48,7 +49,7 @@ type (
 	RegisterRequest = jobsv1.RegisterRequest
 	Job             = jobsv1.Job
 	JobRead         = jobsv1.JobRead
-	Collected       = jobsv1.Collected
+	Collected       = outputv1.Collected
 )
 
 // The seam's errors: a job id the owner has not (unknown, or forgotten

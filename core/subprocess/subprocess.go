@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/dshrun/dsh/core/output/outputv1"
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/internal/seam"
 )
@@ -46,7 +47,7 @@ type (
 	Result       = subprocessv1.Result
 	Started      = subprocessv1.StartResponse
 	ReadResult   = subprocessv1.ReadResponse
-	Collected    = subprocessv1.Collected
+	Collected    = outputv1.Collected
 )
 
 // The seam's errors: a command that cannot be started (an unusable working

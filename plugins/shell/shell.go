@@ -28,6 +28,7 @@
 package shell
 
 import (
+	"github.com/dshrun/dsh/core/output/outputv1"
 	"github.com/dshrun/dsh/plugins/shell/shellv1"
 )
 
@@ -66,7 +67,7 @@ type (
 	// RunResult is how a foreground command ended and what it printed.
 	RunResult = shellv1.RunResult
 	// Collected is one stream's output and what became of the rest of it.
-	Collected = shellv1.Collected
+	Collected = outputv1.Collected
 	// ProcessRead is one consuming read of a background process.
 	ProcessRead = shellv1.ProcessRead
 	// ProcessState is a background process's status.

@@ -30,7 +30,7 @@ type view struct {
 	// before the first byte shown (everything, for binary output).
 	omittedBytes, omittedLines int64
 	removed                    modeltext.Removed
-	c                          collected // facts: totals, spill file
+	c                          *shell.Collected // facts: totals, spill file
 }
 
 // omitted reports whether the model does not see the whole stream.
@@ -39,7 +39,7 @@ func (v view) omitted() bool { return v.binary || v.omittedBytes > 0 }
 // views makes the two streams' views within a budget of max characters:
 // each gets the smaller of its length and half, and what one leaves the
 // other may use. A binary stream shows nothing and leaves its share.
-func views(stdout, stderr []byte, so, se collected, max int) (view, view) {
+func views(stdout, stderr []byte, so, se *shell.Collected, max int) (view, view) {
 	out, errs := view{name: "output", c: so}, view{name: "stderr", c: se}
 	out.binary, errs.binary = modeltext.IsBinary(stdout), modeltext.IsBinary(stderr)
 	length := func(v view, b []byte) int {
@@ -243,20 +243,6 @@ func sandboxOf(s sandboxFacts) *sandboxJSON {
 	return &sandboxJSON{Mode: s.GetMode(), Denied: s.GetDenied(), Enforcement: s.GetEnforcement(), RunnerFailed: s.GetRunnerFailed(), DeniedPaths: s.GetDeniedPaths(), DenialSource: s.GetDenialSource()}
 }
 
-// collected is one stream's counts and spill file, as a ctx.shell run
-// (shell.Collected) or a ctx.jobs read (JobRead's facts) reports them.
-type collected interface {
-	GetTotal() int64
-	GetTruncated() bool
-	GetDropped() int64
-	GetDroppedLines() int64
-	GetSpillPath() string
-	GetSpillBytes() int64
-	GetSpillComplete() bool
-	GetSpillReason() string
-	GetSpillError() string
-}
-
 // cutNotice says how much of a stream the model does not see and where it
 // is: the spill file when it holds every byte, what part of it the file
 // holds and why no more, or that it is lost and why. It never names a file
@@ -298,7 +284,7 @@ func whereIs(v view) string {
 }
 
 // spillReason words a spill file's reason for holding less than its stream.
-func spillReason(c collected) string {
+func spillReason(c *shell.Collected) string {
 	detail := c.GetSpillError()
 	why := func(what string) string {
 		if detail == "" {

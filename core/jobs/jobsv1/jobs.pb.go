@@ -17,6 +17,7 @@
 package jobsv1
 
 import (
+	outputv1 "github.com/dshrun/dsh/core/output/outputv1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -347,8 +348,8 @@ type JobRead struct {
 	StderrSpillPath string                 `protobuf:"bytes,6,opt,name=stderr_spill_path,json=stderrSpillPath,proto3" json:"stderr_spill_path,omitempty"`
 	// Each stream's counts and spill file for this read; their data is
 	// empty (it is in stdout and stderr).
-	StdoutFacts *Collected `protobuf:"bytes,7,opt,name=stdout_facts,json=stdoutFacts,proto3" json:"stdout_facts,omitempty"`
-	StderrFacts *Collected `protobuf:"bytes,8,opt,name=stderr_facts,json=stderrFacts,proto3" json:"stderr_facts,omitempty"`
+	StdoutFacts *outputv1.Collected `protobuf:"bytes,7,opt,name=stdout_facts,json=stdoutFacts,proto3" json:"stdout_facts,omitempty"`
+	StderrFacts *outputv1.Collected `protobuf:"bytes,8,opt,name=stderr_facts,json=stderrFacts,proto3" json:"stderr_facts,omitempty"`
 	// What a sandboxing executor said of the output read (absent for
 	// others). It is dsh.shell.v1.SandboxInfo field for field.
 	Sandbox       *Sandbox `protobuf:"bytes,9,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
@@ -428,14 +429,14 @@ func (x *JobRead) GetStderrSpillPath() string {
 	return ""
 }
 
-func (x *JobRead) GetStdoutFacts() *Collected {
+func (x *JobRead) GetStdoutFacts() *outputv1.Collected {
 	if x != nil {
 		return x.StdoutFacts
 	}
 	return nil
 }
 
-func (x *JobRead) GetStderrFacts() *Collected {
+func (x *JobRead) GetStderrFacts() *outputv1.Collected {
 	if x != nil {
 		return x.StderrFacts
 	}
@@ -534,137 +535,6 @@ func (x *Sandbox) GetDenialSource() string {
 	return ""
 }
 
-// One stream's output and what became of the rest of it. It is
-// dsh.subprocess.v1.Collected field for field (and dsh.shell.v1.Collected),
-// so the bytes on the wire are the same and an executor's facts copy
-// across.
-type Collected struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The retained output: the tail, when older bytes were dropped.
-	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
-	// Every byte the stream produced, read or not.
-	Total int64 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
-	// Bytes before data were dropped unread: dropped of them, holding
-	// dropped_lines newlines.
-	Truncated    bool  `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
-	Dropped      int64 `protobuf:"varint,4,opt,name=dropped,proto3" json:"dropped,omitempty"`
-	DroppedLines int64 `protobuf:"varint,6,opt,name=dropped_lines,json=droppedLines,proto3" json:"dropped_lines,omitempty"`
-	// The spill file, once the stream outgrew memory and the file holds at
-	// least one byte. It holds the stream's first spill_bytes bytes.
-	SpillPath  string `protobuf:"bytes,5,opt,name=spill_path,json=spillPath,proto3" json:"spill_path,omitempty"`
-	SpillBytes int64  `protobuf:"varint,7,opt,name=spill_bytes,json=spillBytes,proto3" json:"spill_bytes,omitempty"`
-	// The spill file holds every byte the stream produced so far.
-	SpillComplete bool `protobuf:"varint,8,opt,name=spill_complete,json=spillComplete,proto3" json:"spill_complete,omitempty"`
-	// Why it does not, once a byte could not be kept: "cap" (the stream's
-	// max_spill_bytes), "budget" (the host's total for spill files),
-	// "disk_full", "write_error", "create_error" (no file: every dropped
-	// byte is lost). spill_error is the system's word for the last three.
-	SpillReason   string `protobuf:"bytes,9,opt,name=spill_reason,json=spillReason,proto3" json:"spill_reason,omitempty"`
-	SpillError    string `protobuf:"bytes,10,opt,name=spill_error,json=spillError,proto3" json:"spill_error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Collected) Reset() {
-	*x = Collected{}
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[6]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Collected) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Collected) ProtoMessage() {}
-
-func (x *Collected) ProtoReflect() protoreflect.Message {
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[6]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Collected.ProtoReflect.Descriptor instead.
-func (*Collected) Descriptor() ([]byte, []int) {
-	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{6}
-}
-
-func (x *Collected) GetData() []byte {
-	if x != nil {
-		return x.Data
-	}
-	return nil
-}
-
-func (x *Collected) GetTotal() int64 {
-	if x != nil {
-		return x.Total
-	}
-	return 0
-}
-
-func (x *Collected) GetTruncated() bool {
-	if x != nil {
-		return x.Truncated
-	}
-	return false
-}
-
-func (x *Collected) GetDropped() int64 {
-	if x != nil {
-		return x.Dropped
-	}
-	return 0
-}
-
-func (x *Collected) GetDroppedLines() int64 {
-	if x != nil {
-		return x.DroppedLines
-	}
-	return 0
-}
-
-func (x *Collected) GetSpillPath() string {
-	if x != nil {
-		return x.SpillPath
-	}
-	return ""
-}
-
-func (x *Collected) GetSpillBytes() int64 {
-	if x != nil {
-		return x.SpillBytes
-	}
-	return 0
-}
-
-func (x *Collected) GetSpillComplete() bool {
-	if x != nil {
-		return x.SpillComplete
-	}
-	return false
-}
-
-func (x *Collected) GetSpillReason() string {
-	if x != nil {
-		return x.SpillReason
-	}
-	return ""
-}
-
-func (x *Collected) GetSpillError() string {
-	if x != nil {
-		return x.SpillError
-	}
-	return ""
-}
-
 type KillResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Killed        bool                   `protobuf:"varint,1,opt,name=killed,proto3" json:"killed,omitempty"`
@@ -674,7 +544,7 @@ type KillResponse struct {
 
 func (x *KillResponse) Reset() {
 	*x = KillResponse{}
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[7]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -686,7 +556,7 @@ func (x *KillResponse) String() string {
 func (*KillResponse) ProtoMessage() {}
 
 func (x *KillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[7]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -699,7 +569,7 @@ func (x *KillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillResponse.ProtoReflect.Descriptor instead.
 func (*KillResponse) Descriptor() ([]byte, []int) {
-	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{7}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *KillResponse) GetKilled() bool {
@@ -718,7 +588,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[8]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -730,7 +600,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[8]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -743,7 +613,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{8}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListRequest) GetOwner() string {
@@ -762,7 +632,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[9]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -774,7 +644,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[9]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -787,7 +657,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{9}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListResponse) GetJobs() []*Job {
@@ -801,7 +671,7 @@ var File_core_jobs_jobsv1_jobs_proto protoreflect.FileDescriptor
 
 const file_core_jobs_jobsv1_jobs_proto_rawDesc = "" +
 	"\n" +
-	"\x1bcore/jobs/jobsv1/jobs.proto\x12\vdsh.jobs.v1\"\x9f\x01\n" +
+	"\x1bcore/jobs/jobsv1/jobs.proto\x12\vdsh.jobs.v1\x1a!core/output/outputv1/output.proto\"\x9f\x01\n" +
 	"\x0fRegisterRequest\x12\x1d\n" +
 	"\n" +
 	"process_id\x18\x01 \x01(\tR\tprocessId\x12\x14\n" +
@@ -828,16 +698,16 @@ const file_core_jobs_jobsv1_jobs_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x03R\x05value\".\n" +
 	"\x06JobRef\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
-	"\x05owner\x18\x02 \x01(\tR\x05owner\"\xf1\x02\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\"\xf5\x02\n" +
 	"\aJobRead\x12\"\n" +
 	"\x03job\x18\x01 \x01(\v2\x10.dsh.jobs.v1.JobR\x03job\x12\x16\n" +
 	"\x06stdout\x18\x02 \x01(\fR\x06stdout\x12\x16\n" +
 	"\x06stderr\x18\x03 \x01(\fR\x06stderr\x12\x14\n" +
 	"\x05lossy\x18\x04 \x01(\bR\x05lossy\x12*\n" +
 	"\x11stdout_spill_path\x18\x05 \x01(\tR\x0fstdoutSpillPath\x12*\n" +
-	"\x11stderr_spill_path\x18\x06 \x01(\tR\x0fstderrSpillPath\x129\n" +
-	"\fstdout_facts\x18\a \x01(\v2\x16.dsh.jobs.v1.CollectedR\vstdoutFacts\x129\n" +
-	"\fstderr_facts\x18\b \x01(\v2\x16.dsh.jobs.v1.CollectedR\vstderrFacts\x12.\n" +
+	"\x11stderr_spill_path\x18\x06 \x01(\tR\x0fstderrSpillPath\x12;\n" +
+	"\fstdout_facts\x18\a \x01(\v2\x18.dsh.output.v1.CollectedR\vstdoutFacts\x12;\n" +
+	"\fstderr_facts\x18\b \x01(\v2\x18.dsh.output.v1.CollectedR\vstderrFacts\x12.\n" +
 	"\asandbox\x18\t \x01(\v2\x14.dsh.jobs.v1.SandboxR\asandbox\"\xc4\x01\n" +
 	"\aSandbox\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x16\n" +
@@ -845,22 +715,7 @@ const file_core_jobs_jobsv1_jobs_proto_rawDesc = "" +
 	"\venforcement\x18\x03 \x01(\tR\venforcement\x12#\n" +
 	"\rrunner_failed\x18\x04 \x01(\bR\frunnerFailed\x12!\n" +
 	"\fdenied_paths\x18\x05 \x03(\tR\vdeniedPaths\x12#\n" +
-	"\rdenial_source\x18\x06 \x01(\tR\fdenialSource\"\xbd\x02\n" +
-	"\tCollected\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\x12\x14\n" +
-	"\x05total\x18\x02 \x01(\x03R\x05total\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x12\x18\n" +
-	"\adropped\x18\x04 \x01(\x03R\adropped\x12#\n" +
-	"\rdropped_lines\x18\x06 \x01(\x03R\fdroppedLines\x12\x1d\n" +
-	"\n" +
-	"spill_path\x18\x05 \x01(\tR\tspillPath\x12\x1f\n" +
-	"\vspill_bytes\x18\a \x01(\x03R\n" +
-	"spillBytes\x12%\n" +
-	"\x0espill_complete\x18\b \x01(\bR\rspillComplete\x12!\n" +
-	"\fspill_reason\x18\t \x01(\tR\vspillReason\x12\x1f\n" +
-	"\vspill_error\x18\n" +
-	" \x01(\tR\n" +
-	"spillError\"&\n" +
+	"\rdenial_source\x18\x06 \x01(\tR\fdenialSource\"&\n" +
 	"\fKillResponse\x12\x16\n" +
 	"\x06killed\x18\x01 \x01(\bR\x06killed\"#\n" +
 	"\vListRequest\x12\x14\n" +
@@ -885,34 +740,34 @@ func file_core_jobs_jobsv1_jobs_proto_rawDescGZIP() []byte {
 	return file_core_jobs_jobsv1_jobs_proto_rawDescData
 }
 
-var file_core_jobs_jobsv1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_core_jobs_jobsv1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_core_jobs_jobsv1_jobs_proto_goTypes = []any{
-	(*RegisterRequest)(nil), // 0: dsh.jobs.v1.RegisterRequest
-	(*Job)(nil),             // 1: dsh.jobs.v1.Job
-	(*LimitHit)(nil),        // 2: dsh.jobs.v1.LimitHit
-	(*JobRef)(nil),          // 3: dsh.jobs.v1.JobRef
-	(*JobRead)(nil),         // 4: dsh.jobs.v1.JobRead
-	(*Sandbox)(nil),         // 5: dsh.jobs.v1.Sandbox
-	(*Collected)(nil),       // 6: dsh.jobs.v1.Collected
-	(*KillResponse)(nil),    // 7: dsh.jobs.v1.KillResponse
-	(*ListRequest)(nil),     // 8: dsh.jobs.v1.ListRequest
-	(*ListResponse)(nil),    // 9: dsh.jobs.v1.ListResponse
+	(*RegisterRequest)(nil),    // 0: dsh.jobs.v1.RegisterRequest
+	(*Job)(nil),                // 1: dsh.jobs.v1.Job
+	(*LimitHit)(nil),           // 2: dsh.jobs.v1.LimitHit
+	(*JobRef)(nil),             // 3: dsh.jobs.v1.JobRef
+	(*JobRead)(nil),            // 4: dsh.jobs.v1.JobRead
+	(*Sandbox)(nil),            // 5: dsh.jobs.v1.Sandbox
+	(*KillResponse)(nil),       // 6: dsh.jobs.v1.KillResponse
+	(*ListRequest)(nil),        // 7: dsh.jobs.v1.ListRequest
+	(*ListResponse)(nil),       // 8: dsh.jobs.v1.ListResponse
+	(*outputv1.Collected)(nil), // 9: dsh.output.v1.Collected
 }
 var file_core_jobs_jobsv1_jobs_proto_depIdxs = []int32{
 	2,  // 0: dsh.jobs.v1.Job.limits:type_name -> dsh.jobs.v1.LimitHit
 	1,  // 1: dsh.jobs.v1.JobRead.job:type_name -> dsh.jobs.v1.Job
-	6,  // 2: dsh.jobs.v1.JobRead.stdout_facts:type_name -> dsh.jobs.v1.Collected
-	6,  // 3: dsh.jobs.v1.JobRead.stderr_facts:type_name -> dsh.jobs.v1.Collected
+	9,  // 2: dsh.jobs.v1.JobRead.stdout_facts:type_name -> dsh.output.v1.Collected
+	9,  // 3: dsh.jobs.v1.JobRead.stderr_facts:type_name -> dsh.output.v1.Collected
 	5,  // 4: dsh.jobs.v1.JobRead.sandbox:type_name -> dsh.jobs.v1.Sandbox
 	1,  // 5: dsh.jobs.v1.ListResponse.jobs:type_name -> dsh.jobs.v1.Job
 	0,  // 6: dsh.jobs.v1.Jobs.Register:input_type -> dsh.jobs.v1.RegisterRequest
 	3,  // 7: dsh.jobs.v1.Jobs.Read:input_type -> dsh.jobs.v1.JobRef
 	3,  // 8: dsh.jobs.v1.Jobs.Kill:input_type -> dsh.jobs.v1.JobRef
-	8,  // 9: dsh.jobs.v1.Jobs.List:input_type -> dsh.jobs.v1.ListRequest
+	7,  // 9: dsh.jobs.v1.Jobs.List:input_type -> dsh.jobs.v1.ListRequest
 	1,  // 10: dsh.jobs.v1.Jobs.Register:output_type -> dsh.jobs.v1.Job
 	4,  // 11: dsh.jobs.v1.Jobs.Read:output_type -> dsh.jobs.v1.JobRead
-	7,  // 12: dsh.jobs.v1.Jobs.Kill:output_type -> dsh.jobs.v1.KillResponse
-	9,  // 13: dsh.jobs.v1.Jobs.List:output_type -> dsh.jobs.v1.ListResponse
+	6,  // 12: dsh.jobs.v1.Jobs.Kill:output_type -> dsh.jobs.v1.KillResponse
+	8,  // 13: dsh.jobs.v1.Jobs.List:output_type -> dsh.jobs.v1.ListResponse
 	10, // [10:14] is the sub-list for method output_type
 	6,  // [6:10] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
@@ -932,7 +787,7 @@ func file_core_jobs_jobsv1_jobs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_core_jobs_jobsv1_jobs_proto_rawDesc), len(file_core_jobs_jobsv1_jobs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

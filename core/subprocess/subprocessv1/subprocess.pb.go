@@ -11,6 +11,7 @@
 package subprocessv1
 
 import (
+	outputv1 "github.com/dshrun/dsh/core/output/outputv1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -418,145 +419,17 @@ func (x *ProcessRef) GetId() string {
 	return ""
 }
 
-// One stream's output and what became of the rest of it.
-type Collected struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The retained output: the tail, when older bytes were dropped.
-	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
-	// Every byte the stream produced, read or not.
-	Total int64 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
-	// Bytes before data were dropped unread: dropped of them, holding
-	// dropped_lines newlines.
-	Truncated    bool  `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
-	Dropped      int64 `protobuf:"varint,4,opt,name=dropped,proto3" json:"dropped,omitempty"`
-	DroppedLines int64 `protobuf:"varint,6,opt,name=dropped_lines,json=droppedLines,proto3" json:"dropped_lines,omitempty"`
-	// The spill file, once the stream outgrew memory and the file holds at
-	// least one byte. It holds the stream's first spill_bytes bytes.
-	SpillPath  string `protobuf:"bytes,5,opt,name=spill_path,json=spillPath,proto3" json:"spill_path,omitempty"`
-	SpillBytes int64  `protobuf:"varint,7,opt,name=spill_bytes,json=spillBytes,proto3" json:"spill_bytes,omitempty"`
-	// The spill file holds every byte the stream produced so far.
-	SpillComplete bool `protobuf:"varint,8,opt,name=spill_complete,json=spillComplete,proto3" json:"spill_complete,omitempty"`
-	// Why it does not, once a byte could not be kept: "cap" (the stream's
-	// max_spill_bytes), "budget" (the host's total for spill files),
-	// "disk_full", "write_error", "create_error" (no file: every dropped
-	// byte is lost). spill_error is the system's word for the last three.
-	SpillReason   string `protobuf:"bytes,9,opt,name=spill_reason,json=spillReason,proto3" json:"spill_reason,omitempty"`
-	SpillError    string `protobuf:"bytes,10,opt,name=spill_error,json=spillError,proto3" json:"spill_error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Collected) Reset() {
-	*x = Collected{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[3]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Collected) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Collected) ProtoMessage() {}
-
-func (x *Collected) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[3]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Collected.ProtoReflect.Descriptor instead.
-func (*Collected) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{3}
-}
-
-func (x *Collected) GetData() []byte {
-	if x != nil {
-		return x.Data
-	}
-	return nil
-}
-
-func (x *Collected) GetTotal() int64 {
-	if x != nil {
-		return x.Total
-	}
-	return 0
-}
-
-func (x *Collected) GetTruncated() bool {
-	if x != nil {
-		return x.Truncated
-	}
-	return false
-}
-
-func (x *Collected) GetDropped() int64 {
-	if x != nil {
-		return x.Dropped
-	}
-	return 0
-}
-
-func (x *Collected) GetDroppedLines() int64 {
-	if x != nil {
-		return x.DroppedLines
-	}
-	return 0
-}
-
-func (x *Collected) GetSpillPath() string {
-	if x != nil {
-		return x.SpillPath
-	}
-	return ""
-}
-
-func (x *Collected) GetSpillBytes() int64 {
-	if x != nil {
-		return x.SpillBytes
-	}
-	return 0
-}
-
-func (x *Collected) GetSpillComplete() bool {
-	if x != nil {
-		return x.SpillComplete
-	}
-	return false
-}
-
-func (x *Collected) GetSpillReason() string {
-	if x != nil {
-		return x.SpillReason
-	}
-	return ""
-}
-
-func (x *Collected) GetSpillError() string {
-	if x != nil {
-		return x.SpillError
-	}
-	return ""
-}
-
 type Result struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Status Status                 `protobuf:"varint,1,opt,name=status,proto3,enum=dsh.subprocess.v1.Status" json:"status,omitempty"`
 	// Absent when a signal killed the process.
-	ExitCode   *int32     `protobuf:"varint,2,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
-	Signal     string     `protobuf:"bytes,3,opt,name=signal,proto3" json:"signal,omitempty"`
-	TimedOut   bool       `protobuf:"varint,4,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
-	Aborted    bool       `protobuf:"varint,5,opt,name=aborted,proto3" json:"aborted,omitempty"`
-	DurationMs int64      `protobuf:"varint,6,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
-	Stdout     *Collected `protobuf:"bytes,7,opt,name=stdout,proto3" json:"stdout,omitempty"`
-	Stderr     *Collected `protobuf:"bytes,8,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	ExitCode   *int32              `protobuf:"varint,2,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	Signal     string              `protobuf:"bytes,3,opt,name=signal,proto3" json:"signal,omitempty"`
+	TimedOut   bool                `protobuf:"varint,4,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	Aborted    bool                `protobuf:"varint,5,opt,name=aborted,proto3" json:"aborted,omitempty"`
+	DurationMs int64               `protobuf:"varint,6,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	Stdout     *outputv1.Collected `protobuf:"bytes,7,opt,name=stdout,proto3" json:"stdout,omitempty"`
+	Stderr     *outputv1.Collected `protobuf:"bytes,8,opt,name=stderr,proto3" json:"stderr,omitempty"`
 	// The limits that stopped something in the tree.
 	Limits        []*LimitHit `protobuf:"bytes,9,rep,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -565,7 +438,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[4]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -577,7 +450,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[4]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -590,7 +463,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{4}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Result) GetStatus() Status {
@@ -635,14 +508,14 @@ func (x *Result) GetDurationMs() int64 {
 	return 0
 }
 
-func (x *Result) GetStdout() *Collected {
+func (x *Result) GetStdout() *outputv1.Collected {
 	if x != nil {
 		return x.Stdout
 	}
 	return nil
 }
 
-func (x *Result) GetStderr() *Collected {
+func (x *Result) GetStderr() *outputv1.Collected {
 	if x != nil {
 		return x.Stderr
 	}
@@ -671,7 +544,7 @@ type LimitHit struct {
 
 func (x *LimitHit) Reset() {
 	*x = LimitHit{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[5]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +556,7 @@ func (x *LimitHit) String() string {
 func (*LimitHit) ProtoMessage() {}
 
 func (x *LimitHit) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[5]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +569,7 @@ func (x *LimitHit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitHit.ProtoReflect.Descriptor instead.
 func (*LimitHit) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{5}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LimitHit) GetLimit() string {
@@ -715,8 +588,8 @@ func (x *LimitHit) GetValue() int64 {
 
 type ReadResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
-	Stdout   *Collected             `protobuf:"bytes,1,opt,name=stdout,proto3" json:"stdout,omitempty"`
-	Stderr   *Collected             `protobuf:"bytes,2,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	Stdout   *outputv1.Collected    `protobuf:"bytes,1,opt,name=stdout,proto3" json:"stdout,omitempty"`
+	Stderr   *outputv1.Collected    `protobuf:"bytes,2,opt,name=stderr,proto3" json:"stderr,omitempty"`
 	Lossy    bool                   `protobuf:"varint,3,opt,name=lossy,proto3" json:"lossy,omitempty"`
 	Status   Status                 `protobuf:"varint,4,opt,name=status,proto3,enum=dsh.subprocess.v1.Status" json:"status,omitempty"`
 	ExitCode *int32                 `protobuf:"varint,5,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
@@ -729,7 +602,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[6]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -741,7 +614,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[6]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -754,17 +627,17 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{6}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{5}
 }
 
-func (x *ReadResponse) GetStdout() *Collected {
+func (x *ReadResponse) GetStdout() *outputv1.Collected {
 	if x != nil {
 		return x.Stdout
 	}
 	return nil
 }
 
-func (x *ReadResponse) GetStderr() *Collected {
+func (x *ReadResponse) GetStderr() *outputv1.Collected {
 	if x != nil {
 		return x.Stderr
 	}
@@ -815,7 +688,7 @@ type KillResponse struct {
 
 func (x *KillResponse) Reset() {
 	*x = KillResponse{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[7]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -827,7 +700,7 @@ func (x *KillResponse) String() string {
 func (*KillResponse) ProtoMessage() {}
 
 func (x *KillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[7]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -840,7 +713,7 @@ func (x *KillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillResponse.ProtoReflect.Descriptor instead.
 func (*KillResponse) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{7}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *KillResponse) GetKilled() bool {
@@ -872,7 +745,7 @@ type TerminalRequest struct {
 
 func (x *TerminalRequest) Reset() {
 	*x = TerminalRequest{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[8]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -884,7 +757,7 @@ func (x *TerminalRequest) String() string {
 func (*TerminalRequest) ProtoMessage() {}
 
 func (x *TerminalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[8]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -897,7 +770,7 @@ func (x *TerminalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalRequest.ProtoReflect.Descriptor instead.
 func (*TerminalRequest) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{8}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TerminalRequest) GetArgv() []string {
@@ -966,7 +839,7 @@ type TerminalInput struct {
 
 func (x *TerminalInput) Reset() {
 	*x = TerminalInput{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[9]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +851,7 @@ func (x *TerminalInput) String() string {
 func (*TerminalInput) ProtoMessage() {}
 
 func (x *TerminalInput) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[9]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +864,7 @@ func (x *TerminalInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalInput.ProtoReflect.Descriptor instead.
 func (*TerminalInput) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{9}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TerminalInput) GetId() string {
@@ -1018,7 +891,7 @@ type TerminalWritten struct {
 
 func (x *TerminalWritten) Reset() {
 	*x = TerminalWritten{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[10]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1030,7 +903,7 @@ func (x *TerminalWritten) String() string {
 func (*TerminalWritten) ProtoMessage() {}
 
 func (x *TerminalWritten) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[10]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1043,7 +916,7 @@ func (x *TerminalWritten) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalWritten.ProtoReflect.Descriptor instead.
 func (*TerminalWritten) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{10}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TerminalWritten) GetWritten() bool {
@@ -1064,7 +937,7 @@ type TerminalReadRequest struct {
 
 func (x *TerminalReadRequest) Reset() {
 	*x = TerminalReadRequest{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[11]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +949,7 @@ func (x *TerminalReadRequest) String() string {
 func (*TerminalReadRequest) ProtoMessage() {}
 
 func (x *TerminalReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[11]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +962,7 @@ func (x *TerminalReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalReadRequest.ProtoReflect.Descriptor instead.
 func (*TerminalReadRequest) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{11}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TerminalReadRequest) GetId() string {
@@ -1124,7 +997,7 @@ type TerminalOutput struct {
 
 func (x *TerminalOutput) Reset() {
 	*x = TerminalOutput{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[12]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1009,7 @@ func (x *TerminalOutput) String() string {
 func (*TerminalOutput) ProtoMessage() {}
 
 func (x *TerminalOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[12]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1022,7 @@ func (x *TerminalOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalOutput.ProtoReflect.Descriptor instead.
 func (*TerminalOutput) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{12}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TerminalOutput) GetData() []byte {
@@ -1205,7 +1078,7 @@ type TerminalSize struct {
 
 func (x *TerminalSize) Reset() {
 	*x = TerminalSize{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[13]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1090,7 @@ func (x *TerminalSize) String() string {
 func (*TerminalSize) ProtoMessage() {}
 
 func (x *TerminalSize) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[13]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1103,7 @@ func (x *TerminalSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalSize.ProtoReflect.Descriptor instead.
 func (*TerminalSize) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{13}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TerminalSize) GetId() string {
@@ -1262,7 +1135,7 @@ type TerminalResized struct {
 
 func (x *TerminalResized) Reset() {
 	*x = TerminalResized{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[14]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +1147,7 @@ func (x *TerminalResized) String() string {
 func (*TerminalResized) ProtoMessage() {}
 
 func (x *TerminalResized) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[14]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +1160,7 @@ func (x *TerminalResized) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalResized.ProtoReflect.Descriptor instead.
 func (*TerminalResized) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{14}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{13}
 }
 
 type TerminalSignal struct {
@@ -1303,7 +1176,7 @@ type TerminalSignal struct {
 
 func (x *TerminalSignal) Reset() {
 	*x = TerminalSignal{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[15]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1315,7 +1188,7 @@ func (x *TerminalSignal) String() string {
 func (*TerminalSignal) ProtoMessage() {}
 
 func (x *TerminalSignal) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[15]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1328,7 +1201,7 @@ func (x *TerminalSignal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalSignal.ProtoReflect.Descriptor instead.
 func (*TerminalSignal) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{15}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TerminalSignal) GetId() string {
@@ -1364,7 +1237,7 @@ type TerminalSignalled struct {
 
 func (x *TerminalSignalled) Reset() {
 	*x = TerminalSignalled{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[16]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1249,7 @@ func (x *TerminalSignalled) String() string {
 func (*TerminalSignalled) ProtoMessage() {}
 
 func (x *TerminalSignalled) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[16]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1262,7 @@ func (x *TerminalSignalled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalSignalled.ProtoReflect.Descriptor instead.
 func (*TerminalSignalled) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{16}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TerminalSignalled) GetSignalled() bool {
@@ -1410,7 +1283,7 @@ var File_core_subprocess_subprocessv1_subprocess_proto protoreflect.FileDescript
 
 const file_core_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
 	"\n" +
-	"-core/subprocess/subprocessv1/subprocess.proto\x12\x11dsh.subprocess.v1\"\xd9\x04\n" +
+	"-core/subprocess/subprocessv1/subprocess.proto\x12\x11dsh.subprocess.v1\x1a!core/output/outputv1/output.proto\"\xd9\x04\n" +
 	"\fSpawnRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
 	"\x03dir\x18\x02 \x01(\tR\x03dir\x12:\n" +
@@ -1439,22 +1312,7 @@ const file_core_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
 	"\x0esandbox_failed\x18\x03 \x01(\bR\rsandboxFailed\"\x1c\n" +
 	"\n" +
 	"ProcessRef\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\xbd\x02\n" +
-	"\tCollected\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\x12\x14\n" +
-	"\x05total\x18\x02 \x01(\x03R\x05total\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x12\x18\n" +
-	"\adropped\x18\x04 \x01(\x03R\adropped\x12#\n" +
-	"\rdropped_lines\x18\x06 \x01(\x03R\fdroppedLines\x12\x1d\n" +
-	"\n" +
-	"spill_path\x18\x05 \x01(\tR\tspillPath\x12\x1f\n" +
-	"\vspill_bytes\x18\a \x01(\x03R\n" +
-	"spillBytes\x12%\n" +
-	"\x0espill_complete\x18\b \x01(\bR\rspillComplete\x12!\n" +
-	"\fspill_reason\x18\t \x01(\tR\vspillReason\x12\x1f\n" +
-	"\vspill_error\x18\n" +
-	" \x01(\tR\n" +
-	"spillError\"\xfc\x02\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xf4\x02\n" +
 	"\x06Result\x121\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x19.dsh.subprocess.v1.StatusR\x06status\x12 \n" +
 	"\texit_code\x18\x02 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
@@ -1462,18 +1320,18 @@ const file_core_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
 	"\ttimed_out\x18\x04 \x01(\bR\btimedOut\x12\x18\n" +
 	"\aaborted\x18\x05 \x01(\bR\aaborted\x12\x1f\n" +
 	"\vduration_ms\x18\x06 \x01(\x03R\n" +
-	"durationMs\x124\n" +
-	"\x06stdout\x18\a \x01(\v2\x1c.dsh.subprocess.v1.CollectedR\x06stdout\x124\n" +
-	"\x06stderr\x18\b \x01(\v2\x1c.dsh.subprocess.v1.CollectedR\x06stderr\x123\n" +
+	"durationMs\x120\n" +
+	"\x06stdout\x18\a \x01(\v2\x18.dsh.output.v1.CollectedR\x06stdout\x120\n" +
+	"\x06stderr\x18\b \x01(\v2\x18.dsh.output.v1.CollectedR\x06stderr\x123\n" +
 	"\x06limits\x18\t \x03(\v2\x1b.dsh.subprocess.v1.LimitHitR\x06limitsB\f\n" +
 	"\n" +
 	"_exit_code\"6\n" +
 	"\bLimitHit\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value\"\xc0\x02\n" +
-	"\fReadResponse\x124\n" +
-	"\x06stdout\x18\x01 \x01(\v2\x1c.dsh.subprocess.v1.CollectedR\x06stdout\x124\n" +
-	"\x06stderr\x18\x02 \x01(\v2\x1c.dsh.subprocess.v1.CollectedR\x06stderr\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value\"\xb8\x02\n" +
+	"\fReadResponse\x120\n" +
+	"\x06stdout\x18\x01 \x01(\v2\x18.dsh.output.v1.CollectedR\x06stdout\x120\n" +
+	"\x06stderr\x18\x02 \x01(\v2\x18.dsh.output.v1.CollectedR\x06stderr\x12\x14\n" +
 	"\x05lossy\x18\x03 \x01(\bR\x05lossy\x121\n" +
 	"\x06status\x18\x04 \x01(\x0e2\x19.dsh.subprocess.v1.StatusR\x06status\x12 \n" +
 	"\texit_code\x18\x05 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
@@ -1558,41 +1416,41 @@ func file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP() []byte {
 }
 
 var file_core_subprocess_subprocessv1_subprocess_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_core_subprocess_subprocessv1_subprocess_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_core_subprocess_subprocessv1_subprocess_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_core_subprocess_subprocessv1_subprocess_proto_goTypes = []any{
 	(Status)(0),                 // 0: dsh.subprocess.v1.Status
 	(TerminalTarget)(0),         // 1: dsh.subprocess.v1.TerminalTarget
 	(*SpawnRequest)(nil),        // 2: dsh.subprocess.v1.SpawnRequest
 	(*StartResponse)(nil),       // 3: dsh.subprocess.v1.StartResponse
 	(*ProcessRef)(nil),          // 4: dsh.subprocess.v1.ProcessRef
-	(*Collected)(nil),           // 5: dsh.subprocess.v1.Collected
-	(*Result)(nil),              // 6: dsh.subprocess.v1.Result
-	(*LimitHit)(nil),            // 7: dsh.subprocess.v1.LimitHit
-	(*ReadResponse)(nil),        // 8: dsh.subprocess.v1.ReadResponse
-	(*KillResponse)(nil),        // 9: dsh.subprocess.v1.KillResponse
-	(*TerminalRequest)(nil),     // 10: dsh.subprocess.v1.TerminalRequest
-	(*TerminalInput)(nil),       // 11: dsh.subprocess.v1.TerminalInput
-	(*TerminalWritten)(nil),     // 12: dsh.subprocess.v1.TerminalWritten
-	(*TerminalReadRequest)(nil), // 13: dsh.subprocess.v1.TerminalReadRequest
-	(*TerminalOutput)(nil),      // 14: dsh.subprocess.v1.TerminalOutput
-	(*TerminalSize)(nil),        // 15: dsh.subprocess.v1.TerminalSize
-	(*TerminalResized)(nil),     // 16: dsh.subprocess.v1.TerminalResized
-	(*TerminalSignal)(nil),      // 17: dsh.subprocess.v1.TerminalSignal
-	(*TerminalSignalled)(nil),   // 18: dsh.subprocess.v1.TerminalSignalled
-	nil,                         // 19: dsh.subprocess.v1.SpawnRequest.EnvEntry
-	nil,                         // 20: dsh.subprocess.v1.TerminalRequest.EnvEntry
+	(*Result)(nil),              // 5: dsh.subprocess.v1.Result
+	(*LimitHit)(nil),            // 6: dsh.subprocess.v1.LimitHit
+	(*ReadResponse)(nil),        // 7: dsh.subprocess.v1.ReadResponse
+	(*KillResponse)(nil),        // 8: dsh.subprocess.v1.KillResponse
+	(*TerminalRequest)(nil),     // 9: dsh.subprocess.v1.TerminalRequest
+	(*TerminalInput)(nil),       // 10: dsh.subprocess.v1.TerminalInput
+	(*TerminalWritten)(nil),     // 11: dsh.subprocess.v1.TerminalWritten
+	(*TerminalReadRequest)(nil), // 12: dsh.subprocess.v1.TerminalReadRequest
+	(*TerminalOutput)(nil),      // 13: dsh.subprocess.v1.TerminalOutput
+	(*TerminalSize)(nil),        // 14: dsh.subprocess.v1.TerminalSize
+	(*TerminalResized)(nil),     // 15: dsh.subprocess.v1.TerminalResized
+	(*TerminalSignal)(nil),      // 16: dsh.subprocess.v1.TerminalSignal
+	(*TerminalSignalled)(nil),   // 17: dsh.subprocess.v1.TerminalSignalled
+	nil,                         // 18: dsh.subprocess.v1.SpawnRequest.EnvEntry
+	nil,                         // 19: dsh.subprocess.v1.TerminalRequest.EnvEntry
+	(*outputv1.Collected)(nil),  // 20: dsh.output.v1.Collected
 }
 var file_core_subprocess_subprocessv1_subprocess_proto_depIdxs = []int32{
-	19, // 0: dsh.subprocess.v1.SpawnRequest.env:type_name -> dsh.subprocess.v1.SpawnRequest.EnvEntry
+	18, // 0: dsh.subprocess.v1.SpawnRequest.env:type_name -> dsh.subprocess.v1.SpawnRequest.EnvEntry
 	0,  // 1: dsh.subprocess.v1.Result.status:type_name -> dsh.subprocess.v1.Status
-	5,  // 2: dsh.subprocess.v1.Result.stdout:type_name -> dsh.subprocess.v1.Collected
-	5,  // 3: dsh.subprocess.v1.Result.stderr:type_name -> dsh.subprocess.v1.Collected
-	7,  // 4: dsh.subprocess.v1.Result.limits:type_name -> dsh.subprocess.v1.LimitHit
-	5,  // 5: dsh.subprocess.v1.ReadResponse.stdout:type_name -> dsh.subprocess.v1.Collected
-	5,  // 6: dsh.subprocess.v1.ReadResponse.stderr:type_name -> dsh.subprocess.v1.Collected
+	20, // 2: dsh.subprocess.v1.Result.stdout:type_name -> dsh.output.v1.Collected
+	20, // 3: dsh.subprocess.v1.Result.stderr:type_name -> dsh.output.v1.Collected
+	6,  // 4: dsh.subprocess.v1.Result.limits:type_name -> dsh.subprocess.v1.LimitHit
+	20, // 5: dsh.subprocess.v1.ReadResponse.stdout:type_name -> dsh.output.v1.Collected
+	20, // 6: dsh.subprocess.v1.ReadResponse.stderr:type_name -> dsh.output.v1.Collected
 	0,  // 7: dsh.subprocess.v1.ReadResponse.status:type_name -> dsh.subprocess.v1.Status
-	7,  // 8: dsh.subprocess.v1.ReadResponse.limits:type_name -> dsh.subprocess.v1.LimitHit
-	20, // 9: dsh.subprocess.v1.TerminalRequest.env:type_name -> dsh.subprocess.v1.TerminalRequest.EnvEntry
+	6,  // 8: dsh.subprocess.v1.ReadResponse.limits:type_name -> dsh.subprocess.v1.LimitHit
+	19, // 9: dsh.subprocess.v1.TerminalRequest.env:type_name -> dsh.subprocess.v1.TerminalRequest.EnvEntry
 	0,  // 10: dsh.subprocess.v1.TerminalOutput.status:type_name -> dsh.subprocess.v1.Status
 	1,  // 11: dsh.subprocess.v1.TerminalSignal.target:type_name -> dsh.subprocess.v1.TerminalTarget
 	2,  // 12: dsh.subprocess.v1.Subprocess.Run:input_type -> dsh.subprocess.v1.SpawnRequest
@@ -1600,21 +1458,21 @@ var file_core_subprocess_subprocessv1_subprocess_proto_depIdxs = []int32{
 	4,  // 14: dsh.subprocess.v1.Subprocess.Read:input_type -> dsh.subprocess.v1.ProcessRef
 	4,  // 15: dsh.subprocess.v1.Subprocess.Kill:input_type -> dsh.subprocess.v1.ProcessRef
 	4,  // 16: dsh.subprocess.v1.Subprocess.Wait:input_type -> dsh.subprocess.v1.ProcessRef
-	10, // 17: dsh.subprocess.v1.Subprocess.SpawnTerminal:input_type -> dsh.subprocess.v1.TerminalRequest
-	11, // 18: dsh.subprocess.v1.Subprocess.WriteTerminal:input_type -> dsh.subprocess.v1.TerminalInput
-	13, // 19: dsh.subprocess.v1.Subprocess.ReadTerminal:input_type -> dsh.subprocess.v1.TerminalReadRequest
-	15, // 20: dsh.subprocess.v1.Subprocess.ResizeTerminal:input_type -> dsh.subprocess.v1.TerminalSize
-	17, // 21: dsh.subprocess.v1.Subprocess.SignalTerminal:input_type -> dsh.subprocess.v1.TerminalSignal
-	6,  // 22: dsh.subprocess.v1.Subprocess.Run:output_type -> dsh.subprocess.v1.Result
+	9,  // 17: dsh.subprocess.v1.Subprocess.SpawnTerminal:input_type -> dsh.subprocess.v1.TerminalRequest
+	10, // 18: dsh.subprocess.v1.Subprocess.WriteTerminal:input_type -> dsh.subprocess.v1.TerminalInput
+	12, // 19: dsh.subprocess.v1.Subprocess.ReadTerminal:input_type -> dsh.subprocess.v1.TerminalReadRequest
+	14, // 20: dsh.subprocess.v1.Subprocess.ResizeTerminal:input_type -> dsh.subprocess.v1.TerminalSize
+	16, // 21: dsh.subprocess.v1.Subprocess.SignalTerminal:input_type -> dsh.subprocess.v1.TerminalSignal
+	5,  // 22: dsh.subprocess.v1.Subprocess.Run:output_type -> dsh.subprocess.v1.Result
 	3,  // 23: dsh.subprocess.v1.Subprocess.Start:output_type -> dsh.subprocess.v1.StartResponse
-	8,  // 24: dsh.subprocess.v1.Subprocess.Read:output_type -> dsh.subprocess.v1.ReadResponse
-	9,  // 25: dsh.subprocess.v1.Subprocess.Kill:output_type -> dsh.subprocess.v1.KillResponse
-	6,  // 26: dsh.subprocess.v1.Subprocess.Wait:output_type -> dsh.subprocess.v1.Result
+	7,  // 24: dsh.subprocess.v1.Subprocess.Read:output_type -> dsh.subprocess.v1.ReadResponse
+	8,  // 25: dsh.subprocess.v1.Subprocess.Kill:output_type -> dsh.subprocess.v1.KillResponse
+	5,  // 26: dsh.subprocess.v1.Subprocess.Wait:output_type -> dsh.subprocess.v1.Result
 	3,  // 27: dsh.subprocess.v1.Subprocess.SpawnTerminal:output_type -> dsh.subprocess.v1.StartResponse
-	12, // 28: dsh.subprocess.v1.Subprocess.WriteTerminal:output_type -> dsh.subprocess.v1.TerminalWritten
-	14, // 29: dsh.subprocess.v1.Subprocess.ReadTerminal:output_type -> dsh.subprocess.v1.TerminalOutput
-	16, // 30: dsh.subprocess.v1.Subprocess.ResizeTerminal:output_type -> dsh.subprocess.v1.TerminalResized
-	18, // 31: dsh.subprocess.v1.Subprocess.SignalTerminal:output_type -> dsh.subprocess.v1.TerminalSignalled
+	11, // 28: dsh.subprocess.v1.Subprocess.WriteTerminal:output_type -> dsh.subprocess.v1.TerminalWritten
+	13, // 29: dsh.subprocess.v1.Subprocess.ReadTerminal:output_type -> dsh.subprocess.v1.TerminalOutput
+	15, // 30: dsh.subprocess.v1.Subprocess.ResizeTerminal:output_type -> dsh.subprocess.v1.TerminalResized
+	17, // 31: dsh.subprocess.v1.Subprocess.SignalTerminal:output_type -> dsh.subprocess.v1.TerminalSignalled
 	22, // [22:32] is the sub-list for method output_type
 	12, // [12:22] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
@@ -1627,16 +1485,16 @@ func file_core_subprocess_subprocessv1_subprocess_proto_init() {
 	if File_core_subprocess_subprocessv1_subprocess_proto != nil {
 		return
 	}
-	file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[4].OneofWrappers = []any{}
-	file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[6].OneofWrappers = []any{}
-	file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[12].OneofWrappers = []any{}
+	file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[3].OneofWrappers = []any{}
+	file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[5].OneofWrappers = []any{}
+	file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_core_subprocess_subprocessv1_subprocess_proto_rawDesc), len(file_core_subprocess_subprocessv1_subprocess_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   19,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -369,8 +369,8 @@ func TestNoWaitWhileTheProcessRuns(t *testing.T) {
 // said: the executor's facts reach the wire, and its failures keep their
 // code.
 func TestServerThroughTheHandle(t *testing.T) {
-	facts := &jobsv1.Collected{Total: 9000, Truncated: true, Dropped: 7000, DroppedLines: 70, SpillPath: "/s/p.stdout", SpillBytes: 9000, SpillComplete: true}
-	errFacts := &jobsv1.Collected{Total: 4, SpillReason: "budget"}
+	facts := &cjobs.Collected{Total: 9000, Truncated: true, Dropped: 7000, DroppedLines: 70, SpillPath: "/s/p.stdout", SpillBytes: 9000, SpillComplete: true}
+	errFacts := &cjobs.Collected{Total: 4, SpillReason: "budget"}
 	reads := 0
 	p := &fakeProcess{pid: 7,
 		read: func(context.Context) (Output, error) {

@@ -86,7 +86,7 @@ type Output struct {
 	StdoutSpill, StderrSpill string
 	// Each stream's counts and spill file; their data is in Stdout and
 	// Stderr.
-	StdoutFacts, StderrFacts *jobsv1.Collected
+	StdoutFacts, StderrFacts *jobs.Collected
 	// Sandbox is what a sandboxing executor said of this output.
 	Sandbox *jobsv1.Sandbox
 	State   State

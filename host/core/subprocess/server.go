@@ -6,6 +6,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/dshrun/dsh/core/output/outputv1"
 	"github.com/dshrun/dsh/core/subprocess"
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/internal/seam"
@@ -253,8 +254,10 @@ func LimitsProto(hits []LimitHit) []*subprocessv1.LimitHit {
 	return out
 }
 
-func collectedProto(c Collected) *subprocessv1.Collected {
-	return &subprocessv1.Collected{
+// collectedProto is a stream's output as every contract that hands it
+// over carries it (ctx.subprocess here, ctx.shell and ctx.jobs after).
+func collectedProto(c Collected) *outputv1.Collected {
+	return &outputv1.Collected{
 		Data:          c.Data,
 		Total:         c.Total,
 		Truncated:     c.Truncated,

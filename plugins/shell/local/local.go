@@ -332,8 +332,8 @@ func (e *Executor) Run(ctx context.Context, spec *shell.ExecSpec) (*shell.RunRes
 		TimedOut:   res.TimedOut,
 		Aborted:    res.Aborted,
 		TimeoutMs:  spec.TimeoutMs,
-		Stdout:     collected(res.Stdout),
-		Stderr:     collected(res.Stderr),
+		Stdout:     res.Stdout,
+		Stderr:     res.Stderr,
 		DurationMs: res.DurationMs,
 		Workdir:    spec.Workdir,
 		Sandbox:    info,
@@ -374,8 +374,8 @@ func (e *Executor) ReadOutput(ctx context.Context, id string) (*shell.ProcessRea
 	if err != nil {
 		return nil, subprocessError(err)
 	}
-	stdout, stdoutFacts := facts(collected(r.Stdout))
-	stderr, stderrFacts := facts(collected(r.Stderr))
+	stdout, stdoutFacts := facts(r.Stdout)
+	stderr, stderrFacts := facts(r.Stderr)
 	return &shell.ProcessRead{
 		Stdout:          stdout,
 		Stderr:          stderr,
@@ -402,26 +402,6 @@ func (e *Executor) Wait(ctx context.Context, id string) (*shell.ProcessState, er
 		return nil, subprocessError(err)
 	}
 	return stateOf(r.Status, r.ExitCode, r.Signal, r.Limits), nil
-}
-
-// collected is a stream as ctx.subprocess reported it, in the seam's own
-// message (the same fields).
-func collected(c *subprocessv1.Collected) *shell.Collected {
-	if c == nil {
-		return nil
-	}
-	return &shell.Collected{
-		Data:          c.Data,
-		Total:         c.Total,
-		Truncated:     c.Truncated,
-		Dropped:       c.Dropped,
-		DroppedLines:  c.DroppedLines,
-		SpillPath:     c.SpillPath,
-		SpillBytes:    c.SpillBytes,
-		SpillComplete: c.SpillComplete,
-		SpillReason:   c.SpillReason,
-		SpillError:    c.SpillError,
-	}
 }
 
 // facts moves a stream's data out of c, which then carries only its facts

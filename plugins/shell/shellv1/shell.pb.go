@@ -10,6 +10,7 @@
 package shellv1
 
 import (
+	outputv1 "github.com/dshrun/dsh/core/output/outputv1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -498,136 +499,6 @@ func (x *SandboxInfo) GetDenialSource() string {
 	return ""
 }
 
-// One stream's output and what became of the rest of it. It is
-// dsh.subprocess.v1.Collected field for field, so an executor over
-// ctx.subprocess copies its fields across.
-type Collected struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The retained output: the tail, when older bytes were dropped.
-	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
-	// Every byte the stream produced, read or not.
-	Total int64 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
-	// Bytes before data were dropped unread: dropped of them, holding
-	// dropped_lines newlines.
-	Truncated    bool  `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
-	Dropped      int64 `protobuf:"varint,4,opt,name=dropped,proto3" json:"dropped,omitempty"`
-	DroppedLines int64 `protobuf:"varint,6,opt,name=dropped_lines,json=droppedLines,proto3" json:"dropped_lines,omitempty"`
-	// The spill file, once the stream outgrew memory and the file holds at
-	// least one byte. It holds the stream's first spill_bytes bytes.
-	SpillPath  string `protobuf:"bytes,5,opt,name=spill_path,json=spillPath,proto3" json:"spill_path,omitempty"`
-	SpillBytes int64  `protobuf:"varint,7,opt,name=spill_bytes,json=spillBytes,proto3" json:"spill_bytes,omitempty"`
-	// The spill file holds every byte the stream produced so far.
-	SpillComplete bool `protobuf:"varint,8,opt,name=spill_complete,json=spillComplete,proto3" json:"spill_complete,omitempty"`
-	// Why it does not, once a byte could not be kept: "cap" (the stream's
-	// max_spill_bytes), "budget" (the host's total for spill files),
-	// "disk_full", "write_error", "create_error" (no file: every dropped
-	// byte is lost). spill_error is the system's word for the last three.
-	SpillReason   string `protobuf:"bytes,9,opt,name=spill_reason,json=spillReason,proto3" json:"spill_reason,omitempty"`
-	SpillError    string `protobuf:"bytes,10,opt,name=spill_error,json=spillError,proto3" json:"spill_error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Collected) Reset() {
-	*x = Collected{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[4]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Collected) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Collected) ProtoMessage() {}
-
-func (x *Collected) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[4]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Collected.ProtoReflect.Descriptor instead.
-func (*Collected) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{4}
-}
-
-func (x *Collected) GetData() []byte {
-	if x != nil {
-		return x.Data
-	}
-	return nil
-}
-
-func (x *Collected) GetTotal() int64 {
-	if x != nil {
-		return x.Total
-	}
-	return 0
-}
-
-func (x *Collected) GetTruncated() bool {
-	if x != nil {
-		return x.Truncated
-	}
-	return false
-}
-
-func (x *Collected) GetDropped() int64 {
-	if x != nil {
-		return x.Dropped
-	}
-	return 0
-}
-
-func (x *Collected) GetDroppedLines() int64 {
-	if x != nil {
-		return x.DroppedLines
-	}
-	return 0
-}
-
-func (x *Collected) GetSpillPath() string {
-	if x != nil {
-		return x.SpillPath
-	}
-	return ""
-}
-
-func (x *Collected) GetSpillBytes() int64 {
-	if x != nil {
-		return x.SpillBytes
-	}
-	return 0
-}
-
-func (x *Collected) GetSpillComplete() bool {
-	if x != nil {
-		return x.SpillComplete
-	}
-	return false
-}
-
-func (x *Collected) GetSpillReason() string {
-	if x != nil {
-		return x.SpillReason
-	}
-	return ""
-}
-
-func (x *Collected) GetSpillError() string {
-	if x != nil {
-		return x.SpillError
-	}
-	return ""
-}
-
 type RunResult struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	ExitCode   *int32                 `protobuf:"varint,1,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
@@ -635,8 +506,8 @@ type RunResult struct {
 	TimedOut   bool                   `protobuf:"varint,3,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
 	Aborted    bool                   `protobuf:"varint,4,opt,name=aborted,proto3" json:"aborted,omitempty"`
 	TimeoutMs  int64                  `protobuf:"varint,5,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	Stdout     *Collected             `protobuf:"bytes,6,opt,name=stdout,proto3" json:"stdout,omitempty"`
-	Stderr     *Collected             `protobuf:"bytes,7,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	Stdout     *outputv1.Collected    `protobuf:"bytes,6,opt,name=stdout,proto3" json:"stdout,omitempty"`
+	Stderr     *outputv1.Collected    `protobuf:"bytes,7,opt,name=stderr,proto3" json:"stderr,omitempty"`
 	Sandbox    *SandboxInfo           `protobuf:"bytes,8,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	DurationMs int64                  `protobuf:"varint,9,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
 	// The resolved working directory the command ran in.
@@ -649,7 +520,7 @@ type RunResult struct {
 
 func (x *RunResult) Reset() {
 	*x = RunResult{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[5]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +532,7 @@ func (x *RunResult) String() string {
 func (*RunResult) ProtoMessage() {}
 
 func (x *RunResult) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[5]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +545,7 @@ func (x *RunResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunResult.ProtoReflect.Descriptor instead.
 func (*RunResult) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{5}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RunResult) GetExitCode() int32 {
@@ -712,14 +583,14 @@ func (x *RunResult) GetTimeoutMs() int64 {
 	return 0
 }
 
-func (x *RunResult) GetStdout() *Collected {
+func (x *RunResult) GetStdout() *outputv1.Collected {
 	if x != nil {
 		return x.Stdout
 	}
 	return nil
 }
 
-func (x *RunResult) GetStderr() *Collected {
+func (x *RunResult) GetStderr() *outputv1.Collected {
 	if x != nil {
 		return x.Stderr
 	}
@@ -769,7 +640,7 @@ type LimitHit struct {
 
 func (x *LimitHit) Reset() {
 	*x = LimitHit{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[6]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -781,7 +652,7 @@ func (x *LimitHit) String() string {
 func (*LimitHit) ProtoMessage() {}
 
 func (x *LimitHit) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[6]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -794,7 +665,7 @@ func (x *LimitHit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitHit.ProtoReflect.Descriptor instead.
 func (*LimitHit) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{6}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *LimitHit) GetLimit() string {
@@ -822,7 +693,7 @@ type StartResponse struct {
 
 func (x *StartResponse) Reset() {
 	*x = StartResponse{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[7]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -834,7 +705,7 @@ func (x *StartResponse) String() string {
 func (*StartResponse) ProtoMessage() {}
 
 func (x *StartResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[7]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -847,7 +718,7 @@ func (x *StartResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartResponse.ProtoReflect.Descriptor instead.
 func (*StartResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{7}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StartResponse) GetId() string {
@@ -880,7 +751,7 @@ type ProcessRef struct {
 
 func (x *ProcessRef) Reset() {
 	*x = ProcessRef{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[8]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +763,7 @@ func (x *ProcessRef) String() string {
 func (*ProcessRef) ProtoMessage() {}
 
 func (x *ProcessRef) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[8]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +776,7 @@ func (x *ProcessRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessRef.ProtoReflect.Descriptor instead.
 func (*ProcessRef) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{8}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ProcessRef) GetId() string {
@@ -925,8 +796,8 @@ type ProcessRead struct {
 	State           *ProcessState          `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
 	// Each stream's counts and spill file, as ctx.subprocess reported them;
 	// their data is empty (it is in stdout and stderr).
-	StdoutFacts *Collected `protobuf:"bytes,7,opt,name=stdout_facts,json=stdoutFacts,proto3" json:"stdout_facts,omitempty"`
-	StderrFacts *Collected `protobuf:"bytes,8,opt,name=stderr_facts,json=stderrFacts,proto3" json:"stderr_facts,omitempty"`
+	StdoutFacts *outputv1.Collected `protobuf:"bytes,7,opt,name=stdout_facts,json=stdoutFacts,proto3" json:"stdout_facts,omitempty"`
+	StderrFacts *outputv1.Collected `protobuf:"bytes,8,opt,name=stderr_facts,json=stderrFacts,proto3" json:"stderr_facts,omitempty"`
 	// A sandboxing executor's facts of the output read so far.
 	Sandbox       *SandboxInfo `protobuf:"bytes,9,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -935,7 +806,7 @@ type ProcessRead struct {
 
 func (x *ProcessRead) Reset() {
 	*x = ProcessRead{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[9]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +818,7 @@ func (x *ProcessRead) String() string {
 func (*ProcessRead) ProtoMessage() {}
 
 func (x *ProcessRead) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[9]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +831,7 @@ func (x *ProcessRead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessRead.ProtoReflect.Descriptor instead.
 func (*ProcessRead) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{9}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ProcessRead) GetStdout() []byte {
@@ -1005,14 +876,14 @@ func (x *ProcessRead) GetState() *ProcessState {
 	return nil
 }
 
-func (x *ProcessRead) GetStdoutFacts() *Collected {
+func (x *ProcessRead) GetStdoutFacts() *outputv1.Collected {
 	if x != nil {
 		return x.StdoutFacts
 	}
 	return nil
 }
 
-func (x *ProcessRead) GetStderrFacts() *Collected {
+func (x *ProcessRead) GetStderrFacts() *outputv1.Collected {
 	if x != nil {
 		return x.StderrFacts
 	}
@@ -1040,7 +911,7 @@ type ProcessState struct {
 
 func (x *ProcessState) Reset() {
 	*x = ProcessState{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[10]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +923,7 @@ func (x *ProcessState) String() string {
 func (*ProcessState) ProtoMessage() {}
 
 func (x *ProcessState) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[10]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +936,7 @@ func (x *ProcessState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessState.ProtoReflect.Descriptor instead.
 func (*ProcessState) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{10}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ProcessState) GetStatus() string {
@@ -1105,7 +976,7 @@ type KillResponse struct {
 
 func (x *KillResponse) Reset() {
 	*x = KillResponse{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[11]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +988,7 @@ func (x *KillResponse) String() string {
 func (*KillResponse) ProtoMessage() {}
 
 func (x *KillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[11]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1001,7 @@ func (x *KillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillResponse.ProtoReflect.Descriptor instead.
 func (*KillResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{11}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *KillResponse) GetKilled() bool {
@@ -1144,7 +1015,7 @@ var File_plugins_shell_shellv1_shell_proto protoreflect.FileDescriptor
 
 const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\n" +
-	"!plugins/shell/shellv1/shell.proto\x12\fdsh.shell.v1\"\xd1\x01\n" +
+	"!plugins/shell/shellv1/shell.proto\x12\fdsh.shell.v1\x1a!core/output/outputv1/output.proto\"\xd1\x01\n" +
 	"\rSandboxPolicy\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12%\n" +
 	"\x0ewritable_roots\x18\x02 \x03(\tR\rwritableRoots\x12\x18\n" +
@@ -1203,31 +1074,16 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\venforcement\x18\x03 \x01(\tR\venforcement\x12#\n" +
 	"\rrunner_failed\x18\x04 \x01(\bR\frunnerFailed\x12!\n" +
 	"\fdenied_paths\x18\x05 \x03(\tR\vdeniedPaths\x12#\n" +
-	"\rdenial_source\x18\x06 \x01(\tR\fdenialSource\"\xbd\x02\n" +
-	"\tCollected\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\x12\x14\n" +
-	"\x05total\x18\x02 \x01(\x03R\x05total\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x12\x18\n" +
-	"\adropped\x18\x04 \x01(\x03R\adropped\x12#\n" +
-	"\rdropped_lines\x18\x06 \x01(\x03R\fdroppedLines\x12\x1d\n" +
-	"\n" +
-	"spill_path\x18\x05 \x01(\tR\tspillPath\x12\x1f\n" +
-	"\vspill_bytes\x18\a \x01(\x03R\n" +
-	"spillBytes\x12%\n" +
-	"\x0espill_complete\x18\b \x01(\bR\rspillComplete\x12!\n" +
-	"\fspill_reason\x18\t \x01(\tR\vspillReason\x12\x1f\n" +
-	"\vspill_error\x18\n" +
-	" \x01(\tR\n" +
-	"spillError\"\xab\x03\n" +
+	"\rdenial_source\x18\x06 \x01(\tR\fdenialSource\"\xad\x03\n" +
 	"\tRunResult\x12 \n" +
 	"\texit_code\x18\x01 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
 	"\x06signal\x18\x02 \x01(\tR\x06signal\x12\x1b\n" +
 	"\ttimed_out\x18\x03 \x01(\bR\btimedOut\x12\x18\n" +
 	"\aaborted\x18\x04 \x01(\bR\aaborted\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\x12/\n" +
-	"\x06stdout\x18\x06 \x01(\v2\x17.dsh.shell.v1.CollectedR\x06stdout\x12/\n" +
-	"\x06stderr\x18\a \x01(\v2\x17.dsh.shell.v1.CollectedR\x06stderr\x123\n" +
+	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\x120\n" +
+	"\x06stdout\x18\x06 \x01(\v2\x18.dsh.output.v1.CollectedR\x06stdout\x120\n" +
+	"\x06stderr\x18\a \x01(\v2\x18.dsh.output.v1.CollectedR\x06stderr\x123\n" +
 	"\asandbox\x18\b \x01(\v2\x19.dsh.shell.v1.SandboxInfoR\asandbox\x12\x1f\n" +
 	"\vduration_ms\x18\t \x01(\x03R\n" +
 	"durationMs\x12\x18\n" +
@@ -1245,16 +1101,16 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\asandbox\x18\x03 \x01(\v2\x19.dsh.shell.v1.SandboxInfoR\asandbox\"\x1c\n" +
 	"\n" +
 	"ProcessRef\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x8a\x03\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x8c\x03\n" +
 	"\vProcessRead\x12\x16\n" +
 	"\x06stdout\x18\x01 \x01(\fR\x06stdout\x12\x16\n" +
 	"\x06stderr\x18\x02 \x01(\fR\x06stderr\x12\x14\n" +
 	"\x05lossy\x18\x03 \x01(\bR\x05lossy\x12*\n" +
 	"\x11stdout_spill_path\x18\x04 \x01(\tR\x0fstdoutSpillPath\x12*\n" +
 	"\x11stderr_spill_path\x18\x05 \x01(\tR\x0fstderrSpillPath\x120\n" +
-	"\x05state\x18\x06 \x01(\v2\x1a.dsh.shell.v1.ProcessStateR\x05state\x12:\n" +
-	"\fstdout_facts\x18\a \x01(\v2\x17.dsh.shell.v1.CollectedR\vstdoutFacts\x12:\n" +
-	"\fstderr_facts\x18\b \x01(\v2\x17.dsh.shell.v1.CollectedR\vstderrFacts\x123\n" +
+	"\x05state\x18\x06 \x01(\v2\x1a.dsh.shell.v1.ProcessStateR\x05state\x12;\n" +
+	"\fstdout_facts\x18\a \x01(\v2\x18.dsh.output.v1.CollectedR\vstdoutFacts\x12;\n" +
+	"\fstderr_facts\x18\b \x01(\v2\x18.dsh.output.v1.CollectedR\vstderrFacts\x123\n" +
 	"\asandbox\x18\t \x01(\v2\x19.dsh.shell.v1.SandboxInfoR\asandbox\"\x9e\x01\n" +
 	"\fProcessState\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12 \n" +
@@ -1287,56 +1143,56 @@ func file_plugins_shell_shellv1_shell_proto_rawDescGZIP() []byte {
 	return file_plugins_shell_shellv1_shell_proto_rawDescData
 }
 
-var file_plugins_shell_shellv1_shell_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_plugins_shell_shellv1_shell_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_plugins_shell_shellv1_shell_proto_goTypes = []any{
-	(*SandboxPolicy)(nil), // 0: dsh.shell.v1.SandboxPolicy
-	(*ExecRequest)(nil),   // 1: dsh.shell.v1.ExecRequest
-	(*ExecSpec)(nil),      // 2: dsh.shell.v1.ExecSpec
-	(*SandboxInfo)(nil),   // 3: dsh.shell.v1.SandboxInfo
-	(*Collected)(nil),     // 4: dsh.shell.v1.Collected
-	(*RunResult)(nil),     // 5: dsh.shell.v1.RunResult
-	(*LimitHit)(nil),      // 6: dsh.shell.v1.LimitHit
-	(*StartResponse)(nil), // 7: dsh.shell.v1.StartResponse
-	(*ProcessRef)(nil),    // 8: dsh.shell.v1.ProcessRef
-	(*ProcessRead)(nil),   // 9: dsh.shell.v1.ProcessRead
-	(*ProcessState)(nil),  // 10: dsh.shell.v1.ProcessState
-	(*KillResponse)(nil),  // 11: dsh.shell.v1.KillResponse
-	nil,                   // 12: dsh.shell.v1.ExecRequest.EnvEntry
-	nil,                   // 13: dsh.shell.v1.ExecRequest.DshEnvEntry
-	nil,                   // 14: dsh.shell.v1.ExecSpec.EnvEntry
-	nil,                   // 15: dsh.shell.v1.ExecSpec.DshEnvEntry
+	(*SandboxPolicy)(nil),      // 0: dsh.shell.v1.SandboxPolicy
+	(*ExecRequest)(nil),        // 1: dsh.shell.v1.ExecRequest
+	(*ExecSpec)(nil),           // 2: dsh.shell.v1.ExecSpec
+	(*SandboxInfo)(nil),        // 3: dsh.shell.v1.SandboxInfo
+	(*RunResult)(nil),          // 4: dsh.shell.v1.RunResult
+	(*LimitHit)(nil),           // 5: dsh.shell.v1.LimitHit
+	(*StartResponse)(nil),      // 6: dsh.shell.v1.StartResponse
+	(*ProcessRef)(nil),         // 7: dsh.shell.v1.ProcessRef
+	(*ProcessRead)(nil),        // 8: dsh.shell.v1.ProcessRead
+	(*ProcessState)(nil),       // 9: dsh.shell.v1.ProcessState
+	(*KillResponse)(nil),       // 10: dsh.shell.v1.KillResponse
+	nil,                        // 11: dsh.shell.v1.ExecRequest.EnvEntry
+	nil,                        // 12: dsh.shell.v1.ExecRequest.DshEnvEntry
+	nil,                        // 13: dsh.shell.v1.ExecSpec.EnvEntry
+	nil,                        // 14: dsh.shell.v1.ExecSpec.DshEnvEntry
+	(*outputv1.Collected)(nil), // 15: dsh.output.v1.Collected
 }
 var file_plugins_shell_shellv1_shell_proto_depIdxs = []int32{
-	12, // 0: dsh.shell.v1.ExecRequest.env:type_name -> dsh.shell.v1.ExecRequest.EnvEntry
-	13, // 1: dsh.shell.v1.ExecRequest.dsh_env:type_name -> dsh.shell.v1.ExecRequest.DshEnvEntry
+	11, // 0: dsh.shell.v1.ExecRequest.env:type_name -> dsh.shell.v1.ExecRequest.EnvEntry
+	12, // 1: dsh.shell.v1.ExecRequest.dsh_env:type_name -> dsh.shell.v1.ExecRequest.DshEnvEntry
 	0,  // 2: dsh.shell.v1.ExecRequest.sandbox_policy:type_name -> dsh.shell.v1.SandboxPolicy
-	14, // 3: dsh.shell.v1.ExecSpec.env:type_name -> dsh.shell.v1.ExecSpec.EnvEntry
-	15, // 4: dsh.shell.v1.ExecSpec.dsh_env:type_name -> dsh.shell.v1.ExecSpec.DshEnvEntry
+	13, // 3: dsh.shell.v1.ExecSpec.env:type_name -> dsh.shell.v1.ExecSpec.EnvEntry
+	14, // 4: dsh.shell.v1.ExecSpec.dsh_env:type_name -> dsh.shell.v1.ExecSpec.DshEnvEntry
 	0,  // 5: dsh.shell.v1.ExecSpec.sandbox_policy:type_name -> dsh.shell.v1.SandboxPolicy
-	4,  // 6: dsh.shell.v1.RunResult.stdout:type_name -> dsh.shell.v1.Collected
-	4,  // 7: dsh.shell.v1.RunResult.stderr:type_name -> dsh.shell.v1.Collected
+	15, // 6: dsh.shell.v1.RunResult.stdout:type_name -> dsh.output.v1.Collected
+	15, // 7: dsh.shell.v1.RunResult.stderr:type_name -> dsh.output.v1.Collected
 	3,  // 8: dsh.shell.v1.RunResult.sandbox:type_name -> dsh.shell.v1.SandboxInfo
-	6,  // 9: dsh.shell.v1.RunResult.limits:type_name -> dsh.shell.v1.LimitHit
+	5,  // 9: dsh.shell.v1.RunResult.limits:type_name -> dsh.shell.v1.LimitHit
 	3,  // 10: dsh.shell.v1.StartResponse.sandbox:type_name -> dsh.shell.v1.SandboxInfo
-	10, // 11: dsh.shell.v1.ProcessRead.state:type_name -> dsh.shell.v1.ProcessState
-	4,  // 12: dsh.shell.v1.ProcessRead.stdout_facts:type_name -> dsh.shell.v1.Collected
-	4,  // 13: dsh.shell.v1.ProcessRead.stderr_facts:type_name -> dsh.shell.v1.Collected
+	9,  // 11: dsh.shell.v1.ProcessRead.state:type_name -> dsh.shell.v1.ProcessState
+	15, // 12: dsh.shell.v1.ProcessRead.stdout_facts:type_name -> dsh.output.v1.Collected
+	15, // 13: dsh.shell.v1.ProcessRead.stderr_facts:type_name -> dsh.output.v1.Collected
 	3,  // 14: dsh.shell.v1.ProcessRead.sandbox:type_name -> dsh.shell.v1.SandboxInfo
-	6,  // 15: dsh.shell.v1.ProcessState.limits:type_name -> dsh.shell.v1.LimitHit
+	5,  // 15: dsh.shell.v1.ProcessState.limits:type_name -> dsh.shell.v1.LimitHit
 	1,  // 16: dsh.shell.v1.Shell.Resolve:input_type -> dsh.shell.v1.ExecRequest
 	2,  // 17: dsh.shell.v1.Shell.Run:input_type -> dsh.shell.v1.ExecSpec
 	2,  // 18: dsh.shell.v1.Shell.Start:input_type -> dsh.shell.v1.ExecSpec
 	1,  // 19: dsh.shell.v1.Shell.Exec:input_type -> dsh.shell.v1.ExecRequest
-	8,  // 20: dsh.shell.v1.Shell.ReadOutput:input_type -> dsh.shell.v1.ProcessRef
-	8,  // 21: dsh.shell.v1.Shell.Kill:input_type -> dsh.shell.v1.ProcessRef
-	8,  // 22: dsh.shell.v1.Shell.Wait:input_type -> dsh.shell.v1.ProcessRef
+	7,  // 20: dsh.shell.v1.Shell.ReadOutput:input_type -> dsh.shell.v1.ProcessRef
+	7,  // 21: dsh.shell.v1.Shell.Kill:input_type -> dsh.shell.v1.ProcessRef
+	7,  // 22: dsh.shell.v1.Shell.Wait:input_type -> dsh.shell.v1.ProcessRef
 	2,  // 23: dsh.shell.v1.Shell.Resolve:output_type -> dsh.shell.v1.ExecSpec
-	5,  // 24: dsh.shell.v1.Shell.Run:output_type -> dsh.shell.v1.RunResult
-	7,  // 25: dsh.shell.v1.Shell.Start:output_type -> dsh.shell.v1.StartResponse
-	5,  // 26: dsh.shell.v1.Shell.Exec:output_type -> dsh.shell.v1.RunResult
-	9,  // 27: dsh.shell.v1.Shell.ReadOutput:output_type -> dsh.shell.v1.ProcessRead
-	11, // 28: dsh.shell.v1.Shell.Kill:output_type -> dsh.shell.v1.KillResponse
-	10, // 29: dsh.shell.v1.Shell.Wait:output_type -> dsh.shell.v1.ProcessState
+	4,  // 24: dsh.shell.v1.Shell.Run:output_type -> dsh.shell.v1.RunResult
+	6,  // 25: dsh.shell.v1.Shell.Start:output_type -> dsh.shell.v1.StartResponse
+	4,  // 26: dsh.shell.v1.Shell.Exec:output_type -> dsh.shell.v1.RunResult
+	8,  // 27: dsh.shell.v1.Shell.ReadOutput:output_type -> dsh.shell.v1.ProcessRead
+	10, // 28: dsh.shell.v1.Shell.Kill:output_type -> dsh.shell.v1.KillResponse
+	9,  // 29: dsh.shell.v1.Shell.Wait:output_type -> dsh.shell.v1.ProcessState
 	23, // [23:30] is the sub-list for method output_type
 	16, // [16:23] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
@@ -1349,15 +1205,15 @@ func file_plugins_shell_shellv1_shell_proto_init() {
 	if File_plugins_shell_shellv1_shell_proto != nil {
 		return
 	}
-	file_plugins_shell_shellv1_shell_proto_msgTypes[5].OneofWrappers = []any{}
-	file_plugins_shell_shellv1_shell_proto_msgTypes[10].OneofWrappers = []any{}
+	file_plugins_shell_shellv1_shell_proto_msgTypes[4].OneofWrappers = []any{}
+	file_plugins_shell_shellv1_shell_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_shell_shellv1_shell_proto_rawDesc), len(file_plugins_shell_shellv1_shell_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
