@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -113,7 +112,11 @@ func TestToolStaysWhileItsPluginIsDown(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _, pid := statusOf(t, rt, c.id)
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		proc, err := os.FindProcess(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := proc.Kill(); err != nil {
 			t.Fatal(err)
 		}
 		for deadline := time.Now().Add(bounded.Bound); ; time.Sleep(100 * time.Millisecond) {
