@@ -44,25 +44,36 @@ func (s *syncBuf) String() string {
 	return s.b.String()
 }
 
-// blockStarted receives each time the block tool starts.
+// testTools hears the block tool start and end.
 type testTools struct {
 	started chan struct{}
 	ended   chan struct{}
+	release chan struct{} // closed: block calls return even uncancelled
 }
 
-func newPeer(t *testing.T, maxFrame int) (*peer, *testTools) {
-	t.Helper()
-	tt := &testTools{started: make(chan struct{}, 8), ended: make(chan struct{}, 8)}
+// toolServer is a go-sdk server with two tools: echo answers its
+// arguments; block runs until its call is cancelled (or tt.release).
+func toolServer() (*mcp.Server, *testTools) {
+	tt := &testTools{started: make(chan struct{}, 8), ended: make(chan struct{}, 8), release: make(chan struct{})}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(req.Params.Arguments)}}}, nil
 	})
 	srv.AddTool(&mcp.Tool{Name: "block", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		tt.started <- struct{}{}
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-tt.release:
+		}
 		defer func() { tt.ended <- struct{}{} }()
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "late"}}, IsError: true}, nil
 	})
+	return srv, tt
+}
+
+func newPeer(t *testing.T, maxFrame int) (*peer, *testTools) {
+	t.Helper()
+	srv, tt := toolServer()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	p := &peer{t: t, in: inW, lines: make(chan []byte, 64), log: &syncBuf{}, done: make(chan error, 1)}
