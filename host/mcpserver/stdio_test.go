@@ -264,6 +264,32 @@ func TestStdioCancelledCallGetsNoResponse(t *testing.T) {
 	}
 }
 
+// A cancel right behind its call (one write: the call has had no time to
+// start) stops it too: stdio is read in order, and the go-sdk books a call
+// before it reads the next message, so the cancel always finds it.
+func TestStdioCancelRightBehindItsCall(t *testing.T) {
+	p, tt := newPeer(t, 0)
+	p.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"block","arguments":{}}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`)
+	// Whether the call started or not, its answer is made and dropped.
+	for deadline := time.Now().Add(bounded.Bound); !strings.Contains(p.log.String(), "dropped the response to a cancelled request"); {
+		select {
+		case l := <-p.lines:
+			t.Fatalf("written after the cancellation: %s", l)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cancelled call made no answer in %v", bounded.Bound)
+		}
+	}
+	select {
+	case <-tt.started:
+		bounded.Receive(t, tt.ended, "the end of the cancelled call")
+	default:
+	}
+	p.ping(8)
+}
+
 // A write that fails (the client stopped reading) ends the session.
 func TestStdioBrokenOutputEndsSession(t *testing.T) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
