@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dshrun/dsh/internal/bounded"
 )
 
 // listIDRE finds the persistent shell's id in terminal_list's text.
@@ -164,27 +167,55 @@ func TestPersistentBash(t *testing.T) {
 }
 
 // A persistent call the client cancels takes its command along: the shell
-// is closed with it, and the next call runs in a fresh one.
+// is closed with it, and the next call runs in a fresh one. The call is
+// cancelled once its command runs in the shell, and the command ends only
+// when the test opens its gate, so a slow machine changes neither.
 func TestPersistentBashCancel(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	s := startHTTP(t, terminalsComp(t))
 	a := s.connect(t, ctx)
-	mark := filepath.Join(t.TempDir(), "finished")
+	dir := t.TempDir()
+	pidFile, gate, mark := filepath.Join(dir, "pid"), filepath.Join(dir, "gate"), filepath.Join(dir, "finished")
 	f := fault(t, "persistent bash: a call the client cancels")
 	pbash(t, ctx, a, "export KEEP=1")
-	cctx, ccancel := context.WithTimeout(ctx, time.Second)
-	_, err := a.CallTool(cctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "sleep 3; touch " + mark, "description": "d"}})
+	cctx, ccancel := context.WithCancel(ctx)
+	defer ccancel()
+	called := make(chan error, 1)
+	go func() {
+		_, err := a.CallTool(cctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "echo $$ > " + pidFile + "; until [ -e " + gate + " ]; do sleep 0.05; done; touch " + mark, "description": "d"}})
+		called <- err
+	}()
+	pid := 0
+	for deadline := time.Now().Add(bounded.Bound); pid == 0; time.Sleep(20 * time.Millisecond) {
+		b, _ := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		if pid == 0 && time.Now().After(deadline) {
+			t.Fatalf("the command did not start in %v", bounded.Bound)
+		}
+	}
 	ccancel()
-	if err == nil {
+	if err := bounded.Receive(t, called, "the cancelled call's return"); err == nil {
 		t.Fatal("the cancelled call answered")
 	}
-	time.Sleep(4 * time.Second)
-	if _, err := os.Stat(mark); err == nil {
-		t.Fatal("the cancelled command ran to its end")
-	}
+	// The next call waits for the cancelled one to be over.
 	if text, _ := pbash(t, ctx, a, "echo ${KEEP:-fresh}"); !strings.HasSuffix(text, "fresh") {
 		t.Fatalf("the call after a cancel: %q", text)
+	}
+	// Were the command still there, it would now run to its end.
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(bounded.Bound); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cancelled command's shell (pid %d) still runs after %v", pid, bounded.Bound)
+		}
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatal("the cancelled command ran to its end")
 	}
 	f.Saw("the command did not finish; the next call ran in a fresh shell")
 }
