@@ -211,7 +211,10 @@ func TestHTTPCancelBeforeItsCall(t *testing.T) {
 	bounded.Receive(t, left, "the end of a call its client left")
 	for deadline := time.Now().Add(bounded.Bound); ; time.Sleep(5 * time.Millisecond) {
 		calls.mu.Lock()
-		e := calls.books[a].ended[mustID(t, float64(20))]
+		var e mark
+		if book := calls.books[a]; book != nil {
+			e = book.ended[mustID(t, float64(20))]
+		}
 		calls.mu.Unlock()
 		if e.left {
 			break
