@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -62,14 +64,19 @@ func CheckBind(addr string, token string) error {
 // the Origin check, then the go-sdk handler (which also rejects a
 // non-localhost Host header arriving on a localhost address).
 func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
+	return httpHandler(s.srv, opts, newCallStreams(s.srv, s.log, time.Now))
+}
+
+// httpHandler is HTTPHandler for any go-sdk server, with the books of its
+// calls.
+func httpHandler(srv *mcp.Server, opts HTTPOptions, calls *callStreams) http.Handler {
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = 30 * time.Minute
 	}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		SessionTimeout:      opts.SessionTimeout,
 		MaxRequestBodyBytes: MaxFrame, // as on stdio; the go-sdk's is 4 MiB
 	})
-	calls := &callStreams{byCall: map[callKey]*callStream{}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := checkOrigin(r); err != nil {
 			http.Error(w, err.Error(), http.StatusForbidden)
@@ -98,9 +105,55 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 // context of its own, and a notifications/cancelled for that call ends it
 // (the go-sdk then has no stream to answer on) before the go-sdk sees the
 // cancellation and aborts the handler.
+//
+// A cancel and its call are separate POSTs, handled in whatever order they
+// get to run, so a cancel can come before the call it names (a client that
+// gives up as it sends the call). Neither these books nor the go-sdk would
+// find that call, which would then run to its end. So a cancel of a call
+// not seen yet is kept a while for its session, and a call of that session
+// with that id is then not run at all. The go-sdk sees neither: it acts on
+// a cancel asynchronously, and one it found nothing for could still hit the
+// next call that reuses the id. For the same reason a cancel of a call
+// already answered is dropped, as the protocol allows. A cancel of a call
+// whose client went away mid-call goes on to the go-sdk, which may still
+// be running it.
 type callStreams struct {
+	srv *mcp.Server
+	log hclog.Logger
+	now func() time.Time
+
 	mu     sync.Mutex
 	byCall map[callKey]*callStream
+	books  map[string]*callBook // by session
+	swept  time.Time            // when the books were last cleared of stale entries
+}
+
+func newCallStreams(srv *mcp.Server, log hclog.Logger, now func() time.Time) *callStreams {
+	return &callStreams{srv: srv, log: log, now: now, byCall: map[callKey]*callStream{}, books: map[string]*callBook{}}
+}
+
+// A cancel is kept this long for its call, and an ended call this long
+// for a late cancel: two requests of one client sent together meet long
+// before, even on a loaded machine.
+const cancelMemory = 10 * time.Second
+
+// How many of each a session's book holds; the oldest go first.
+const (
+	maxEarlyCancels = 16
+	maxEndedCalls   = 64
+)
+
+// callBook is what one session's cancels and calls left behind.
+type callBook struct {
+	early map[jsonrpc.ID]mark // cancels that came before their call
+	ended map[jsonrpc.ID]mark // calls whose POST ended lately
+}
+
+type mark struct {
+	at time.Time
+	// left: the client went away before the call's end, which may still
+	// be running.
+	left bool
 }
 
 type callKey struct {
@@ -140,9 +193,11 @@ func (c *callStreams) serve(h http.Handler, w http.ResponseWriter, r *http.Reque
 		h.ServeHTTP(w, r)
 		return
 	}
-	if msg.Method == "notifications/cancelled" {
-		if id, err := jsonrpc.MakeID(msg.Params.RequestID); err == nil {
-			c.end(callKey{session, id})
+	if msg.Method == "notifications/cancelled" && msg.ID == nil {
+		id, err := jsonrpc.MakeID(msg.Params.RequestID)
+		if err == nil && id.IsValid() && !c.cancel(callKey{session, id}) {
+			w.WriteHeader(http.StatusAccepted) // as the go-sdk answers a notification
+			return
 		}
 		h.ServeHTTP(w, r)
 		return
@@ -154,8 +209,23 @@ func (c *callStreams) serve(h http.Handler, w http.ResponseWriter, r *http.Reque
 	}
 	key := callKey{session, id}
 	ctx, end := context.WithCancel(r.Context())
+	defer end()
 	cs := &callStream{end: end, done: make(chan struct{})}
+	now := c.now()
 	c.mu.Lock()
+	c.sweepLocked(now)
+	if b := c.books[session]; b != nil && fresh(b.early, id, now) {
+		// Its cancel came first: the call is not run, and gets what a call
+		// cancelled in flight gets, a stream that ends with no response.
+		delete(b.early, id)
+		keep(b.ended, id, mark{at: now}, maxEndedCalls)
+		c.mu.Unlock()
+		c.log.Debug("a call cancelled before it came was not run", "id", id.Raw())
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-cache, no-transform")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	if _, dup := c.byCall[key]; dup {
 		cs = nil // the go-sdk refuses a duplicate id in flight
 	} else {
@@ -163,34 +233,106 @@ func (c *callStreams) serve(h http.Handler, w http.ResponseWriter, r *http.Reque
 	}
 	c.mu.Unlock()
 	if cs == nil {
-		end()
 		h.ServeHTTP(w, r)
 		return
 	}
 	defer func() {
 		c.mu.Lock()
 		delete(c.byCall, key)
+		keep(c.bookLocked(session).ended, id, mark{at: c.now(), left: r.Context().Err() != nil}, maxEndedCalls)
 		c.mu.Unlock()
-		end()
 		close(cs.done)
 	}()
 	h.ServeHTTP(w, r.WithContext(ctx))
 }
 
-// end ends the stream of a call and waits (briefly) until the go-sdk has
-// let go of it.
-func (c *callStreams) end(key callKey) {
+// cancel acts on a cancel of the call key names, and says whether the
+// go-sdk is to see it too. A call in flight: its stream is ended, and
+// cancel waits (briefly) until the go-sdk has let go of it. A call
+// answered lately: nothing to do. A call not seen yet, in a live session:
+// the cancel is kept for it.
+func (c *callStreams) cancel(key callKey) (forward bool) {
+	live := false
+	for ss := range c.srv.Sessions() {
+		if ss.ID() == key.session {
+			live = true
+			break
+		}
+	}
+	now := c.now()
 	c.mu.Lock()
+	c.sweepLocked(now)
 	cs := c.byCall[key]
+	if cs == nil {
+		b := c.books[key.session]
+		switch {
+		case b != nil && fresh(b.ended, key.id, now):
+			forward = b.ended[key.id].left
+		case live:
+			keep(c.bookLocked(key.session).early, key.id, mark{at: now}, maxEarlyCancels)
+			c.log.Debug("kept the cancellation of a call not seen yet", "id", key.id.Raw())
+		default:
+			forward = true // the go-sdk answers for a session it does not know
+		}
+	}
 	c.mu.Unlock()
 	if cs == nil {
-		return
+		return forward
 	}
 	cs.end()
 	select {
 	case <-cs.done:
 	case <-time.After(10 * time.Second):
 	}
+	return true
+}
+
+func (c *callStreams) bookLocked(session string) *callBook {
+	b := c.books[session]
+	if b == nil {
+		b = &callBook{early: map[jsonrpc.ID]mark{}, ended: map[jsonrpc.ID]mark{}}
+		c.books[session] = b
+	}
+	return b
+}
+
+// sweepLocked drops stale entries, and the books left empty (so ended
+// sessions leave nothing), at most once per cancelMemory: lookups check
+// the age of what they find anyway.
+func (c *callStreams) sweepLocked(now time.Time) {
+	if now.Sub(c.swept) < cancelMemory {
+		return
+	}
+	c.swept = now
+	for session, b := range c.books {
+		stale := func(_ jsonrpc.ID, m mark) bool { return now.Sub(m.at) >= cancelMemory }
+		maps.DeleteFunc(b.early, stale)
+		maps.DeleteFunc(b.ended, stale)
+		if len(b.early) == 0 && len(b.ended) == 0 {
+			delete(c.books, session)
+		}
+	}
+}
+
+// fresh reports whether m holds id from less than cancelMemory ago.
+func fresh(m map[jsonrpc.ID]mark, id jsonrpc.ID, now time.Time) bool {
+	e, ok := m[id]
+	return ok && now.Sub(e.at) < cancelMemory
+}
+
+// keep puts e in m under id, first dropping the oldest entry when m holds
+// limit.
+func keep(m map[jsonrpc.ID]mark, id jsonrpc.ID, e mark, limit int) {
+	if _, ok := m[id]; !ok && len(m) >= limit {
+		var oldest jsonrpc.ID
+		for k, o := range m {
+			if !oldest.IsValid() || o.at.Before(m[oldest].at) {
+				oldest = k
+			}
+		}
+		delete(m, oldest)
+	}
+	m[id] = e
 }
 
 // checkOrigin blocks browsers on other sites (DNS rebinding, drive-by

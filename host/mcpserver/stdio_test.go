@@ -44,25 +44,36 @@ func (s *syncBuf) String() string {
 	return s.b.String()
 }
 
-// blockStarted receives each time the block tool starts.
+// testTools hears the block tool start and end.
 type testTools struct {
 	started chan struct{}
 	ended   chan struct{}
+	release chan struct{} // closed: block calls return even uncancelled
 }
 
-func newPeer(t *testing.T, maxFrame int) (*peer, *testTools) {
-	t.Helper()
-	tt := &testTools{started: make(chan struct{}, 8), ended: make(chan struct{}, 8)}
+// toolServer is a go-sdk server with two tools: echo answers its
+// arguments; block runs until its call is cancelled (or tt.release).
+func toolServer() (*mcp.Server, *testTools) {
+	tt := &testTools{started: make(chan struct{}, 8), ended: make(chan struct{}, 8), release: make(chan struct{})}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(req.Params.Arguments)}}}, nil
 	})
 	srv.AddTool(&mcp.Tool{Name: "block", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		tt.started <- struct{}{}
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-tt.release:
+		}
 		defer func() { tt.ended <- struct{}{} }()
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "late"}}, IsError: true}, nil
 	})
+	return srv, tt
+}
+
+func newPeer(t *testing.T, maxFrame int) (*peer, *testTools) {
+	t.Helper()
+	srv, tt := toolServer()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	p := &peer{t: t, in: inW, lines: make(chan []byte, 64), log: &syncBuf{}, done: make(chan error, 1)}
@@ -251,6 +262,32 @@ func TestStdioCancelledCallGetsNoResponse(t *testing.T) {
 	if r := p.reply(); string(r["id"]) != "7" || r["result"] == nil {
 		t.Fatalf("id reused after a stale cancellation: %v", r)
 	}
+}
+
+// A cancel right behind its call (one write: the call has had no time to
+// start) stops it too: stdio is read in order, and the go-sdk books a call
+// before it reads the next message, so the cancel always finds it.
+func TestStdioCancelRightBehindItsCall(t *testing.T) {
+	p, tt := newPeer(t, 0)
+	p.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"block","arguments":{}}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`)
+	// Whether the call started or not, its answer is made and dropped.
+	for deadline := time.Now().Add(bounded.Bound); !strings.Contains(p.log.String(), "dropped the response to a cancelled request"); {
+		select {
+		case l := <-p.lines:
+			t.Fatalf("written after the cancellation: %s", l)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cancelled call made no answer in %v", bounded.Bound)
+		}
+	}
+	select {
+	case <-tt.started:
+		bounded.Receive(t, tt.ended, "the end of the cancelled call")
+	default:
+	}
+	p.ping(8)
 }
 
 // A write that fails (the client stopped reading) ends the session.

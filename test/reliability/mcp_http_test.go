@@ -348,3 +348,68 @@ func TestMCPHTTPCancelledCallGetsNoLateResponse(t *testing.T) {
 	}
 	f.Saw("the next call in the session answers")
 }
+
+// A cancel that reaches dsh before its call (the two are separate HTTP
+// requests, handled in whatever order they get to run on a loaded
+// machine) still stops the call: its command never runs, and it gets no
+// response; the session goes on.
+func TestMCPHTTPCancelBeforeItsCall(t *testing.T) {
+	f := fault(t, "http: notifications/cancelled handled before its tools/call")
+	s := startHTTP(t, toolsComp)
+	sid := s.rawSession(t)
+	m := marker(640000)
+	started := filepath.Join(t.TempDir(), "started")
+	if code, b := s.post(t, s.token, sid, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"changed my mind"}}`); code != http.StatusAccepted {
+		t.Fatalf("cancel: %d %s", code, b)
+	}
+	// The call's POST is sent from here so that a failing test does not
+	// leave it calling t.
+	req, _ := http.NewRequest("POST", s.url, strings.NewReader(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"bash","arguments":{"command":"touch `+started+`; sleep `+m+`","description":"cancelled first"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Mcp-Session-Id", sid)
+	body := make(chan string, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			body <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body <- resp.Status + " " + string(b)
+	}()
+	ran := func() bool {
+		_, err := os.Stat(started)
+		return err == nil || alive(m)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		select {
+		case b := <-body:
+			if !strings.HasPrefix(b, "200 ") || strings.Contains(b, `"id":5`) {
+				t.Fatalf("the call cancelled before it came: %s", b)
+			}
+		case <-time.After(20 * time.Millisecond):
+			if ran() {
+				t.Fatal("the command of a call cancelled before it came ran")
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the call cancelled before it came is still open")
+			}
+			continue
+		}
+		break
+	}
+	// Nothing is left to start it.
+	if ran() {
+		t.Fatal("the command of a call cancelled before it came ran")
+	}
+	f.Saw("the call ended at once, with no response, and its command never ran")
+	code, b := s.post(t, s.token, sid, `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo next","description":"next"}}}`)
+	if code != 200 || !strings.Contains(b, `"id":6`) || !strings.Contains(b, `next`) {
+		t.Fatalf("next call: %d %s", code, b)
+	}
+	f.Saw("the next call in the session answers")
+}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dshrun/dsh/internal/bounded"
 )
 
 // listIDRE finds the persistent shell's id in terminal_list's text.
@@ -164,29 +167,50 @@ func TestPersistentBash(t *testing.T) {
 }
 
 // A persistent call the client cancels takes its command along: the shell
-// is closed with it, and the next call runs in a fresh one.
+// is closed with it, and the next call runs in a fresh one. The call is
+// cancelled once its command runs in the shell, and the command never ends
+// by itself, so a slow machine changes neither.
 func TestPersistentBashCancel(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	s := startHTTP(t, terminalsComp(t))
 	a := s.connect(t, ctx)
-	mark := filepath.Join(t.TempDir(), "finished")
+	pidFile := filepath.Join(t.TempDir(), "pid")
 	f := fault(t, "persistent bash: a call the client cancels")
 	pbash(t, ctx, a, "export KEEP=1")
-	cctx, ccancel := context.WithTimeout(ctx, time.Second)
-	_, err := a.CallTool(cctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "sleep 3; touch " + mark, "description": "d"}})
+	cctx, ccancel := context.WithCancel(ctx)
+	defer ccancel()
+	called := make(chan error, 1)
+	go func() {
+		_, err := a.CallTool(cctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "echo $$ > " + pidFile + "; while :; do sleep 0.05; done", "description": "d"}})
+		called <- err
+	}()
+	pid := 0 // the shell's
+	for deadline := time.Now().Add(bounded.Bound); pid == 0; time.Sleep(20 * time.Millisecond) {
+		b, _ := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		if pid == 0 && time.Now().After(deadline) {
+			t.Fatalf("the command did not start in %v", bounded.Bound)
+		}
+	}
 	ccancel()
-	if err == nil {
+	if err := bounded.Receive(t, called, "the cancelled call's return"); err == nil {
 		t.Fatal("the cancelled call answered")
 	}
-	time.Sleep(4 * time.Second)
-	if _, err := os.Stat(mark); err == nil {
-		t.Fatal("the cancelled command ran to its end")
+	// The client stops waiting at once; the shell goes once the cancel
+	// reaches dsh.
+	for deadline := time.Now().Add(bounded.Bound); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cancelled command's shell (pid %d) still runs after %v", pid, bounded.Bound)
+		}
 	}
 	if text, _ := pbash(t, ctx, a, "echo ${KEEP:-fresh}"); !strings.HasSuffix(text, "fresh") {
 		t.Fatalf("the call after a cancel: %q", text)
 	}
-	f.Saw("the command did not finish; the next call ran in a fresh shell")
+	f.Saw("the command's shell was closed with it; the next call ran in a fresh shell")
 }
 
 // nonceRE is what a wrapper's nonce looks like.
