@@ -3,7 +3,6 @@ package terminals
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -60,17 +59,31 @@ func (m *Manager) run(ctx context.Context, owner, id string, req SendRequest) (S
 	if err != nil {
 		return Sent{}, err
 	}
+	mine := false // this run took s out of the sessions (under m.mu)
 	defer func() {
 		release()
 		if c.CloseOnCancel && ctx.Err() != nil {
 			// Its caller is gone mid-run: the command goes with the shell.
+			m.forget(s, &mine)
+			m.mu.Lock()
+			took := mine
+			m.mu.Unlock()
+			if !took {
+				return // closed meanwhile by its owner's going or the host's
+			}
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 			defer cancel()
-			if _, err := m.CloseSession(cctx, owner, id); err != nil && !errors.Is(err, terminals.ErrNoSession) {
+			if err := m.end(cctx, s); err != nil {
 				m.log.Warn("a run's caller went away, and its session could not be closed", "session", id, "owner", owner, "error", err)
 			}
 		}
 	}()
+	if c.CloseOnCancel {
+		// The session is nobody's the moment its caller goes, not once this
+		// run has unwound: the caller's next call (a fresh shell) must not
+		// find it, still held, and be told it is busy.
+		defer context.AfterFunc(ctx, func() { m.forget(s, &mine) })()
+	}
 	// What the terminal printed before the command is not its output.
 	m.consume(s, s.term.Read(ctx, 0).Data)
 	if _, err := m.typeInto(ctx, s, b, req.Text, req.Submit, req.Signal); err != nil {
@@ -95,6 +108,17 @@ func (m *Manager) run(ctx context.Context, owner, id string, req SendRequest) (S
 	s.readMu.Unlock()
 	out.Captured = &r
 	return out, nil
+}
+
+// forget takes s out of the sessions if it is still there, and then sets
+// *took, under m.mu: the one that took it out ends it.
+func (m *Manager) forget(s *Session, took *bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sessions[s.ID] == s {
+		delete(m.sessions, s.ID)
+		*took = true
+	}
 }
 
 // consume keeps the end of data, output read from s, for its prompt.
