@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	happroval "github.com/dshrun/dsh/host/core/approval"
+	"github.com/dshrun/dsh/internal/seam"
 	"github.com/dshrun/dsh/sdk"
 )
 
@@ -73,17 +74,39 @@ func (cs *calls) reach(id, plugin string) {
 	}
 }
 
+// pass records that call id, when it reached from, goes on to plugin; false
+// (and nothing recorded) when the call did not reach from.
+func (cs *calls) pass(id, from, plugin string) bool {
+	if id == "" {
+		return false
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	c, ok := cs.m[id]
+	if !ok || !c.reached[from] {
+		return false
+	}
+	c.reached[plugin] = true
+	return true
+}
+
 // callOf is the call id in a request's incoming metadata.
 func callOf(ctx context.Context) string {
 	md, _ := metadata.FromIncomingContext(ctx)
 	return first(md.Get(sdk.MetaCall))
 }
 
-// ownerFor returns, for requests arriving from caller, the owner their
-// call stands for; ok is false for a request that serves no call (or one
-// that caller was never reached by).
-func (h *Host) ownerFor(caller string) func(context.Context) (string, bool) {
-	return func(ctx context.Context) (string, bool) {
-		return h.calls.owner(callOf(ctx), caller)
+// servingFor finds, for a request arriving from caller, the call it
+// serves and the owner that call stands for, in one look at the calls; ok
+// is false for a request that serves no call (or one that caller was never
+// reached by).
+func (h *Host) servingFor(caller string) seam.Serving {
+	return func(ctx context.Context) (seam.Served, bool) {
+		id := callOf(ctx)
+		owner, ok := h.calls.owner(id, caller)
+		if !ok {
+			return seam.Served{}, false
+		}
+		return seam.Served{Owner: owner, Call: id}, true
 	}
 }

@@ -82,27 +82,20 @@ func (h *Host) addCore() error {
 
 // registerCore serves the core services on one plugin's host server.
 func (h *Host) registerCore(s *grpc.Server, c caller) {
-	owner := h.ownerFor(c.callerID())
-	call := func(ctx context.Context) string {
-		id := callOf(ctx)
-		if _, ok := h.calls.owner(id, c.callerID()); !ok {
-			return ""
-		}
-		return id
-	}
-	subprocessv1.RegisterSubprocessServer(s, subprocess.NewServer(&hsub.Service{M: h.sub, Caller: c.callerID(), Owner: owner, Call: call, Confinement: h.runner.Confinement, ConfinementEnv: h.runner.Env}))
-	jobsv1.RegisterJobsServer(s, jobs.NewServer(&hjobs.Service{M: h.jobs, Caller: c.callerID(), Owner: owner, Reaches: func(key string) error { return h.authorize(c, key) }}))
+	serving := h.servingFor(c.callerID())
+	subprocessv1.RegisterSubprocessServer(s, subprocess.NewServer(&hsub.Service{M: h.sub, Caller: c.callerID(), Serving: serving, Confinement: h.runner.Confinement, ConfinementEnv: h.runner.Env}))
+	jobsv1.RegisterJobsServer(s, jobs.NewServer(&hjobs.Service{M: h.jobs, Caller: c.callerID(), Serving: serving, Reaches: func(key string) error { return h.authorize(c, key) }}))
 	toolsv1.RegisterToolsServer(s, tools.NewServer(h.tools.For(toolCaller{c})))
 	sandboxv1.RegisterSandboxPolicyServer(s, sandbox.NewServer(h.sandbox))
 	sandboxv1.RegisterSandboxServer(s, sandbox.NewRunnerServer(hsandbox.Owned{R: h.runner, Add: func(ctx context.Context) hsandbox.Options {
-		o, ok := owner(ctx)
-		if !ok {
-			o = c.callerID()
+		o := c.callerID()
+		if sv, ok := serving.Of(ctx); ok {
+			o = sv.Owner
 		}
 		return h.confineOptions(o)
 	}}))
-	approvalv1.RegisterApprovalServer(s, approval.NewServer(&happroval.Service{Policy: h.approval, Caller: c.callerID(), Owner: owner, Asker: h.askerFor(c.callerID())}))
-	terminalsv1.RegisterTerminalsServer(s, terminals.NewServer(&hterms.Service{M: h.terms, Caller: termCaller{h: h, c: c}, Owner: owner, Call: call}))
+	approvalv1.RegisterApprovalServer(s, approval.NewServer(&happroval.Service{Policy: h.approval, Caller: c.callerID(), Serving: serving, Asker: h.askerFor(c.callerID())}))
+	terminalsv1.RegisterTerminalsServer(s, terminals.NewServer(&hterms.Service{M: h.terms, Caller: termCaller{h: h, c: c}, Serving: serving}))
 }
 
 // coreInterceptors apply the capability check to the core services (the

@@ -38,6 +38,7 @@ import (
 	"github.com/dshrun/dsh/host/credential"
 	"github.com/dshrun/dsh/host/plan"
 	"github.com/dshrun/dsh/host/pluginproc"
+	"github.com/dshrun/dsh/plugins/shell"
 	"github.com/dshrun/dsh/registry"
 	"github.com/dshrun/dsh/sdk/pluginv1"
 )
@@ -414,33 +415,34 @@ func restartBound(startTimeout time.Duration) time.Duration {
 }
 
 // callTimeout bounds every call the host forwards to a plugin: by default
-// the longest a shell command may run plus 10s. That is the largest
-// maxTimeoutMs plus graceMs among the executors' effective configs (the
-// shell settings overlaid with each entry's own config; their defaults
-// where absent), or the settings' alone when no executor is loaded.
+// the longest a shell command may run plus 10s (callMargin).
 func (h *Host) callTimeout() time.Duration {
 	if d := h.comp.Host.CallTimeout; d > 0 {
 		return d
 	}
-	longest, found := time.Duration(0), false
+	return h.executorsLongest(func(l *shell.Limits) int64 { return l.MaxTimeoutMs + l.GraceMs }) + callMargin
+}
+
+// callMargin is what a call may take beyond its command: the hops, the
+// rendering, a loaded machine.
+const callMargin = 10 * time.Second
+
+// executorsLongest is the largest of f's milliseconds among the limits
+// the executors loaded said (loaded ones only: a process not yet applied
+// has said nothing), or of ctx.shell's defaults when none is loaded. A
+// reload or restart of an executor brings its new process's limits.
+func (h *Host) executorsLongest(f func(*shell.Limits) int64) time.Duration {
+	ms, found := int64(0), false
 	for _, en := range h.entryList() {
-		e, _, desc := en.view()
-		if e.Disabled || desc == nil || !providesKey(desc, shellKey) {
-			continue
-		}
-		var cfg map[string]any
-		if json.Unmarshal(en.configJSON(), &cfg) == nil {
-			longest, found = max(longest, shellLimit(cfg)), true
+		if ld := en.current(); ld != nil && ld.limits != nil {
+			ms, found = max(ms, f(ld.limits)), true
 		}
 	}
 	if !found {
-		longest = shellLimit(h.comp.Settings["shell"])
+		ms = f(shell.DefaultLimits())
 	}
-	return longest + 10*time.Second
+	return time.Duration(ms) * time.Millisecond
 }
-
-// shellKey is ctx.shell, whose executors' limits bound the calls.
-const shellKey = "shell"
 
 func providesKey(d *pluginv1.Description, key string) bool {
 	for _, p := range d.Provides {
@@ -449,33 +451,6 @@ func providesKey(d *pluginv1.Description, key string) bool {
 		}
 	}
 	return false
-}
-
-// shellLimit is the longest a command may take under an executor's config:
-// its maxTimeoutMs plus its graceMs, each defaulted (600000, 3000) when
-// absent or not positive, as the executors read them.
-func shellLimit(cfg map[string]any) time.Duration {
-	return configMs(cfg, "maxTimeoutMs", 600_000) + configMs(cfg, "graceMs", 3_000)
-}
-
-// configMs is the milliseconds cfg gives name, or def when absent or not
-// positive.
-func configMs(cfg map[string]any, name string, def float64) time.Duration {
-	v := 0.0
-	switch n := cfg[name].(type) {
-	case int:
-		v = float64(n)
-	case int64:
-		v = float64(n)
-	case uint64:
-		v = float64(n)
-	case float64:
-		v = n
-	}
-	if v <= 0 {
-		v = def
-	}
-	return time.Duration(v * float64(time.Millisecond))
 }
 
 // entryList is a copy of the entries (the watcher may add some).

@@ -94,8 +94,7 @@ func (h *Host) forward(c caller) grpc.StreamHandler {
 		// A call id goes on only from a plugin the call reached, and then
 		// reaches the provider too.
 		if id := first(md.Get(sdk.MetaCall)); id != "" {
-			if _, ok := h.calls.owner(id, c.callerID()); ok {
-				h.calls.reach(id, ep.id)
+			if h.calls.pass(id, c.callerID(), ep.id) {
 				out.Set(sdk.MetaCall, id)
 			}
 		}

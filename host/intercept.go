@@ -14,6 +14,7 @@ import (
 	"github.com/dshrun/dsh/core/tools"
 	happroval "github.com/dshrun/dsh/host/core/approval"
 	htools "github.com/dshrun/dsh/host/core/tools"
+	"github.com/dshrun/dsh/internal/seam"
 	"github.com/dshrun/dsh/sdk"
 )
 
@@ -199,10 +200,10 @@ func (h *Host) before(ctx context.Context, owner, callID string, t *htools.Tool[
 // end's Asker), failing closed.
 func (h *Host) askHooks(ctx context.Context, owner, tool string, args json.RawMessage, reason string) (*approval.Decision, error) {
 	svc := &happroval.Service{
-		Policy: h.approval,
-		Caller: "(host)",
-		Owner:  func(context.Context) (string, bool) { return owner, true },
-		Asker:  happroval.AskerFrom,
+		Policy:  h.approval,
+		Caller:  "(host)",
+		Serving: func(context.Context) (seam.Served, bool) { return seam.Served{Owner: owner}, true },
+		Asker:   happroval.AskerFrom,
 	}
 	return svc.Approve(ctx, &approval.Request{Kind: "hook_ask", Owner: owner, Tool: tool, Command: commandOf(args), Reason: reason})
 }

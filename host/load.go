@@ -9,9 +9,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/dshrun/dsh/host/pluginproc"
+	"github.com/dshrun/dsh/plugins/shell"
 	"github.com/dshrun/dsh/registry"
 	"github.com/dshrun/dsh/sdk"
 	"github.com/dshrun/dsh/sdk/pluginv1"
@@ -34,6 +36,10 @@ type load struct {
 	// unresponsive is set when the pulse killed it for missing its health
 	// checks, so calls cut by that kill can say why.
 	unresponsive atomic.Bool
+	// limits are an executor's, as its process said them once applied
+	// (ctx.shell's Limits); nil for a plugin that provides no executor.
+	// Set before the load is published, never changed.
+	limits *shell.Limits
 }
 
 var _ caller = (*load)(nil)
@@ -116,7 +122,23 @@ func (h *Host) applyProcess(ctx context.Context, en *entry, s *registry.Scope, s
 		HostBrokerId: brokerID,
 		RuntimeDir:   dir,
 	})
+	if err == nil && providesKey(desc, shell.Key) {
+		ld.limits = h.executorLimits(actx, en, proc)
+	}
 	return ld, resp, err
+}
+
+// executorLimits are the limits an executor's process applies, asked once
+// per process: the host bounds its calls by them and reads no plugin's
+// config. One that cannot say is assumed to apply ctx.shell's defaults.
+func (h *Host) executorLimits(ctx context.Context, en *entry, proc *pluginproc.Process) *shell.Limits {
+	ctx = metadata.AppendToOutgoingContext(ctx, sdk.MetaCaller, "host")
+	lim, err := shell.NewClient(proc.Conn(), "").Limits(ctx)
+	if err != nil {
+		h.log.Warn("the executor did not say its limits: calls are bounded by the defaults", "entry", en.id, "binary", proc.Binary(), "error", err)
+		return shell.DefaultLimits()
+	}
+	return lim
 }
 
 // inflight counts a process's calls in flight; drain waits for none.

@@ -359,3 +359,61 @@ func TestBashLocalExec(t *testing.T) {
 		t.Fatalf("timeout: %+v %v", r, err)
 	}
 }
+
+// The executor's limits are facts it says itself (the settings with its
+// entry's config over them, defaulted), through the real binary; the host
+// bounds its calls and its stop by them, reading no plugin's config.
+func TestBashLocalLimits(t *testing.T) {
+	h, sh := startShell(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lim, err := sh.Limits(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd, _ := os.Getwd()
+	if lim.Workdir != wd || lim.TimeoutMs != 20000 || lim.MaxTimeoutMs != 600_000 || lim.GraceMs != 200 || lim.MaxOutputBytes != 1000 || lim.MaxSpillBytes != 64<<20 {
+		t.Fatalf("limits: %+v", lim)
+	}
+	// What Resolve applies is what Limits says.
+	spec, err := sh.Resolve(ctx, &shell.ExecRequest{Command: "true"})
+	if err != nil || spec.Workdir != lim.Workdir || spec.TimeoutMs != lim.TimeoutMs || spec.GraceMs != lim.GraceMs || spec.MaxOutputBytes != lim.MaxOutputBytes {
+		t.Fatalf("resolved %+v %v, limits %+v", spec, err, lim)
+	}
+	if got, want := h.callTimeout(), 600_200*time.Millisecond+10*time.Second; got != want {
+		t.Errorf("call deadline %v, want the executor's maxTimeoutMs + graceMs + 10s = %v", got, want)
+	}
+	if got, want := h.ShutdownBound(), h.stopTimeout()+200*time.Millisecond; got != want {
+		t.Errorf("shutdown bound %v, want the stop timeout + the executor's grace = %v", got, want)
+	}
+}
+
+// A reloaded executor brings its new limits: the host's call deadline
+// follows its new maxTimeoutMs, and a restart in place keeps them.
+func TestTimeoutFollowsExecutorReload(t *testing.T) {
+	h, sh := startShell(t)
+	if got, want := h.callTimeout(), 600_200*time.Millisecond+10*time.Second; got != want {
+		t.Fatalf("call deadline %v, want %v", got, want)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	next := writeComp(t, strings.Replace(bashYAML, "maxOutputBytes: 1000", "maxOutputBytes: 1000\n      maxTimeoutMs: 30000\n      graceMs: 500", 1))
+	bashPid := pidOf(h, "bash")
+	if err := h.ApplyComposition(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	if pidOf(h, "bash") == bashPid {
+		t.Fatal("the executor was not reloaded")
+	}
+	want := 30_500*time.Millisecond + 10*time.Second
+	if got := h.callTimeout(); got != want {
+		t.Fatalf("call deadline after the reload %v, want %v", got, want)
+	}
+	if lim, err := sh.Limits(ctx); err != nil || lim.MaxTimeoutMs != 30000 || lim.GraceMs != 500 {
+		t.Fatalf("limits after the reload: %+v %v", lim, err)
+	}
+	killAndWaitRestart(t, h, "bash")
+	if got := h.callTimeout(); got != want {
+		t.Fatalf("call deadline after a restart in place %v, want %v", got, want)
+	}
+}

@@ -2,10 +2,11 @@ package host
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/dshrun/dsh/plugins/shell"
 )
 
 // Stopping on a signal. The front end stops taking calls through the host
@@ -233,22 +234,8 @@ func (h *Host) Shutdown(ctx context.Context) error {
 func (h *Host) ShutdownBound() time.Duration { return h.stopTimeout() + h.killGrace() }
 
 // killGrace is the longest time between SIGTERM and SIGKILL of a command:
-// the largest graceMs among the executors' effective configs (3000 where
-// absent), or the shell settings' alone when no executor is loaded.
+// the largest graceMs among the executors loaded, or ctx.shell's default
+// when none is.
 func (h *Host) killGrace() time.Duration {
-	longest, found := time.Duration(0), false
-	for _, en := range h.entryList() {
-		e, _, desc := en.view()
-		if e.Disabled || desc == nil || !providesKey(desc, shellKey) {
-			continue
-		}
-		var cfg map[string]any
-		if json.Unmarshal(en.configJSON(), &cfg) == nil {
-			longest, found = max(longest, configMs(cfg, "graceMs", 3_000)), true
-		}
-	}
-	if !found {
-		longest = configMs(h.comp.Settings["shell"], "graceMs", 3_000)
-	}
-	return longest
+	return h.executorsLongest(func(l *shell.Limits) int64 { return l.GraceMs })
 }

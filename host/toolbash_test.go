@@ -356,3 +356,20 @@ func TestToolBashFollowsShellEnvAcrossReload(t *testing.T) {
 		t.Fatalf("after reload: %q", res.Text)
 	}
 }
+
+// A background command gets the trusted DSH_* layer as a foreground one
+// does: the executor's Resolve carries it into the spec Start runs, and
+// nothing in the command's env (or the caller's) displaces it.
+func TestToolBashBackgroundGetsTheDshEnv(t *testing.T) {
+	h := startTools(t, toolsYAML)
+	res := callTool(t, h, "agent", "bash", bashCall(`echo "project=$DSH_PROJECT"`, "run_in_background", true))
+	var job struct {
+		JobID string `json:"jobId"`
+	}
+	if err := json.Unmarshal(res.Structured, &job); err != nil || job.JobID == "" {
+		t.Fatalf("start: %q %s %v", res.Text, res.Structured, err)
+	}
+	if out := readJobToEnd(t, h, "agent", job.JobID); !strings.Contains(out, "project=demo\n") {
+		t.Fatalf("the job's output: %q", out)
+	}
+}

@@ -21,6 +21,15 @@ const Key = "subprocess"
 // ServiceName is the gRPC service the host serves under Key.
 var ServiceName = subprocessv1.Subprocess_ServiceDesc.ServiceName
 
+// What the host gives a spawn request's grace_ms, max_output_bytes and
+// max_spill_bytes when they are 0. An executor's config defaults to them
+// too (its Resolve then sends them filled).
+const (
+	DefaultGraceMs        = 3_000
+	DefaultMaxOutputBytes = 64_000
+	DefaultMaxSpillBytes  = 64 << 20
+)
+
 // Processes is the ctx.subprocess seam as Go: the host's processes as a
 // plugin reaches them. The owner of what a call starts or reaches is
 // stamped by the host, never named by the request. Errors are the seam's

@@ -75,7 +75,6 @@ func (c *Client) Exec(ctx context.Context, req *ExecRequest) (*RunResult, error)
 	if err != nil {
 		return nil, err
 	}
-	spec.DshEnv = req.DshEnv // the caller's trusted layer, whatever Resolve did with it
 	res, err := c.Run(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -129,6 +128,21 @@ func (c *Client) Wait(ctx context.Context, id string) (*ProcessState, error) {
 		return nil, clientError("shell wait"+" "+id, err)
 	}
 	return r, nil
+}
+
+// Limits are the provider's defaults and caps; DefaultLimits for a
+// provider that does not say them (it answers UNIMPLEMENTED).
+func (c *Client) Limits(ctx context.Context) (*Limits, error) {
+	l, err := c.c.Limits(ctx, &shellv1.LimitsRequest{})
+	if err == nil {
+		return l, nil
+	}
+	// As for Exec: only a provider that lacks the method is assumed to
+	// have the defaults; an unknown service or a gone provider is an error.
+	if errors.Is(sdk.FromRPC(err), sdk.ErrUnimplemented) {
+		return DefaultLimits(), nil
+	}
+	return nil, clientError("shell limits", err)
 }
 
 var _ Executor = (*Client)(nil)

@@ -65,6 +65,11 @@ func TestExecFallsBackToResolveAndRun(t *testing.T) {
 	if c.noExec.Load() == 0 {
 		t.Error("the missing Exec was not remembered: every call pays a failed round trip")
 	}
+	// Nor does it say its limits: the caller assumes the defaults.
+	lim, err := c.Limits(context.Background())
+	if err != nil || lim.TimeoutMs != DefaultTimeoutMs || lim.MaxTimeoutMs != DefaultMaxTimeoutMs || lim.GraceMs != 3000 || lim.Workdir != "" {
+		t.Fatalf("limits of an executor without them: %+v %v", lim, err)
+	}
 }
 
 // unknownService answers every call as the host does when nobody serves
@@ -89,5 +94,8 @@ func TestExecDoesNotFallBackWhenTheServiceIsUnknown(t *testing.T) {
 	_, err = c.Exec(context.Background(), &ExecRequest{Command: "x"})
 	if !errors.Is(sdk.FromRPC(err), sdk.ErrUnknownService) || c.noExec.Load() != 0 {
 		t.Fatalf("exec on an unknown service: %v (noExec %d)", err, c.noExec.Load())
+	}
+	if l, err := c.Limits(context.Background()); !errors.Is(sdk.FromRPC(err), sdk.ErrUnknownService) {
+		t.Fatalf("limits on an unknown service: %+v %v", l, err)
 	}
 }

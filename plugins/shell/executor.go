@@ -22,6 +22,9 @@ type Executor interface {
 	ReadOutput(ctx context.Context, id string) (*ProcessRead, error)
 	Kill(ctx context.Context, id string) (bool, error)
 	Wait(ctx context.Context, id string) (*ProcessState, error)
+	// Limits are the defaults and caps Resolve applies, as the
+	// executor's config resolved them.
+	Limits(ctx context.Context) (*Limits, error)
 }
 
 // Started is a background process just started: its id (a ctx.subprocess

@@ -65,6 +65,11 @@ func (s *Server) Wait(ctx context.Context, ref *shellv1.ProcessRef) (*ProcessSta
 	return r, toStatus(err)
 }
 
+func (s *Server) Limits(ctx context.Context, _ *shellv1.LimitsRequest) (*Limits, error) {
+	r, err := s.impl.Limits(ctx)
+	return r, toStatus(err)
+}
+
 // kinds are the seam's own errors and the codes they travel as.
 var kinds = []seam.Kind{
 	{Err: ErrInvalid, Code: codes.InvalidArgument},

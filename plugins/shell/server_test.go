@@ -22,6 +22,7 @@ type fakeExecutor struct {
 	run     func(context.Context, *ExecSpec) (*RunResult, error)
 	start   func(context.Context, *ExecSpec) (*Started, error)
 	kill    func(context.Context, string) (bool, error)
+	limits  func(context.Context) (*Limits, error)
 }
 
 func (f *fakeExecutor) Resolve(ctx context.Context, r *ExecRequest) (*ExecSpec, error) {
@@ -47,6 +48,8 @@ func (f *fakeExecutor) Kill(ctx context.Context, id string) (bool, error) { retu
 func (f *fakeExecutor) Wait(context.Context, string) (*ProcessState, error) {
 	return &ProcessState{Status: StatusCompleted}, nil
 }
+
+func (f *fakeExecutor) Limits(ctx context.Context) (*Limits, error) { return f.limits(ctx) }
 
 // serveFake serves impl through NewServer and returns a Client on it.
 func serveFake(t *testing.T, impl Executor) *Client {
@@ -97,6 +100,9 @@ func TestAdaptersRoundTripErrors(t *testing.T) {
 			}
 			return true, nil
 		},
+		limits: func(context.Context) (*Limits, error) {
+			return &Limits{Workdir: "/w", TimeoutMs: 5, MaxTimeoutMs: 7, GraceMs: 11}, nil
+		},
 	}
 	c := serveFake(t, fake)
 	var _ Executor = c
@@ -129,5 +135,8 @@ func TestAdaptersRoundTripErrors(t *testing.T) {
 	}
 	if st, err := p.Wait(ctx); err != nil || st.Status != StatusCompleted {
 		t.Errorf("wait: %+v %v", st, err)
+	}
+	if l, err := c.Limits(ctx); err != nil || l.Workdir != "/w" || l.TimeoutMs != 5 || l.MaxTimeoutMs != 7 || l.GraceMs != 11 {
+		t.Errorf("limits: %+v %v", l, err)
 	}
 }

@@ -8,6 +8,10 @@
 //
 // The rules of the seam:
 //   - Resolve applies every default and cap; Run and Start never re-default.
+//     Limits says which, as facts: callers read them there, never from the
+//     executor's config (which only the executor parses).
+//   - Resolve carries the caller's trusted DSH_* layer (dsh_env) into the
+//     spec unchanged: nobody applies it again.
 //   - Run fails only for infrastructure failures (an unusable working
 //     directory, a missing shell, a call already cancelled). A non-zero
 //     exit, a timeout kill or an abort kill is a RunResult, with TimedOut
@@ -29,6 +33,7 @@ package shell
 
 import (
 	"github.com/dshrun/dsh/core/output/outputv1"
+	"github.com/dshrun/dsh/core/subprocess"
 	"github.com/dshrun/dsh/plugins/shell/shellv1"
 )
 
@@ -79,7 +84,29 @@ type (
 	// LimitHit is a limit of a command's tree that stopped something in
 	// it.
 	LimitHit = shellv1.LimitHit
+	// Limits are an executor's defaults and caps (Executor.Limits).
+	Limits = shellv1.ExecLimits
 )
+
+// The timeouts of ctx.shell: an executor's when its config names none.
+const (
+	DefaultTimeoutMs    = 120_000
+	DefaultMaxTimeoutMs = 600_000
+)
+
+// DefaultLimits are the limits of an executor whose config sets none:
+// ctx.shell's timeouts, and ctx.subprocess's grace and output bounds. A
+// caller assumes them of an executor that does not say its own; they
+// name no working directory.
+func DefaultLimits() *Limits {
+	return &Limits{
+		TimeoutMs:      DefaultTimeoutMs,
+		MaxTimeoutMs:   DefaultMaxTimeoutMs,
+		GraceMs:        subprocess.DefaultGraceMs,
+		MaxOutputBytes: subprocess.DefaultMaxOutputBytes,
+		MaxSpillBytes:  subprocess.DefaultMaxSpillBytes,
+	}
+}
 
 // The limits of LimitHit.Limit.
 const (

@@ -102,15 +102,11 @@ func (p *toolBash) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessag
 	p.jobs = jobs.NewClient(host.Conn(jobs.Key))
 	p.approver = approval.NewClient(host.Conn(approval.Key))
 	// The executor's own defaults go into the description the model reads.
-	def, err := p.sh.Resolve(ctx, &shell.ExecRequest{Command: "true"})
+	lim, err := p.sh.Limits(ctx)
 	if err != nil {
 		return fmt.Errorf("ask the executor for its defaults: %w", err)
 	}
-	max, err := p.sh.Resolve(ctx, &shell.ExecRequest{Command: "true", TimeoutMs: 1 << 40})
-	if err != nil {
-		return fmt.Errorf("ask the executor for its limits: %w", err)
-	}
-	return tools.Register(ctx, host.Conn(tools.Key), toolSpecs(mode, placeOf(def.Workdir, policy), def.TimeoutMs, max.TimeoutMs, p.maxChars)...)
+	return tools.Register(ctx, host.Conn(tools.Key), toolSpecs(mode, placeOf(lim.Workdir, policy), lim.TimeoutMs, lim.MaxTimeoutMs, p.maxChars)...)
 }
 
 // bashArgs are the bash tool's arguments (validated by the host against
@@ -209,7 +205,6 @@ func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.
 		if err != nil {
 			return errorResult("%s", failure(err))
 		}
-		spec.DshEnv = snap.Env // the trusted layer is ours to give, whatever Resolve did
 		proc, err := p.sh.StartProcess(ctx, spec)
 		if err != nil {
 			return errorResult("%s", failure(err))

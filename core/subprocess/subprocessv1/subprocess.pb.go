@@ -139,11 +139,14 @@ type SpawnRequest struct {
 	// Who the process belongs to; empty means the calling plugin.
 	// Ignored: the host stamps the owner (the agent of the tool call the
 	// request serves, else the calling plugin).
-	Owner          string `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`
-	TimeoutMs      int64  `protobuf:"varint,7,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	GraceMs        int64  `protobuf:"varint,8,opt,name=grace_ms,json=graceMs,proto3" json:"grace_ms,omitempty"`
-	MaxOutputBytes int64  `protobuf:"varint,9,opt,name=max_output_bytes,json=maxOutputBytes,proto3" json:"max_output_bytes,omitempty"`
-	MaxSpillBytes  int64  `protobuf:"varint,10,opt,name=max_spill_bytes,json=maxSpillBytes,proto3" json:"max_spill_bytes,omitempty"`
+	Owner string `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`
+	// Run's timeout, 0 for none; Start applies none, whatever it says.
+	TimeoutMs int64 `protobuf:"varint,7,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// 0 means the host's default, ctx.subprocess's DefaultGraceMs,
+	// DefaultMaxOutputBytes and DefaultMaxSpillBytes.
+	GraceMs        int64 `protobuf:"varint,8,opt,name=grace_ms,json=graceMs,proto3" json:"grace_ms,omitempty"`
+	MaxOutputBytes int64 `protobuf:"varint,9,opt,name=max_output_bytes,json=maxOutputBytes,proto3" json:"max_output_bytes,omitempty"`
+	MaxSpillBytes  int64 `protobuf:"varint,10,opt,name=max_spill_bytes,json=maxSpillBytes,proto3" json:"max_spill_bytes,omitempty"`
 	// For Start: a spawn failure yields a handle already settled as killed,
 	// with the error on stderr, instead of an error.
 	SettleFailure bool `protobuf:"varint,11,opt,name=settle_failure,json=settleFailure,proto3" json:"settle_failure,omitempty"`

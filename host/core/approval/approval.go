@@ -20,17 +20,19 @@ import (
 
 	"github.com/dshrun/dsh/core/approval"
 	"github.com/dshrun/dsh/host/composition"
+	"github.com/dshrun/dsh/internal/seam"
 )
 
-// Service is ctx.approval for one plugin. Owner is the agent the request
-// serves (stamped by the host); a request's own owner field is ignored.
+// Service is ctx.approval for one plugin. Serving tells the agent the
+// request serves (stamped by the host); a request's own owner field is
+// ignored.
 // Asker returns who can ask the user behind the call the request serves
 // (nil, or a nil result: nobody can, as for `dsh call`).
 type Service struct {
-	Policy *Policy
-	Caller string
-	Owner  func(context.Context) (string, bool)
-	Asker  func(context.Context) Asker
+	Policy  *Policy
+	Caller  string
+	Serving seam.Serving
+	Asker   func(context.Context) Asker
 }
 
 var _ approval.Approver = (*Service)(nil)
@@ -60,10 +62,8 @@ func (p *Policy) AskTimeout() time.Duration {
 }
 
 func (s *Service) Approve(ctx context.Context, req *approval.Request) (*approval.Decision, error) {
-	owner, served := "", false
-	if s.Owner != nil {
-		owner, served = s.Owner(ctx)
-	}
+	sv, served := s.Serving.Of(ctx)
+	owner := sv.Owner
 	d, why := s.Policy.Decide(req)
 	if d == nil {
 		d = s.ask(ctx, owner, served, req, why)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dshrun/dsh/core/approval"
 	"github.com/dshrun/dsh/host/composition"
+	"github.com/dshrun/dsh/internal/seam"
 )
 
 type askerFunc func(ctx context.Context, owner string, req *approval.Request) (*approval.Decision, error)
@@ -81,11 +82,11 @@ func TestServiceAsks(t *testing.T) {
 	})
 	svc := func(a Asker, served bool) *Service {
 		return &Service{Policy: p, Caller: "tools",
-			Owner: func(context.Context) (string, bool) {
+			Serving: func(context.Context) (seam.Served, bool) {
 				if !served {
-					return "", false
+					return seam.Served{}, false
 				}
-				return "mcp-0123", true
+				return seam.Served{Owner: "mcp-0123"}, true
 			},
 			Asker: func(context.Context) Asker { return a },
 		}

@@ -14,6 +14,7 @@ import (
 
 	cjobs "github.com/dshrun/dsh/core/jobs"
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
+	"github.com/dshrun/dsh/internal/seam"
 )
 
 // The manager through its handles alone: fakes stand for the executor, and
@@ -389,9 +390,9 @@ func TestServerThroughTheHandle(t *testing.T) {
 	type ownerKey struct{}
 	var reached []string
 	s := cjobs.NewServer(&Service{M: f.m, Caller: "tools",
-		Owner: func(ctx context.Context) (string, bool) {
+		Serving: func(ctx context.Context) (seam.Served, bool) {
 			o, ok := ctx.Value(ownerKey{}).(string)
-			return o, ok
+			return seam.Served{Owner: o}, ok
 		},
 		Reaches: func(key string) error {
 			reached = append(reached, key)

@@ -18,6 +18,7 @@ import (
 	cjobs "github.com/dshrun/dsh/core/jobs"
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
 	"github.com/dshrun/dsh/host/core/subprocess"
+	"github.com/dshrun/dsh/internal/seam"
 )
 
 func TestMain(m *testing.M) {
@@ -454,9 +455,9 @@ func TestServerErrorsAndProto(t *testing.T) {
 	// The owner is the host's to stamp: here a context value stands for
 	// the call id.
 	type ownerKey struct{}
-	s := cjobs.NewServer(&Service{M: f.m, Owner: func(ctx context.Context) (string, bool) {
+	s := cjobs.NewServer(&Service{M: f.m, Serving: func(ctx context.Context) (seam.Served, bool) {
 		o, ok := ctx.Value(ownerKey{}).(string)
-		return o, ok
+		return seam.Served{Owner: o}, ok
 	}})
 	as := func(owner string) context.Context { return context.WithValue(context.Background(), ownerKey{}, owner) }
 	ctx := as("agent")

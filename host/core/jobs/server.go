@@ -10,15 +10,15 @@ import (
 )
 
 // Service is ctx.jobs for one plugin: the Manager behind the seam
-// (jobs.NewServer serves it). Owner tells, for a request, the agent whose
-// call it serves (stamped by the host); jobs belong to agents, so a
+// (jobs.NewServer serves it). Serving tells, for a request, the agent
+// whose call it serves (stamped by the host); jobs belong to agents, so a
 // request that serves none is refused. The owner a request names is not
 // used.
 type Service struct {
 	M *Manager
 	// Caller is the plugin served: the one its jobs' notices go to.
-	Caller string
-	Owner  func(context.Context) (string, bool)
+	Caller  string
+	Serving seam.Serving
 	// Reaches, if set, refuses an executor key the plugin served may not
 	// call: a job extends the owner's call to the executor, which the
 	// plugin could not have done itself.
@@ -30,16 +30,7 @@ var _ jobs.Jobs = (*Service)(nil)
 // errNoOwner refuses a request that serves no agent's call.
 var errNoOwner = seam.New(sdk.ErrPermissionDenied, "jobs belong to an agent, and this request serves no agent's tool call (make it while serving one, with the context the call came with)")
 
-func (s *Service) owner(ctx context.Context) (string, error) {
-	if s.Owner == nil {
-		return "", errNoOwner
-	}
-	o, ok := s.Owner(ctx)
-	if !ok {
-		return "", errNoOwner
-	}
-	return o, nil
-}
+func (s *Service) owner(ctx context.Context) (string, error) { return s.Serving.Owner(ctx, errNoOwner) }
 
 func (s *Service) Register(ctx context.Context, req *jobs.RegisterRequest) (*jobs.Job, error) {
 	owner, err := s.owner(ctx)

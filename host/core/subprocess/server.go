@@ -14,17 +14,14 @@ import (
 
 // Service is ctx.subprocess for one plugin: a Manager's processes, as the
 // core/subprocess seam's Processes. Caller is that plugin's entry id.
-// Owner tells, for a request, the agent whose call it serves (stamped by
-// the host); a request that serves none acts for the plugin itself. The
-// owner a request names is not used: no plugin chooses whom a process
-// belongs to.
+// Serving tells, for a request, the agent whose call it serves and that
+// call (stamped by the host); a request that serves none acts for the
+// plugin itself. The owner a request names is not used: no plugin chooses
+// whom a process belongs to.
 type Service struct {
-	M      *Manager
-	Caller string
-	Owner  func(context.Context) (string, bool)
-	// Call, if set, is the host-stamped call a request serves ("" for
-	// none): a front end finds a running call's output by it.
-	Call func(context.Context) string
+	M       *Manager
+	Caller  string
+	Serving seam.Serving
 	// Confinement, if set, finds the confinement a request names (made
 	// ready by ctx.sandbox). Without it, or for a name it does not know,
 	// a request with a confinement is refused.
@@ -37,30 +34,23 @@ type Service struct {
 
 var _ subprocess.Processes = (*Service)(nil)
 
-// owner is whom the request acts for.
-func (s *Service) owner(ctx context.Context) string {
-	if s.Owner != nil {
-		if o, ok := s.Owner(ctx); ok {
-			return o
-		}
+// served is whom the request acts for, and the call it serves ("" for
+// none: a front end finds a running call's output by it).
+func (s *Service) served(ctx context.Context) (owner, call string) {
+	if sv, ok := s.Serving.Of(ctx); ok {
+		return sv.Owner, sv.Call
 	}
-	return s.Caller
-}
-
-func (s *Service) call(ctx context.Context) string {
-	if s.Call == nil {
-		return ""
-	}
-	return s.Call(ctx)
+	return s.Caller, ""
 }
 
 func (s *Service) spec(ctx context.Context, req *subprocess.SpawnRequest) (Spec, error) {
+	owner, call := s.served(ctx)
 	spec := Spec{
 		Argv:            req.Argv,
 		Dir:             req.Dir,
 		Env:             req.Env,
-		Owner:           s.owner(ctx),
-		Call:            s.call(ctx),
+		Owner:           owner,
+		Call:            call,
 		Timeout:         time.Duration(req.TimeoutMs) * time.Millisecond,
 		Grace:           time.Duration(req.GraceMs) * time.Millisecond,
 		MaxOutputBytes:  int(req.MaxOutputBytes),
@@ -164,7 +154,13 @@ func (s *Service) Start(ctx context.Context, req *subprocess.SpawnRequest) (*sub
 }
 
 func (s *Service) get(ctx context.Context, id string) (*Process, error) {
-	p, err := s.M.Get(s.owner(ctx), id)
+	owner, _ := s.served(ctx)
+	return s.getOwned(owner, id)
+}
+
+// getOwned is owner's process id.
+func (s *Service) getOwned(owner, id string) (*Process, error) {
+	p, err := s.M.Get(owner, id)
 	if err != nil {
 		return nil, subprocess.NotFound(err)
 	}

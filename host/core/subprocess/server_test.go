@@ -5,6 +5,7 @@ package subprocess
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/dshrun/dsh/core/subprocess"
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
+	"github.com/dshrun/dsh/internal/seam"
 	"github.com/dshrun/dsh/internal/seam/seamtest"
 )
 
@@ -27,9 +29,9 @@ func TestServerStampsOwnersAndCodes(t *testing.T) {
 		return h(context.WithValue(ctx, ownerKey{}, "agent"), req)
 	})
 	conn := seamtest.Conn(t, func(s *grpc.Server) {
-		subprocessv1.RegisterSubprocessServer(s, subprocess.NewServer(&Service{M: m, Caller: "bash", Owner: func(ctx context.Context) (string, bool) {
+		subprocessv1.RegisterSubprocessServer(s, subprocess.NewServer(&Service{M: m, Caller: "bash", Serving: func(ctx context.Context) (seam.Served, bool) {
 			o, ok := ctx.Value(ownerKey{}).(string)
-			return o, ok
+			return seam.Served{Owner: o}, ok
 		}}))
 	}, stamp)
 	raw, c := subprocessv1.NewSubprocessClient(conn), subprocess.NewClient(conn)
@@ -76,5 +78,33 @@ func TestServerStampsOwnersAndCodes(t *testing.T) {
 	cancel()
 	if _, err := (&Service{M: m}).Run(cctx, &subprocess.SpawnRequest{Argv: []string{"true"}, Dir: t.TempDir()}); !errors.Is(err, context.Canceled) {
 		t.Errorf("run of a cancelled call: %v", err)
+	}
+}
+
+// Whom a request serves is found once for it, owner and call together;
+// and Start applies no timeout, whatever the request names (an executor
+// passes its resolved spec on as it is).
+func TestServerFindsWhomOnceAndStartHasNoTimeout(t *testing.T) {
+	m := newManager(t)
+	var asked atomic.Int32
+	svc := &Service{M: m, Caller: "bash", Serving: func(context.Context) (seam.Served, bool) {
+		asked.Add(1)
+		return seam.Served{Owner: "agent", Call: "c1"}, true
+	}}
+	ctx := context.Background()
+	st, err := svc.Start(ctx, &subprocess.SpawnRequest{Argv: []string{"sleep", "0.3"}, Dir: t.TempDir(), TimeoutMs: 50, GraceMs: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("a start asked whom it serves %d times", n)
+	}
+	p, err := m.Get("agent", st.Id)
+	if err != nil || p.spec.Call != "c1" {
+		t.Fatalf("the started process: %v %v", p, err)
+	}
+	r, err := svc.Wait(ctx, st.Id)
+	if err != nil || r.Status != subprocessv1.Status_STATUS_COMPLETED || r.GetExitCode() != 0 {
+		t.Fatalf("a background process was stopped at the 50ms its request named: %+v %v", r, err)
 	}
 }

@@ -45,14 +45,15 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/dshrun/dsh/core/subprocess"
 	"github.com/dshrun/dsh/host/credential"
 )
 
-// Defaults for zero Spec fields.
+// Defaults for zero Spec fields: ctx.subprocess's.
 const (
-	DefaultGrace          = 3 * time.Second
-	DefaultMaxOutputBytes = 64_000
-	DefaultMaxSpillBytes  = 64 << 20
+	DefaultGrace          = subprocess.DefaultGraceMs * time.Millisecond
+	DefaultMaxOutputBytes = subprocess.DefaultMaxOutputBytes
+	DefaultMaxSpillBytes  = subprocess.DefaultMaxSpillBytes
 	// DefaultMaxSpillTotal caps the disk used by all spill files together.
 	DefaultMaxSpillTotal = 1 << 30
 	// DefaultSpillOwnerShare is the part of MaxSpillTotal one owner may

@@ -20,12 +20,13 @@ func (s *Service) SpawnTerminal(ctx context.Context, req *subprocess.TerminalReq
 	if _, _, err := terminalSize(int(min(req.Cols, 1<<20)), int(min(req.Rows, 1<<20))); err != nil {
 		return nil, subprocess.Invalid(err.Error())
 	}
+	owner, call := s.served(ctx)
 	spec := TerminalSpec{
 		Argv:           req.Argv,
 		Dir:            req.Dir,
 		Env:            req.Env,
-		Owner:          s.owner(ctx),
-		Call:           s.call(ctx),
+		Owner:          owner,
+		Call:           call,
 		Cols:           int(req.Cols),
 		Rows:           int(req.Rows),
 		MaxBufferBytes: int(min(max(req.MaxBufferBytes, 0), 1<<30)),
@@ -47,7 +48,13 @@ func (s *Service) SpawnTerminal(ctx context.Context, req *subprocess.TerminalReq
 
 // terminal is the caller's terminal id.
 func (s *Service) terminal(ctx context.Context, id string) (*Terminal, error) {
-	if _, err := s.get(ctx, id); err != nil {
+	owner, _ := s.served(ctx)
+	return s.ownedTerminal(owner, id)
+}
+
+// ownedTerminal is owner's terminal id.
+func (s *Service) ownedTerminal(owner, id string) (*Terminal, error) {
+	if _, err := s.getOwned(owner, id); err != nil {
 		return nil, err
 	}
 	t, err := s.M.Terminal("", id)
@@ -58,11 +65,12 @@ func (s *Service) terminal(ctx context.Context, id string) (*Terminal, error) {
 }
 
 func (s *Service) WriteTerminal(ctx context.Context, id string, data []byte) (bool, error) {
-	t, err := s.terminal(ctx, id)
+	owner, call := s.served(ctx)
+	t, err := s.ownedTerminal(owner, id)
 	if err != nil {
 		return false, err
 	}
-	return t.WriteFor(ctx, s.call(ctx), data)
+	return t.WriteFor(ctx, call, data)
 }
 
 func (s *Service) ReadTerminal(ctx context.Context, id string, wait time.Duration) (*subprocess.TerminalOutput, error) {

@@ -21,6 +21,7 @@ import (
 	"github.com/dshrun/dsh/core/subprocess"
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/internal/bounded"
+	"github.com/dshrun/dsh/internal/seam"
 	"github.com/dshrun/dsh/internal/seam/seamtest"
 	"github.com/dshrun/dsh/internal/testplugins"
 	"github.com/dshrun/dsh/sdk"
@@ -385,9 +386,9 @@ func TestTerminalServer(t *testing.T) {
 		return h(context.WithValue(ctx, ownerKey{}, "agent"), req)
 	})
 	conn := seamtest.Conn(t, func(s *grpc.Server) {
-		subprocessv1.RegisterSubprocessServer(s, subprocess.NewServer(&Service{M: m, Caller: "term", Owner: func(ctx context.Context) (string, bool) {
+		subprocessv1.RegisterSubprocessServer(s, subprocess.NewServer(&Service{M: m, Caller: "term", Serving: func(ctx context.Context) (seam.Served, bool) {
 			o, ok := ctx.Value(ownerKey{}).(string)
-			return o, ok
+			return seam.Served{Owner: o}, ok
 		}}))
 	}, stamp)
 	c := subprocess.NewClient(conn)

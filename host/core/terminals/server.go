@@ -15,17 +15,15 @@ import (
 )
 
 // Service is ctx.terminals for one plugin: the Manager behind the seam
-// (terminals.NewServer serves it). Owner tells, for a request, the agent
-// whose call it serves (stamped by the host); sessions belong to agents,
-// so a request that serves none is refused. Caller is the plugin served,
-// as a backend it may register.
+// (terminals.NewServer serves it). Serving tells, for a request, the
+// agent whose call it serves and that call (stamped by the host; a run
+// made for the call is found by it, Manager.LatestLine); sessions belong
+// to agents, so a request that serves none is refused. Caller is the
+// plugin served, as a backend it may register.
 type Service struct {
-	M      *Manager
-	Caller Caller
-	Owner  func(context.Context) (string, bool)
-	// Call, if set, is the host-stamped tool call a request serves: a
-	// run made for it is found by it (Manager.LatestLine).
-	Call func(context.Context) string
+	M       *Manager
+	Caller  Caller
+	Serving seam.Serving
 }
 
 var _ terminals.Terminals = (*Service)(nil)
@@ -33,16 +31,7 @@ var _ terminals.Terminals = (*Service)(nil)
 // errNoOwner refuses a request that serves no agent's call.
 var errNoOwner = seam.New(sdk.ErrPermissionDenied, "terminal sessions belong to an agent, and this request serves no agent's tool call (make it while serving one, with the context the call came with)")
 
-func (s *Service) owner(ctx context.Context) (string, error) {
-	if s.Owner == nil {
-		return "", errNoOwner
-	}
-	o, ok := s.Owner(ctx)
-	if !ok {
-		return "", errNoOwner
-	}
-	return o, nil
-}
+func (s *Service) owner(ctx context.Context) (string, error) { return s.Serving.Owner(ctx, errNoOwner) }
 
 func (s *Service) RegisterBackend(_ context.Context, name, dialect string) error {
 	return s.M.RegisterBackend(s.Caller, name, dialect)
@@ -61,10 +50,11 @@ func (s *Service) Open(ctx context.Context, req *terminals.OpenRequest) (*termin
 }
 
 func (s *Service) Send(ctx context.Context, req *terminals.SendRequest) (*terminals.Sent, error) {
-	owner, err := s.owner(ctx)
-	if err != nil {
-		return nil, err
+	served, ok := s.Serving.Of(ctx)
+	if !ok {
+		return nil, errNoOwner
 	}
+	owner := served.Owner
 	maxWait := terminals.MaxWait
 	if req.Capture != nil {
 		maxWait = terminals.MaxRunWait
@@ -74,10 +64,7 @@ func (s *Service) Send(ctx context.Context, req *terminals.SendRequest) (*termin
 	}
 	sr := SendRequest{Text: req.Text, Submit: req.Submit, Signal: req.Signal, Wait: time.Duration(req.WaitMs) * time.Millisecond, Budget: int(min(req.Budget, 1<<30))}
 	if c := req.Capture; c != nil {
-		sr.Capture = &Capture{From: c.From, Until: c.Until, MaxBytes: int(min(c.MaxBytes, maxCaptureBytes)), CloseOnCancel: c.CloseOnCancel}
-		if s.Call != nil {
-			sr.Capture.Call = s.Call(ctx)
-		}
+		sr.Capture = &Capture{From: c.From, Until: c.Until, MaxBytes: int(min(c.MaxBytes, maxCaptureBytes)), CloseOnCancel: c.CloseOnCancel, Call: served.Call}
 	}
 	out, err := s.M.Settle(ctx, owner, req.Id, sr)
 	if err != nil {

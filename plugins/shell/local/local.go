@@ -47,17 +47,9 @@ type Config struct {
 	MaxMemoryBytes int64 `json:"maxMemoryBytes" minimum:"-1" desc:"memory in bytes one command may use, swap included; 0 is the host's default (half the machine's memory), -1 no limit"`
 }
 
-// Defaults of Config.
-const (
-	DefaultTimeoutMs      = 120_000
-	DefaultMaxTimeoutMs   = 600_000
-	DefaultMaxOutputBytes = 64_000
-	DefaultMaxSpillBytes  = 64 << 20
-	DefaultGraceMs        = 3_000
-)
-
 // ParseConfig decodes and defaults a config object (its JSON Schema is
-// sdk.SchemaOf[Config]).
+// sdk.SchemaOf[Config]). The defaults are shell.DefaultLimits: what a
+// caller assumes of an executor that does not say its own.
 func ParseConfig(raw json.RawMessage) (Config, error) {
 	c, err := sdk.DecodeConfig[Config](raw)
 	if err != nil {
@@ -77,18 +69,17 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 		}
 		c.Cwd = abs
 	}
+	d := shell.DefaultLimits()
 	def := func(v *int64, d int64) {
 		if *v <= 0 {
 			*v = d
 		}
 	}
-	def(&c.TimeoutMs, DefaultTimeoutMs)
-	def(&c.MaxTimeoutMs, DefaultMaxTimeoutMs)
-	def(&c.MaxOutputBytes, DefaultMaxOutputBytes)
-	def(&c.MaxSpillBytes, DefaultMaxSpillBytes)
-	if c.GraceMs <= 0 {
-		c.GraceMs = DefaultGraceMs
-	}
+	def(&c.TimeoutMs, d.TimeoutMs)
+	def(&c.MaxTimeoutMs, d.MaxTimeoutMs)
+	def(&c.MaxOutputBytes, d.MaxOutputBytes)
+	def(&c.MaxSpillBytes, d.MaxSpillBytes)
+	def(&c.GraceMs, d.GraceMs)
 	if c.TimeoutMs > c.MaxTimeoutMs {
 		return c, fmt.Errorf("config: timeoutMs %d is above maxTimeoutMs %d", c.TimeoutMs, c.MaxTimeoutMs)
 	}
@@ -311,20 +302,17 @@ func (e *Executor) spawn(ctx context.Context, spec *shell.ExecSpec) (*subprocess
 }
 
 // Run runs in the foreground. The call's context is the caller's abort.
+// A call cancelled before the command started is refused by
+// ctx.subprocess, the last step before the spawn (a cancellation on the
+// way there is seen only there); Run says so in its own words.
 func (e *Executor) Run(ctx context.Context, spec *shell.ExecSpec) (*shell.RunResult, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("run: the call was already cancelled: %w", err)
-	}
 	req, info, err := e.spawn(ctx, spec)
 	if err != nil {
-		return nil, err
+		return nil, notStarted(ctx, err)
 	}
 	res, err := e.Sub.Run(ctx, req)
 	if err != nil {
-		if err := ctx.Err(); errors.Is(err, context.Canceled) {
-			return nil, fmt.Errorf("run: cancelled before the command started: %w", err)
-		}
-		return nil, subprocessError(err) // with the reason: an infrastructure failure
+		return nil, notStarted(ctx, subprocessError(err)) // with the reason: an infrastructure failure
 	}
 	return &shell.RunResult{
 		ExitCode:   res.ExitCode,
@@ -341,6 +329,30 @@ func (e *Executor) Run(ctx context.Context, spec *shell.ExecSpec) (*shell.RunRes
 	}, nil
 }
 
+// notStarted is err, the failure of a command that did not start, or the
+// cancellation when the call was cancelled: that is why.
+func notStarted(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); errors.Is(cerr, context.Canceled) {
+		return fmt.Errorf("run: cancelled before the command started: %w", cerr)
+	}
+	return err
+}
+
+// Limits are what Resolve fills and caps requests with: the config.
+func (e *Executor) Limits(context.Context) (*shell.Limits, error) {
+	c := e.Cfg
+	return &shell.Limits{
+		Workdir:        filepath.Clean(c.Cwd),
+		TimeoutMs:      c.TimeoutMs,
+		MaxTimeoutMs:   c.MaxTimeoutMs,
+		GraceMs:        c.GraceMs,
+		MaxOutputBytes: c.MaxOutputBytes,
+		MaxSpillBytes:  c.MaxSpillBytes,
+		MaxProcesses:   c.MaxProcesses,
+		MaxMemoryBytes: c.MaxMemoryBytes,
+	}, nil
+}
+
 // Exec is Resolve then Run in one round trip.
 func (e *Executor) Exec(ctx context.Context, req *shell.ExecRequest) (*shell.RunResult, error) {
 	spec, err := e.Resolve(ctx, req)
@@ -350,14 +362,14 @@ func (e *Executor) Exec(ctx context.Context, req *shell.ExecRequest) (*shell.Run
 	return e.Run(ctx, spec)
 }
 
-// Start runs in the background with no timeout; a spawn failure settles as
+// Start runs in the background, with no timeout (ctx.subprocess's Start
+// applies none, whatever the request says); a spawn failure settles as
 // killed with the error on stderr.
 func (e *Executor) Start(ctx context.Context, spec *shell.ExecSpec) (*shell.Started, error) {
 	req, info, err := e.spawn(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
-	req.TimeoutMs = 0
 	req.SettleFailure = true
 	resp, err := e.Sub.Start(ctx, req)
 	if err != nil {

@@ -448,11 +448,33 @@ func TestSpawnRequests(t *testing.T) {
 	if _, err := shell.NewServer(e).Start(context.Background(), spec); err != nil {
 		t.Fatal(err)
 	}
-	// A background process has no timeout and always gets a handle.
-	if g := stub.got; g.TimeoutMs != 0 || !g.SettleFailure || g.Dir != "/work/space/w" {
+	// A background process always gets a handle (ctx.subprocess's Start
+	// applies no timeout: TestBackground).
+	if g := stub.got; !g.SettleFailure || g.Dir != "/work/space/w" {
 		t.Fatalf("start request %+v", g)
 	}
 	if spec.TimeoutMs != 200 {
 		t.Fatalf("Start changed the spec: %+v", spec)
+	}
+}
+
+// Limits are what Resolve fills and caps with, so a caller that reads
+// them knows what a request resolves to.
+func TestLimitsAreWhatResolveApplies(t *testing.T) {
+	cfg := testConfig()
+	cfg.Cwd, cfg.MaxProcesses, cfg.MaxMemoryBytes = "/work/space/", 64, -1
+	e := &Executor{Cfg: cfg, Argv: bashArgv}
+	lim, err := shell.NewServer(e).Limits(context.Background(), &shellv1.LimitsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, _ := e.Resolve(context.Background(), &shell.ExecRequest{Command: "x"})
+	max, _ := e.Resolve(context.Background(), &shell.ExecRequest{Command: "x", TimeoutMs: 1 << 40, MaxOutputBytes: 1 << 40})
+	if lim.Workdir != def.Workdir || lim.TimeoutMs != def.TimeoutMs || lim.MaxTimeoutMs != max.TimeoutMs || lim.GraceMs != def.GraceMs ||
+		lim.MaxOutputBytes != max.MaxOutputBytes || lim.MaxSpillBytes != def.MaxSpillBytes || lim.MaxProcesses != def.MaxProcesses || lim.MaxMemoryBytes != def.MaxMemoryBytes {
+		t.Fatalf("limits %+v; resolved %+v and %+v", lim, def, max)
+	}
+	if lim.Workdir != "/work/space" || lim.TimeoutMs != 1000 || lim.MaxTimeoutMs != 5000 || lim.GraceMs != 42 || lim.MaxProcesses != 64 || lim.MaxMemoryBytes != -1 {
+		t.Fatalf("limits %+v", lim)
 	}
 }

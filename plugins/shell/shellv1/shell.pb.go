@@ -1011,6 +1011,151 @@ func (x *KillResponse) GetKilled() bool {
 	return false
 }
 
+type LimitsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LimitsRequest) Reset() {
+	*x = LimitsRequest{}
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitsRequest) ProtoMessage() {}
+
+func (x *LimitsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitsRequest.ProtoReflect.Descriptor instead.
+func (*LimitsRequest) Descriptor() ([]byte, []int) {
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{11}
+}
+
+// An executor's defaults and caps (Limits).
+type ExecLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where a request that names no working directory runs, and the base of
+	// a relative one.
+	Workdir string `protobuf:"bytes,1,opt,name=workdir,proto3" json:"workdir,omitempty"`
+	// The timeout of a request that names none.
+	TimeoutMs int64 `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// The cap on a request's timeout.
+	MaxTimeoutMs int64 `protobuf:"varint,3,opt,name=max_timeout_ms,json=maxTimeoutMs,proto3" json:"max_timeout_ms,omitempty"`
+	// SIGTERM to SIGKILL, when a command times out or is killed.
+	GraceMs int64 `protobuf:"varint,4,opt,name=grace_ms,json=graceMs,proto3" json:"grace_ms,omitempty"`
+	// Output held in memory per stream, and the cap on a request's.
+	MaxOutputBytes int64 `protobuf:"varint,5,opt,name=max_output_bytes,json=maxOutputBytes,proto3" json:"max_output_bytes,omitempty"`
+	// The cap on each stream's spill file.
+	MaxSpillBytes int64 `protobuf:"varint,6,opt,name=max_spill_bytes,json=maxSpillBytes,proto3" json:"max_spill_bytes,omitempty"`
+	// The limits of each command's tree, as ExecSpec carries them.
+	MaxProcesses   int64 `protobuf:"varint,7,opt,name=max_processes,json=maxProcesses,proto3" json:"max_processes,omitempty"`
+	MaxMemoryBytes int64 `protobuf:"varint,8,opt,name=max_memory_bytes,json=maxMemoryBytes,proto3" json:"max_memory_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ExecLimits) Reset() {
+	*x = ExecLimits{}
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecLimits) ProtoMessage() {}
+
+func (x *ExecLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecLimits.ProtoReflect.Descriptor instead.
+func (*ExecLimits) Descriptor() ([]byte, []int) {
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ExecLimits) GetWorkdir() string {
+	if x != nil {
+		return x.Workdir
+	}
+	return ""
+}
+
+func (x *ExecLimits) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *ExecLimits) GetMaxTimeoutMs() int64 {
+	if x != nil {
+		return x.MaxTimeoutMs
+	}
+	return 0
+}
+
+func (x *ExecLimits) GetGraceMs() int64 {
+	if x != nil {
+		return x.GraceMs
+	}
+	return 0
+}
+
+func (x *ExecLimits) GetMaxOutputBytes() int64 {
+	if x != nil {
+		return x.MaxOutputBytes
+	}
+	return 0
+}
+
+func (x *ExecLimits) GetMaxSpillBytes() int64 {
+	if x != nil {
+		return x.MaxSpillBytes
+	}
+	return 0
+}
+
+func (x *ExecLimits) GetMaxProcesses() int64 {
+	if x != nil {
+		return x.MaxProcesses
+	}
+	return 0
+}
+
+func (x *ExecLimits) GetMaxMemoryBytes() int64 {
+	if x != nil {
+		return x.MaxMemoryBytes
+	}
+	return 0
+}
+
 var File_plugins_shell_shellv1_shell_proto protoreflect.FileDescriptor
 
 const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
@@ -1120,7 +1265,19 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\n" +
 	"_exit_code\"&\n" +
 	"\fKillResponse\x12\x16\n" +
-	"\x06killed\x18\x01 \x01(\bR\x06killed2\xb6\x03\n" +
+	"\x06killed\x18\x01 \x01(\bR\x06killed\"\x0f\n" +
+	"\rLimitsRequest\"\xa7\x02\n" +
+	"\n" +
+	"ExecLimits\x12\x18\n" +
+	"\aworkdir\x18\x01 \x01(\tR\aworkdir\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x03R\ttimeoutMs\x12$\n" +
+	"\x0emax_timeout_ms\x18\x03 \x01(\x03R\fmaxTimeoutMs\x12\x19\n" +
+	"\bgrace_ms\x18\x04 \x01(\x03R\agraceMs\x12(\n" +
+	"\x10max_output_bytes\x18\x05 \x01(\x03R\x0emaxOutputBytes\x12&\n" +
+	"\x0fmax_spill_bytes\x18\x06 \x01(\x03R\rmaxSpillBytes\x12#\n" +
+	"\rmax_processes\x18\a \x01(\x03R\fmaxProcesses\x12(\n" +
+	"\x10max_memory_bytes\x18\b \x01(\x03R\x0emaxMemoryBytes2\xf7\x03\n" +
 	"\x05Shell\x12<\n" +
 	"\aResolve\x12\x19.dsh.shell.v1.ExecRequest\x1a\x16.dsh.shell.v1.ExecSpec\x126\n" +
 	"\x03Run\x12\x16.dsh.shell.v1.ExecSpec\x1a\x17.dsh.shell.v1.RunResult\x12<\n" +
@@ -1129,7 +1286,8 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\n" +
 	"ReadOutput\x12\x18.dsh.shell.v1.ProcessRef\x1a\x19.dsh.shell.v1.ProcessRead\x12<\n" +
 	"\x04Kill\x12\x18.dsh.shell.v1.ProcessRef\x1a\x1a.dsh.shell.v1.KillResponse\x12<\n" +
-	"\x04Wait\x12\x18.dsh.shell.v1.ProcessRef\x1a\x1a.dsh.shell.v1.ProcessStateB5Z3github.com/dshrun/dsh/plugins/shell/shellv1;shellv1b\x06proto3"
+	"\x04Wait\x12\x18.dsh.shell.v1.ProcessRef\x1a\x1a.dsh.shell.v1.ProcessState\x12?\n" +
+	"\x06Limits\x12\x1b.dsh.shell.v1.LimitsRequest\x1a\x18.dsh.shell.v1.ExecLimitsB5Z3github.com/dshrun/dsh/plugins/shell/shellv1;shellv1b\x06proto3"
 
 var (
 	file_plugins_shell_shellv1_shell_proto_rawDescOnce sync.Once
@@ -1143,7 +1301,7 @@ func file_plugins_shell_shellv1_shell_proto_rawDescGZIP() []byte {
 	return file_plugins_shell_shellv1_shell_proto_rawDescData
 }
 
-var file_plugins_shell_shellv1_shell_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_plugins_shell_shellv1_shell_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_plugins_shell_shellv1_shell_proto_goTypes = []any{
 	(*SandboxPolicy)(nil),      // 0: dsh.shell.v1.SandboxPolicy
 	(*ExecRequest)(nil),        // 1: dsh.shell.v1.ExecRequest
@@ -1156,27 +1314,29 @@ var file_plugins_shell_shellv1_shell_proto_goTypes = []any{
 	(*ProcessRead)(nil),        // 8: dsh.shell.v1.ProcessRead
 	(*ProcessState)(nil),       // 9: dsh.shell.v1.ProcessState
 	(*KillResponse)(nil),       // 10: dsh.shell.v1.KillResponse
-	nil,                        // 11: dsh.shell.v1.ExecRequest.EnvEntry
-	nil,                        // 12: dsh.shell.v1.ExecRequest.DshEnvEntry
-	nil,                        // 13: dsh.shell.v1.ExecSpec.EnvEntry
-	nil,                        // 14: dsh.shell.v1.ExecSpec.DshEnvEntry
-	(*outputv1.Collected)(nil), // 15: dsh.output.v1.Collected
+	(*LimitsRequest)(nil),      // 11: dsh.shell.v1.LimitsRequest
+	(*ExecLimits)(nil),         // 12: dsh.shell.v1.ExecLimits
+	nil,                        // 13: dsh.shell.v1.ExecRequest.EnvEntry
+	nil,                        // 14: dsh.shell.v1.ExecRequest.DshEnvEntry
+	nil,                        // 15: dsh.shell.v1.ExecSpec.EnvEntry
+	nil,                        // 16: dsh.shell.v1.ExecSpec.DshEnvEntry
+	(*outputv1.Collected)(nil), // 17: dsh.output.v1.Collected
 }
 var file_plugins_shell_shellv1_shell_proto_depIdxs = []int32{
-	11, // 0: dsh.shell.v1.ExecRequest.env:type_name -> dsh.shell.v1.ExecRequest.EnvEntry
-	12, // 1: dsh.shell.v1.ExecRequest.dsh_env:type_name -> dsh.shell.v1.ExecRequest.DshEnvEntry
+	13, // 0: dsh.shell.v1.ExecRequest.env:type_name -> dsh.shell.v1.ExecRequest.EnvEntry
+	14, // 1: dsh.shell.v1.ExecRequest.dsh_env:type_name -> dsh.shell.v1.ExecRequest.DshEnvEntry
 	0,  // 2: dsh.shell.v1.ExecRequest.sandbox_policy:type_name -> dsh.shell.v1.SandboxPolicy
-	13, // 3: dsh.shell.v1.ExecSpec.env:type_name -> dsh.shell.v1.ExecSpec.EnvEntry
-	14, // 4: dsh.shell.v1.ExecSpec.dsh_env:type_name -> dsh.shell.v1.ExecSpec.DshEnvEntry
+	15, // 3: dsh.shell.v1.ExecSpec.env:type_name -> dsh.shell.v1.ExecSpec.EnvEntry
+	16, // 4: dsh.shell.v1.ExecSpec.dsh_env:type_name -> dsh.shell.v1.ExecSpec.DshEnvEntry
 	0,  // 5: dsh.shell.v1.ExecSpec.sandbox_policy:type_name -> dsh.shell.v1.SandboxPolicy
-	15, // 6: dsh.shell.v1.RunResult.stdout:type_name -> dsh.output.v1.Collected
-	15, // 7: dsh.shell.v1.RunResult.stderr:type_name -> dsh.output.v1.Collected
+	17, // 6: dsh.shell.v1.RunResult.stdout:type_name -> dsh.output.v1.Collected
+	17, // 7: dsh.shell.v1.RunResult.stderr:type_name -> dsh.output.v1.Collected
 	3,  // 8: dsh.shell.v1.RunResult.sandbox:type_name -> dsh.shell.v1.SandboxInfo
 	5,  // 9: dsh.shell.v1.RunResult.limits:type_name -> dsh.shell.v1.LimitHit
 	3,  // 10: dsh.shell.v1.StartResponse.sandbox:type_name -> dsh.shell.v1.SandboxInfo
 	9,  // 11: dsh.shell.v1.ProcessRead.state:type_name -> dsh.shell.v1.ProcessState
-	15, // 12: dsh.shell.v1.ProcessRead.stdout_facts:type_name -> dsh.output.v1.Collected
-	15, // 13: dsh.shell.v1.ProcessRead.stderr_facts:type_name -> dsh.output.v1.Collected
+	17, // 12: dsh.shell.v1.ProcessRead.stdout_facts:type_name -> dsh.output.v1.Collected
+	17, // 13: dsh.shell.v1.ProcessRead.stderr_facts:type_name -> dsh.output.v1.Collected
 	3,  // 14: dsh.shell.v1.ProcessRead.sandbox:type_name -> dsh.shell.v1.SandboxInfo
 	5,  // 15: dsh.shell.v1.ProcessState.limits:type_name -> dsh.shell.v1.LimitHit
 	1,  // 16: dsh.shell.v1.Shell.Resolve:input_type -> dsh.shell.v1.ExecRequest
@@ -1186,15 +1346,17 @@ var file_plugins_shell_shellv1_shell_proto_depIdxs = []int32{
 	7,  // 20: dsh.shell.v1.Shell.ReadOutput:input_type -> dsh.shell.v1.ProcessRef
 	7,  // 21: dsh.shell.v1.Shell.Kill:input_type -> dsh.shell.v1.ProcessRef
 	7,  // 22: dsh.shell.v1.Shell.Wait:input_type -> dsh.shell.v1.ProcessRef
-	2,  // 23: dsh.shell.v1.Shell.Resolve:output_type -> dsh.shell.v1.ExecSpec
-	4,  // 24: dsh.shell.v1.Shell.Run:output_type -> dsh.shell.v1.RunResult
-	6,  // 25: dsh.shell.v1.Shell.Start:output_type -> dsh.shell.v1.StartResponse
-	4,  // 26: dsh.shell.v1.Shell.Exec:output_type -> dsh.shell.v1.RunResult
-	8,  // 27: dsh.shell.v1.Shell.ReadOutput:output_type -> dsh.shell.v1.ProcessRead
-	10, // 28: dsh.shell.v1.Shell.Kill:output_type -> dsh.shell.v1.KillResponse
-	9,  // 29: dsh.shell.v1.Shell.Wait:output_type -> dsh.shell.v1.ProcessState
-	23, // [23:30] is the sub-list for method output_type
-	16, // [16:23] is the sub-list for method input_type
+	11, // 23: dsh.shell.v1.Shell.Limits:input_type -> dsh.shell.v1.LimitsRequest
+	2,  // 24: dsh.shell.v1.Shell.Resolve:output_type -> dsh.shell.v1.ExecSpec
+	4,  // 25: dsh.shell.v1.Shell.Run:output_type -> dsh.shell.v1.RunResult
+	6,  // 26: dsh.shell.v1.Shell.Start:output_type -> dsh.shell.v1.StartResponse
+	4,  // 27: dsh.shell.v1.Shell.Exec:output_type -> dsh.shell.v1.RunResult
+	8,  // 28: dsh.shell.v1.Shell.ReadOutput:output_type -> dsh.shell.v1.ProcessRead
+	10, // 29: dsh.shell.v1.Shell.Kill:output_type -> dsh.shell.v1.KillResponse
+	9,  // 30: dsh.shell.v1.Shell.Wait:output_type -> dsh.shell.v1.ProcessState
+	12, // 31: dsh.shell.v1.Shell.Limits:output_type -> dsh.shell.v1.ExecLimits
+	24, // [24:32] is the sub-list for method output_type
+	16, // [16:24] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
 	16, // [16:16] is the sub-list for extension extendee
 	0,  // [0:16] is the sub-list for field type_name
@@ -1213,7 +1375,7 @@ func file_plugins_shell_shellv1_shell_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_shell_shellv1_shell_proto_rawDesc), len(file_plugins_shell_shellv1_shell_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const (
 	Shell_ReadOutput_FullMethodName = "/dsh.shell.v1.Shell/ReadOutput"
 	Shell_Kill_FullMethodName       = "/dsh.shell.v1.Shell/Kill"
 	Shell_Wait_FullMethodName       = "/dsh.shell.v1.Shell/Wait"
+	Shell_Limits_FullMethodName     = "/dsh.shell.v1.Shell/Limits"
 )
 
 // ShellClient is the client API for Shell service.
@@ -53,6 +54,13 @@ type ShellClient interface {
 	// Wait blocks until the process has finished; it never fails for the
 	// process's own outcome.
 	Wait(ctx context.Context, in *ProcessRef, opts ...grpc.CallOption) (*ProcessState, error)
+	// Limits says what Resolve fills a request with and caps it at, as the
+	// executor's config resolved them: the same for the life of its
+	// process. Callers read the executor's facts here instead of resolving
+	// requests to learn them (the host bounds its calls by them). Optional:
+	// a provider without it answers UNIMPLEMENTED, and callers assume
+	// ctx.shell's defaults.
+	Limits(ctx context.Context, in *LimitsRequest, opts ...grpc.CallOption) (*ExecLimits, error)
 }
 
 type shellClient struct {
@@ -133,6 +141,16 @@ func (c *shellClient) Wait(ctx context.Context, in *ProcessRef, opts ...grpc.Cal
 	return out, nil
 }
 
+func (c *shellClient) Limits(ctx context.Context, in *LimitsRequest, opts ...grpc.CallOption) (*ExecLimits, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExecLimits)
+	err := c.cc.Invoke(ctx, Shell_Limits_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ShellServer is the server API for Shell service.
 // All implementations must embed UnimplementedShellServer
 // for forward compatibility.
@@ -155,6 +173,13 @@ type ShellServer interface {
 	// Wait blocks until the process has finished; it never fails for the
 	// process's own outcome.
 	Wait(context.Context, *ProcessRef) (*ProcessState, error)
+	// Limits says what Resolve fills a request with and caps it at, as the
+	// executor's config resolved them: the same for the life of its
+	// process. Callers read the executor's facts here instead of resolving
+	// requests to learn them (the host bounds its calls by them). Optional:
+	// a provider without it answers UNIMPLEMENTED, and callers assume
+	// ctx.shell's defaults.
+	Limits(context.Context, *LimitsRequest) (*ExecLimits, error)
 	mustEmbedUnimplementedShellServer()
 }
 
@@ -185,6 +210,9 @@ func (UnimplementedShellServer) Kill(context.Context, *ProcessRef) (*KillRespons
 }
 func (UnimplementedShellServer) Wait(context.Context, *ProcessRef) (*ProcessState, error) {
 	return nil, status.Error(codes.Unimplemented, "method Wait not implemented")
+}
+func (UnimplementedShellServer) Limits(context.Context, *LimitsRequest) (*ExecLimits, error) {
+	return nil, status.Error(codes.Unimplemented, "method Limits not implemented")
 }
 func (UnimplementedShellServer) mustEmbedUnimplementedShellServer() {}
 func (UnimplementedShellServer) testEmbeddedByValue()               {}
@@ -333,6 +361,24 @@ func _Shell_Wait_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shell_Limits_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LimitsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShellServer).Limits(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shell_Limits_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShellServer).Limits(ctx, req.(*LimitsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Shell_ServiceDesc is the grpc.ServiceDesc for Shell service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -367,6 +413,10 @@ var Shell_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Wait",
 			Handler:    _Shell_Wait_Handler,
+		},
+		{
+			MethodName: "Limits",
+			Handler:    _Shell_Limits_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
