@@ -211,7 +211,7 @@ func TestHotReloadMovesBinary(t *testing.T) {
 		t.Fatalf("pids: bash %d->%d (old alive %v), env %d->%d, tools %d->%d",
 			bashPid, newPid, testplugins.Alive(bashPid), envPid, pidOf(h, "env"), toolsPid, pidOf(h, "tools"))
 	}
-	if r := callTool(t, h, "agent", "bash", bashCall("echo via-v2")); r.Text != "via-v2" {
+	if r := callTool(t, h, "agent", "bash", bashCall("echo via-v2")); afterNotices(r.Text) != "via-v2" {
 		t.Fatalf("after the move: %q", r.Text)
 	}
 
@@ -229,7 +229,7 @@ func TestHotReloadMovesBinary(t *testing.T) {
 	if pidOf(h, "bash") != newPid || h.find("bash").bin() != v2 {
 		t.Fatal("a refused move replaced the running executor")
 	}
-	if r := callTool(t, h, "agent", "bash", bashCall("echo still")); r.Text != "still" {
+	if r := callTool(t, h, "agent", "bash", bashCall("echo still")); afterNotices(r.Text) != "still" {
 		t.Fatalf("after refused moves: %q", r.Text)
 	}
 
@@ -348,4 +348,18 @@ func TestHotReloadRollsBack(t *testing.T) {
 	if got := testplugins.Matching(bashBin); len(got) != 1 {
 		t.Fatalf("processes of %s after the edit: %v", bashBin, got)
 	}
+}
+
+// afterNotices is a result's text without the notices of jobs that ended
+// meanwhile, which come first: the background job this test started ends
+// during it, at a time the machine's load decides.
+func afterNotices(text string) string {
+	for strings.HasPrefix(text, "[job ") {
+		_, rest, ok := strings.Cut(text, "\n")
+		if !ok {
+			return ""
+		}
+		text = strings.TrimPrefix(rest, "\n")
+	}
+	return text
 }
