@@ -56,7 +56,7 @@ run: build
 	$(BIN)/dsh serve $(COMPOSITION)
 
 bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 200x ./registry/ ./sdk/retention/ ./host/core/sandbox/
+	$(GO) test -run '^$$' -bench . -benchtime 200x ./registry/ ./host/procs/retention/ ./host/confine/
 	$(GO) run ./bench
 
 $(TOOLS)/protoc-gen-go:

@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/dshrun/dsh/internal/transcript"
+	"github.com/dshrun/dsh/internal/agentsession"
 )
 
 // Published limits of other agents' shell tools, in characters: Claude
@@ -20,7 +20,7 @@ const (
 )
 
 // transcriptChars: the characters a model reads over the transcript's
-// session (internal/transcript) from dsh, against what the same commands'
+// session (internal/agentsession) from dsh, against what the same commands'
 // raw output would give under Claude Code's and Codex's limits.
 func transcriptChars(dir string) {
 	home, err := os.MkdirTemp("", "dsh-bench-transcript-")
@@ -28,10 +28,10 @@ func transcriptChars(dir string) {
 	defer os.RemoveAll(home)
 	repo := filepath.Join(home, "calc")
 	check(os.Mkdir(repo, 0o755))
-	check(transcript.Repo(repo))
+	check(agentsession.Repo(repo))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rs, descs, err := transcript.RunListing(ctx, dir, repo, home, true)
+	rs, descs, err := agentsession.RunListing(ctx, dir, repo, home, true)
 	check(err)
 	fmt.Printf("what the model reads over the transcript (%d tool calls; characters)\n", len(rs))
 	fmt.Printf("  %-36s %10s %10s %10s %10s\n", "step", "raw", "dsh", "claude", "codex")

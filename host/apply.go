@@ -10,11 +10,11 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
 	"github.com/dshrun/dsh/host/composition"
 	"github.com/dshrun/dsh/host/plan"
 	"github.com/dshrun/dsh/host/pluginproc"
 	"github.com/dshrun/dsh/registry"
-	"github.com/dshrun/dsh/sdk/pluginv1"
 )
 
 // Start, hot reload and `dsh reload` change the running set the same way:

@@ -3,17 +3,17 @@ package host
 import (
 	"context"
 
-	happroval "github.com/dshrun/dsh/host/core/approval"
+	"github.com/dshrun/dsh/host/consent"
 )
 
 // The user behind a tool call is asked through the front end that made
-// it: its Asker comes in the CallTool context (happroval.WithAsker) and
+// it: its Asker comes in the CallTool context (consent.WithAsker) and
 // stays with the call id, so ctx.approval asks only the user of the call
 // a request serves, found the way its owner is.
 
 // keepAsker keeps ctx's Asker with call id, for as long as the call runs.
 func (cs *calls) keepAsker(ctx context.Context, id string) {
-	a := happroval.AskerFrom(ctx)
+	a := consent.AskerFrom(ctx)
 	if a == nil {
 		return
 	}
@@ -27,8 +27,8 @@ func (cs *calls) keepAsker(ctx context.Context, id string) {
 // askerFor returns, for requests arriving from caller, the Asker of the
 // call they serve; nil for a request that serves no call, one that caller
 // was never reached by, or a call no front end can ask about.
-func (h *Host) askerFor(caller string) func(context.Context) happroval.Asker {
-	return func(ctx context.Context) happroval.Asker {
+func (h *Host) askerFor(caller string) func(context.Context) consent.Asker {
+	return func(ctx context.Context) consent.Asker {
 		id := callOf(ctx)
 		h.calls.mu.Lock()
 		defer h.calls.mu.Unlock()

@@ -6,7 +6,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/dshrun/dsh/sdk/pluginv1"
+	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
 )
 
 // Who is calling the host, and what it may reach: the caller behind one

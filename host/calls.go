@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
-	happroval "github.com/dshrun/dsh/host/core/approval"
+	"github.com/dshrun/dsh/host/consent"
 	"github.com/dshrun/dsh/internal/seam"
 	"github.com/dshrun/dsh/sdk"
 )
@@ -29,7 +29,7 @@ type calls struct {
 type callInfo struct {
 	owner   string
 	reached map[string]bool // entry ids of the plugins the call reached
-	asker   happroval.Asker // asks the user behind the call; nil: nobody can
+	asker   consent.Asker   // asks the user behind the call; nil: nobody can
 }
 
 // begin registers a call for owner that reaches plugin first; end forgets

@@ -9,6 +9,6 @@ package host
 // gets the same treatment; a method known neither way is relayed as a
 // stream.
 import (
-	_ "github.com/dshrun/dsh/plugins/shell/shellenv/shellenvv1"
 	_ "github.com/dshrun/dsh/plugins/shell/shellv1"
+	_ "github.com/dshrun/dsh/plugins/shellenv/shellenvv1"
 )

@@ -23,11 +23,11 @@ import (
 	"github.com/dshrun/dsh/core/tools"
 	"github.com/dshrun/dsh/core/tools/toolsv1"
 	"github.com/dshrun/dsh/host/composition"
-	happroval "github.com/dshrun/dsh/host/core/approval"
-	hjobs "github.com/dshrun/dsh/host/core/jobs"
-	hsandbox "github.com/dshrun/dsh/host/core/sandbox"
-	hsub "github.com/dshrun/dsh/host/core/subprocess"
-	hterms "github.com/dshrun/dsh/host/core/terminals"
+	"github.com/dshrun/dsh/host/confine"
+	"github.com/dshrun/dsh/host/consent"
+	"github.com/dshrun/dsh/host/jobtable"
+	"github.com/dshrun/dsh/host/procs"
+	"github.com/dshrun/dsh/host/termsessions"
 	"github.com/dshrun/dsh/registry"
 	"github.com/dshrun/dsh/sdk"
 )
@@ -83,19 +83,19 @@ func (h *Host) addCore() error {
 // registerCore serves the core services on one plugin's host server.
 func (h *Host) registerCore(s *grpc.Server, c caller) {
 	serving := h.servingFor(c.callerID())
-	subprocessv1.RegisterSubprocessServer(s, subprocess.NewServer(&hsub.Service{M: h.sub, Caller: c.callerID(), Serving: serving, Confinement: h.runner.Confinement, ConfinementEnv: h.runner.Env}))
-	jobsv1.RegisterJobsServer(s, jobs.NewServer(&hjobs.Service{M: h.jobs, Caller: c.callerID(), Serving: serving, Reaches: func(key string) error { return h.authorize(c, key) }}))
+	subprocessv1.RegisterSubprocessServer(s, subprocess.NewServer(&procs.Service{M: h.sub, Caller: c.callerID(), Serving: serving, Confinement: h.runner.Confinement, ConfinementEnv: h.runner.Env}))
+	jobsv1.RegisterJobsServer(s, jobs.NewServer(&jobtable.Service{M: h.jobs, Caller: c.callerID(), Serving: serving, Reaches: func(key string) error { return h.authorize(c, key) }}))
 	toolsv1.RegisterToolsServer(s, tools.NewServer(h.tools.For(toolCaller{c})))
 	sandboxv1.RegisterSandboxPolicyServer(s, sandbox.NewServer(h.sandbox))
-	sandboxv1.RegisterSandboxServer(s, sandbox.NewRunnerServer(hsandbox.Owned{R: h.runner, Add: func(ctx context.Context) hsandbox.Options {
+	sandboxv1.RegisterSandboxServer(s, sandbox.NewRunnerServer(confine.Owned{R: h.runner, Add: func(ctx context.Context) confine.Options {
 		o := c.callerID()
 		if sv, ok := serving.Of(ctx); ok {
 			o = sv.Owner
 		}
 		return h.confineOptions(o)
 	}}))
-	approvalv1.RegisterApprovalServer(s, approval.NewServer(&happroval.Service{Policy: h.approval, Caller: c.callerID(), Serving: serving, Asker: h.askerFor(c.callerID())}))
-	terminalsv1.RegisterTerminalsServer(s, terminals.NewServer(&hterms.Service{M: h.terms, Caller: termCaller{h: h, c: c}, Serving: serving}))
+	approvalv1.RegisterApprovalServer(s, approval.NewServer(&consent.Service{Policy: h.approval, Caller: c.callerID(), Serving: serving, Asker: h.askerFor(c.callerID())}))
+	terminalsv1.RegisterTerminalsServer(s, terminals.NewServer(&termsessions.Service{M: h.terms, Caller: termCaller{h: h, c: c}, Serving: serving}))
 }
 
 // coreInterceptors apply the capability check to the core services (the
@@ -151,10 +151,10 @@ func runnerOf(section *composition.Sandbox) string {
 // confineOptions are what a command of owner's may see beside the policy:
 // its own spill files (the model is told to read them) inside the hidden
 // runtime directory, and the binaries the host runs kept read-only.
-func (h *Host) confineOptions(owner string) hsandbox.Options {
+func (h *Host) confineOptions(owner string) confine.Options {
 	spill := h.sub.OwnerSpillDir(owner)
 	_ = os.MkdirAll(spill, 0o700) // a mount point before any file spills
-	opt := hsandbox.Options{Show: []string{spill}, Tmp: h.ownerTemp(owner)}
+	opt := confine.Options{Show: []string{spill}, Tmp: h.ownerTemp(owner)}
 	if self := selfBinary(); self != "" {
 		opt.ReadOnly = append(opt.ReadOnly, self)
 	}
@@ -177,7 +177,7 @@ type termCaller struct {
 func (t termCaller) ID() string    { return t.c.callerID() }
 func (t termCaller) Label() string { return t.c.callerLabel() }
 
-func (t termCaller) Serving() (hterms.Slot, bool) {
+func (t termCaller) Serving() (termsessions.Slot, bool) {
 	ld := t.c.self()
 	if ld == nil {
 		return nil, false

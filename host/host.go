@@ -29,18 +29,18 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
+	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
 	"github.com/dshrun/dsh/host/composition"
-	happroval "github.com/dshrun/dsh/host/core/approval"
-	"github.com/dshrun/dsh/host/core/jobs"
-	hsandbox "github.com/dshrun/dsh/host/core/sandbox"
-	"github.com/dshrun/dsh/host/core/subprocess"
-	"github.com/dshrun/dsh/host/core/terminals"
+	"github.com/dshrun/dsh/host/confine"
+	"github.com/dshrun/dsh/host/consent"
 	"github.com/dshrun/dsh/host/credential"
+	"github.com/dshrun/dsh/host/jobtable"
 	"github.com/dshrun/dsh/host/plan"
 	"github.com/dshrun/dsh/host/pluginproc"
+	"github.com/dshrun/dsh/host/procs"
+	"github.com/dshrun/dsh/host/termsessions"
 	"github.com/dshrun/dsh/plugins/shell"
 	"github.com/dshrun/dsh/registry"
-	"github.com/dshrun/dsh/sdk/pluginv1"
 )
 
 // Options configures a Host. The zero value works: plugins are looked up in
@@ -81,18 +81,18 @@ type Host struct {
 	comp     *composition.Composition
 	rt       *runtimeDir
 	reg      *registry.Registry
-	sub      *subprocess.Manager // ctx.subprocess
-	jobs     *jobs.Manager       // ctx.jobs
-	terms    *terminals.Manager  // ctx.terminals
-	tools    *toolRegistry       // ctx.tools
-	sandbox  *hsandbox.Service   // ctx.sandboxPolicy
-	runner   *hsandbox.Runner    // ctx.sandbox
-	temps    *hsandbox.Temps     // owners' temporary folders in the sandbox; nil for none
-	approval *happroval.Policy   // ctx.approval
-	core     *registry.Scope     // the host's own scope, which provides the core keys
-	calls    calls               // the tool calls in flight and whom they serve
-	flights  flights             // the same calls, for a stop on a signal (shutdown.go)
-	entries  []*entry            // in composition order
+	sub      *procs.Manager        // ctx.subprocess
+	jobs     *jobtable.Manager     // ctx.jobs
+	terms    *termsessions.Manager // ctx.terminals
+	tools    *toolRegistry         // ctx.tools
+	sandbox  *confine.Service      // ctx.sandboxPolicy
+	runner   *confine.Runner       // ctx.sandbox
+	temps    *confine.Temps        // owners' temporary folders in the sandbox; nil for none
+	approval *consent.Policy       // ctx.approval
+	core     *registry.Scope       // the host's own scope, which provides the core keys
+	calls    calls                 // the tool calls in flight and whom they serve
+	flights  flights               // the same calls, for a stop on a signal (shutdown.go)
+	entries  []*entry              // in composition order
 	// changeMu serializes changes of the running composition (reloads,
 	// applied edits), which read and then change entries.
 	changeMu sync.Mutex
@@ -160,18 +160,18 @@ func Start(ctx context.Context, comp *composition.Composition, opts Options) (*H
 		return nil, err
 	}
 	h.compStamp = stamp(comp.File)
-	p, procs, err := h.planStart(ctx, comp)
+	p, started, err := h.planStart(ctx, comp)
 	if err != nil {
 		h.abort()
 		return nil, err
 	}
 	h.reg = registry.New(registry.Options{Observe: h.observe})
 	if err := h.addCore(); err != nil {
-		h.stopAll(procs)
+		h.stopAll(started)
 		h.abort()
 		return nil, err
 	}
-	if err := h.applyPlan(ctx, p, procs); err != nil {
+	if err := h.applyPlan(ctx, p, started); err != nil {
 		h.abort()
 		return nil, err
 	}
@@ -187,9 +187,9 @@ func Start(ctx context.Context, comp *composition.Composition, opts Options) (*H
 // planStart describes every entry of comp (disabled ones too, so errors
 // can say what they would provide) and plans it from nothing.
 func (h *Host) planStart(ctx context.Context, comp *composition.Composition) (*plan.Plan, map[string]*pluginproc.Process, error) {
-	described, procs := h.describe(ctx, comp, func(composition.Entry, string) bool { return true })
-	p, err := h.makePlan(comp, described, procs)
-	return p, procs, err
+	described, started := h.describe(ctx, comp, func(composition.Entry, string) bool { return true })
+	p, err := h.makePlan(comp, described, started)
+	return p, started, err
 }
 
 // Validate starts every plugin only to read its description, checks the
@@ -202,12 +202,12 @@ func Validate(ctx context.Context, comp *composition.Composition, opts Options) 
 		return nil, err
 	}
 	defer h.abort()
-	p, procs, err := h.planStart(ctx, comp)
+	p, started, err := h.planStart(ctx, comp)
 	if err != nil {
 		return nil, err
 	}
-	errs := h.check(ctx, p, procs)
-	h.stopAll(procs)
+	errs := h.check(ctx, p, started)
+	h.stopAll(started)
 	if len(errs) > 0 {
 		return nil, &LoadError{File: comp.File, Errs: errs}
 	}
@@ -258,7 +258,7 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 	// (PluginEnv reads through opts.LookupEnv).
 	scrub := credential.NewRule(comp.Host.Scrub.Extra, comp.Host.Scrub.Keep)
 	opts.LookupEnv = scrub.Lookup(opts.LookupEnv)
-	sub, err := subprocess.New(subprocess.Config{
+	sub, err := procs.New(procs.Config{
 		SpillDir:         spill,
 		KeepSpill:        keep,
 		Logger:           opts.Logger.Named("subprocess"),
@@ -273,7 +273,7 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 	if err := sub.StartWatchdog(opts.WatchdogExe); err != nil {
 		opts.Logger.Warn("no watchdog: command trees may outlive a killed host", "error", err)
 	}
-	temps, err := hsandbox.OpenTemps(opts.TempBase)
+	temps, err := confine.OpenTemps(opts.TempBase)
 	if err != nil {
 		opts.Logger.Warn("no private temporary folders: sandboxed commands see the host's /tmp, read-only", "error", err)
 	}
@@ -288,16 +288,16 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 		rt:       rt,
 		sub:      sub,
 		tools:    newToolRegistry(),
-		sandbox:  hsandbox.New(comp.Sandbox),
-		runner:   hsandbox.NewRunner(runnerOf(comp.Sandbox), hsandbox.Options{Hide: hide}),
+		sandbox:  confine.New(comp.Sandbox),
+		runner:   confine.NewRunner(runnerOf(comp.Sandbox), confine.Options{Hide: hide}),
 		temps:    temps,
-		approval: happroval.NewPolicy(comp.Approval, opts.Logger.Named("approval")),
+		approval: consent.NewPolicy(comp.Approval, opts.Logger.Named("approval")),
 		byID:     map[string]*entry{},
 		applied:  comp,
 	}
 	h.tools.KeepWhileDown(h.wantsTool)
-	h.jobs = jobs.New(jobs.Config{Open: h.openJobProcess, Logger: opts.Logger.Named("jobs")})
-	h.terms = terminals.New(terminals.Config{Sub: sub, Logger: opts.Logger.Named("terminals"), SandboxSettle: h.settleTerminal})
+	h.jobs = jobtable.New(jobtable.Config{Open: h.openJobProcess, Logger: opts.Logger.Named("jobs")})
+	h.terms = termsessions.New(termsessions.Config{Sub: sub, Logger: opts.Logger.Named("terminals"), SandboxSettle: h.settleTerminal})
 	h.indexServices()
 	return h, nil
 }

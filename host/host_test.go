@@ -19,14 +19,14 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
 	"github.com/dshrun/dsh/host/composition"
-	"github.com/dshrun/dsh/host/core/subprocess"
+	"github.com/dshrun/dsh/host/procs"
 	"github.com/dshrun/dsh/internal/testplugins"
 	"github.com/dshrun/dsh/internal/testplugins/probev1"
-	"github.com/dshrun/dsh/plugins/shell/shellenv"
-	"github.com/dshrun/dsh/plugins/shell/shellenv/shellenvv1"
+	"github.com/dshrun/dsh/plugins/shellenv"
+	"github.com/dshrun/dsh/plugins/shellenv/shellenvv1"
 	"github.com/dshrun/dsh/registry"
-	"github.com/dshrun/dsh/sdk/pluginv1"
 )
 
 var binDir string
@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 	binDir = dir
 	code := m.Run()
 	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreTopFunction(subprocess.SpawnerGoroutine)); err != nil {
+		if err := goleak.Find(goleak.IgnoreTopFunction(procs.SpawnerGoroutine)); err != nil {
 			fmt.Fprintf(os.Stderr, "goroutines left behind: %v\n", err)
 			code = 1
 		}

@@ -17,8 +17,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
 	"github.com/dshrun/dsh/sdk"
-	"github.com/dshrun/dsh/sdk/pluginv1"
 )
 
 // The hub is how plugins reach each other: each plugin gets its own gRPC

@@ -3,7 +3,7 @@ package host
 import (
 	"testing"
 
-	"github.com/dshrun/dsh/sdk/pluginv1"
+	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
 )
 
 func TestMethodKind(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/core/tools"
 	"github.com/dshrun/dsh/core/tools/toolsv1"
-	hsub "github.com/dshrun/dsh/host/core/subprocess"
+	"github.com/dshrun/dsh/host/procs"
 	"github.com/dshrun/dsh/sdk"
 )
 
@@ -31,7 +31,7 @@ func TestPluginCannotChooseTheOwner(t *testing.T) {
 	// agent's background job and its process.
 	res := callTool(t, h, "agent", "bash", bashCall("sleep 30", "run_in_background", true))
 	id := jobIDOf(t, res.Text)
-	agents, err := h.sub.Spawn(hsub.Spec{Argv: []string{"sleep", "30"}, Dir: t.TempDir(), Owner: "agent"})
+	agents, err := h.sub.Spawn(procs.Spec{Argv: []string{"sleep", "30"}, Dir: t.TempDir(), Owner: "agent"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestPluginCannotChooseTheOwner(t *testing.T) {
 	if r := callTool(t, h, "agent", "job_output", map[string]string{"job_id": id}); !strings.Contains(r.Text, "still running") {
 		t.Fatalf("agent's job after the attempts: %q", r.Text)
 	}
-	if st, _, _ := agents.State(); st != hsub.Running {
+	if st, _, _ := agents.State(); st != procs.Running {
 		t.Fatalf("agent's process after the attempts: %s", st)
 	}
 }

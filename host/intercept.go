@@ -12,8 +12,8 @@ import (
 
 	"github.com/dshrun/dsh/core/approval"
 	"github.com/dshrun/dsh/core/tools"
-	happroval "github.com/dshrun/dsh/host/core/approval"
-	htools "github.com/dshrun/dsh/host/core/tools"
+	"github.com/dshrun/dsh/host/consent"
+	"github.com/dshrun/dsh/host/toolset"
 	"github.com/dshrun/dsh/internal/seam"
 	"github.com/dshrun/dsh/sdk"
 )
@@ -84,7 +84,7 @@ const maxRefusal = 8000
 // interceptCall reaches interceptor ic's plugin for a call: its process,
 // and ctx carrying the call id (so what the interceptor does meanwhile acts
 // for the call's owner).
-func (h *Host) interceptCall(ctx context.Context, ic *htools.Interceptor[toolSlot], callID string) (*tools.InterceptorClient, *load, context.Context, error) {
+func (h *Host) interceptCall(ctx context.Context, ic *toolset.Interceptor[toolSlot], callID string) (*tools.InterceptorClient, *load, context.Context, error) {
 	ld, err := ic.Slot.get(ctx, ic.Plugin, h.restartWait())
 	if err != nil {
 		return nil, nil, nil, err
@@ -95,7 +95,7 @@ func (h *Host) interceptCall(ctx context.Context, ic *htools.Interceptor[toolSlo
 }
 
 // before asks the interceptors covering t whether and how its call runs.
-func (h *Host) before(ctx context.Context, owner, callID string, t *htools.Tool[toolSlot], args json.RawMessage) intercepted {
+func (h *Host) before(ctx context.Context, owner, callID string, t *toolset.Tool[toolSlot], args json.RawMessage) intercepted {
 	ics := h.tools.Interceptors(t.Spec.Name, false)
 	if len(ics) == 0 {
 		return intercepted{args: args}
@@ -199,11 +199,11 @@ func (h *Host) before(ctx context.Context, owner, callID string, t *htools.Tool[
 // composition's approval rules, then the user behind the call (its front
 // end's Asker), failing closed.
 func (h *Host) askHooks(ctx context.Context, owner, tool string, args json.RawMessage, reason string) (*approval.Decision, error) {
-	svc := &happroval.Service{
+	svc := &consent.Service{
 		Policy:  h.approval,
 		Caller:  "(host)",
 		Serving: func(context.Context) (seam.Served, bool) { return seam.Served{Owner: owner}, true },
-		Asker:   happroval.AskerFrom,
+		Asker:   consent.AskerFrom,
 	}
 	return svc.Approve(ctx, &approval.Request{Kind: "hook_ask", Owner: owner, Tool: tool, Command: commandOf(args), Reason: reason})
 }
@@ -221,7 +221,7 @@ func commandOf(args json.RawMessage) string {
 }
 
 // argumentsFit checks args against t's schema: "" when they fit.
-func argumentsFit(t *htools.Tool[toolSlot], args json.RawMessage) string {
+func argumentsFit(t *toolset.Tool[toolSlot], args json.RawMessage) string {
 	vs, err := t.Schema.Validate(args)
 	if err != nil {
 		return err.Error()
@@ -235,7 +235,7 @@ func argumentsFit(t *htools.Tool[toolSlot], args json.RawMessage) string {
 
 // after shows the interceptors covering t the result of its call, and
 // adds their feedback to it.
-func (h *Host) after(ctx context.Context, owner, callID string, t *htools.Tool[toolSlot], args json.RawMessage, res *ToolResult) {
+func (h *Host) after(ctx context.Context, owner, callID string, t *toolset.Tool[toolSlot], args json.RawMessage, res *ToolResult) {
 	ics := h.tools.Interceptors(t.Spec.Name, true)
 	if len(ics) == 0 {
 		return

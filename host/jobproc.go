@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
-	"github.com/dshrun/dsh/host/core/jobs"
-	"github.com/dshrun/dsh/host/core/subprocess"
+	"github.com/dshrun/dsh/host/jobtable"
+	"github.com/dshrun/dsh/host/procs"
 	"github.com/dshrun/dsh/plugins/shell"
 	"github.com/dshrun/dsh/plugins/shell/shellv1"
 	"github.com/dshrun/dsh/sdk"
@@ -31,7 +31,7 @@ import (
 
 // openJobProcess is ctx.jobs' Open: the handle of process id, started by
 // the provider of key, for owner.
-func (h *Host) openJobProcess(_ context.Context, owner, key, id string) (jobs.Process, error) {
+func (h *Host) openJobProcess(_ context.Context, owner, key, id string) (jobtable.Process, error) {
 	if key == "" {
 		key = shell.Key
 	}
@@ -57,13 +57,13 @@ type jobProcess struct {
 	h    *Host
 	key  string
 	proc *shell.Process
-	sp   *subprocess.Process // the table's, for its pid and its end
+	sp   *procs.Process // the table's, for its pid and its end
 	// warned is set once a failed wait that is not the executor being away
 	// was logged, until a wait succeeds.
 	warned atomic.Bool
 }
 
-var _ jobs.Process = (*jobProcess)(nil)
+var _ jobtable.Process = (*jobProcess)(nil)
 
 func (p *jobProcess) Pid() int { return p.sp.Pid }
 
@@ -73,16 +73,16 @@ func (p *jobProcess) AfterDone(f func()) func() bool { return p.sp.AfterDone(f) 
 // files stay until its owner is released).
 func (p *jobProcess) Forget() { p.h.sub.Forget(p.proc.ID) }
 
-func (p *jobProcess) ReadOutput(ctx context.Context) (jobs.Output, error) {
+func (p *jobProcess) ReadOutput(ctx context.Context) (jobtable.Output, error) {
 	r, err := p.proc.ReadOutput(ctx)
 	if err != nil {
-		return jobs.Output{}, p.failed("read the output of", err)
+		return jobtable.Output{}, p.failed("read the output of", err)
 	}
 	st, err := jobStateOf(r.State)
 	if err != nil {
-		return jobs.Output{}, err
+		return jobtable.Output{}, err
 	}
-	return jobs.Output{
+	return jobtable.Output{
 		Stdout:      r.Stdout,
 		Stderr:      r.Stderr,
 		Lossy:       r.Lossy,
@@ -103,7 +103,7 @@ func (p *jobProcess) Kill(ctx context.Context) (bool, error) {
 	return killed, nil
 }
 
-func (p *jobProcess) Wait(ctx context.Context) (jobs.State, error) {
+func (p *jobProcess) Wait(ctx context.Context) (jobtable.State, error) {
 	r, err := p.proc.Wait(ctx)
 	if err == nil {
 		p.warned.Store(false)
@@ -115,7 +115,7 @@ func (p *jobProcess) Wait(ctx context.Context) (jobs.State, error) {
 	if !away && !p.warned.Swap(true) {
 		p.h.log.Warn("cannot wait for a job's process through its executor; asking again", "key", p.key, "process", p.proc.ID, "error", err)
 	}
-	return jobs.State{}, p.failed("wait for", err)
+	return jobtable.State{}, p.failed("wait for", err)
 }
 
 // failed words a failed call on the process for ctx.jobs' caller, keeping
@@ -136,12 +136,12 @@ func isCanceled(err error) bool {
 }
 
 // jobStateOf is an executor's process state in ctx.jobs' words.
-func jobStateOf(s *shell.ProcessState) (jobs.State, error) {
-	st := jobs.State{Status: jobs.Status(s.GetStatus()), ExitCode: -1, Signal: s.GetSignal()}
+func jobStateOf(s *shell.ProcessState) (jobtable.State, error) {
+	st := jobtable.State{Status: jobtable.Status(s.GetStatus()), ExitCode: -1, Signal: s.GetSignal()}
 	switch st.Status {
-	case jobs.Running, jobs.Completed, jobs.Killed:
+	case jobtable.Running, jobtable.Completed, jobtable.Killed:
 	default:
-		return jobs.State{}, fmt.Errorf("the executor reported the process as %q, which is none of running, completed, killed", s.GetStatus())
+		return jobtable.State{}, fmt.Errorf("the executor reported the process as %q, which is none of running, completed, killed", s.GetStatus())
 	}
 	if s.ExitCode != nil {
 		st.ExitCode = int(*s.ExitCode)
@@ -208,7 +208,7 @@ func sandboxOf(s *shellv1.SandboxInfo) *jobsv1.Sandbox {
 	}
 }
 
-var _ jobs.Facts = (*jobProcess)(nil)
+var _ jobtable.Facts = (*jobProcess)(nil)
 
 func (p *jobProcess) Workdir() string { return p.sp.Workdir() }
 

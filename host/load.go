@@ -12,11 +12,11 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
 	"github.com/dshrun/dsh/host/pluginproc"
 	"github.com/dshrun/dsh/plugins/shell"
 	"github.com/dshrun/dsh/registry"
 	"github.com/dshrun/dsh/sdk"
-	"github.com/dshrun/dsh/sdk/pluginv1"
 )
 
 // load is one process of an entry: its process, its host server and its

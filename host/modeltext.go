@@ -11,7 +11,7 @@ import (
 // *ArgumentsError for an unknown tool or arguments that do not fit its
 // schema, and with another error when the tool itself failed to answer.
 // ctx may carry the front end's Asker (approval.WithAsker of
-// host/core/approval), through which ctx.approval asks the call's user.
+// host/consent), through which ctx.approval asks the call's user.
 //
 // Once the host stops (StopCalls) a call is refused with RefusedText, and
 // a call it stopped is answered with StoppedText ahead of what the tool

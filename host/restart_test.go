@@ -15,7 +15,7 @@ import (
 
 	"github.com/dshrun/dsh/internal/testplugins"
 	"github.com/dshrun/dsh/internal/testplugins/probev1"
-	"github.com/dshrun/dsh/plugins/shell/shellenv"
+	"github.com/dshrun/dsh/plugins/shellenv"
 )
 
 // Faults where a crash restart meets another change of the same slot (a

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dshrun/dsh/host/core/subprocess"
+	"github.com/dshrun/dsh/host/procs"
 	"github.com/dshrun/dsh/sdk"
 )
 
@@ -118,7 +118,7 @@ func (r *runtimeDir) remove() error { return os.RemoveAll(r.dir) }
 // lookup has them (nothing else of the host's, API keys above all), and who
 // its host and its entry are.
 func PluginEnv(lookup func(string) (string, bool), id string) []string {
-	env := append(subprocess.MinimalEnv(lookup),
+	env := append(procs.MinimalEnv(lookup),
 		"DSH_HOST_PID="+strconv.Itoa(os.Getpid()),
 		"DSH_PLUGIN_ID="+id,
 	)

@@ -3,7 +3,7 @@ package host
 import "errors"
 
 // An owner's private temporary folder: its sandboxed commands' /tmp and
-// TMPDIR (see hsandbox.Temps), made on its first confined command and
+// TMPDIR (see confine.Temps), made on its first confined command and
 // removed with the owner, once its processes are gone.
 
 // ownerTemp is owner's folder for Options.Tmp; "" when there are none.

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
 	"github.com/dshrun/dsh/host/pluginproc"
 	"github.com/dshrun/dsh/registry"
-	"github.com/dshrun/dsh/sdk/pluginv1"
 )
 
 // Supervision: a plugin process that exits on its own, or that the pulse

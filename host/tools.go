@@ -13,19 +13,19 @@ import (
 
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
 	"github.com/dshrun/dsh/core/tools"
-	hjobs "github.com/dshrun/dsh/host/core/jobs"
-	htools "github.com/dshrun/dsh/host/core/tools"
+	"github.com/dshrun/dsh/host/jobtable"
+	"github.com/dshrun/dsh/host/toolset"
 	"github.com/dshrun/dsh/sdk"
 	"github.com/dshrun/dsh/sdk/modeltext"
 )
 
-// ctx.tools is the registry of host/core/tools; what it needs of the host
+// ctx.tools is the registry of host/toolset; what it needs of the host
 // is here: each plugin as its Caller, each slot as its Slot.
 
 // toolRegistry is the host's ctx.tools.
-type toolRegistry = htools.Registry[toolSlot]
+type toolRegistry = toolset.Registry[toolSlot]
 
-func newToolRegistry() *toolRegistry { return htools.New[toolSlot]() }
+func newToolRegistry() *toolRegistry { return toolset.New[toolSlot]() }
 
 // toolSlot is a slot as the tool registry sees it.
 type toolSlot struct{ *slot }
@@ -209,7 +209,7 @@ func (h *Host) callTool(ctx context.Context, f *flight, owner, name string, args
 	var finished []*jobsv1.Job
 	notices := h.jobs.TakeNoticesFor(owner, t.Plugin)
 	for _, snap := range notices {
-		finished = append(finished, hjobs.JobProto(snap))
+		finished = append(finished, jobtable.JobProto(snap))
 	}
 	if pr, ok := ctx.Value(progressKey{}).(Progress); ok && pr.Report != nil {
 		stop := h.watchCall(callID, pr)

@@ -11,7 +11,7 @@ import (
 
 // A tool stays listed while its plugin, or a provider its plugin needs, is
 // down (restarting, failed, crash-looping, waiting for a provider): the
-// registry keeps it Down (host/core/tools) for as long as the entry
+// registry keeps it Down (host/toolset) for as long as the entry
 // declares it, and a call gets an *UnavailableError that says which plugin
 // is down, why, and how it comes back. An agent's tool list does not
 // shrink because a process failed; it changes when the composition does.

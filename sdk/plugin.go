@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/dshrun/dsh/sdk/pluginv1"
+	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
 )
 
 // Plugin is the one interface every dsh plugin implements.

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/dshrun/dsh/sdk/pluginv1"
+	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
 )
 
 // Serve runs p as a dsh plugin and does not return. It must be called from

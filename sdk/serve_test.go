@@ -17,10 +17,10 @@ import (
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
 	"github.com/dshrun/dsh/internal/bounded"
 	"github.com/dshrun/dsh/internal/testplugins/probev1"
-	"github.com/dshrun/dsh/plugins/shell/shellenv/shellenvv1"
-	"github.com/dshrun/dsh/sdk/pluginv1"
+	"github.com/dshrun/dsh/plugins/shellenv/shellenvv1"
 )
 
 // fake is a plugin whose description and behaviour each test sets.

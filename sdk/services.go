@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/dshrun/dsh/sdk/pluginv1"
+	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
 )
 
 // registered is what a plugin's Register put on its server: each service

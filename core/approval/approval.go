@@ -3,7 +3,7 @@
 // ([Approver]; [Client] implements it over a connection, usually
 // sdk.Host.Conn(approval.Key); [NewServer] serves an implementation, and
 // only these adapters deal in status codes). The host provides it from the
-// composition's approval section (package host/core/approval).
+// composition's approval section (package host/consent).
 //
 // Asking fails closed: [Ask] turns every failure (no provider, an error, a
 // timeout) into a denial that says why, so a caller never runs anything on

@@ -3,7 +3,7 @@
 // its errors; [Client] implements it over a connection, usually
 // sdk.Host.Conn(jobs.Key); [NewServer] serves an implementation, and only
 // these adapters deal in status codes). The host provides it (package
-// host/core/jobs).
+// host/jobtable).
 package jobs
 
 import (

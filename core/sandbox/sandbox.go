@@ -6,7 +6,7 @@
 // [RunnerClient] implement them over a connection, usually
 // sdk.Host.Conn(key); [NewServer] and [NewRunnerServer] serve an
 // implementation, and only these adapters deal in status codes). The host
-// provides both (package host/core/sandbox).
+// provides both (package host/confine).
 package sandbox
 
 import (

@@ -3,7 +3,7 @@
 // over it ([Processes] and its errors; [Client] implements it over a
 // connection, usually sdk.Host.Conn(subprocess.Key); [NewServer] serves an
 // implementation, and only these adapters deal in status codes). The host
-// provides it (package host/core/subprocess).
+// provides it (package host/procs).
 package subprocess
 
 import (

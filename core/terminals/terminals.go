@@ -3,8 +3,8 @@
 // ([Terminals] and its errors; [Client] implements it over a connection,
 // usually sdk.Host.Conn(terminals.Key); [NewServer] serves an
 // implementation, and only these adapters deal in status codes). The host
-// provides it (package host/core/terminals); backends register with it and
-// serve the backend seam (package plugins/terminal).
+// provides it (package host/termsessions); backends register with it and
+// serve the backend seam (package plugins/termbackend).
 package terminals
 
 import (

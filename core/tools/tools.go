@@ -3,7 +3,7 @@
 // each plugin that registers tools), and the Go seam over it: [Registrar]
 // and [Handler] with the seam's errors, a Client of each over a connection
 // and a Server adapter of each around an implementation (only the adapters
-// deal in status codes). The host's registry is package host/core/tools.
+// deal in status codes). The host's registry is package host/toolset.
 package tools
 
 import (

@@ -20,7 +20,7 @@ import (
 
 	"github.com/dshrun/dsh/core/approval"
 	"github.com/dshrun/dsh/host/composition"
-	happroval "github.com/dshrun/dsh/host/core/approval"
+	"github.com/dshrun/dsh/host/consent"
 )
 
 // Asking the user. When ctx.approval's policy says "ask", the host asks
@@ -70,7 +70,7 @@ type callAsker struct {
 	asked   *question         // the question to send back with the result
 }
 
-var _ happroval.Asker = (*callAsker)(nil)
+var _ consent.Asker = (*callAsker)(nil)
 
 // answer is what the user (or the lack of one) said to a question.
 type answer struct {
@@ -164,7 +164,7 @@ func (a *callAsker) inRounds(ctx context.Context, req *approval.Request, params 
 	}
 	if a.asked != nil {
 		// One question per round; the next one comes in the next round.
-		return nil, happroval.ErrAskedLater
+		return nil, consent.ErrAskedLater
 	}
 	expires := time.Now().Add(composition.DefaultAskTimeout)
 	if dl, ok := ctx.Deadline(); ok {
@@ -173,7 +173,7 @@ func (a *callAsker) inRounds(ctx context.Context, req *approval.Request, params 
 	a.asked = &question{key: key, owner: a.owner, tool: a.req.Params.Name, args: canonical(a.req.Params.Arguments), params: params, expires: expires, earlier: a.answers}
 	a.stop()
 	a.s.log.Debug("the question goes back with the result", "owner", a.owner, "command", req.Command, "target_mode", req.TargetMode)
-	return nil, happroval.ErrAskedLater
+	return nil, consent.ErrAskedLater
 }
 
 // inputRequired is the result that sends the call's question back, or nil

@@ -32,8 +32,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dshrun/dsh/host"
-	happroval "github.com/dshrun/dsh/host/core/approval"
-	"github.com/dshrun/dsh/host/core/subprocess"
+	"github.com/dshrun/dsh/host/consent"
+	"github.com/dshrun/dsh/host/procs"
 )
 
 // Options configures a Server.
@@ -271,7 +271,7 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 		callCtx, stop := context.WithCancel(ctx)
 		defer stop()
 		asker := s.newAsker(callCtx, req, owner, stop)
-		callCtx = happroval.WithAsker(callCtx, asker)
+		callCtx = consent.WithAsker(callCtx, asker)
 		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 			callCtx = host.WithProgress(callCtx, host.Progress{
 				Report:    s.reporter(ctx, req.Session, tok, name),
@@ -358,7 +358,7 @@ func (s *Server) spillLinks(owner string, files []host.Resource) []mcp.Content {
 }
 
 func spillURI(owner, file string) string {
-	return SpillScheme + "://" + subprocess.SafeName(owner) + "/" + url.PathEscape(file)
+	return SpillScheme + "://" + procs.SafeName(owner) + "/" + url.PathEscape(file)
 }
 
 // readSpill serves a spill file to the session that owns it; to any other
@@ -371,7 +371,7 @@ func (s *Server) readSpill(_ context.Context, req *mcp.ReadResourceRequest) (*mc
 	}
 	owner := s.owner(req.Session)
 	file := strings.TrimPrefix(u.Path, "/")
-	if u.Host != subprocess.SafeName(owner) || file == "" || strings.ContainsAny(file, "/\\") || file == "." || file == ".." {
+	if u.Host != procs.SafeName(owner) || file == "" || strings.ContainsAny(file, "/\\") || file == "." || file == ".." {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
 	b, err := os.ReadFile(filepath.Join(s.h.SpillDir(owner), file))

@@ -21,7 +21,7 @@ import (
 
 	"github.com/dshrun/dsh/host"
 	"github.com/dshrun/dsh/host/composition"
-	"github.com/dshrun/dsh/host/core/subprocess"
+	"github.com/dshrun/dsh/host/procs"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 		_ = os.RemoveAll(binDir)
 	}
 	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreTopFunction(subprocess.SpawnerGoroutine)); err != nil {
+		if err := goleak.Find(goleak.IgnoreTopFunction(procs.SpawnerGoroutine)); err != nil {
 			fmt.Fprintf(os.Stderr, "goroutines left behind: %v\n", err)
 			code = 1
 		}

@@ -14,9 +14,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
 	"github.com/dshrun/dsh/host/composition"
-	htools "github.com/dshrun/dsh/host/core/tools"
-	"github.com/dshrun/dsh/sdk/pluginv1"
+	"github.com/dshrun/dsh/host/toolset"
 )
 
 // Described is what the host learnt of one entry's binary before planning.
@@ -410,7 +410,7 @@ func ResolveTools(e composition.Entry, desc *pluginv1.Description, cfg []byte) (
 			return nil, errorAt(e, "config key %q names a tool the plugin registers (ToolsFromConfig), but neither the config nor the schema's default sets it", key)
 		}
 		name, isString := v.(string)
-		if !isString || !htools.ValidName(name) {
+		if !isString || !toolset.ValidName(name) {
 			return nil, errorAt(e, "%s %q names a tool, but %s is not a tool name: use 1 to 64 letters, digits, '_' or '-'", from, key, jsonText(v))
 		}
 		if slices.Contains(out, name) {

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
 	"github.com/dshrun/dsh/host/composition"
-	"github.com/dshrun/dsh/sdk/pluginv1"
 )
 
 // desc is a description: "provides" and "injects" keys ("key?" is an

@@ -36,8 +36,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
 	"github.com/dshrun/dsh/sdk"
-	"github.com/dshrun/dsh/sdk/pluginv1"
 )
 
 // Config says which binary to start and how.

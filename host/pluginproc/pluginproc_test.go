@@ -21,9 +21,9 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
+	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
 	"github.com/dshrun/dsh/internal/testplugins"
 	"github.com/dshrun/dsh/sdk"
-	"github.com/dshrun/dsh/sdk/pluginv1"
 )
 
 // The test binary doubles as a plugin (or a binary that never becomes

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
 	"github.com/dshrun/dsh/sdk"
-	"github.com/dshrun/dsh/sdk/pluginv1"
 )
 
 func healthy(t *testing.T, p *Process) {

@@ -10,14 +10,14 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/dshrun/dsh/core/subprocess"
+	"github.com/dshrun/dsh/plugins/lib/localexec"
 	"github.com/dshrun/dsh/plugins/shell"
-	"github.com/dshrun/dsh/plugins/shell/local"
 	"github.com/dshrun/dsh/plugins/shell/shellv1"
 	"github.com/dshrun/dsh/sdk"
 )
 
 type bashLocal struct {
-	exec *local.Executor
+	exec *localexec.Executor
 }
 
 func (p *bashLocal) Describe() sdk.Description {
@@ -27,7 +27,7 @@ func (p *bashLocal) Describe() sdk.Description {
 		Summary:           "ctx.shell: fresh bash -c processes on this machine",
 		Provides:          []sdk.Provide{{Key: shell.Key}},
 		Inject:            []sdk.Inject{{Key: subprocess.Key}},
-		ConfigSchema:      sdk.SchemaOf[local.Config](),
+		ConfigSchema:      sdk.SchemaOf[localexec.Config](),
 		SettingsNamespace: shell.SettingsNamespace,
 	}
 }
@@ -35,7 +35,7 @@ func (p *bashLocal) Describe() sdk.Description {
 func (p *bashLocal) Register(s *grpc.Server) { shellv1.RegisterShellServer(s, shell.NewServer(p.exec)) }
 
 func (p *bashLocal) Apply(_ context.Context, host *sdk.Host, raw json.RawMessage) error {
-	cfg, err := local.ParseConfig(raw)
+	cfg, err := localexec.ParseConfig(raw)
 	if err != nil {
 		return err
 	}
@@ -45,10 +45,10 @@ func (p *bashLocal) Apply(_ context.Context, host *sdk.Host, raw json.RawMessage
 }
 
 // BashArgv is the public bash -c argv (a command longer than
-// local.ArgvMax goes by local.BashScriptArgv). A sandboxing executor
+// localexec.ArgvMax goes by localexec.BashScriptArgv). A sandboxing executor
 // replaces it.
 func BashArgv(spec *shell.ExecSpec) []string { return []string{"bash", "-c", spec.Command} }
 
 func main() {
-	sdk.Serve(&bashLocal{exec: &local.Executor{Argv: BashArgv, ScriptArgv: local.BashScriptArgv}})
+	sdk.Serve(&bashLocal{exec: &localexec.Executor{Argv: BashArgv, ScriptArgv: localexec.BashScriptArgv}})
 }

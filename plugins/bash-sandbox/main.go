@@ -15,15 +15,15 @@ import (
 
 	"github.com/dshrun/dsh/core/sandbox"
 	"github.com/dshrun/dsh/core/subprocess"
+	"github.com/dshrun/dsh/plugins/lib/localexec"
+	"github.com/dshrun/dsh/plugins/lib/sandboxexec"
 	"github.com/dshrun/dsh/plugins/shell"
-	"github.com/dshrun/dsh/plugins/shell/local"
-	"github.com/dshrun/dsh/plugins/shell/sandboxed"
 	"github.com/dshrun/dsh/plugins/shell/shellv1"
 	"github.com/dshrun/dsh/sdk"
 )
 
 type bashSandbox struct {
-	exec *sandboxed.Executor
+	exec *sandboxexec.Executor
 }
 
 func (p *bashSandbox) Describe() sdk.Description {
@@ -33,7 +33,7 @@ func (p *bashSandbox) Describe() sdk.Description {
 		Summary:           "ctx.shell: fresh bash -c processes, confined by the composition's sandbox policy",
 		Provides:          []sdk.Provide{{Key: shell.Key}},
 		Inject:            []sdk.Inject{{Key: subprocess.Key}, {Key: sandbox.Key}, {Key: sandbox.PolicyKey}},
-		ConfigSchema:      sdk.SchemaOf[local.Config](),
+		ConfigSchema:      sdk.SchemaOf[localexec.Config](),
 		SettingsNamespace: shell.SettingsNamespace,
 	}
 }
@@ -43,7 +43,7 @@ func (p *bashSandbox) Register(s *grpc.Server) {
 }
 
 func (p *bashSandbox) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage) error {
-	cfg, err := local.ParseConfig(raw)
+	cfg, err := localexec.ParseConfig(raw)
 	if err != nil {
 		return err
 	}
@@ -82,5 +82,5 @@ func (p *bashSandbox) Facts() map[string]map[string]string {
 func bashArgv(spec *shell.ExecSpec) []string { return []string{"bash", "-c", spec.Command} }
 
 func main() {
-	sdk.Serve(&bashSandbox{exec: sandboxed.New(&local.Executor{Argv: bashArgv, ScriptArgv: local.BashScriptArgv}, nil, nil)})
+	sdk.Serve(&bashSandbox{exec: sandboxexec.New(&localexec.Executor{Argv: bashArgv, ScriptArgv: localexec.BashScriptArgv}, nil, nil)})
 }

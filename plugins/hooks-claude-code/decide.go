@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/dshrun/dsh/core/tools"
-	"github.com/dshrun/dsh/plugins/hooks"
+	"github.com/dshrun/dsh/plugins/lib/hookbridge"
 )
 
 // payload is what a hook reads on stdin, as Claude Code writes it.
@@ -109,7 +109,7 @@ type output struct {
 
 // parse reads a hook's stdout: JSON when it is a JSON object, else
 // nothing (plain text on exit 0 decides nothing).
-func parse(r hooks.Ran) (*output, error) {
+func parse(r hookbridge.Ran) (*output, error) {
 	if r.StdoutCut {
 		return nil, fmt.Errorf("its output is more than dsh reads of a hook (%d MiB, or the executor's spill limit), so it cannot be read", 16)
 	}
@@ -126,11 +126,11 @@ func parse(r hooks.Ran) (*output, error) {
 
 func (b *bridge) Before(ctx context.Context, req *tools.BeforeCall) (*tools.BeforeDecision, error) {
 	c := req.Call
-	hs := b.set.Matching(hooks.PreToolUse, c.Alias)
+	hs := b.set.Matching(hookbridge.PreToolUse, c.Alias)
 	if len(hs) == 0 {
 		return &tools.BeforeDecision{}, nil
 	}
-	p := b.payload(ctx, hooks.PreToolUse, c, nil)
+	p := b.payload(ctx, hookbridge.PreToolUse, c, nil)
 	d := &tools.BeforeDecision{}
 	var denies, asks, allows, contexts []string
 	var replaced json.RawMessage
@@ -227,11 +227,11 @@ func (b *bridge) nonBlocking(d *tools.BeforeDecision, msg string) {
 
 func (b *bridge) After(ctx context.Context, req *tools.AfterCall) (*tools.AfterFeedback, error) {
 	c := req.Call
-	hs := b.set.Matching(hooks.PostToolUse, c.Alias)
+	hs := b.set.Matching(hookbridge.PostToolUse, c.Alias)
 	if len(hs) == 0 {
 		return &tools.AfterFeedback{}, nil
 	}
-	p := b.payload(ctx, hooks.PostToolUse, c, hooks.ToolResponse(c.Alias, req.Result))
+	p := b.payload(ctx, hookbridge.PostToolUse, c, hookbridge.ToolResponse(c.Alias, req.Result))
 	fb := &tools.AfterFeedback{}
 	var feedback []string
 	for _, r := range b.runner.Run(ctx, c.Owner, hs, p) {

@@ -23,7 +23,7 @@ import (
 
 	"github.com/dshrun/dsh/core/tools"
 	"github.com/dshrun/dsh/core/tools/toolsv1"
-	"github.com/dshrun/dsh/plugins/hooks"
+	"github.com/dshrun/dsh/plugins/lib/hookbridge"
 	"github.com/dshrun/dsh/plugins/shell"
 	"github.com/dshrun/dsh/sdk"
 )
@@ -46,9 +46,9 @@ const defaultTimeout = 60 * time.Second
 type bridge struct {
 	log    hclog.Logger
 	cfg    config
-	set    *hooks.Set
-	runner *hooks.Runner
-	ids    *hooks.IDs
+	set    *hookbridge.Set
+	runner *hookbridge.Runner
+	ids    *hookbridge.IDs
 }
 
 func (b *bridge) Describe() sdk.Description {
@@ -67,12 +67,12 @@ func (b *bridge) Register(s *grpc.Server) {
 
 // read reads the config and the settings files it names: all Apply reads,
 // and all Check checks.
-func read(raw json.RawMessage) (config, *hooks.Set, []string, error) {
+func read(raw json.RawMessage) (config, *hookbridge.Set, []string, error) {
 	cfg, err := sdk.DecodeConfig[config](raw)
 	if err != nil {
 		return cfg, nil, nil, err
 	}
-	if cfg.ProjectDir, err = hooks.ProjectDir(cfg.ProjectDir); err != nil {
+	if cfg.ProjectDir, err = hookbridge.ProjectDir(cfg.ProjectDir); err != nil {
 		return cfg, nil, nil, err
 	}
 	set, notes, err := load(cfg, os.Getenv("HOME"))
@@ -94,10 +94,10 @@ func (b *bridge) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage)
 	for _, n := range notes {
 		b.log.Info(n)
 	}
-	b.runner = &hooks.Runner{Shell: shell.NewClient(host.Conn(shell.Key), ""), Dir: cfg.ProjectDir, Env: map[string]string{"CLAUDE_PROJECT_DIR": cfg.ProjectDir}}
-	b.ids = hooks.NewIDs()
-	b.log.Info("hooks read", "PreToolUse", len(set.Patterns(hooks.PreToolUse)), "PostToolUse", len(set.Patterns(hooks.PostToolUse)), "groups", len(set.Groups))
-	return tools.NewClient(host.Conn(tools.Key)).Intercept(ctx, hooks.Interception(set, set, cfg.BashTools))
+	b.runner = &hookbridge.Runner{Shell: shell.NewClient(host.Conn(shell.Key), ""), Dir: cfg.ProjectDir, Env: map[string]string{"CLAUDE_PROJECT_DIR": cfg.ProjectDir}}
+	b.ids = hookbridge.NewIDs()
+	b.log.Info("hooks read", "PreToolUse", len(set.Patterns(hookbridge.PreToolUse)), "PostToolUse", len(set.Patterns(hookbridge.PostToolUse)), "groups", len(set.Groups))
+	return tools.NewClient(host.Conn(tools.Key)).Intercept(ctx, hookbridge.Interception(set, set, cfg.BashTools))
 }
 
 // settingsFiles are the files read, in order.
@@ -143,8 +143,8 @@ type command struct {
 
 // load reads the settings files (a missing one is no hooks) and checks
 // every hook, naming the file and line of what is wrong.
-func load(cfg config, home string) (*hooks.Set, []string, error) {
-	set := &hooks.Set{}
+func load(cfg config, home string) (*hookbridge.Set, []string, error) {
+	set := &hookbridge.Set{}
 	var notes []string
 	disabled := ""
 	for _, file := range settingsFiles(cfg, home) {
@@ -157,20 +157,20 @@ func load(cfg config, home string) (*hooks.Set, []string, error) {
 		}
 		var s settings
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, nil, fmt.Errorf("read hooks: %w", hooks.SyntaxError(file, raw, err))
+			return nil, nil, fmt.Errorf("read hooks: %w", hookbridge.SyntaxError(file, raw, err))
 		}
 		if s.DisableAllHooks {
 			disabled = file
 		}
-		at := hooks.Locate(file, raw)
+		at := hookbridge.Locate(file, raw)
 		for _, event := range sortedKeys(s.Hooks) {
-			if event != hooks.PreToolUse && event != hooks.PostToolUse {
+			if event != hookbridge.PreToolUse && event != hookbridge.PostToolUse {
 				notes = append(notes, fmt.Sprintf("%s: %s hooks are not run: dsh sees tool calls, not Claude Code's %s", at.At("hooks/"+event), event, event))
 				continue
 			}
 			for gi, g := range s.Hooks[event] {
 				gpath := fmt.Sprintf("hooks/%s/%d", event, gi)
-				var hs []hooks.Hook
+				var hs []hookbridge.Hook
 				for hi, c := range g.Hooks {
 					hpath := fmt.Sprintf("%s/hooks/%d", gpath, hi)
 					switch {
@@ -185,13 +185,13 @@ func load(cfg config, home string) (*hooks.Set, []string, error) {
 					if c.Timeout != nil {
 						timeout = time.Duration(*c.Timeout * float64(time.Second))
 					}
-					hs = append(hs, hooks.Hook{Command: c.Command, Timeout: min(timeout, 10*time.Minute-10*time.Second), Where: at.At(hpath)})
+					hs = append(hs, hookbridge.Hook{Command: c.Command, Timeout: min(timeout, 10*time.Minute-10*time.Second), Where: at.At(hpath)})
 				}
 				where := at.At(gpath + "/matcher")
 				if g.Matcher == "" {
 					where = at.At(gpath)
 				}
-				grp, err := hooks.NewGroup(event, g.Matcher, where, hs)
+				grp, err := hookbridge.NewGroup(event, g.Matcher, where, hs)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -200,7 +200,7 @@ func load(cfg config, home string) (*hooks.Set, []string, error) {
 		}
 	}
 	if disabled != "" {
-		return &hooks.Set{}, append(notes, disabled+": disableAllHooks is set: no hook runs"), nil
+		return &hookbridge.Set{}, append(notes, disabled+": disableAllHooks is set: no hook runs"), nil
 	}
 	return set, notes, nil
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/dshrun/dsh/core/tools"
-	"github.com/dshrun/dsh/plugins/hooks"
+	"github.com/dshrun/dsh/plugins/lib/hookbridge"
 )
 
 // payload is what a hook reads on stdin, as Codex writes it.
@@ -273,7 +273,7 @@ func readPost(stdout []byte) (*post, error) {
 
 // exited is how a hook ended as Codex reads it: ok for exit 0, two for
 // exit 2 (with stderr trimmed), else failed says why.
-func exited(r hooks.Ran) (ok, two bool, stderr, failed string) {
+func exited(r hookbridge.Ran) (ok, two bool, stderr, failed string) {
 	switch {
 	case r.Err != nil:
 		return false, false, "", fmt.Sprintf("hook %s (%s) could not run: %v", r.Command, r.Where, r.Err)
@@ -294,13 +294,13 @@ func exited(r hooks.Ran) (ok, two bool, stderr, failed string) {
 
 func (b *bridge) Before(ctx context.Context, req *tools.BeforeCall) (*tools.BeforeDecision, error) {
 	c := req.Call
-	b.background(ctx, hooks.PreToolUse, c, nil)
-	hs := b.hooks.sync.MatchingAll(hooks.PreToolUse, c.Alias)
+	b.background(ctx, hookbridge.PreToolUse, c, nil)
+	hs := b.hooks.sync.MatchingAll(hookbridge.PreToolUse, c.Alias)
 	if len(hs) == 0 {
 		return &tools.BeforeDecision{}, nil
 	}
 	d := &tools.BeforeDecision{}
-	ran, done := b.runner.RunCompleted(ctx, c.Owner, hs, b.payload(ctx, hooks.PreToolUse, c, nil))
+	ran, done := b.runner.RunCompleted(ctx, c.Owner, hs, b.payload(ctx, hookbridge.PreToolUse, c, nil))
 	var block string
 	var contexts []string
 	var updated json.RawMessage
@@ -413,15 +413,15 @@ func (b *bridge) background(ctx context.Context, event string, c *tools.Intercep
 
 func (b *bridge) After(ctx context.Context, req *tools.AfterCall) (*tools.AfterFeedback, error) {
 	c := req.Call
-	resp := hooks.ToolResponse(c.Alias, req.Result)
-	b.background(ctx, hooks.PostToolUse, c, resp)
-	hs := b.hooks.sync.MatchingAll(hooks.PostToolUse, c.Alias)
+	resp := hookbridge.ToolResponse(c.Alias, req.Result)
+	b.background(ctx, hookbridge.PostToolUse, c, resp)
+	hs := b.hooks.sync.MatchingAll(hookbridge.PostToolUse, c.Alias)
 	if len(hs) == 0 {
 		return &tools.AfterFeedback{}, nil
 	}
 	fb := &tools.AfterFeedback{}
 	var feedback, stops []string
-	for _, r := range b.runner.Run(ctx, c.Owner, hs, b.payload(ctx, hooks.PostToolUse, c, resp)) {
+	for _, r := range b.runner.Run(ctx, c.Owner, hs, b.payload(ctx, hookbridge.PostToolUse, c, resp)) {
 		ok, two, stderr, failed := exited(r)
 		switch {
 		case two:

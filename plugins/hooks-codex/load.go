@@ -15,7 +15,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
 
-	"github.com/dshrun/dsh/plugins/hooks"
+	"github.com/dshrun/dsh/plugins/lib/hookbridge"
 )
 
 // The events Codex reads from a hooks file (its HookEventsToml and
@@ -95,7 +95,7 @@ const (
 // loaded is what the hooks files say: the hooks that decide (sync) and
 // those Codex runs in the background without waiting (async).
 type loaded struct {
-	sync, async *hooks.Set
+	sync, async *hookbridge.Set
 	notes       []string
 }
 
@@ -133,7 +133,7 @@ type locator interface{ At(path string) string }
 // load reads the files (a missing one is no hooks), concatenating their
 // hooks, and checks each, naming the file and line of what is wrong.
 func load(cfg config) (*loaded, error) {
-	l := &loaded{sync: &hooks.Set{}, async: &hooks.Set{}}
+	l := &loaded{sync: &hookbridge.Set{}, async: &hookbridge.Set{}}
 	var jsonAt string // the hooks.json of the folder being read, for Codex's warning
 	for _, file := range hooksFiles(cfg) {
 		raw, err := os.ReadFile(file)
@@ -176,7 +176,7 @@ func readJSON(file string, raw []byte) (*events, locator, error) {
 		Hooks *events `json:"hooks"`
 	}
 	if err := json.Unmarshal(raw, &f); err != nil {
-		return nil, nil, hooks.SyntaxError(file, raw, err)
+		return nil, nil, hookbridge.SyntaxError(file, raw, err)
 	}
 	if f.Hooks == nil {
 		return nil, nil, nil
@@ -188,7 +188,7 @@ func readJSON(file string, raw []byte) (*events, locator, error) {
 	if err := caseOf(file, keys.Hooks); err != nil {
 		return nil, nil, err
 	}
-	return f.Hooks, hooks.Locate(file, raw), nil
+	return f.Hooks, hookbridge.Locate(file, raw), nil
 }
 
 // readTOML reads the [hooks] table of a config.toml (the rest of the
@@ -239,7 +239,7 @@ func (l *loaded) add(file string, ev *events, at locator) (n int, err error) {
 			continue
 		}
 		switch event {
-		case hooks.PreToolUse, hooks.PostToolUse:
+		case hookbridge.PreToolUse, hookbridge.PostToolUse:
 		case "PermissionRequest":
 			l.notes = append(l.notes, fmt.Sprintf("%s: PermissionRequest hooks are not run: Codex runs them only where it would ask for approval, and dsh's approvals (ctx.approval) are not seen by this bridge", at.At("hooks/"+event)))
 			n += len(groups)
@@ -251,7 +251,7 @@ func (l *loaded) add(file string, ev *events, at locator) (n int, err error) {
 		}
 		for gi, g := range groups {
 			gpath := fmt.Sprintf("hooks/%s/%d", event, gi)
-			var sync, async []hooks.Hook
+			var sync, async []hookbridge.Hook
 			for hi, h := range g.Hooks {
 				hpath := fmt.Sprintf("%s/hooks/%d", gpath, hi)
 				where := at.At(hpath)
@@ -287,7 +287,7 @@ func (l *loaded) add(file string, ev *events, at locator) (n int, err error) {
 				if secs < uint64(maxHook/time.Second) {
 					timeout = time.Duration(max(secs, 1)) * time.Second
 				}
-				hk := hooks.Hook{Command: command, Timeout: timeout, Where: where}
+				hk := hookbridge.Hook{Command: command, Timeout: timeout, Where: where}
 				if h.Async {
 					async = append(async, hk)
 				} else {
@@ -300,13 +300,13 @@ func (l *loaded) add(file string, ev *events, at locator) (n int, err error) {
 				matcher, mwhere = *g.Matcher, at.At(gpath+"/matcher")
 			}
 			for _, x := range []struct {
-				set *hooks.Set
-				hs  []hooks.Hook
+				set *hookbridge.Set
+				hs  []hookbridge.Hook
 			}{{l.sync, sync}, {l.async, async}} {
 				if len(x.hs) == 0 {
 					continue
 				}
-				grp, err := hooks.NewGroup(event, matcher, mwhere, x.hs)
+				grp, err := hookbridge.NewGroup(event, matcher, mwhere, x.hs)
 				if err != nil {
 					return 0, err
 				}
@@ -314,7 +314,7 @@ func (l *loaded) add(file string, ev *events, at locator) (n int, err error) {
 			}
 			if len(sync)+len(async) == 0 {
 				// A group with nothing to run still has its matcher checked.
-				if _, _, err := hooks.CompileMatcher(matcher); err != nil {
+				if _, _, err := hookbridge.CompileMatcher(matcher); err != nil {
 					return 0, fmt.Errorf("%s: %v", mwhere, err)
 				}
 			}
@@ -324,7 +324,7 @@ func (l *loaded) add(file string, ev *events, at locator) (n int, err error) {
 }
 
 // tomlLocator is where the values of a TOML document are, by path
-// (keys and array indexes joined by '/', as hooks.Locator's).
+// (keys and array indexes joined by '/', as hookbridge.Locator's).
 type tomlLocator struct {
 	file  string
 	lines map[string]int

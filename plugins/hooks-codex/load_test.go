@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dshrun/dsh/plugins/hooks"
+	"github.com/dshrun/dsh/plugins/lib/hookbridge"
 )
 
 func write(t *testing.T, path, text string) {
@@ -55,18 +55,18 @@ trusted_hash = "abc"
 		t.Fatal(err)
 	}
 	var got []string
-	for _, h := range l.sync.MatchingAll(hooks.PreToolUse, "Bash") {
+	for _, h := range l.sync.MatchingAll(hookbridge.PreToolUse, "Bash") {
 		got = append(got, h.Command+"@"+strings.TrimPrefix(strings.TrimPrefix(h.Where, home), project))
 	}
 	want := []string{"user-json@/hooks.json:2", "user-toml@/config.toml:16", "user-json@/.codex/hooks.json:2"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("PreToolUse hooks: got %v, want %v", got, want)
 	}
-	post := l.sync.MatchingAll(hooks.PostToolUse, "mcp__dsh__x")
+	post := l.sync.MatchingAll(hookbridge.PostToolUse, "mcp__dsh__x")
 	if len(post) != 1 || post[0].Timeout != time.Second || !strings.HasSuffix(post[0].Where, "config.toml:6") {
 		t.Errorf("PostToolUse (inline tables, timeout 0 as 1 s): %+v", post)
 	}
-	if h := l.sync.MatchingAll(hooks.PreToolUse, "Bash"); h[0].Timeout != maxHook || h[1].Timeout != 5*time.Second {
+	if h := l.sync.MatchingAll(hookbridge.PreToolUse, "Bash"); h[0].Timeout != maxHook || h[1].Timeout != 5*time.Second {
 		t.Errorf("timeouts: %v %v", h[0].Timeout, h[1].Timeout)
 	}
 	notes := strings.Join(l.notes, "\n")

@@ -19,7 +19,7 @@ import (
 
 	"github.com/dshrun/dsh/core/tools"
 	"github.com/dshrun/dsh/core/tools/toolsv1"
-	"github.com/dshrun/dsh/plugins/hooks"
+	"github.com/dshrun/dsh/plugins/lib/hookbridge"
 	"github.com/dshrun/dsh/plugins/shell"
 	"github.com/dshrun/dsh/sdk"
 )
@@ -40,8 +40,8 @@ type bridge struct {
 	log    hclog.Logger
 	cfg    config
 	hooks  *loaded
-	runner *hooks.Runner
-	ids    *hooks.IDs
+	runner *hookbridge.Runner
+	ids    *hookbridge.IDs
 }
 
 func (b *bridge) Describe() sdk.Description {
@@ -62,7 +62,7 @@ func (b *bridge) Register(s *grpc.Server) {
 // Codex finds it.
 func resolve(cfg config, getenv func(string) string) (config, error) {
 	var err error
-	if cfg.ProjectDir, err = hooks.ProjectDir(cfg.ProjectDir); err != nil {
+	if cfg.ProjectDir, err = hookbridge.ProjectDir(cfg.ProjectDir); err != nil {
 		return cfg, err
 	}
 	if cfg.CodexHome == "" {
@@ -109,11 +109,11 @@ func (b *bridge) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage)
 	}
 	// Codex gives hooks no variables of its own: they inherit the
 	// executor's environment.
-	b.runner = &hooks.Runner{Shell: shell.NewClient(host.Conn(shell.Key), ""), Dir: cfg.ProjectDir}
-	b.ids = hooks.NewIDs()
-	all := &hooks.Set{Groups: append(append([]hooks.Group{}, l.sync.Groups...), l.async.Groups...)}
-	b.log.Info("hooks read", "PreToolUse", len(all.Patterns(hooks.PreToolUse)), "PostToolUse", len(all.Patterns(hooks.PostToolUse)), "groups", len(all.Groups))
-	return tools.NewClient(host.Conn(tools.Key)).Intercept(ctx, hooks.Interception(all, l.sync, cfg.BashTools))
+	b.runner = &hookbridge.Runner{Shell: shell.NewClient(host.Conn(shell.Key), ""), Dir: cfg.ProjectDir}
+	b.ids = hookbridge.NewIDs()
+	all := &hookbridge.Set{Groups: append(append([]hookbridge.Group{}, l.sync.Groups...), l.async.Groups...)}
+	b.log.Info("hooks read", "PreToolUse", len(all.Patterns(hookbridge.PreToolUse)), "PostToolUse", len(all.Patterns(hookbridge.PostToolUse)), "groups", len(all.Groups))
+	return tools.NewClient(host.Conn(tools.Key)).Intercept(ctx, hookbridge.Interception(all, l.sync, cfg.BashTools))
 }
 
 func main() { sdk.Serve(&bridge{}) }

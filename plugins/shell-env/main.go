@@ -11,8 +11,8 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/dshrun/dsh/plugins/shell/shellenv"
-	"github.com/dshrun/dsh/plugins/shell/shellenv/shellenvv1"
+	"github.com/dshrun/dsh/plugins/shellenv"
+	"github.com/dshrun/dsh/plugins/shellenv/shellenvv1"
 	"github.com/dshrun/dsh/sdk"
 )
 
@@ -21,7 +21,7 @@ type config struct {
 }
 
 type shellEnv struct {
-	reg *shellenv.Registry
+	reg *Registry
 }
 
 func (p *shellEnv) Describe() sdk.Description {
@@ -41,7 +41,7 @@ func (p *shellEnv) Register(s *grpc.Server) {
 // facts is ctx.shellEnv over the plugin's registry. The owner of a
 // registration is the calling plugin as the host names it (sdk.Caller),
 // never one the request could name.
-type facts struct{ reg *shellenv.Registry }
+type facts struct{ reg *Registry }
 
 var _ shellenv.Env = facts{}
 
@@ -81,5 +81,5 @@ func (p *shellEnv) Release(_ context.Context, caller string) error {
 }
 
 func main() {
-	sdk.Serve(&shellEnv{reg: shellenv.NewRegistry(shellenv.DefaultHome(os.LookupEnv))})
+	sdk.Serve(&shellEnv{reg: NewRegistry(DefaultHome(os.LookupEnv))})
 }

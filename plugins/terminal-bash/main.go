@@ -29,9 +29,9 @@ import (
 	"github.com/dshrun/dsh/core/sandbox"
 	"github.com/dshrun/dsh/core/subprocess"
 	"github.com/dshrun/dsh/core/terminals"
-	"github.com/dshrun/dsh/plugins/shell/shellenv"
-	"github.com/dshrun/dsh/plugins/terminal"
-	"github.com/dshrun/dsh/plugins/terminal/terminalv1"
+	"github.com/dshrun/dsh/plugins/shellenv"
+	"github.com/dshrun/dsh/plugins/termbackend"
+	"github.com/dshrun/dsh/plugins/termbackend/terminalv1"
 	"github.com/dshrun/dsh/sdk"
 )
 
@@ -64,7 +64,7 @@ type terminalBash struct {
 	box    sandbox.Sandboxes
 }
 
-var _ terminal.Backend = (*terminalBash)(nil)
+var _ termbackend.Backend = (*terminalBash)(nil)
 
 func (p *terminalBash) Describe() sdk.Description {
 	return sdk.Description{
@@ -84,7 +84,7 @@ func (p *terminalBash) Dispose(context.Context) error {
 }
 
 func (p *terminalBash) Register(s *grpc.Server) {
-	terminalv1.RegisterBackendServer(s, terminal.NewServer(p))
+	terminalv1.RegisterBackendServer(s, termbackend.NewServer(p))
 }
 
 func (p *terminalBash) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage) error {
@@ -148,7 +148,7 @@ func Env(ps1, term string) map[string]string {
 // shellQuote is s in single quotes.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-func (p *terminalBash) Start(ctx context.Context, req *terminal.StartRequest) (*terminal.Started, error) {
+func (p *terminalBash) Start(ctx context.Context, req *termbackend.StartRequest) (*termbackend.Started, error) {
 	cwd := req.Cwd
 	if cwd == "" {
 		cwd = p.cfg.Cwd
@@ -156,7 +156,7 @@ func (p *terminalBash) Start(ctx context.Context, req *terminal.StartRequest) (*
 	if cwd == "" {
 		var err error
 		if cwd, err = os.Getwd(); err != nil {
-			return nil, terminal.CannotStart(fmt.Errorf("no working directory: %w", err))
+			return nil, termbackend.CannotStart(fmt.Errorf("no working directory: %w", err))
 		}
 	}
 	var b [8]byte
@@ -168,7 +168,7 @@ func (p *terminalBash) Start(ctx context.Context, req *terminal.StartRequest) (*
 	case errors.Is(err, sdk.ErrNotProvided):
 		// No ctx.shellEnv composed: no facts.
 	case err != nil:
-		return nil, terminal.CannotStart(fmt.Errorf("the DSH_* environment could not be read: %w", err))
+		return nil, termbackend.CannotStart(fmt.Errorf("the DSH_* environment could not be read: %w", err))
 	default:
 		for k, v := range snap.Env {
 			env[k] = v
@@ -189,15 +189,15 @@ func (p *terminalBash) Start(ctx context.Context, req *terminal.StartRequest) (*
 	if err != nil {
 		p.release(ctx, w.Settle)
 		if errors.Is(err, subprocess.ErrCannotStart) || errors.Is(err, subprocess.ErrInvalid) {
-			return nil, terminal.CannotStart(err)
+			return nil, termbackend.CannotStart(err)
 		}
 		return nil, err
 	}
-	return &terminal.Started{
+	return &termbackend.Started{
 		ProcessId: st.Id,
 		Pid:       st.Pid,
 		Cwd:       cwd,
-		Dialect:   &terminal.Dialect{Name: p.cfg.ShellDialect, Prompt: printed},
+		Dialect:   &termbackend.Dialect{Name: p.cfg.ShellDialect, Prompt: printed},
 		// The host settles it after each send and at the session's end:
 		// this plugin keeps nothing per session.
 		Settle: w.Settle,
@@ -238,7 +238,7 @@ func (p *terminalBash) confine(ctx context.Context, argv []string) (*sandbox.Wra
 	w, err := p.box.Wrap(ctx, &sandbox.WrapRequest{Argv: argv, Mode: mode, Policy: sandbox.ForMode(p.policy, mode)})
 	switch {
 	case errors.Is(err, sandbox.ErrUnavailable):
-		return nil, terminal.CannotStart(fmt.Errorf("the sandbox cannot confine a terminal here, so none was started: %w", err))
+		return nil, termbackend.CannotStart(fmt.Errorf("the sandbox cannot confine a terminal here, so none was started: %w", err))
 	case err != nil:
 		return nil, fmt.Errorf("the sandbox could not be asked, so no terminal was started: %w", err)
 	}
@@ -247,14 +247,14 @@ func (p *terminalBash) confine(ctx context.Context, argv []string) (*sandbox.Wra
 
 // Send types text, then Enter (a carriage return, as a terminal sends it)
 // when it is submitted.
-func (p *terminalBash) Send(ctx context.Context, req *terminal.SendRequest) (bool, error) {
+func (p *terminalBash) Send(ctx context.Context, req *termbackend.SendRequest) (bool, error) {
 	data := req.Text
 	if req.Submit {
 		data += "\r"
 	}
 	written, err := p.sub.WriteTerminal(ctx, req.ProcessId, []byte(data))
 	if errors.Is(err, subprocess.ErrNotFound) || errors.Is(err, subprocess.ErrInvalid) {
-		return false, terminal.NotFound(err)
+		return false, termbackend.NotFound(err)
 	}
 	return written, err
 }

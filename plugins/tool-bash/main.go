@@ -24,7 +24,7 @@ import (
 	"github.com/dshrun/dsh/core/tools"
 	"github.com/dshrun/dsh/core/tools/toolsv1"
 	"github.com/dshrun/dsh/plugins/shell"
-	"github.com/dshrun/dsh/plugins/shell/shellenv"
+	"github.com/dshrun/dsh/plugins/shellenv"
 	"github.com/dshrun/dsh/sdk"
 )
 

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dshrun/dsh/internal/agentsession"
 	"github.com/dshrun/dsh/internal/testplugins"
-	"github.com/dshrun/dsh/internal/transcript"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -31,10 +31,10 @@ func TestTranscript(t *testing.T) {
 	if err := os.Mkdir(repo, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := transcript.Repo(repo); err != nil {
+	if err := agentsession.Repo(repo); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := transcript.Run(ctx, binDir, repo, home, false)
+	rs, err := agentsession.Run(ctx, binDir, repo, home, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestTranscript(t *testing.T) {
 		fmt.Fprintf(&b, "=== %02d %s (%s %v)\n", i+1, r.Step.Name, r.Step.Tool, r.Step.Args)
 		fmt.Fprintf(&b, "%s\n--- isError: %v\n\n", r.Text, r.IsError)
 	}
-	got := transcript.Placeholders(b.String(), repo, home)
+	got := agentsession.Placeholders(b.String(), repo, home)
 	golden := filepath.Join("testdata", "transcript.golden")
 	if *update {
 		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {

@@ -33,14 +33,14 @@ import (
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
 	"github.com/dshrun/dsh/host"
 	"github.com/dshrun/dsh/host/composition"
-	"github.com/dshrun/dsh/host/core/subprocess"
-	"github.com/dshrun/dsh/host/core/watchdog"
 	"github.com/dshrun/dsh/host/hostlog"
 	"github.com/dshrun/dsh/host/mcpserver"
 	"github.com/dshrun/dsh/host/pluginproc"
-	"github.com/dshrun/dsh/sdk/pluginv1"
+	"github.com/dshrun/dsh/host/procs"
+	"github.com/dshrun/dsh/host/watchdog"
 )
 
 // Exit codes.
@@ -121,8 +121,8 @@ func watchdogExe(logger hclog.Logger) string {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 2 && args[0] == subprocess.WatchdogArg {
-		if err := subprocess.RunWatchdog(args[1]); err != nil {
+	if len(args) == 2 && args[0] == procs.WatchdogArg {
+		if err := procs.RunWatchdog(args[1]); err != nil {
 			fmt.Fprintln(stderr, err)
 			return exitFailure
 		}
@@ -481,7 +481,7 @@ func (s *signals) name() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sig, ok := s.got.(syscall.Signal); ok {
-		return subprocess.SignalName(sig)
+		return procs.SignalName(sig)
 	}
 	return fmt.Sprint(s.got)
 }

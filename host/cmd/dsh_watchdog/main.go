@@ -1,4 +1,4 @@
-// Command dsh_watchdog is the host's watchdog (host/core/watchdog): the dsh
+// Command dsh_watchdog is the host's watchdog (host/watchdog): the dsh
 // host starts it from the dsh binary's folder, as
 // `dsh_watchdog __watchdog CGROUP-DIR`, with the read end of a pipe as
 // stdin; when the host dies the pipe closes and it kills the host's
@@ -8,7 +8,7 @@ package main
 import (
 	"os"
 
-	"github.com/dshrun/dsh/host/core/watchdog"
+	"github.com/dshrun/dsh/host/watchdog"
 )
 
 func main() {

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/dshrun/dsh/internal/testplugins/probev1"
-	"github.com/dshrun/dsh/plugins/shell/shellenv"
+	"github.com/dshrun/dsh/plugins/shellenv"
 	"github.com/dshrun/dsh/sdk"
 )
 

@@ -1,9 +1,0 @@
-//go:build !linux
-
-package subprocess
-
-// v1join is Linux's: no limits are enforced elsewhere.
-type v1join struct{}
-
-func (p *Process) forkJoin() *v1join     { return nil }
-func (p *Process) limitHits() []LimitHit { return nil }

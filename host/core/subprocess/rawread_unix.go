@@ -1,8 +1,0 @@
-//go:build unix
-
-package subprocess
-
-import "syscall"
-
-// rawRead is one read(2) of a pipe's descriptor.
-func rawRead(fd uintptr, b []byte) (int, error) { return syscall.Read(int(fd), b) }

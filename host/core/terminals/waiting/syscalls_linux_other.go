@@ -1,7 +1,0 @@
-//go:build linux && !amd64 && !arm64
-
-package waiting
-
-// syscalls is empty on the architectures whose numbers are not known
-// here: every thread is then Running, its detail naming the number.
-var syscalls = map[int]syscallInfo{}

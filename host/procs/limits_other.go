@@ -1,0 +1,9 @@
+//go:build !linux
+
+package procs
+
+// v1join is Linux's: no limits are enforced elsewhere.
+type v1join struct{}
+
+func (p *Process) forkJoin() *v1join     { return nil }
+func (p *Process) limitHits() []LimitHit { return nil }

@@ -1,0 +1,55 @@
+package procs
+
+import "context"
+
+// KillCall terminates the trees of every running process that serves
+// call (SIGTERM, then SIGKILL after each one's grace; hard skips the
+// grace), so that whoever waits on them gets their output and how they
+// ended. It returns how many it signalled.
+func (m *Manager) KillCall(call string, hard bool) int {
+	if call == "" {
+		return 0
+	}
+	var ps []*Process
+	m.mu.Lock()
+	for _, p := range m.procs {
+		if p.spec.Call == call && !p.finished() {
+			ps = append(ps, p)
+		}
+	}
+	m.mu.Unlock()
+	n := 0
+	for _, p := range ps {
+		if hard {
+			p.killNow()
+		}
+		if p.kill(hard) {
+			n++
+		}
+	}
+	return n
+}
+
+// killNow sends SIGKILL to the tree at once, even when a kill with a grace
+// is already under way (kill alone would leave that one to finish).
+func (p *Process) killNow() {
+	if !p.finished() {
+		go p.killTree()
+	}
+}
+
+// KillAll refuses new processes and kills every process now (SIGKILL to
+// each tree, those already given a grace included), waiting for them (bounded by ctx). Unlike Close it keeps
+// the spill files and the cgroups, and the processes stay readable until
+// Close.
+func (m *Manager) KillAll(ctx context.Context) error {
+	m.mu.Lock()
+	m.closed = true
+	ps := make([]*Process, 0, len(m.procs))
+	for _, p := range m.procs {
+		p.killNow()
+		ps = append(ps, p)
+	}
+	m.mu.Unlock()
+	return killAll(ctx, ps)
+}

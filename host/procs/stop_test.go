@@ -1,0 +1,83 @@
+//go:build linux
+
+package procs
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// KillCall ends the trees of one call's processes (SIGTERM with the grace,
+// or SIGKILL at once when hard, even over a grace already running), and
+// no other process; KillAll then ends the rest and refuses new ones.
+func TestKillCallThenKillAll(t *testing.T) {
+	m := newManager(t)
+	spawn := func(call, script string) *Process {
+		t.Helper()
+		p, err := m.Spawn(Spec{Argv: []string{"bash", "-c", script}, Dir: t.TempDir(), Owner: "test", Call: call, Grace: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	done := func(p *Process, within time.Duration) bool {
+		if within == 0 {
+			select {
+			case <-p.Done():
+				return true
+			default:
+				return false
+			}
+		}
+		select {
+		case <-p.Done():
+			return true
+		case <-time.After(within):
+			return false
+		}
+	}
+	dir := t.TempDir()
+	polite := spawn("c1", "touch "+dir+"/1; sleep 100")
+	stubborn := spawn("c2", "trap '' TERM; touch "+dir+"/2; sleep 100")
+	other := spawn("", "touch "+dir+"/3; sleep 100")
+	for _, name := range []string{"1", "2", "3"} {
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("a command never started")
+			}
+		}
+	}
+	if n := m.KillCall("c1", false); n != 1 || !done(polite, 20*time.Second) {
+		t.Fatalf("KillCall(c1) signalled %d and the process did not end on SIGTERM", n)
+	}
+	if r := polite.Result(); r.Signal != "SIGTERM" {
+		t.Fatalf("c1 ended %q, want SIGTERM", r.Signal)
+	}
+	m.KillCall("c2", false) // ignored: its grace is a minute
+	if done(stubborn, 300*time.Millisecond) {
+		t.Fatalf("c2 ended on a SIGTERM it ignores: %+v", stubborn.Result())
+	}
+	if m.KillCall("c2", true); !done(stubborn, 20*time.Second) {
+		t.Fatal("a hard KillCall left c2 to its grace")
+	}
+	if r := stubborn.Result(); r.Signal != "SIGKILL" {
+		t.Fatalf("c2 ended %q, want SIGKILL", r.Signal)
+	}
+	if done(other, 0) {
+		t.Fatal("KillCall ended a process of no call")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := m.KillAll(ctx); err != nil || !done(other, 0) {
+		t.Fatalf("KillAll: %v", err)
+	}
+	if _, err := m.Spawn(Spec{Argv: []string{"true"}, Dir: t.TempDir()}); err == nil {
+		t.Fatal("a spawn after KillAll started")
+	}
+}

@@ -1,0 +1,32 @@
+package settle
+
+// syscalls are the x86_64 system calls a wait on the terminal can be in,
+// and a few others, named in details.
+var syscalls = map[int]syscallInfo{
+	0:   {"read", readCall},
+	17:  {"pread64", readCall},
+	19:  {"readv", readCall},
+	295: {"preadv", readCall},
+	327: {"preadv2", readCall},
+	23:  {"select", selectCall},
+	270: {"pselect6", selectCall},
+	7:   {"poll", pollCall},
+	271: {"ppoll", pollCall},
+	232: {"epoll_wait", epollCall},
+	281: {"epoll_pwait", epollCall},
+	441: {"epoll_pwait2", epollCall},
+	219: {"restart_syscall", restartCall},
+	35:  {"nanosleep", otherCall},
+	230: {"clock_nanosleep", otherCall},
+	61:  {"wait4", otherCall},
+	247: {"waitid", otherCall},
+	202: {"futex", otherCall},
+	34:  {"pause", otherCall},
+	130: {"rt_sigsuspend", otherCall},
+	1:   {"write", otherCall},
+	43:  {"accept", otherCall},
+	288: {"accept4", otherCall},
+	45:  {"recvfrom", otherCall},
+	47:  {"recvmsg", otherCall},
+	426: {"io_uring_enter", otherCall},
+}
