@@ -22,6 +22,7 @@ import (
 	"github.com/dshrun/dsh/host"
 	"github.com/dshrun/dsh/host/composition"
 	"github.com/dshrun/dsh/internal/bounded"
+	"github.com/dshrun/dsh/internal/syncbuf"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
@@ -88,16 +89,16 @@ plugins:
 
 // approvalHost starts a host that asks for every escalation, and a Server
 // on it; logs collects both their logs.
-func approvalHost(t *testing.T, askTimeout string) (*Server, *syncBuf) {
+func approvalHost(t *testing.T, askTimeout string) (*Server, *syncbuf.Buffer) {
 	t.Helper()
 	return serveComp(t, fmt.Sprintf(approvalComp, askTimeout))
 }
 
 // serveComp starts a host on a composition, and a Server on it.
-func serveComp(t *testing.T, yaml string) (*Server, *syncBuf) {
+func serveComp(t *testing.T, yaml string) (*Server, *syncbuf.Buffer) {
 	t.Helper()
 	dir := plugins(t)
-	logs := &syncBuf{}
+	logs := &syncbuf.Buffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Debug})
 	none := func(string) (string, bool) { return "", false }
 	comp, err := composition.Parse(filepath.Join(t.TempDir(), "comp.yaml"), []byte(yaml), none)

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/dshrun/dsh/internal/bounded"
+	"github.com/dshrun/dsh/internal/syncbuf"
 )
 
 // fakeClock is a clock the test moves.
@@ -119,7 +120,7 @@ func (p *httpPeer) call(session string, id int, tool string) (answered bool) {
 func TestHTTPCancelBeforeItsCall(t *testing.T) {
 	srv, tt := toolServer()
 	clock := &fakeClock{t: time.Unix(1e9, 0)}
-	logs := &syncBuf{}
+	logs := &syncbuf.Buffer{}
 	calls := newCallStreams(srv, hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Debug}), clock.now)
 	hs := httptest.NewServer(httpHandler(srv, HTTPOptions{}, calls))
 	t.Cleanup(hs.Close) // after the sessions' own cleanups

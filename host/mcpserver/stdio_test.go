@@ -2,13 +2,11 @@ package mcpserver
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dshrun/dsh/internal/bounded"
+	"github.com/dshrun/dsh/internal/syncbuf"
 )
 
 // peer drives a StdioTransport with raw lines, as a client would.
@@ -23,25 +22,8 @@ type peer struct {
 	t     *testing.T
 	in    *io.PipeWriter
 	lines chan []byte
-	log   *syncBuf
+	log   *syncbuf.Buffer
 	done  chan error
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // testTools hears the block tool start and end.
@@ -76,7 +58,7 @@ func newPeer(t *testing.T, maxFrame int) (*peer, *testTools) {
 	srv, tt := toolServer()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	p := &peer{t: t, in: inW, lines: make(chan []byte, 64), log: &syncBuf{}, done: make(chan error, 1)}
+	p := &peer{t: t, in: inW, lines: make(chan []byte, 64), log: &syncbuf.Buffer{}, done: make(chan error, 1)}
 	logger := hclog.New(&hclog.LoggerOptions{Output: p.log, Level: hclog.Debug})
 	go func() {
 		p.done <- srv.Run(context.Background(), &StdioTransport{Reader: inR, Writer: outW, MaxFrame: maxFrame, Logger: logger})

@@ -23,6 +23,7 @@ import (
 	"github.com/dshrun/dsh/internal/bounded"
 	"github.com/dshrun/dsh/internal/seam"
 	"github.com/dshrun/dsh/internal/seam/seamtest"
+	"github.com/dshrun/dsh/internal/syncbuf"
 	"github.com/dshrun/dsh/internal/testplugins"
 	"github.com/dshrun/dsh/sdk"
 )
@@ -238,7 +239,7 @@ func TestTerminalObserve(t *testing.T) {
 	term := shellOn(t, m, nil)
 	var all bytes.Buffer
 	readTo(t, term, &all, testPrompt)
-	var seen lockedBuffer
+	var seen syncbuf.Buffer
 	// What was read is gone; what is unread reaches the observer first.
 	run(t, term, &all, "echo one")
 	term.Observe(&seen)

@@ -3,13 +3,11 @@
 package procs
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,25 +15,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/dshrun/dsh/internal/bounded"
+	"github.com/dshrun/dsh/internal/syncbuf"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // environOf reads a process's environment as the kernel shows it to
 // anyone allowed to look.
@@ -85,7 +67,7 @@ func TestWatchdogEnvAndRestart(t *testing.T) {
 	t.Setenv("TEST_DATABASE_URL", "postgres://app:pw-never-in-the-watchdog@db/app")
 	t.Setenv("TEST_PLAIN_VAR", "plain-never-in-the-watchdog")
 	secrets := []string{"tok-never-in-the-watchdog", "pw-never-in-the-watchdog", "plain-never-in-the-watchdog"}
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	m, err := New(Config{
 		SpillDir: filepath.Join(t.TempDir(), "spill"),
 		Logger:   hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn}),

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/dshrun/dsh/host/termsessions/screen"
+	"github.com/dshrun/dsh/internal/syncbuf"
 )
 
 // A program that sets margins for a larger screen than its terminal has
@@ -57,7 +58,7 @@ func (f *fixture) readScreenToPrompt(t *testing.T, owner, id, want string) strin
 
 // A reset of a session's screen is logged at warn, naming the session.
 func TestScreenResetIsLogged(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	log := hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
 	logReset(log, "t1-000000000001")(screen.Failure{Op: "write", Panic: "index out of range", Stack: []byte("goroutine 7 [running]:")})
 	if l := logs.String(); !strings.Contains(l, "[WARN]") || !strings.Contains(l, "session=t1-000000000001") || !strings.Contains(l, "during=write") || !strings.Contains(l, `panic="index out of range"`) || !strings.Contains(l, "goroutine 7") {

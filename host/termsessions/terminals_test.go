@@ -22,6 +22,7 @@ import (
 	"github.com/dshrun/dsh/core/terminals"
 	"github.com/dshrun/dsh/host/procs"
 	"github.com/dshrun/dsh/internal/seam/seamtest"
+	"github.com/dshrun/dsh/internal/syncbuf"
 	"github.com/dshrun/dsh/internal/testplugins"
 	"github.com/dshrun/dsh/plugins/termbackend"
 	"github.com/dshrun/dsh/plugins/termbackend/terminalv1"
@@ -729,7 +730,7 @@ func TestScreenHook(t *testing.T) {
 }
 
 type fakeScreen struct {
-	out    syncBuffer
+	out    syncbuf.Buffer
 	id     string
 	mu     sync.Mutex
 	size   [2]int
@@ -738,23 +739,6 @@ type fakeScreen struct {
 
 func (s *fakeScreen) Resize(c, r int) { s.mu.Lock(); s.size = [2]int{c, r}; s.mu.Unlock() }
 func (s *fakeScreen) Close() error    { s.mu.Lock(); s.closed = true; s.mu.Unlock(); return nil }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 func TestAtPrompt(t *testing.T) {
 	p := []byte(prompt)

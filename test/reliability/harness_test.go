@@ -5,7 +5,6 @@
 package reliability
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/dshrun/dsh/internal/syncbuf"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
@@ -101,28 +101,11 @@ type serve struct {
 	cs     *mcp.ClientSession
 	rtBase string // XDG_RUNTIME_DIR of the host
 	file   string // the composition file it serves
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 	// links holds the titles of the resource links of the last tool call.
 	links []string
 	// listChanged counts the tools/list_changed notifications heard.
 	listChanged atomic.Int32
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startServe starts `dsh serve [args...] COMPOSITION` and connects a client.
@@ -140,7 +123,7 @@ func startServeIn(t *testing.T, ctx context.Context, rtBase, compYAML string, en
 
 func launch(t *testing.T, ctx context.Context, rtBase string, env []string, compYAML string, args ...string) *serve {
 	t.Helper()
-	s := &serve{rtBase: rtBase, stderr: &syncBuffer{}}
+	s := &serve{rtBase: rtBase, stderr: &syncbuf.Buffer{}}
 	argv := append([]string{"serve"}, args...)
 	s.file = writeComp(t, compYAML)
 	argv = append(argv, s.file)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/dshrun/dsh/internal/syncbuf"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
@@ -26,7 +27,7 @@ type httpServe struct {
 	url, token string
 	rtBase     string
 	cmd        *exec.Cmd
-	stderr     *syncBuffer
+	stderr     *syncbuf.Buffer
 }
 
 func startHTTP(t *testing.T, compYAML string) *httpServe {
@@ -37,7 +38,7 @@ func startHTTP(t *testing.T, compYAML string) *httpServe {
 // startHTTPEnv is startHTTP with extra variables in dsh's environment.
 func startHTTPEnv(t *testing.T, env []string, compYAML string) *httpServe {
 	t.Helper()
-	s := &httpServe{rtBase: t.TempDir(), stderr: &syncBuffer{}}
+	s := &httpServe{rtBase: t.TempDir(), stderr: &syncbuf.Buffer{}}
 	s.cmd = exec.Command(filepath.Join(binDir, "dsh"), "serve", "--http", "127.0.0.1:0", "--release-grace", "300ms", writeComp(t, compYAML))
 	s.cmd.Env = append(append(os.Environ(), env...), "XDG_RUNTIME_DIR="+s.rtBase)
 	pr, err := s.cmd.StderrPipe()

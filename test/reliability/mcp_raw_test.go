@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dshrun/dsh/internal/syncbuf"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
@@ -25,8 +26,8 @@ type rawServe struct {
 	stdin  io.WriteCloser
 	stdout io.ReadCloser
 	stderr io.ReadCloser
-	lines  chan []byte // every line dsh wrote on stdout
-	errLog *syncBuffer // what dsh wrote on stderr
+	lines  chan []byte     // every line dsh wrote on stdout
+	errLog *syncbuf.Buffer // what dsh wrote on stderr
 	rtBase string
 	exited chan struct{}
 	seq    int
@@ -42,7 +43,7 @@ func startRaw(t *testing.T, compYAML string, args ...string) *rawServe {
 // startRawEnv is startRaw with extra variables in dsh's environment.
 func startRawEnv(t *testing.T, env []string, compYAML string, args ...string) *rawServe {
 	t.Helper()
-	s := &rawServe{t: t, rtBase: t.TempDir(), lines: make(chan []byte, 256), errLog: &syncBuffer{}, exited: make(chan struct{})}
+	s := &rawServe{t: t, rtBase: t.TempDir(), lines: make(chan []byte, 256), errLog: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	argv := append([]string{"serve"}, args...)
 	argv = append(argv, writeComp(t, compYAML))
 	s.cmd = exec.Command(filepath.Join(binDir, "dsh"), argv...)

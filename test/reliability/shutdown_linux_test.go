@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dshrun/dsh/host"
+	"github.com/dshrun/dsh/internal/syncbuf"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
@@ -128,7 +129,7 @@ func checkExit(t *testing.T, f *Fault, ws syscall.WaitStatus, took, bound time.D
 }
 
 // waitLog waits until the host's log holds want.
-func waitLog(t *testing.T, log *syncBuffer, want string) {
+func waitLog(t *testing.T, log *syncbuf.Buffer, want string) {
 	t.Helper()
 	if !waitFor(30*time.Second, func() bool { return strings.Contains(log.String(), want) }) {
 		t.Fatalf("dsh never logged %q after the signal", want)

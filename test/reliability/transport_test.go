@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dshrun/dsh/internal/syncbuf"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -115,7 +116,7 @@ func TestKilledHostsSocketsAreSwept(t *testing.T) {
 	serve := func() *exec.Cmd {
 		cmd := exec.Command(filepath.Join(binDir, "dsh"), "serve", comp)
 		cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+rt, "TMPDIR="+tmp)
-		stderr := &syncBuffer{}
+		stderr := &syncbuf.Buffer{}
 		cmd.Stderr = stderr
 		if _, err := cmd.StdinPipe(); err != nil { // held open: the host serves until killed
 			t.Fatal(err)

@@ -1,16 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -81,21 +76,7 @@ func TestCallRefusesBackground(t *testing.T) {
 // dsh status --json: camelCase keys, every key present, uptimeMs in
 // milliseconds, empty lists as [].
 func TestStatusJSON(t *testing.T) {
-	rt := t.TempDir()
-	cmd := exec.Command(filepath.Join(binDir, "dsh"), "serve", "--http", "127.0.0.1:0", comp(t, toolsComp))
-	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+rt)
-	pr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-	sc := bufio.NewScanner(pr)
-	for sc.Scan() && !strings.Contains(sc.Text(), "bearer token") {
-	}
-	go func() {
-		for sc.Scan() {
-		}
-	}()
+	rt := serveTools(t)
 	time.Sleep(1100 * time.Millisecond) // an uptime of at least a second
 	out, errOut, code := dsh(t, []string{"XDG_RUNTIME_DIR=" + rt}, "status", "--json")
 	if code != 0 {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,26 +16,9 @@ import (
 
 	"github.com/dshrun/dsh/host/hostlog"
 	"github.com/dshrun/dsh/internal/bounded"
+	"github.com/dshrun/dsh/internal/syncbuf"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
-
-// lockedBuffer is a process's stderr, read while it is written.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // logLine is one line of the host's text log.
 type logLine struct {
@@ -107,7 +88,7 @@ func TestLogLines(t *testing.T) {
 	defer cancel()
 	cmd := exec.Command(filepath.Join(binDir, "dsh"), "serve", "--log-level", "debug", comp(t, toolsComp))
 	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir())
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	cmd.Stderr = logs
 	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
 	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 10 * time.Second}, nil)

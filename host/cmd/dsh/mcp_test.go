@@ -400,7 +400,12 @@ func intsToStrings(v []int) []string {
 	return out
 }
 
-func TestStatusAndReload(t *testing.T) {
+// serveTools runs `dsh serve --http` of the tools composition in a
+// runtime folder of its own until the test ends, and returns that folder
+// (where dsh status and dsh reload find its control socket) once it is
+// ready.
+func serveTools(t *testing.T) string {
+	t.Helper()
 	rt := t.TempDir()
 	cmd := exec.Command(filepath.Join(binDir, "dsh"), "serve", "--http", "127.0.0.1:0", comp(t, toolsComp))
 	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+rt)
@@ -408,7 +413,7 @@ func TestStatusAndReload(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
 	sc := bufio.NewScanner(pr)
 	for sc.Scan() && !strings.Contains(sc.Text(), "bearer token") {
 	}
@@ -416,6 +421,11 @@ func TestStatusAndReload(t *testing.T) {
 		for sc.Scan() {
 		}
 	}()
+	return rt
+}
+
+func TestStatusAndReload(t *testing.T) {
+	rt := serveTools(t)
 	env := []string{"XDG_RUNTIME_DIR=" + rt}
 	pidRe := regexp.MustCompile(`(?m)^\s+bash\s+bash-local\s+active\s+(\d+)\s+(\d+)`)
 	out, errOut, code := dsh(t, env, "status")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/dshrun/dsh/internal/syncbuf"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
@@ -23,7 +24,7 @@ func serveIn(t *testing.T, ctx context.Context, dir, file string, env ...string)
 	cmd := exec.Command(filepath.Join(binDir, "dsh"), "serve", file)
 	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir()), env...)
-	stderr := &lockedBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
 		Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 10 * time.Second}, nil)

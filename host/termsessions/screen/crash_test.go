@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/x/vt"
 
 	"github.com/dshrun/dsh/internal/bounded"
+	"github.com/dshrun/dsh/internal/syncbuf"
 )
 
 // Margins wider or taller than the screen, as a program sets them for the
@@ -93,7 +94,7 @@ func panicOn(s *Screen) {
 // the owner is told, and the screen goes on with the next output at the
 // same size, answering queries as before.
 func TestPanicResetsTheScreen(t *testing.T) {
-	var replies syncBuffer
+	var replies syncbuf.Buffer
 	s := newScreen(t, 20, 5, &replies)
 	var failures []Failure
 	s.OnReset(func(f Failure) { failures = append(failures, f) })

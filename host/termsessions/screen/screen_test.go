@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
 
+	"github.com/dshrun/dsh/internal/syncbuf"
 	"go.uber.org/goleak"
 )
 
@@ -289,26 +289,8 @@ func TestResizeWideCharactersAndHalfSequence(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the reply goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 func TestRepliesGoToTheWriter(t *testing.T) {
-	var out syncBuffer
+	var out syncbuf.Buffer
 	s := newScreen(t, 20, 5, &out)
 	feed(t, s, "\x1b[2;3H\x1b[6n") // cursor position report
 	deadline := time.Now().Add(5 * time.Second)
