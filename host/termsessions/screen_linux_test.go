@@ -2,12 +2,16 @@ package termsessions
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/dshrun/dsh/core/terminals"
+	"github.com/dshrun/dsh/host/procs"
 	"github.com/dshrun/dsh/host/termsessions/screen"
 	"github.com/dshrun/dsh/internal/syncbuf"
 )
@@ -65,3 +69,48 @@ func TestScreenResetIsLogged(t *testing.T) {
 		t.Fatalf("logged: %s", l)
 	}
 }
+
+// The screen hook: attached as the session opens, before any read, with
+// the terminal to observe; told of resizes; closed with the session.
+func TestScreenHook(t *testing.T) {
+	scr := &fakeScreen{}
+	f := newFixture(t, func(c *Config) {
+		c.Attach = func(id string, term *procs.Terminal) Screen {
+			term.Observe(&scr.out)
+			scr.id = id
+			return scr
+		}
+	})
+	in := f.open(t, "agent", OpenRequest{})
+	if scr.id != in.ID {
+		t.Fatalf("attached to %q", scr.id)
+	}
+	f.readToPrompt(t, "agent", in.ID, "")
+	f.send(t, "agent", in.ID, "echo sc''reen")
+	f.readToPrompt(t, "agent", in.ID, "screen")
+	if _, err := f.m.Resize("agent", in.ID, 120, 40); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.m.Resize("agent", in.ID, 0, 40); !errors.Is(err, terminals.ErrInvalid) {
+		t.Fatalf("a resize out of range: %v", err)
+	}
+	if _, err := f.m.CloseSession(context.Background(), "agent", in.ID); err != nil {
+		t.Fatal(err)
+	}
+	scr.mu.Lock()
+	defer scr.mu.Unlock()
+	if !strings.Contains(scr.out.String(), prompt+"echo sc''reen") || !strings.Contains(scr.out.String(), "screen\r\n") || scr.size != [2]int{120, 40} || !scr.closed {
+		t.Fatalf("the screen: %q %v %v", scr.out.String(), scr.size, scr.closed)
+	}
+}
+
+type fakeScreen struct {
+	out    syncbuf.Buffer
+	id     string
+	mu     sync.Mutex
+	size   [2]int
+	closed bool
+}
+
+func (s *fakeScreen) Resize(c, r int) { s.mu.Lock(); s.size = [2]int{c, r}; s.mu.Unlock() }
+func (s *fakeScreen) Close() error    { s.mu.Lock(); s.closed = true; s.mu.Unlock(); return nil }
