@@ -10,7 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
+	"github.com/dshrun/dsh/core/lifecycle"
 	"github.com/dshrun/dsh/host/composition"
 	"github.com/dshrun/dsh/host/plan"
 	"github.com/dshrun/dsh/host/pluginproc"
@@ -125,7 +125,7 @@ func (h *Host) check(ctx context.Context, p *plan.Plan, procs map[string]*plugin
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, max(controlTimeout, h.startTimeout()))
 			defer cancel()
-			if err := proc.Check(cctx, &pluginv1.CheckRequest{Id: st.ID, ConfigJson: st.Config}); err != nil {
+			if err := proc.Check(cctx, &lifecycle.CheckRequest{Id: st.ID, ConfigJson: st.Config}); err != nil {
 				mu.Lock()
 				errs = append(errs, &EntryError{Pos: st.Entry.Pos, ID: st.ID, Err: err})
 				mu.Unlock()
@@ -503,7 +503,7 @@ func (h *Host) Reload(ctx context.Context, id string) error {
 	return nil
 }
 
-func depsOf(d *pluginv1.Description) []registry.Dep {
+func depsOf(d *lifecycle.Description) []registry.Dep {
 	var out []registry.Dep
 	for _, in := range d.Inject {
 		out = append(out, registry.Dep{Key: in.Key, Optional: in.Optional})
@@ -513,7 +513,7 @@ func depsOf(d *pluginv1.Description) []registry.Dep {
 
 // applySpec is what a scope's Apply starts and provides.
 type applySpec struct {
-	desc   *pluginv1.Description
+	desc   *lifecycle.Description
 	target procTarget // the binary, its pin and the config every process of the scope starts from
 	first  *spare     // the process described for the plan, used by the first Apply
 	// staging receives the keys a running scope holds while this one

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
+	"github.com/dshrun/dsh/core/lifecycle"
 	"github.com/dshrun/dsh/host/composition"
 	"github.com/dshrun/dsh/host/pluginproc"
 	"github.com/dshrun/dsh/registry"
@@ -18,7 +18,7 @@ type entry struct {
 	id     string // e.ID, which never changes: readable without mu
 	e      composition.Entry
 	binary string
-	desc   *pluginv1.Description
+	desc   *lifecycle.Description
 	config []byte // effective config JSON, validated
 	// tools are the tools it may register, resolved by the plan from desc
 	// and config.
@@ -47,7 +47,7 @@ func (en *entry) bin() string {
 
 // view is the entry's composition entry, binary and description at one
 // moment, for readers that run alongside reloads.
-func (en *entry) view() (composition.Entry, string, *pluginv1.Description) {
+func (en *entry) view() (composition.Entry, string, *lifecycle.Description) {
 	en.mu.Lock()
 	defer en.mu.Unlock()
 	return en.e, en.binary, en.desc

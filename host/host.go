@@ -29,7 +29,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
-	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
+	"github.com/dshrun/dsh/core/lifecycle"
 	"github.com/dshrun/dsh/host/composition"
 	"github.com/dshrun/dsh/host/confine"
 	"github.com/dshrun/dsh/host/consent"
@@ -232,7 +232,7 @@ type Described struct {
 	ID          string
 	Binary      string
 	Disabled    bool
-	Description *pluginv1.Description
+	Description *lifecycle.Description
 }
 
 func newHost(comp *composition.Composition, opts Options) (*Host, error) {
@@ -444,7 +444,7 @@ func (h *Host) executorsLongest(f func(*shell.Limits) int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-func providesKey(d *pluginv1.Description, key string) bool {
+func providesKey(d *lifecycle.Description, key string) bool {
 	for _, p := range d.Provides {
 		if p.Key == key {
 			return true

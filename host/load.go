@@ -2,17 +2,16 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
-	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
+	"github.com/dshrun/dsh/core/lifecycle"
 	"github.com/dshrun/dsh/host/pluginproc"
 	"github.com/dshrun/dsh/plugins/shell"
 	"github.com/dshrun/dsh/registry"
@@ -24,8 +23,8 @@ import (
 // makes a new load in the same slot, a reload a new scope.
 type load struct {
 	en      *entry
-	desc    *pluginv1.Description // what this process described
-	target  procTarget            // what it was started from; a restart in place starts the same
+	desc    *lifecycle.Description // what this process described
+	target  procTarget             // what it was started from; a restart in place starts the same
 	scope   *registry.Scope
 	slot    *slot
 	proc    *pluginproc.Process
@@ -88,8 +87,8 @@ func (ld *load) touch(key string) {
 		}
 		rctx, cancel := context.WithTimeout(ctx, controlTimeout)
 		defer cancel()
-		if _, err := target.proc.Lifecycle().Release(rctx, &pluginv1.ReleaseRequest{Caller: id}); err != nil {
-			if status.Code(err) == codes.Unavailable {
+		if err := target.proc.Lifecycle().Release(rctx, id); err != nil {
+			if errors.Is(err, sdk.ErrProviderGone) {
 				return nil // the provider is gone, and what it held with it
 			}
 			return fmt.Errorf("release %q at %q: %w", id, ep.id, err)
@@ -104,7 +103,7 @@ const controlTimeout = 10 * time.Second
 // applyProcess makes proc a load of scope s in slot sl: the host server it
 // talks to, then Apply. On error the load is returned too (the process
 // may have crashed), not yet in the slot.
-func (h *Host) applyProcess(ctx context.Context, en *entry, s *registry.Scope, sl *slot, desc *pluginv1.Description, proc *pluginproc.Process, target procTarget) (*load, *pluginv1.ApplyResponse, error) {
+func (h *Host) applyProcess(ctx context.Context, en *entry, s *registry.Scope, sl *slot, desc *lifecycle.Description, proc *pluginproc.Process, target procTarget) (*load, *lifecycle.ApplyResponse, error) {
 	ld := &load{en: en, desc: desc, target: target, scope: s, slot: sl, proc: proc, started: time.Now()}
 	dir, err := h.rt.pluginDir(en.id)
 	if err != nil {
@@ -116,7 +115,7 @@ func (h *Host) applyProcess(ctx context.Context, en *entry, s *registry.Scope, s
 	})
 	actx, cancel := context.WithTimeout(ctx, max(controlTimeout, h.startTimeout()))
 	defer cancel()
-	resp, err := proc.Apply(actx, &pluginv1.ApplyRequest{
+	resp, err := proc.Apply(actx, &lifecycle.ApplyRequest{
 		Id:           en.id,
 		ConfigJson:   target.config,
 		HostBrokerId: brokerID,

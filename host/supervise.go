@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
 	"github.com/dshrun/dsh/host/pluginproc"
 	"github.com/dshrun/dsh/registry"
 )
@@ -347,7 +346,7 @@ func (h *Host) pulse(ld *load) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), h.pingTimeout())
-		_, err := ld.proc.Lifecycle().Health(ctx, &pluginv1.HealthRequest{})
+		_, err := ld.proc.Lifecycle().Health(ctx)
 		cancel()
 		if ld.stopping.Load() {
 			return

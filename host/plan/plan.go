@@ -14,23 +14,23 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
+	"github.com/dshrun/dsh/core/lifecycle"
 	"github.com/dshrun/dsh/host/composition"
 	"github.com/dshrun/dsh/host/toolset"
 )
 
 // Described is what the host learnt of one entry's binary before planning.
 type Described struct {
-	Binary string                // resolved path; "" when resolving failed
-	Desc   *pluginv1.Description // nil when the binary could not be described
-	Err    error                 // why not, already positioned (resolve or start)
+	Binary string                 // resolved path; "" when resolving failed
+	Desc   *lifecycle.Description // nil when the binary could not be described
+	Err    error                  // why not, already positioned (resolve or start)
 }
 
 // Running is one entry the host runs now.
 type Running struct {
 	Entry  composition.Entry
 	Binary string
-	Desc   *pluginv1.Description
+	Desc   *lifecycle.Description
 	Config []byte // effective config JSON
 	// Tools are the tools it may register: Desc.Tools, then the names its
 	// config gives the Desc.ToolsFromConfig keys (see ResolveTools).
@@ -70,10 +70,10 @@ func (a Action) String() string {
 type Step struct {
 	ID     string
 	Action Action
-	Entry  composition.Entry     // as the composition now has it (as it ran, for Remove)
-	Binary string                // what it runs from once the plan is applied
-	Desc   *pluginv1.Description // what that binary describes
-	Config []byte                // its effective config JSON
+	Entry  composition.Entry      // as the composition now has it (as it ran, for Remove)
+	Binary string                 // what it runs from once the plan is applied
+	Desc   *lifecycle.Description // what that binary describes
+	Config []byte                 // its effective config JSON
 	// Tools are the tools it may register, resolved from Desc and Config
 	// (see ResolveTools).
 	Tools []string
@@ -343,7 +343,7 @@ func removals(in Input, steps []Step) []Step {
 }
 
 // injectsFrom reports whether a injects a key b provides.
-func injectsFrom(a, b *pluginv1.Description) bool {
+func injectsFrom(a, b *lifecycle.Description) bool {
 	for _, inj := range a.Inject {
 		if providesKey(b, inj.Key) {
 			return true
@@ -352,7 +352,7 @@ func injectsFrom(a, b *pluginv1.Description) bool {
 	return false
 }
 
-func providesKey(d *pluginv1.Description, key string) bool {
+func providesKey(d *lifecycle.Description, key string) bool {
 	for _, p := range d.Provides {
 		if p.Key == key {
 			return true
@@ -363,7 +363,7 @@ func providesKey(d *pluginv1.Description, key string) bool {
 
 // EffectiveConfig is the settings namespace the plugin reads, overlaid with
 // the entry's config, checked against the plugin's schema.
-func EffectiveConfig(comp *composition.Composition, e composition.Entry, desc *pluginv1.Description) ([]byte, error) {
+func EffectiveConfig(comp *composition.Composition, e composition.Entry, desc *lifecycle.Description) ([]byte, error) {
 	cfg := map[string]any{}
 	if ns := desc.SettingsNamespace; ns != "" {
 		mergeInto(cfg, comp.Settings[ns])
@@ -380,7 +380,7 @@ func EffectiveConfig(comp *composition.Composition, e composition.Entry, desc *p
 // that top-level key, or else the default of that property in the config
 // schema. A key with neither, or a value that is no valid tool name, is an
 // error at the entry.
-func ResolveTools(e composition.Entry, desc *pluginv1.Description, cfg []byte) ([]string, error) {
+func ResolveTools(e composition.Entry, desc *lifecycle.Description, cfg []byte) ([]string, error) {
 	out := slices.Clone(desc.Tools)
 	if len(desc.ToolsFromConfig) == 0 {
 		return out, nil
@@ -495,7 +495,7 @@ func Flatten(err error) []error {
 }
 
 // KeysOf says what a description provides and injects, for errors.
-func KeysOf(d *pluginv1.Description) string {
+func KeysOf(d *lifecycle.Description) string {
 	var provides, injects []string
 	for _, p := range d.Provides {
 		provides = append(provides, p.Key)
@@ -508,9 +508,9 @@ func KeysOf(d *pluginv1.Description) string {
 
 // SameKeys reports whether a and b provide and inject the same keys, in
 // order (an entry that changes them is another entry).
-func SameKeys(a, b *pluginv1.Description) bool {
-	return slices.EqualFunc(a.Provides, b.Provides, func(x, y *pluginv1.Provide) bool { return x.Key == y.Key }) &&
-		slices.EqualFunc(a.Inject, b.Inject, func(x, y *pluginv1.Inject) bool {
+func SameKeys(a, b *lifecycle.Description) bool {
+	return slices.EqualFunc(a.Provides, b.Provides, func(x, y *lifecycle.Provide) bool { return x.Key == y.Key }) &&
+		slices.EqualFunc(a.Inject, b.Inject, func(x, y *lifecycle.Inject) bool {
 			return x.Key == y.Key && x.Optional == y.Optional
 		})
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
+	"github.com/dshrun/dsh/core/lifecycle"
 	"github.com/dshrun/dsh/host/composition"
 )
 
@@ -18,14 +18,14 @@ type desc struct {
 	schema                                    string
 }
 
-func (d desc) proto() *pluginv1.Description {
-	out := &pluginv1.Description{Tools: d.tools, ToolsFromConfig: d.toolsFromConfig, ConfigSchema: d.schema}
+func (d desc) proto() *lifecycle.Description {
+	out := &lifecycle.Description{Tools: d.tools, ToolsFromConfig: d.toolsFromConfig, ConfigSchema: d.schema}
 	for _, k := range d.provides {
-		out.Provides = append(out.Provides, &pluginv1.Provide{Key: k})
+		out.Provides = append(out.Provides, &lifecycle.Provide{Key: k})
 	}
 	for _, k := range d.injects {
 		key, opt := strings.CutSuffix(k, "?")
-		out.Inject = append(out.Inject, &pluginv1.Inject{Key: key, Optional: opt})
+		out.Inject = append(out.Inject, &lifecycle.Inject{Key: key, Optional: opt})
 	}
 	return out
 }
@@ -336,7 +336,7 @@ func TestToolsFromConfig(t *testing.T) {
 func TestEffectiveConfig(t *testing.T) {
 	c := comp(entry{id: "bash", config: map[string]any{"a": map[string]any{"x": 1}, "b": 2}})
 	c.Settings["shell"] = map[string]any{"a": map[string]any{"y": 3}, "b": 1, "c": 4}
-	got, err := EffectiveConfig(c, c.Plugins[0], &pluginv1.Description{SettingsNamespace: "shell"})
+	got, err := EffectiveConfig(c, c.Plugins[0], &lifecycle.Description{SettingsNamespace: "shell"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +368,7 @@ plugins:
 		t.Fatal(err)
 	}
 	schema := `{"type": "object", "additionalProperties": false, "properties": {"timeoutMs": {"type": "integer"}, "graceMs": {"type": "integer"}}}`
-	d := &pluginv1.Description{SettingsNamespace: "shell", ConfigSchema: schema}
+	d := &lifecycle.Description{SettingsNamespace: "shell", ConfigSchema: schema}
 	_, errs := Make(Input{Comp: c, Described: map[string]Described{
 		"a": {Binary: "/bin/a", Desc: d},
 		"b": {Binary: "/bin/b", Desc: d},

@@ -33,10 +33,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
-	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
+	"github.com/dshrun/dsh/core/lifecycle"
 	"github.com/dshrun/dsh/sdk"
 )
 
@@ -63,8 +61,8 @@ type Process struct {
 	client    *plugin.Client
 	conn      *grpc.ClientConn
 	broker    *plugin.GRPCBroker
-	lifecycle pluginv1.LifecycleClient
-	desc      *pluginv1.Description
+	life      *lifecycle.Client
+	desc      *lifecycle.Description
 	tlsConfig *tls.Config // the host's side of this plugin's mutual TLS
 	pid       int
 	exited    chan struct{}
@@ -211,7 +209,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	}
 	c := r.raw.(*hostSide)
 	p.conn, p.broker = c.conn, c.broker
-	p.lifecycle = pluginv1.NewLifecycleClient(c.conn)
+	p.life = lifecycle.NewClient(c.conn)
 	if rc := client.ReattachConfig(); rc != nil {
 		p.pid = rc.Pid
 	}
@@ -219,7 +217,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 
 	dctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
-	desc, err := p.lifecycle.Describe(dctx, &pluginv1.DescribeRequest{})
+	desc, err := p.life.Describe(dctx)
 	if err != nil {
 		p.killHard()
 		return fail("describe", err)
@@ -294,7 +292,7 @@ func (p *Process) Gone() bool {
 }
 
 // Description is what the plugin said of itself at start.
-func (p *Process) Description() *pluginv1.Description { return p.desc }
+func (p *Process) Description() *lifecycle.Description { return p.desc }
 
 // Binary is the executable the process runs.
 func (p *Process) Binary() string { return p.cfg.Binary }
@@ -310,18 +308,17 @@ func (p *Process) Conn() *grpc.ClientConn { return p.conn }
 func (p *Process) Broker() *plugin.GRPCBroker { return p.broker }
 
 // Lifecycle is the plugin's Lifecycle client.
-func (p *Process) Lifecycle() pluginv1.LifecycleClient { return p.lifecycle }
+func (p *Process) Lifecycle() *lifecycle.Client { return p.life }
 
 // Exited is closed when the process has ended.
 func (p *Process) Exited() <-chan struct{} { return p.exited }
 
 // Apply sends the effective config and the broker id on which the host
 // serves it; it returns the capability facts the plugin reported.
-func (p *Process) Apply(ctx context.Context, req *pluginv1.ApplyRequest) (*pluginv1.ApplyResponse, error) {
-	resp, err := p.lifecycle.Apply(ctx, req)
+func (p *Process) Apply(ctx context.Context, req *lifecycle.ApplyRequest) (*lifecycle.ApplyResponse, error) {
+	resp, err := p.life.Apply(ctx, req)
 	if err != nil {
-		// The plugin's own words, without the transport's.
-		return nil, &Error{ID: p.cfg.ID, Binary: p.cfg.Binary, Op: "apply", Err: sdk.FromRPC(err)}
+		return nil, &Error{ID: p.cfg.ID, Binary: p.cfg.Binary, Op: "apply", Err: err}
 	}
 	return resp, nil
 }
@@ -330,13 +327,9 @@ func (p *Process) Apply(ctx context.Context, req *pluginv1.ApplyRequest) (*plugi
 // applying it. Its error reads as Apply's would (the same Op), since it is
 // the one serve would meet; a plugin that predates Check has nothing to
 // check.
-func (p *Process) Check(ctx context.Context, req *pluginv1.CheckRequest) error {
-	_, err := p.lifecycle.Check(ctx, req)
-	if status.Code(err) == codes.Unimplemented {
-		return nil
-	}
-	if err != nil {
-		return &Error{ID: p.cfg.ID, Binary: p.cfg.Binary, Op: "apply", Err: sdk.FromRPC(err)}
+func (p *Process) Check(ctx context.Context, req *lifecycle.CheckRequest) error {
+	if err := p.life.Check(ctx, req); err != nil {
+		return &Error{ID: p.cfg.ID, Binary: p.cfg.Binary, Op: "apply", Err: err}
 	}
 	return nil
 }
@@ -362,7 +355,7 @@ func (p *Process) stop(ctx context.Context) error {
 		deadline, _ := ctx.Deadline()
 		// Dispose gets half the budget; the rest is for the process to exit.
 		dctx, cancel := context.WithTimeout(ctx, time.Until(deadline)/2)
-		if _, err := p.lifecycle.Dispose(dctx, &pluginv1.DisposeRequest{}); err != nil {
+		if err := p.life.Dispose(dctx); err != nil {
 			errs = append(errs, &Error{ID: p.cfg.ID, Binary: p.cfg.Binary, Op: "dispose", Err: err})
 		}
 		cancel()

@@ -21,7 +21,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
-	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
+	"github.com/dshrun/dsh/core/lifecycle"
 	"github.com/dshrun/dsh/internal/testplugins"
 	"github.com/dshrun/dsh/sdk"
 )
@@ -247,7 +247,7 @@ func TestStartAndStop(t *testing.T) {
 	// It answers.
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	if h, err := p.Lifecycle().Health(ctx, &pluginv1.HealthRequest{}); err != nil || !h.Ok {
+	if h, err := p.Lifecycle().Health(ctx); err != nil || !h.Ok {
 		t.Fatalf("health: %v %v", h, err)
 	}
 	if err := p.Stop(ctx); err != nil {
@@ -409,7 +409,7 @@ func apply(t *testing.T, p *Process) {
 	go p.Broker().AcceptAndServe(id, func(opts []grpc.ServerOption) *grpc.Server { return grpc.NewServer(opts...) })
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	if _, err := p.Apply(ctx, &pluginv1.ApplyRequest{Id: "x", HostBrokerId: id}); err != nil {
+	if _, err := p.Apply(ctx, &lifecycle.ApplyRequest{Id: "x", HostBrokerId: id}); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
 }

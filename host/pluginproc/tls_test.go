@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
 	"github.com/dshrun/dsh/sdk"
 )
 
@@ -22,7 +21,7 @@ func healthy(t *testing.T, p *Process) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	if h, err := p.Lifecycle().Health(ctx, &pluginv1.HealthRequest{}); err != nil || !h.Ok {
+	if h, err := p.Lifecycle().Health(ctx); err != nil || !h.Ok {
 		t.Fatalf("health: %v %v", h, err)
 	}
 }

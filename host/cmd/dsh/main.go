@@ -33,7 +33,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
+	"github.com/dshrun/dsh/core/lifecycle"
 	"github.com/dshrun/dsh/host"
 	"github.com/dshrun/dsh/host/composition"
 	"github.com/dshrun/dsh/host/hostlog"
@@ -635,7 +635,7 @@ func validate(comp *composition.Composition, opts host.Options, stderr io.Writer
 	return exitOK
 }
 
-func describeKeys(d *pluginv1.Description) string {
+func describeKeys(d *lifecycle.Description) string {
 	var parts []string
 	for _, p := range d.Provides {
 		parts = append(parts, "provides "+p.Key)
