@@ -444,15 +444,6 @@ func (h *Host) executorsLongest(f func(*shell.Limits) int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-func providesKey(d *lifecycle.Description, key string) bool {
-	for _, p := range d.Provides {
-		if p.Key == key {
-			return true
-		}
-	}
-	return false
-}
-
 // entryList is a copy of the entries (the watcher may add some).
 func (h *Host) entryList() []*entry {
 	h.mu.Lock()

@@ -121,7 +121,7 @@ func (h *Host) applyProcess(ctx context.Context, en *entry, s *registry.Scope, s
 		HostBrokerId: brokerID,
 		RuntimeDir:   dir,
 	})
-	if err == nil && providesKey(desc, shell.Key) {
+	if err == nil && lifecycle.Provides(desc, shell.Key) {
 		ld.limits = h.executorLimits(actx, en, proc)
 	}
 	return ld, resp, err

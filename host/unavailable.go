@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/dshrun/dsh/core/lifecycle"
 	"github.com/dshrun/dsh/registry"
 )
 
@@ -44,7 +45,7 @@ func (h *Host) wantsTool(plugin, name string) bool {
 // providerOf is the enabled entry whose plugin provides key, if any.
 func (h *Host) providerOf(key string) *entry {
 	for _, en := range h.entryList() {
-		if e, _, desc := en.view(); !e.Disabled && desc != nil && providesKey(desc, key) {
+		if e, _, desc := en.view(); !e.Disabled && desc != nil && lifecycle.Provides(desc, key) {
 			return en
 		}
 	}

@@ -26,3 +26,13 @@ type (
 	LookupRequest  = pluginv1.LookupRequest
 	LookupResponse = pluginv1.LookupResponse
 )
+
+// Provides reports whether d describes a provider of key.
+func Provides(d *Description, key string) bool {
+	for _, p := range d.GetProvides() {
+		if p.GetKey() == key {
+			return true
+		}
+	}
+	return false
+}

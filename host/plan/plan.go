@@ -227,7 +227,7 @@ func checkGraph(in Input, steps []Step, core func(string) bool) []error {
 	}
 	disabledProvider := func(key string) (composition.Entry, bool) {
 		for _, e := range in.Comp.Plugins {
-			if d, ok := in.Described[e.ID]; ok && e.Disabled && d.Desc != nil && providesKey(d.Desc, key) {
+			if d, ok := in.Described[e.ID]; ok && e.Disabled && d.Desc != nil && lifecycle.Provides(d.Desc, key) {
 				return e, true
 			}
 		}
@@ -235,7 +235,7 @@ func checkGraph(in Input, steps []Step, core func(string) bool) []error {
 	}
 	removedProvider := func(key string) (composition.Entry, bool) {
 		for _, r := range in.Running {
-			if !slices.ContainsFunc(steps, func(st Step) bool { return st.ID == r.Entry.ID }) && providesKey(r.Desc, key) {
+			if !slices.ContainsFunc(steps, func(st Step) bool { return st.ID == r.Entry.ID }) && lifecycle.Provides(r.Desc, key) {
 				return r.Entry, true
 			}
 		}
@@ -345,16 +345,7 @@ func removals(in Input, steps []Step) []Step {
 // injectsFrom reports whether a injects a key b provides.
 func injectsFrom(a, b *lifecycle.Description) bool {
 	for _, inj := range a.Inject {
-		if providesKey(b, inj.Key) {
-			return true
-		}
-	}
-	return false
-}
-
-func providesKey(d *lifecycle.Description, key string) bool {
-	for _, p := range d.Provides {
-		if p.Key == key {
+		if lifecycle.Provides(b, inj.Key) {
 			return true
 		}
 	}
