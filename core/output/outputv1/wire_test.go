@@ -47,16 +47,16 @@ var collectedCarriers = []carrierCase{
 // The messages that carry the limits a command's tree hit or the sandbox
 // facts of a run, and every message of the three contracts that holds one.
 var factCarriers = []carrierCase{
-	{"dsh.subprocess.v1.LimitHit", func() proto.Message { return &subprocessv1.LimitHit{} }},
+	{"dsh.subprocess.v1.LimitHit", func() proto.Message { return &outputv1.LimitHit{} }},
 	{"dsh.subprocess.v1.Result", func() proto.Message { return &subprocessv1.Result{} }},
 	{"dsh.subprocess.v1.ReadResponse", func() proto.Message { return &subprocessv1.ReadResponse{} }},
-	{"dsh.jobs.v1.LimitHit", func() proto.Message { return &jobsv1.LimitHit{} }},
-	{"dsh.jobs.v1.Sandbox", func() proto.Message { return &jobsv1.Sandbox{} }},
+	{"dsh.jobs.v1.LimitHit", func() proto.Message { return &outputv1.LimitHit{} }},
+	{"dsh.jobs.v1.Sandbox", func() proto.Message { return &outputv1.SandboxInfo{} }},
 	{"dsh.jobs.v1.Job", func() proto.Message { return &jobsv1.Job{} }},
 	{"dsh.jobs.v1.JobRead", func() proto.Message { return &jobsv1.JobRead{} }},
 	{"dsh.jobs.v1.ListResponse", func() proto.Message { return &jobsv1.ListResponse{} }},
-	{"dsh.shell.v1.LimitHit", func() proto.Message { return &shellv1.LimitHit{} }},
-	{"dsh.shell.v1.SandboxInfo", func() proto.Message { return &shellv1.SandboxInfo{} }},
+	{"dsh.shell.v1.LimitHit", func() proto.Message { return &outputv1.LimitHit{} }},
+	{"dsh.shell.v1.SandboxInfo", func() proto.Message { return &outputv1.SandboxInfo{} }},
 	{"dsh.shell.v1.RunResult", func() proto.Message { return &shellv1.RunResult{} }},
 	{"dsh.shell.v1.StartResponse", func() proto.Message { return &shellv1.StartResponse{} }},
 	{"dsh.shell.v1.ProcessRead", func() proto.Message { return &shellv1.ProcessRead{} }},
