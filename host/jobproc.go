@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/dshrun/dsh/core/jobs/jobsv1"
 	"github.com/dshrun/dsh/host/jobtable"
 	"github.com/dshrun/dsh/host/procs"
 	"github.com/dshrun/dsh/plugins/shell"
@@ -90,7 +89,7 @@ func (p *jobProcess) ReadOutput(ctx context.Context) (jobtable.Output, error) {
 		StderrSpill: r.StderrSpillPath,
 		StdoutFacts: factsOf(r.StdoutFacts),
 		StderrFacts: factsOf(r.StderrFacts),
-		Sandbox:     sandboxOf(r.Sandbox),
+		Sandbox:     r.Sandbox,
 		State:       st,
 	}, nil
 }
@@ -146,9 +145,7 @@ func jobStateOf(s *shell.ProcessState) (jobtable.State, error) {
 	if s.ExitCode != nil {
 		st.ExitCode = int(*s.ExitCode)
 	}
-	for _, h := range s.GetLimits() {
-		st.Limits = append(st.Limits, &jobsv1.LimitHit{Limit: h.Limit, Value: h.Value})
-	}
+	st.Limits = s.GetLimits()
 	return st, nil
 }
 
@@ -190,22 +187,6 @@ func (c ownerConn) Invoke(ctx context.Context, method string, args, reply any, o
 		return gone(ctx, ld, err)
 	}
 	return nil
-}
-
-// sandboxOf is an executor's sandbox facts in ctx.jobs' message (the same
-// fields).
-func sandboxOf(s *shellv1.SandboxInfo) *jobsv1.Sandbox {
-	if s == nil {
-		return nil
-	}
-	return &jobsv1.Sandbox{
-		Mode:         s.Mode,
-		Denied:       s.Denied,
-		Enforcement:  s.Enforcement,
-		RunnerFailed: s.RunnerFailed,
-		DeniedPaths:  s.DeniedPaths,
-		DenialSource: s.DenialSource,
-	}
 }
 
 var _ jobtable.Facts = (*jobProcess)(nil)

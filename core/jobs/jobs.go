@@ -50,6 +50,8 @@ type (
 	Job             = jobsv1.Job
 	JobRead         = jobsv1.JobRead
 	Collected       = outputv1.Collected
+	LimitHit        = outputv1.LimitHit
+	SandboxInfo     = outputv1.SandboxInfo
 )
 
 // The seam's errors: a job id the owner has not (unknown, or forgotten

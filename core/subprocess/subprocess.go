@@ -57,6 +57,7 @@ type (
 	Started      = subprocessv1.StartResponse
 	ReadResult   = subprocessv1.ReadResponse
 	Collected    = outputv1.Collected
+	LimitHit     = outputv1.LimitHit
 )
 
 // The seam's errors: a command that cannot be started (an unusable working

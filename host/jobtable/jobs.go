@@ -27,7 +27,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/dshrun/dsh/core/jobs"
-	"github.com/dshrun/dsh/core/jobs/jobsv1"
 )
 
 // Defaults.
@@ -71,7 +70,7 @@ type State struct {
 	// Signal names the signal that ended it ("SIGKILL"), if one did.
 	Signal string
 	// Limits are the limits that stopped something in its tree.
-	Limits []*jobsv1.LimitHit
+	Limits []*jobs.LimitHit
 }
 
 func (s State) finished() bool { return s.Status == Completed || s.Status == Killed }
@@ -88,7 +87,7 @@ type Output struct {
 	// Stderr.
 	StdoutFacts, StderrFacts *jobs.Collected
 	// Sandbox is what a sandboxing executor said of this output.
-	Sandbox *jobsv1.Sandbox
+	Sandbox *jobs.SandboxInfo
 	State   State
 }
 
@@ -187,7 +186,7 @@ type Snapshot struct {
 	Status                          Status
 	ExitCode                        int
 	Signal                          string
-	Limits                          []*jobsv1.LimitHit
+	Limits                          []*jobs.LimitHit
 }
 
 // Registration is a process to adopt as a job.

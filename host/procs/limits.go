@@ -28,20 +28,11 @@ const (
 	DefaultMemoryShare = 2
 )
 
-// Limit names, as LimitHit.Limit has them.
+// Limit names, as a subprocess.LimitHit's Limit has them.
 const (
 	LimitProcesses = "processes"
 	LimitMemory    = "memory"
 )
-
-// LimitHit is a limit of a command's tree that stopped something in it.
-type LimitHit struct {
-	// Limit is LimitProcesses (a fork failed at the cap) or LimitMemory
-	// (a process of the tree was killed on reaching it).
-	Limit string
-	// Value is the limit: a count of tasks, or bytes.
-	Value int64
-}
 
 // LimitsStatus says how the limits of command trees are enforced.
 type LimitsStatus struct {

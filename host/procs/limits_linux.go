@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dshrun/dsh/core/subprocess"
 )
 
 // Each command's tree gets limits on its tasks and its memory, from the
@@ -391,16 +393,22 @@ func (l *limiter) apply(c *cgroup, want Limits) error {
 
 // hits reads the tree's counters once it has ended: which limits stopped
 // something in it.
-func (l *limiter) hits(c *cgroup) []LimitHit {
-	var out []LimitHit
+func (l *limiter) hits(c *cgroup) []*subprocess.LimitHit {
+	var out []*subprocess.LimitHit
+	// Only a limit that is set can be hit.
+	hit := func(limit string, value int64) {
+		if value > 0 {
+			out = append(out, &subprocess.LimitHit{Limit: limit, Value: value})
+		}
+	}
 	switch l.pidsBy {
 	case byV2:
 		if counter(readIn(c.dir, "pids.events"), "max") > 0 {
-			out = append(out, LimitHit{LimitProcesses, c.lim.set.Processes})
+			hit(LimitProcesses, c.lim.set.Processes)
 		}
 	case byV1:
 		if counter(readIn(c.lim.pids.dir, "pids.events"), "max") > 0 {
-			out = append(out, LimitHit{LimitProcesses, c.lim.set.Processes})
+			hit(LimitProcesses, c.lim.set.Processes)
 		}
 	}
 	switch l.memBy {
@@ -409,7 +417,7 @@ func (l *limiter) hits(c *cgroup) []LimitHit {
 		// too; oom says it was this limit's.
 		ev := readIn(c.dir, "memory.events")
 		if counter(ev, "oom_kill") > 0 && counter(ev, "oom") > 0 {
-			out = append(out, LimitHit{LimitMemory, c.lim.set.MemoryBytes})
+			hit(LimitMemory, c.lim.set.MemoryBytes)
 		}
 	case byV1:
 		// As for v2: the kill was this limit's when the tree's usage had
@@ -418,20 +426,13 @@ func (l *limiter) hits(c *cgroup) []LimitHit {
 		dir := c.lim.mem.dir
 		if counter(readIn(dir, "memory.oom_control"), "oom_kill") > 0 &&
 			max(counter(readIn(dir, "memory.max_usage_in_bytes"), ""), counter(readIn(dir, "memory.memsw.max_usage_in_bytes"), ""))+1<<20 >= c.lim.set.MemoryBytes {
-			out = append(out, LimitHit{LimitMemory, c.lim.set.MemoryBytes})
+			hit(LimitMemory, c.lim.set.MemoryBytes)
 		}
 	}
-	// Only a limit that is set can be hit.
-	kept := out[:0]
-	for _, h := range out {
-		if h.Value > 0 {
-			kept = append(kept, h)
-		}
-	}
-	if len(kept) > 0 {
+	if len(out) > 0 {
 		c.lim.hit = true
 	}
-	return kept
+	return out
 }
 
 // pristine reports whether the tree's limits are as set and its v1

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/dshrun/dsh/core/subprocess"
 )
 
 // limitedManager is a manager whose commands are limited, or a skip where
@@ -45,6 +47,11 @@ func lastNumber(t *testing.T, out []byte) int {
 	return n
 }
 
+// hit reports whether hits say limit, set to value, stopped something.
+func hit(hits []*subprocess.LimitHit, limit string, value int64) bool {
+	return slices.ContainsFunc(hits, func(h *subprocess.LimitHit) bool { return h.Limit == limit && h.Value == value })
+}
+
 // A bounded fork bomb stops at the tree's process limit, the result says
 // which limit and its value, and the next command runs.
 func TestForkBombStopsAtTheProcessLimit(t *testing.T) {
@@ -63,7 +70,7 @@ func TestForkBombStopsAtTheProcessLimit(t *testing.T) {
 		if started >= 50 || started < 5 {
 			t.Fatalf("confined %v: the fork bomb started %d sleeps under a limit of 50: %+v", confined, started, r)
 		}
-		if !slices.Contains(r.Limits, LimitHit{LimitProcesses, 50}) {
+		if !hit(r.Limits, LimitProcesses, 50) {
 			t.Fatalf("confined %v: the result does not say the process limit stopped the command: %+v (stderr %q)", confined, r.Limits, r.Stderr.Data)
 		}
 		next := bash(t, m, "echo next", nil)
@@ -83,7 +90,7 @@ func TestAllocationBeyondTheMemoryLimitIsKilled(t *testing.T) {
 	if r.ExitCode == 0 || strings.TrimSpace(string(r.Stdout.Data)) == "209715200" {
 		t.Fatalf("200 MiB were held under a limit of 64 MiB: %+v", r)
 	}
-	if !slices.Contains(r.Limits, LimitHit{LimitMemory, limit}) {
+	if !hit(r.Limits, LimitMemory, limit) {
 		t.Fatalf("the result does not say the memory limit killed a process: %+v", r)
 	}
 	next := bash(t, m, "head -c 20M /dev/zero | tail | wc -c", func(s *Spec) { s.Limits = Limits{MemoryBytes: limit} })

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/dshrun/dsh/core/subprocess"
 )
 
 // Status of a process.
@@ -45,7 +47,7 @@ type Process struct {
 	signal   string
 	timedOut bool
 	aborted  bool
-	limits   []LimitHit // the limits that stopped something in the tree
+	limits   []*subprocess.LimitHit // the limits that stopped something in the tree
 	started  time.Time
 	ended    time.Time
 }
@@ -377,7 +379,7 @@ type Result struct {
 	TimedOut, Aborted bool
 	// Limits are the limits of the tree that stopped something in it: a
 	// fork that failed, a process killed for memory.
-	Limits         []LimitHit
+	Limits         []*subprocess.LimitHit
 	Duration       time.Duration
 	Stdout, Stderr Collected
 }
@@ -412,7 +414,7 @@ type Read struct {
 	// Limits, the limits that stopped something in its tree.
 	ExitCode int
 	Signal   string
-	Limits   []LimitHit
+	Limits   []*subprocess.LimitHit
 }
 
 // Read returns the output produced since the previous Read (never twice).

@@ -179,7 +179,7 @@ func (s *Service) Read(ctx context.Context, id string) (*subprocess.ReadResult, 
 		Lossy:  r.Lossy,
 		Status: statusProto(r.Status),
 		Signal: r.Signal,
-		Limits: LimitsProto(r.Limits),
+		Limits: r.Limits,
 	}
 	if r.Status == Completed {
 		code := int32(r.ExitCode)
@@ -232,20 +232,11 @@ func ResultProto(r Result) *subprocessv1.Result {
 		DurationMs: r.Duration.Milliseconds(),
 		Stdout:     collectedProto(r.Stdout),
 		Stderr:     collectedProto(r.Stderr),
-		Limits:     LimitsProto(r.Limits),
+		Limits:     r.Limits,
 	}
 	if r.Signal == "" {
 		code := int32(r.ExitCode)
 		out.ExitCode = &code
-	}
-	return out
-}
-
-// LimitsProto converts the limits a tree hit for the wire.
-func LimitsProto(hits []LimitHit) []*subprocessv1.LimitHit {
-	var out []*subprocessv1.LimitHit
-	for _, h := range hits {
-		out = append(out, &subprocessv1.LimitHit{Limit: h.Limit, Value: h.Value})
 	}
 	return out
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/dshrun/dsh/core/subprocess"
 )
 
 // trees is the Manager's side of tree tracking on Linux: the cgroup root
@@ -90,7 +92,7 @@ func (p *Process) forkJoin() *v1join { return p.join }
 
 // limitHits reads which limits stopped something in the tree, once it has
 // ended; a cgroup where one did is not pooled.
-func (p *Process) limitHits() []LimitHit {
+func (p *Process) limitHits() []*subprocess.LimitHit {
 	p.cgMu.Lock()
 	defer p.cgMu.Unlock()
 	if p.cg == nil {

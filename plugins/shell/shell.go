@@ -78,12 +78,12 @@ type (
 	// ProcessState is a background process's status.
 	ProcessState = shellv1.ProcessState
 	// SandboxInfo holds the sandbox facts of a run.
-	SandboxInfo = shellv1.SandboxInfo
+	SandboxInfo = outputv1.SandboxInfo
 	// SandboxPolicy is a per-call sandbox policy.
 	SandboxPolicy = shellv1.SandboxPolicy
 	// LimitHit is a limit of a command's tree that stopped something in
 	// it.
-	LimitHit = shellv1.LimitHit
+	LimitHit = outputv1.LimitHit
 	// Limits are an executor's defaults and caps (Executor.Limits).
 	Limits = shellv1.ExecLimits
 )

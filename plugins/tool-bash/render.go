@@ -140,16 +140,9 @@ func renderRun(r *shell.RunResult, max int) (string, view, view) {
 	return assemble(body(out, errs), markers), out, errs
 }
 
-// limitHit is a limit that stopped something in a command's tree, as a
-// run (shell.LimitHit) or a job (jobsv1.LimitHit) reports it.
-type limitHit interface {
-	GetLimit() string
-	GetValue() int64
-}
-
 // limitMarkers say, one plain sentence each, which limit of the command
 // (or job: what) stopped something in it, and its value.
-func limitMarkers[H limitHit](what string, hits []H) []string {
+func limitMarkers(what string, hits []*shell.LimitHit) []string {
 	var m []string
 	for _, h := range hits {
 		m = append(m, "[limit: "+limitSentence(what, h)+"]")
@@ -158,7 +151,7 @@ func limitMarkers[H limitHit](what string, hits []H) []string {
 }
 
 // limitSentence is what a limit did, without brackets.
-func limitSentence(what string, h limitHit) string {
+func limitSentence(what string, h *shell.LimitHit) string {
 	switch h.GetLimit() {
 	case shell.LimitProcesses:
 		return fmt.Sprintf("the %s reached its limit of %s processes and threads alive at once, so starting another failed", what, modeltext.Thousands(h.GetValue()))
@@ -191,7 +184,7 @@ type limitJSON struct {
 	Value int64  `json:"value"`
 }
 
-func limitsOf[H limitHit](hits []H) []limitJSON {
+func limitsOf(hits []*shell.LimitHit) []limitJSON {
 	var out []limitJSON
 	for _, h := range hits {
 		out = append(out, limitJSON{h.GetLimit(), h.GetValue()})
@@ -199,20 +192,10 @@ func limitsOf[H limitHit](hits []H) []limitJSON {
 	return out
 }
 
-// sandboxFacts are a sandboxing executor's facts, as a run
-// (shell.SandboxInfo) or a ctx.jobs read (jobsv1.Sandbox) reports them.
-type sandboxFacts interface {
-	GetMode() string
-	GetDenied() bool
-	GetEnforcement() string
-	GetRunnerFailed() bool
-	GetDeniedPaths() []string
-	GetDenialSource() string
-}
-
 // sandboxMarkers tell the model that the sandbox refused something (so a
-// retry with sandbox_permissions may help), or that nothing ran.
-func sandboxMarkers(s sandboxFacts) []string {
+// retry with sandbox_permissions may help), or that nothing ran: a
+// sandboxing executor's facts, as a run or a ctx.jobs read reports them.
+func sandboxMarkers(s *shell.SandboxInfo) []string {
 	var m []string
 	if s == nil || s.GetMode() == "" {
 		return nil
@@ -236,7 +219,7 @@ type sandboxJSON struct {
 	DenialSource string   `json:"denialSource,omitempty"`
 }
 
-func sandboxOf(s sandboxFacts) *sandboxJSON {
+func sandboxOf(s *shell.SandboxInfo) *sandboxJSON {
 	if s == nil || s.GetMode() == "" {
 		return nil
 	}

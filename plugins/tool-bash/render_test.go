@@ -141,7 +141,7 @@ func TestRenderReadGolden(t *testing.T) {
 		"finished-4":    {Job: &jobsv1.Job{Id: "j3", Status: "completed", ExitCode: code(4)}},
 		"killed":        {Job: &jobsv1.Job{Id: "j4", Status: "killed", Signal: "SIGTERM"}, Stdout: []byte("partial")},
 		"limit-memory": {Job: &jobsv1.Job{Id: "j8", Status: "killed", Signal: "SIGKILL",
-			Limits: []*jobsv1.LimitHit{{Limit: "memory", Value: 1536 << 20}}}, Stdout: []byte("allocating\n")},
+			Limits: []*shell.LimitHit{{Limit: "memory", Value: 1536 << 20}}}, Stdout: []byte("allocating\n")},
 		"lossy": {Job: &jobsv1.Job{Id: "j5", Status: "running"}, Stdout: []byte("tail\n"), Lossy: true, StdoutSpillPath: "/s/p9.stdout",
 			StdoutFacts: noData(spilled("tail\n", 200000, 31999, "/s/p9.stdout", 200000, ""))},
 		"lossy-partial": {Job: &jobsv1.Job{Id: "j6", Status: "completed", ExitCode: code(0)}, Stdout: []byte("tail\n"), Stderr: []byte("oops\n"), Lossy: true,
@@ -221,7 +221,7 @@ func TestRenderNotices(t *testing.T) {
 		{Id: "j1", Command: long, Status: "completed", ExitCode: &four},
 		{Id: "j2", Command: "sleep 600\necho never", Status: "killed", Signal: "SIGTERM"},
 		{Id: "j3", Command: "true", Status: "completed", ExitCode: &zero},
-		{Id: "j4", Command: "make -j", Status: "completed", ExitCode: &four, Limits: []*jobsv1.LimitHit{{Limit: "processes", Value: 50}}},
+		{Id: "j4", Command: "make -j", Status: "completed", ExitCode: &four, Limits: []*shell.LimitHit{{Limit: "processes", Value: 50}}},
 	})
 	want := "[job j1 finished: exited with code 4; read its output with job_output] " + string([]rune(long)[:80]) + "…\n" +
 		"[job j2 finished: killed by signal SIGTERM; read its output with job_output] sleep 600 …\n" +

@@ -124,7 +124,7 @@ type Job struct {
 	StartedUnixMs int64  `protobuf:"varint,8,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
 	Pid           int32  `protobuf:"varint,9,opt,name=pid,proto3" json:"pid,omitempty"`
 	// Once finished: the limits that stopped something in the job's tree.
-	Limits        []*LimitHit `protobuf:"bytes,10,rep,name=limits,proto3" json:"limits,omitempty"`
+	Limits        []*outputv1.LimitHit `protobuf:"bytes,10,rep,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -222,68 +222,11 @@ func (x *Job) GetPid() int32 {
 	return 0
 }
 
-func (x *Job) GetLimits() []*LimitHit {
+func (x *Job) GetLimits() []*outputv1.LimitHit {
 	if x != nil {
 		return x.Limits
 	}
 	return nil
-}
-
-// A limit of a job's tree that stopped something in it
-// (dsh.shell.v1.LimitHit field for field).
-type LimitHit struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// "processes": a fork failed at the cap on tasks; "memory": a process
-	// was killed on reaching the memory limit.
-	Limit string `protobuf:"bytes,1,opt,name=limit,proto3" json:"limit,omitempty"`
-	// The limit: a count of tasks, or bytes.
-	Value         int64 `protobuf:"varint,2,opt,name=value,proto3" json:"value,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *LimitHit) Reset() {
-	*x = LimitHit{}
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[2]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *LimitHit) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*LimitHit) ProtoMessage() {}
-
-func (x *LimitHit) ProtoReflect() protoreflect.Message {
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[2]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use LimitHit.ProtoReflect.Descriptor instead.
-func (*LimitHit) Descriptor() ([]byte, []int) {
-	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{2}
-}
-
-func (x *LimitHit) GetLimit() string {
-	if x != nil {
-		return x.Limit
-	}
-	return ""
-}
-
-func (x *LimitHit) GetValue() int64 {
-	if x != nil {
-		return x.Value
-	}
-	return 0
 }
 
 type JobRef struct {
@@ -296,7 +239,7 @@ type JobRef struct {
 
 func (x *JobRef) Reset() {
 	*x = JobRef{}
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[3]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -308,7 +251,7 @@ func (x *JobRef) String() string {
 func (*JobRef) ProtoMessage() {}
 
 func (x *JobRef) ProtoReflect() protoreflect.Message {
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[3]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -321,7 +264,7 @@ func (x *JobRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRef.ProtoReflect.Descriptor instead.
 func (*JobRef) Descriptor() ([]byte, []int) {
-	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{3}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *JobRef) GetId() string {
@@ -351,15 +294,15 @@ type JobRead struct {
 	StdoutFacts *outputv1.Collected `protobuf:"bytes,7,opt,name=stdout_facts,json=stdoutFacts,proto3" json:"stdout_facts,omitempty"`
 	StderrFacts *outputv1.Collected `protobuf:"bytes,8,opt,name=stderr_facts,json=stderrFacts,proto3" json:"stderr_facts,omitempty"`
 	// What a sandboxing executor said of the output read (absent for
-	// others). It is dsh.shell.v1.SandboxInfo field for field.
-	Sandbox       *Sandbox `protobuf:"bytes,9,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	// others).
+	Sandbox       *outputv1.SandboxInfo `protobuf:"bytes,9,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobRead) Reset() {
 	*x = JobRead{}
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[4]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -371,7 +314,7 @@ func (x *JobRead) String() string {
 func (*JobRead) ProtoMessage() {}
 
 func (x *JobRead) ProtoReflect() protoreflect.Message {
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[4]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -384,7 +327,7 @@ func (x *JobRead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRead.ProtoReflect.Descriptor instead.
 func (*JobRead) Descriptor() ([]byte, []int) {
-	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{4}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *JobRead) GetJob() *Job {
@@ -443,96 +386,11 @@ func (x *JobRead) GetStderrFacts() *outputv1.Collected {
 	return nil
 }
 
-func (x *JobRead) GetSandbox() *Sandbox {
+func (x *JobRead) GetSandbox() *outputv1.SandboxInfo {
 	if x != nil {
 		return x.Sandbox
 	}
 	return nil
-}
-
-// The sandbox facts of a job's process.
-type Sandbox struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Mode          string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
-	Denied        bool                   `protobuf:"varint,2,opt,name=denied,proto3" json:"denied,omitempty"`
-	Enforcement   string                 `protobuf:"bytes,3,opt,name=enforcement,proto3" json:"enforcement,omitempty"`
-	RunnerFailed  bool                   `protobuf:"varint,4,opt,name=runner_failed,json=runnerFailed,proto3" json:"runner_failed,omitempty"`
-	DeniedPaths   []string               `protobuf:"bytes,5,rep,name=denied_paths,json=deniedPaths,proto3" json:"denied_paths,omitempty"`
-	DenialSource  string                 `protobuf:"bytes,6,opt,name=denial_source,json=denialSource,proto3" json:"denial_source,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Sandbox) Reset() {
-	*x = Sandbox{}
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[5]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Sandbox) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Sandbox) ProtoMessage() {}
-
-func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[5]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
-func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{5}
-}
-
-func (x *Sandbox) GetMode() string {
-	if x != nil {
-		return x.Mode
-	}
-	return ""
-}
-
-func (x *Sandbox) GetDenied() bool {
-	if x != nil {
-		return x.Denied
-	}
-	return false
-}
-
-func (x *Sandbox) GetEnforcement() string {
-	if x != nil {
-		return x.Enforcement
-	}
-	return ""
-}
-
-func (x *Sandbox) GetRunnerFailed() bool {
-	if x != nil {
-		return x.RunnerFailed
-	}
-	return false
-}
-
-func (x *Sandbox) GetDeniedPaths() []string {
-	if x != nil {
-		return x.DeniedPaths
-	}
-	return nil
-}
-
-func (x *Sandbox) GetDenialSource() string {
-	if x != nil {
-		return x.DenialSource
-	}
-	return ""
 }
 
 type KillResponse struct {
@@ -544,7 +402,7 @@ type KillResponse struct {
 
 func (x *KillResponse) Reset() {
 	*x = KillResponse{}
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[6]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +414,7 @@ func (x *KillResponse) String() string {
 func (*KillResponse) ProtoMessage() {}
 
 func (x *KillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[6]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,7 +427,7 @@ func (x *KillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillResponse.ProtoReflect.Descriptor instead.
 func (*KillResponse) Descriptor() ([]byte, []int) {
-	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{6}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *KillResponse) GetKilled() bool {
@@ -588,7 +446,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[7]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -600,7 +458,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[7]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -613,7 +471,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{7}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListRequest) GetOwner() string {
@@ -632,7 +490,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[8]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -644,7 +502,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[8]
+	mi := &file_core_jobs_jobsv1_jobs_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -657,7 +515,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{8}
+	return file_core_jobs_jobsv1_jobs_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListResponse) GetJobs() []*Job {
@@ -678,7 +536,7 @@ const file_core_jobs_jobsv1_jobs_proto_rawDesc = "" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x18\n" +
 	"\acommand\x18\x03 \x01(\tR\acommand\x12 \n" +
 	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x1b\n" +
-	"\tshell_key\x18\x05 \x01(\tR\bshellKey\"\xb0\x02\n" +
+	"\tshell_key\x18\x05 \x01(\tR\bshellKey\"\xb2\x02\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x18\n" +
@@ -688,17 +546,14 @@ const file_core_jobs_jobsv1_jobs_proto_rawDesc = "" +
 	"\texit_code\x18\x06 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
 	"\x06signal\x18\a \x01(\tR\x06signal\x12&\n" +
 	"\x0fstarted_unix_ms\x18\b \x01(\x03R\rstartedUnixMs\x12\x10\n" +
-	"\x03pid\x18\t \x01(\x05R\x03pid\x12-\n" +
+	"\x03pid\x18\t \x01(\x05R\x03pid\x12/\n" +
 	"\x06limits\x18\n" +
-	" \x03(\v2\x15.dsh.jobs.v1.LimitHitR\x06limitsB\f\n" +
+	" \x03(\v2\x17.dsh.output.v1.LimitHitR\x06limitsB\f\n" +
 	"\n" +
-	"_exit_code\"6\n" +
-	"\bLimitHit\x12\x14\n" +
-	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value\".\n" +
+	"_exit_code\".\n" +
 	"\x06JobRef\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
-	"\x05owner\x18\x02 \x01(\tR\x05owner\"\xf5\x02\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\"\xfb\x02\n" +
 	"\aJobRead\x12\"\n" +
 	"\x03job\x18\x01 \x01(\v2\x10.dsh.jobs.v1.JobR\x03job\x12\x16\n" +
 	"\x06stdout\x18\x02 \x01(\fR\x06stdout\x12\x16\n" +
@@ -707,15 +562,8 @@ const file_core_jobs_jobsv1_jobs_proto_rawDesc = "" +
 	"\x11stdout_spill_path\x18\x05 \x01(\tR\x0fstdoutSpillPath\x12*\n" +
 	"\x11stderr_spill_path\x18\x06 \x01(\tR\x0fstderrSpillPath\x12;\n" +
 	"\fstdout_facts\x18\a \x01(\v2\x18.dsh.output.v1.CollectedR\vstdoutFacts\x12;\n" +
-	"\fstderr_facts\x18\b \x01(\v2\x18.dsh.output.v1.CollectedR\vstderrFacts\x12.\n" +
-	"\asandbox\x18\t \x01(\v2\x14.dsh.jobs.v1.SandboxR\asandbox\"\xc4\x01\n" +
-	"\aSandbox\x12\x12\n" +
-	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x16\n" +
-	"\x06denied\x18\x02 \x01(\bR\x06denied\x12 \n" +
-	"\venforcement\x18\x03 \x01(\tR\venforcement\x12#\n" +
-	"\rrunner_failed\x18\x04 \x01(\bR\frunnerFailed\x12!\n" +
-	"\fdenied_paths\x18\x05 \x03(\tR\vdeniedPaths\x12#\n" +
-	"\rdenial_source\x18\x06 \x01(\tR\fdenialSource\"&\n" +
+	"\fstderr_facts\x18\b \x01(\v2\x18.dsh.output.v1.CollectedR\vstderrFacts\x124\n" +
+	"\asandbox\x18\t \x01(\v2\x1a.dsh.output.v1.SandboxInfoR\asandbox\"&\n" +
 	"\fKillResponse\x12\x16\n" +
 	"\x06killed\x18\x01 \x01(\bR\x06killed\"#\n" +
 	"\vListRequest\x12\x14\n" +
@@ -740,34 +588,34 @@ func file_core_jobs_jobsv1_jobs_proto_rawDescGZIP() []byte {
 	return file_core_jobs_jobsv1_jobs_proto_rawDescData
 }
 
-var file_core_jobs_jobsv1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_core_jobs_jobsv1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_core_jobs_jobsv1_jobs_proto_goTypes = []any{
-	(*RegisterRequest)(nil),    // 0: dsh.jobs.v1.RegisterRequest
-	(*Job)(nil),                // 1: dsh.jobs.v1.Job
-	(*LimitHit)(nil),           // 2: dsh.jobs.v1.LimitHit
-	(*JobRef)(nil),             // 3: dsh.jobs.v1.JobRef
-	(*JobRead)(nil),            // 4: dsh.jobs.v1.JobRead
-	(*Sandbox)(nil),            // 5: dsh.jobs.v1.Sandbox
-	(*KillResponse)(nil),       // 6: dsh.jobs.v1.KillResponse
-	(*ListRequest)(nil),        // 7: dsh.jobs.v1.ListRequest
-	(*ListResponse)(nil),       // 8: dsh.jobs.v1.ListResponse
-	(*outputv1.Collected)(nil), // 9: dsh.output.v1.Collected
+	(*RegisterRequest)(nil),      // 0: dsh.jobs.v1.RegisterRequest
+	(*Job)(nil),                  // 1: dsh.jobs.v1.Job
+	(*JobRef)(nil),               // 2: dsh.jobs.v1.JobRef
+	(*JobRead)(nil),              // 3: dsh.jobs.v1.JobRead
+	(*KillResponse)(nil),         // 4: dsh.jobs.v1.KillResponse
+	(*ListRequest)(nil),          // 5: dsh.jobs.v1.ListRequest
+	(*ListResponse)(nil),         // 6: dsh.jobs.v1.ListResponse
+	(*outputv1.LimitHit)(nil),    // 7: dsh.output.v1.LimitHit
+	(*outputv1.Collected)(nil),   // 8: dsh.output.v1.Collected
+	(*outputv1.SandboxInfo)(nil), // 9: dsh.output.v1.SandboxInfo
 }
 var file_core_jobs_jobsv1_jobs_proto_depIdxs = []int32{
-	2,  // 0: dsh.jobs.v1.Job.limits:type_name -> dsh.jobs.v1.LimitHit
+	7,  // 0: dsh.jobs.v1.Job.limits:type_name -> dsh.output.v1.LimitHit
 	1,  // 1: dsh.jobs.v1.JobRead.job:type_name -> dsh.jobs.v1.Job
-	9,  // 2: dsh.jobs.v1.JobRead.stdout_facts:type_name -> dsh.output.v1.Collected
-	9,  // 3: dsh.jobs.v1.JobRead.stderr_facts:type_name -> dsh.output.v1.Collected
-	5,  // 4: dsh.jobs.v1.JobRead.sandbox:type_name -> dsh.jobs.v1.Sandbox
+	8,  // 2: dsh.jobs.v1.JobRead.stdout_facts:type_name -> dsh.output.v1.Collected
+	8,  // 3: dsh.jobs.v1.JobRead.stderr_facts:type_name -> dsh.output.v1.Collected
+	9,  // 4: dsh.jobs.v1.JobRead.sandbox:type_name -> dsh.output.v1.SandboxInfo
 	1,  // 5: dsh.jobs.v1.ListResponse.jobs:type_name -> dsh.jobs.v1.Job
 	0,  // 6: dsh.jobs.v1.Jobs.Register:input_type -> dsh.jobs.v1.RegisterRequest
-	3,  // 7: dsh.jobs.v1.Jobs.Read:input_type -> dsh.jobs.v1.JobRef
-	3,  // 8: dsh.jobs.v1.Jobs.Kill:input_type -> dsh.jobs.v1.JobRef
-	7,  // 9: dsh.jobs.v1.Jobs.List:input_type -> dsh.jobs.v1.ListRequest
+	2,  // 7: dsh.jobs.v1.Jobs.Read:input_type -> dsh.jobs.v1.JobRef
+	2,  // 8: dsh.jobs.v1.Jobs.Kill:input_type -> dsh.jobs.v1.JobRef
+	5,  // 9: dsh.jobs.v1.Jobs.List:input_type -> dsh.jobs.v1.ListRequest
 	1,  // 10: dsh.jobs.v1.Jobs.Register:output_type -> dsh.jobs.v1.Job
-	4,  // 11: dsh.jobs.v1.Jobs.Read:output_type -> dsh.jobs.v1.JobRead
-	6,  // 12: dsh.jobs.v1.Jobs.Kill:output_type -> dsh.jobs.v1.KillResponse
-	8,  // 13: dsh.jobs.v1.Jobs.List:output_type -> dsh.jobs.v1.ListResponse
+	3,  // 11: dsh.jobs.v1.Jobs.Read:output_type -> dsh.jobs.v1.JobRead
+	4,  // 12: dsh.jobs.v1.Jobs.Kill:output_type -> dsh.jobs.v1.KillResponse
+	6,  // 13: dsh.jobs.v1.Jobs.List:output_type -> dsh.jobs.v1.ListResponse
 	10, // [10:14] is the sub-list for method output_type
 	6,  // [6:10] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
@@ -787,7 +635,7 @@ func file_core_jobs_jobsv1_jobs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_core_jobs_jobsv1_jobs_proto_rawDesc), len(file_core_jobs_jobsv1_jobs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

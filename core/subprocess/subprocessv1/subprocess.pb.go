@@ -434,7 +434,7 @@ type Result struct {
 	Stdout     *outputv1.Collected `protobuf:"bytes,7,opt,name=stdout,proto3" json:"stdout,omitempty"`
 	Stderr     *outputv1.Collected `protobuf:"bytes,8,opt,name=stderr,proto3" json:"stderr,omitempty"`
 	// The limits that stopped something in the tree.
-	Limits        []*LimitHit `protobuf:"bytes,9,rep,name=limits,proto3" json:"limits,omitempty"`
+	Limits        []*outputv1.LimitHit `protobuf:"bytes,9,rep,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -525,68 +525,11 @@ func (x *Result) GetStderr() *outputv1.Collected {
 	return nil
 }
 
-func (x *Result) GetLimits() []*LimitHit {
+func (x *Result) GetLimits() []*outputv1.LimitHit {
 	if x != nil {
 		return x.Limits
 	}
 	return nil
-}
-
-// A limit of a command's tree that stopped something in it.
-type LimitHit struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// "processes": a fork or clone failed at the cap on tasks (processes
-	// and threads); "memory": a process of the tree was killed on reaching
-	// the memory limit.
-	Limit string `protobuf:"bytes,1,opt,name=limit,proto3" json:"limit,omitempty"`
-	// The limit: a count of tasks, or bytes.
-	Value         int64 `protobuf:"varint,2,opt,name=value,proto3" json:"value,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *LimitHit) Reset() {
-	*x = LimitHit{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[4]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *LimitHit) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*LimitHit) ProtoMessage() {}
-
-func (x *LimitHit) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[4]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use LimitHit.ProtoReflect.Descriptor instead.
-func (*LimitHit) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{4}
-}
-
-func (x *LimitHit) GetLimit() string {
-	if x != nil {
-		return x.Limit
-	}
-	return ""
-}
-
-func (x *LimitHit) GetValue() int64 {
-	if x != nil {
-		return x.Value
-	}
-	return 0
 }
 
 type ReadResponse struct {
@@ -598,14 +541,14 @@ type ReadResponse struct {
 	ExitCode *int32                 `protobuf:"varint,5,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
 	Signal   string                 `protobuf:"bytes,6,opt,name=signal,proto3" json:"signal,omitempty"`
 	// Once finished: the limits that stopped something in the tree.
-	Limits        []*LimitHit `protobuf:"bytes,7,rep,name=limits,proto3" json:"limits,omitempty"`
+	Limits        []*outputv1.LimitHit `protobuf:"bytes,7,rep,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[5]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +560,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[5]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +573,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{5}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ReadResponse) GetStdout() *outputv1.Collected {
@@ -675,7 +618,7 @@ func (x *ReadResponse) GetSignal() string {
 	return ""
 }
 
-func (x *ReadResponse) GetLimits() []*LimitHit {
+func (x *ReadResponse) GetLimits() []*outputv1.LimitHit {
 	if x != nil {
 		return x.Limits
 	}
@@ -691,7 +634,7 @@ type KillResponse struct {
 
 func (x *KillResponse) Reset() {
 	*x = KillResponse{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[6]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -703,7 +646,7 @@ func (x *KillResponse) String() string {
 func (*KillResponse) ProtoMessage() {}
 
 func (x *KillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[6]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -716,7 +659,7 @@ func (x *KillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillResponse.ProtoReflect.Descriptor instead.
 func (*KillResponse) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{6}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *KillResponse) GetKilled() bool {
@@ -748,7 +691,7 @@ type TerminalRequest struct {
 
 func (x *TerminalRequest) Reset() {
 	*x = TerminalRequest{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[7]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +703,7 @@ func (x *TerminalRequest) String() string {
 func (*TerminalRequest) ProtoMessage() {}
 
 func (x *TerminalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[7]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +716,7 @@ func (x *TerminalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalRequest.ProtoReflect.Descriptor instead.
 func (*TerminalRequest) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{7}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TerminalRequest) GetArgv() []string {
@@ -842,7 +785,7 @@ type TerminalInput struct {
 
 func (x *TerminalInput) Reset() {
 	*x = TerminalInput{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[8]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +797,7 @@ func (x *TerminalInput) String() string {
 func (*TerminalInput) ProtoMessage() {}
 
 func (x *TerminalInput) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[8]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +810,7 @@ func (x *TerminalInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalInput.ProtoReflect.Descriptor instead.
 func (*TerminalInput) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{8}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TerminalInput) GetId() string {
@@ -894,7 +837,7 @@ type TerminalWritten struct {
 
 func (x *TerminalWritten) Reset() {
 	*x = TerminalWritten{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[9]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -906,7 +849,7 @@ func (x *TerminalWritten) String() string {
 func (*TerminalWritten) ProtoMessage() {}
 
 func (x *TerminalWritten) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[9]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -919,7 +862,7 @@ func (x *TerminalWritten) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalWritten.ProtoReflect.Descriptor instead.
 func (*TerminalWritten) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{9}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TerminalWritten) GetWritten() bool {
@@ -940,7 +883,7 @@ type TerminalReadRequest struct {
 
 func (x *TerminalReadRequest) Reset() {
 	*x = TerminalReadRequest{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[10]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -952,7 +895,7 @@ func (x *TerminalReadRequest) String() string {
 func (*TerminalReadRequest) ProtoMessage() {}
 
 func (x *TerminalReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[10]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -965,7 +908,7 @@ func (x *TerminalReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalReadRequest.ProtoReflect.Descriptor instead.
 func (*TerminalReadRequest) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{10}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TerminalReadRequest) GetId() string {
@@ -1000,7 +943,7 @@ type TerminalOutput struct {
 
 func (x *TerminalOutput) Reset() {
 	*x = TerminalOutput{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[11]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +955,7 @@ func (x *TerminalOutput) String() string {
 func (*TerminalOutput) ProtoMessage() {}
 
 func (x *TerminalOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[11]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +968,7 @@ func (x *TerminalOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalOutput.ProtoReflect.Descriptor instead.
 func (*TerminalOutput) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{11}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TerminalOutput) GetData() []byte {
@@ -1081,7 +1024,7 @@ type TerminalSize struct {
 
 func (x *TerminalSize) Reset() {
 	*x = TerminalSize{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[12]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1093,7 +1036,7 @@ func (x *TerminalSize) String() string {
 func (*TerminalSize) ProtoMessage() {}
 
 func (x *TerminalSize) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[12]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1106,7 +1049,7 @@ func (x *TerminalSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalSize.ProtoReflect.Descriptor instead.
 func (*TerminalSize) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{12}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TerminalSize) GetId() string {
@@ -1138,7 +1081,7 @@ type TerminalResized struct {
 
 func (x *TerminalResized) Reset() {
 	*x = TerminalResized{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[13]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1093,7 @@ func (x *TerminalResized) String() string {
 func (*TerminalResized) ProtoMessage() {}
 
 func (x *TerminalResized) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[13]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1106,7 @@ func (x *TerminalResized) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalResized.ProtoReflect.Descriptor instead.
 func (*TerminalResized) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{13}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{12}
 }
 
 type TerminalSignal struct {
@@ -1179,7 +1122,7 @@ type TerminalSignal struct {
 
 func (x *TerminalSignal) Reset() {
 	*x = TerminalSignal{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[14]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1134,7 @@ func (x *TerminalSignal) String() string {
 func (*TerminalSignal) ProtoMessage() {}
 
 func (x *TerminalSignal) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[14]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1147,7 @@ func (x *TerminalSignal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalSignal.ProtoReflect.Descriptor instead.
 func (*TerminalSignal) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{14}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TerminalSignal) GetId() string {
@@ -1240,7 +1183,7 @@ type TerminalSignalled struct {
 
 func (x *TerminalSignalled) Reset() {
 	*x = TerminalSignalled{}
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[15]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1195,7 @@ func (x *TerminalSignalled) String() string {
 func (*TerminalSignalled) ProtoMessage() {}
 
 func (x *TerminalSignalled) ProtoReflect() protoreflect.Message {
-	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[15]
+	mi := &file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1208,7 @@ func (x *TerminalSignalled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalSignalled.ProtoReflect.Descriptor instead.
 func (*TerminalSignalled) Descriptor() ([]byte, []int) {
-	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{15}
+	return file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TerminalSignalled) GetSignalled() bool {
@@ -1315,7 +1258,7 @@ const file_core_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
 	"\x0esandbox_failed\x18\x03 \x01(\bR\rsandboxFailed\"\x1c\n" +
 	"\n" +
 	"ProcessRef\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\xf4\x02\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xf0\x02\n" +
 	"\x06Result\x121\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x19.dsh.subprocess.v1.StatusR\x06status\x12 \n" +
 	"\texit_code\x18\x02 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
@@ -1325,21 +1268,18 @@ const file_core_subprocess_subprocessv1_subprocess_proto_rawDesc = "" +
 	"\vduration_ms\x18\x06 \x01(\x03R\n" +
 	"durationMs\x120\n" +
 	"\x06stdout\x18\a \x01(\v2\x18.dsh.output.v1.CollectedR\x06stdout\x120\n" +
-	"\x06stderr\x18\b \x01(\v2\x18.dsh.output.v1.CollectedR\x06stderr\x123\n" +
-	"\x06limits\x18\t \x03(\v2\x1b.dsh.subprocess.v1.LimitHitR\x06limitsB\f\n" +
+	"\x06stderr\x18\b \x01(\v2\x18.dsh.output.v1.CollectedR\x06stderr\x12/\n" +
+	"\x06limits\x18\t \x03(\v2\x17.dsh.output.v1.LimitHitR\x06limitsB\f\n" +
 	"\n" +
-	"_exit_code\"6\n" +
-	"\bLimitHit\x12\x14\n" +
-	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value\"\xb8\x02\n" +
+	"_exit_code\"\xb4\x02\n" +
 	"\fReadResponse\x120\n" +
 	"\x06stdout\x18\x01 \x01(\v2\x18.dsh.output.v1.CollectedR\x06stdout\x120\n" +
 	"\x06stderr\x18\x02 \x01(\v2\x18.dsh.output.v1.CollectedR\x06stderr\x12\x14\n" +
 	"\x05lossy\x18\x03 \x01(\bR\x05lossy\x121\n" +
 	"\x06status\x18\x04 \x01(\x0e2\x19.dsh.subprocess.v1.StatusR\x06status\x12 \n" +
 	"\texit_code\x18\x05 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
-	"\x06signal\x18\x06 \x01(\tR\x06signal\x123\n" +
-	"\x06limits\x18\a \x03(\v2\x1b.dsh.subprocess.v1.LimitHitR\x06limitsB\f\n" +
+	"\x06signal\x18\x06 \x01(\tR\x06signal\x12/\n" +
+	"\x06limits\x18\a \x03(\v2\x17.dsh.output.v1.LimitHitR\x06limitsB\f\n" +
 	"\n" +
 	"_exit_code\"&\n" +
 	"\fKillResponse\x12\x16\n" +
@@ -1419,7 +1359,7 @@ func file_core_subprocess_subprocessv1_subprocess_proto_rawDescGZIP() []byte {
 }
 
 var file_core_subprocess_subprocessv1_subprocess_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_core_subprocess_subprocessv1_subprocess_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_core_subprocess_subprocessv1_subprocess_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_core_subprocess_subprocessv1_subprocess_proto_goTypes = []any{
 	(Status)(0),                 // 0: dsh.subprocess.v1.Status
 	(TerminalTarget)(0),         // 1: dsh.subprocess.v1.TerminalTarget
@@ -1427,33 +1367,33 @@ var file_core_subprocess_subprocessv1_subprocess_proto_goTypes = []any{
 	(*StartResponse)(nil),       // 3: dsh.subprocess.v1.StartResponse
 	(*ProcessRef)(nil),          // 4: dsh.subprocess.v1.ProcessRef
 	(*Result)(nil),              // 5: dsh.subprocess.v1.Result
-	(*LimitHit)(nil),            // 6: dsh.subprocess.v1.LimitHit
-	(*ReadResponse)(nil),        // 7: dsh.subprocess.v1.ReadResponse
-	(*KillResponse)(nil),        // 8: dsh.subprocess.v1.KillResponse
-	(*TerminalRequest)(nil),     // 9: dsh.subprocess.v1.TerminalRequest
-	(*TerminalInput)(nil),       // 10: dsh.subprocess.v1.TerminalInput
-	(*TerminalWritten)(nil),     // 11: dsh.subprocess.v1.TerminalWritten
-	(*TerminalReadRequest)(nil), // 12: dsh.subprocess.v1.TerminalReadRequest
-	(*TerminalOutput)(nil),      // 13: dsh.subprocess.v1.TerminalOutput
-	(*TerminalSize)(nil),        // 14: dsh.subprocess.v1.TerminalSize
-	(*TerminalResized)(nil),     // 15: dsh.subprocess.v1.TerminalResized
-	(*TerminalSignal)(nil),      // 16: dsh.subprocess.v1.TerminalSignal
-	(*TerminalSignalled)(nil),   // 17: dsh.subprocess.v1.TerminalSignalled
-	nil,                         // 18: dsh.subprocess.v1.SpawnRequest.EnvEntry
-	nil,                         // 19: dsh.subprocess.v1.TerminalRequest.EnvEntry
-	(*outputv1.Collected)(nil),  // 20: dsh.output.v1.Collected
+	(*ReadResponse)(nil),        // 6: dsh.subprocess.v1.ReadResponse
+	(*KillResponse)(nil),        // 7: dsh.subprocess.v1.KillResponse
+	(*TerminalRequest)(nil),     // 8: dsh.subprocess.v1.TerminalRequest
+	(*TerminalInput)(nil),       // 9: dsh.subprocess.v1.TerminalInput
+	(*TerminalWritten)(nil),     // 10: dsh.subprocess.v1.TerminalWritten
+	(*TerminalReadRequest)(nil), // 11: dsh.subprocess.v1.TerminalReadRequest
+	(*TerminalOutput)(nil),      // 12: dsh.subprocess.v1.TerminalOutput
+	(*TerminalSize)(nil),        // 13: dsh.subprocess.v1.TerminalSize
+	(*TerminalResized)(nil),     // 14: dsh.subprocess.v1.TerminalResized
+	(*TerminalSignal)(nil),      // 15: dsh.subprocess.v1.TerminalSignal
+	(*TerminalSignalled)(nil),   // 16: dsh.subprocess.v1.TerminalSignalled
+	nil,                         // 17: dsh.subprocess.v1.SpawnRequest.EnvEntry
+	nil,                         // 18: dsh.subprocess.v1.TerminalRequest.EnvEntry
+	(*outputv1.Collected)(nil),  // 19: dsh.output.v1.Collected
+	(*outputv1.LimitHit)(nil),   // 20: dsh.output.v1.LimitHit
 }
 var file_core_subprocess_subprocessv1_subprocess_proto_depIdxs = []int32{
-	18, // 0: dsh.subprocess.v1.SpawnRequest.env:type_name -> dsh.subprocess.v1.SpawnRequest.EnvEntry
+	17, // 0: dsh.subprocess.v1.SpawnRequest.env:type_name -> dsh.subprocess.v1.SpawnRequest.EnvEntry
 	0,  // 1: dsh.subprocess.v1.Result.status:type_name -> dsh.subprocess.v1.Status
-	20, // 2: dsh.subprocess.v1.Result.stdout:type_name -> dsh.output.v1.Collected
-	20, // 3: dsh.subprocess.v1.Result.stderr:type_name -> dsh.output.v1.Collected
-	6,  // 4: dsh.subprocess.v1.Result.limits:type_name -> dsh.subprocess.v1.LimitHit
-	20, // 5: dsh.subprocess.v1.ReadResponse.stdout:type_name -> dsh.output.v1.Collected
-	20, // 6: dsh.subprocess.v1.ReadResponse.stderr:type_name -> dsh.output.v1.Collected
+	19, // 2: dsh.subprocess.v1.Result.stdout:type_name -> dsh.output.v1.Collected
+	19, // 3: dsh.subprocess.v1.Result.stderr:type_name -> dsh.output.v1.Collected
+	20, // 4: dsh.subprocess.v1.Result.limits:type_name -> dsh.output.v1.LimitHit
+	19, // 5: dsh.subprocess.v1.ReadResponse.stdout:type_name -> dsh.output.v1.Collected
+	19, // 6: dsh.subprocess.v1.ReadResponse.stderr:type_name -> dsh.output.v1.Collected
 	0,  // 7: dsh.subprocess.v1.ReadResponse.status:type_name -> dsh.subprocess.v1.Status
-	6,  // 8: dsh.subprocess.v1.ReadResponse.limits:type_name -> dsh.subprocess.v1.LimitHit
-	19, // 9: dsh.subprocess.v1.TerminalRequest.env:type_name -> dsh.subprocess.v1.TerminalRequest.EnvEntry
+	20, // 8: dsh.subprocess.v1.ReadResponse.limits:type_name -> dsh.output.v1.LimitHit
+	18, // 9: dsh.subprocess.v1.TerminalRequest.env:type_name -> dsh.subprocess.v1.TerminalRequest.EnvEntry
 	0,  // 10: dsh.subprocess.v1.TerminalOutput.status:type_name -> dsh.subprocess.v1.Status
 	1,  // 11: dsh.subprocess.v1.TerminalSignal.target:type_name -> dsh.subprocess.v1.TerminalTarget
 	2,  // 12: dsh.subprocess.v1.Subprocess.Run:input_type -> dsh.subprocess.v1.SpawnRequest
@@ -1461,21 +1401,21 @@ var file_core_subprocess_subprocessv1_subprocess_proto_depIdxs = []int32{
 	4,  // 14: dsh.subprocess.v1.Subprocess.Read:input_type -> dsh.subprocess.v1.ProcessRef
 	4,  // 15: dsh.subprocess.v1.Subprocess.Kill:input_type -> dsh.subprocess.v1.ProcessRef
 	4,  // 16: dsh.subprocess.v1.Subprocess.Wait:input_type -> dsh.subprocess.v1.ProcessRef
-	9,  // 17: dsh.subprocess.v1.Subprocess.SpawnTerminal:input_type -> dsh.subprocess.v1.TerminalRequest
-	10, // 18: dsh.subprocess.v1.Subprocess.WriteTerminal:input_type -> dsh.subprocess.v1.TerminalInput
-	12, // 19: dsh.subprocess.v1.Subprocess.ReadTerminal:input_type -> dsh.subprocess.v1.TerminalReadRequest
-	14, // 20: dsh.subprocess.v1.Subprocess.ResizeTerminal:input_type -> dsh.subprocess.v1.TerminalSize
-	16, // 21: dsh.subprocess.v1.Subprocess.SignalTerminal:input_type -> dsh.subprocess.v1.TerminalSignal
+	8,  // 17: dsh.subprocess.v1.Subprocess.SpawnTerminal:input_type -> dsh.subprocess.v1.TerminalRequest
+	9,  // 18: dsh.subprocess.v1.Subprocess.WriteTerminal:input_type -> dsh.subprocess.v1.TerminalInput
+	11, // 19: dsh.subprocess.v1.Subprocess.ReadTerminal:input_type -> dsh.subprocess.v1.TerminalReadRequest
+	13, // 20: dsh.subprocess.v1.Subprocess.ResizeTerminal:input_type -> dsh.subprocess.v1.TerminalSize
+	15, // 21: dsh.subprocess.v1.Subprocess.SignalTerminal:input_type -> dsh.subprocess.v1.TerminalSignal
 	5,  // 22: dsh.subprocess.v1.Subprocess.Run:output_type -> dsh.subprocess.v1.Result
 	3,  // 23: dsh.subprocess.v1.Subprocess.Start:output_type -> dsh.subprocess.v1.StartResponse
-	7,  // 24: dsh.subprocess.v1.Subprocess.Read:output_type -> dsh.subprocess.v1.ReadResponse
-	8,  // 25: dsh.subprocess.v1.Subprocess.Kill:output_type -> dsh.subprocess.v1.KillResponse
+	6,  // 24: dsh.subprocess.v1.Subprocess.Read:output_type -> dsh.subprocess.v1.ReadResponse
+	7,  // 25: dsh.subprocess.v1.Subprocess.Kill:output_type -> dsh.subprocess.v1.KillResponse
 	5,  // 26: dsh.subprocess.v1.Subprocess.Wait:output_type -> dsh.subprocess.v1.Result
 	3,  // 27: dsh.subprocess.v1.Subprocess.SpawnTerminal:output_type -> dsh.subprocess.v1.StartResponse
-	11, // 28: dsh.subprocess.v1.Subprocess.WriteTerminal:output_type -> dsh.subprocess.v1.TerminalWritten
-	13, // 29: dsh.subprocess.v1.Subprocess.ReadTerminal:output_type -> dsh.subprocess.v1.TerminalOutput
-	15, // 30: dsh.subprocess.v1.Subprocess.ResizeTerminal:output_type -> dsh.subprocess.v1.TerminalResized
-	17, // 31: dsh.subprocess.v1.Subprocess.SignalTerminal:output_type -> dsh.subprocess.v1.TerminalSignalled
+	10, // 28: dsh.subprocess.v1.Subprocess.WriteTerminal:output_type -> dsh.subprocess.v1.TerminalWritten
+	12, // 29: dsh.subprocess.v1.Subprocess.ReadTerminal:output_type -> dsh.subprocess.v1.TerminalOutput
+	14, // 30: dsh.subprocess.v1.Subprocess.ResizeTerminal:output_type -> dsh.subprocess.v1.TerminalResized
+	16, // 31: dsh.subprocess.v1.Subprocess.SignalTerminal:output_type -> dsh.subprocess.v1.TerminalSignalled
 	22, // [22:32] is the sub-list for method output_type
 	12, // [12:22] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
@@ -1489,15 +1429,15 @@ func file_core_subprocess_subprocessv1_subprocess_proto_init() {
 		return
 	}
 	file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[3].OneofWrappers = []any{}
-	file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[5].OneofWrappers = []any{}
-	file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[11].OneofWrappers = []any{}
+	file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[4].OneofWrappers = []any{}
+	file_core_subprocess_subprocessv1_subprocess_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_core_subprocess_subprocessv1_subprocess_proto_rawDesc), len(file_core_subprocess_subprocessv1_subprocess_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   18,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

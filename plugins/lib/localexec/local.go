@@ -325,7 +325,7 @@ func (e *Executor) Run(ctx context.Context, spec *shell.ExecSpec) (*shell.RunRes
 		DurationMs: res.DurationMs,
 		Workdir:    spec.Workdir,
 		Sandbox:    info,
-		Limits:     limits(res.Limits),
+		Limits:     res.Limits,
 	}, nil
 }
 
@@ -427,18 +427,8 @@ func facts(c *shell.Collected) ([]byte, *shell.Collected) {
 	return data, c
 }
 
-// limits are the limits ctx.subprocess said stopped something in a tree,
-// in the seam's own message (the same fields).
-func limits(hits []*subprocessv1.LimitHit) []*shell.LimitHit {
-	var out []*shell.LimitHit
-	for _, h := range hits {
-		out = append(out, &shell.LimitHit{Limit: h.Limit, Value: h.Value})
-	}
-	return out
-}
-
-func stateOf(st subprocessv1.Status, code *int32, signal string, hits []*subprocessv1.LimitHit) *shell.ProcessState {
-	s := &shell.ProcessState{ExitCode: code, Signal: signal, Limits: limits(hits)}
+func stateOf(st subprocessv1.Status, code *int32, signal string, hits []*shell.LimitHit) *shell.ProcessState {
+	s := &shell.ProcessState{ExitCode: code, Signal: signal, Limits: hits}
 	switch st {
 	case subprocessv1.Status_STATUS_COMPLETED:
 		s.Status = shell.StatusCompleted

@@ -405,100 +405,6 @@ func (x *ExecSpec) GetMaxMemoryBytes() int64 {
 	return 0
 }
 
-// The sandbox facts of a command a sandboxing executor ran.
-type SandboxInfo struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The mode it ran under.
-	Mode string `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
-	// The sandbox refused something the command tried (see denied_paths).
-	Denied bool `protobuf:"varint,2,opt,name=denied,proto3" json:"denied,omitempty"`
-	// The runner and its layers, e.g. "landlock: landlock,mount,network,seccomp".
-	Enforcement string `protobuf:"bytes,3,opt,name=enforcement,proto3" json:"enforcement,omitempty"`
-	// The runner could not confine a background process: nothing ran.
-	RunnerFailed bool `protobuf:"varint,4,opt,name=runner_failed,json=runnerFailed,proto3" json:"runner_failed,omitempty"`
-	// The paths refused, where the command's errors name them.
-	DeniedPaths []string `protobuf:"bytes,5,rep,name=denied_paths,json=deniedPaths,proto3" json:"denied_paths,omitempty"`
-	// How the denial was told: "kernel" (an audit record), "undone" (the
-	// sandbox removed what the command created that it may not have: a new
-	// git directory, a protected path that did not exist) or "errors" (an
-	// EACCES, EPERM or EROFS on a path outside the policy, or a seccomp kill).
-	DenialSource  string `protobuf:"bytes,6,opt,name=denial_source,json=denialSource,proto3" json:"denial_source,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *SandboxInfo) Reset() {
-	*x = SandboxInfo{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[3]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *SandboxInfo) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*SandboxInfo) ProtoMessage() {}
-
-func (x *SandboxInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[3]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use SandboxInfo.ProtoReflect.Descriptor instead.
-func (*SandboxInfo) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{3}
-}
-
-func (x *SandboxInfo) GetMode() string {
-	if x != nil {
-		return x.Mode
-	}
-	return ""
-}
-
-func (x *SandboxInfo) GetDenied() bool {
-	if x != nil {
-		return x.Denied
-	}
-	return false
-}
-
-func (x *SandboxInfo) GetEnforcement() string {
-	if x != nil {
-		return x.Enforcement
-	}
-	return ""
-}
-
-func (x *SandboxInfo) GetRunnerFailed() bool {
-	if x != nil {
-		return x.RunnerFailed
-	}
-	return false
-}
-
-func (x *SandboxInfo) GetDeniedPaths() []string {
-	if x != nil {
-		return x.DeniedPaths
-	}
-	return nil
-}
-
-func (x *SandboxInfo) GetDenialSource() string {
-	if x != nil {
-		return x.DenialSource
-	}
-	return ""
-}
-
 type RunResult struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	ExitCode   *int32                 `protobuf:"varint,1,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
@@ -508,19 +414,19 @@ type RunResult struct {
 	TimeoutMs  int64                  `protobuf:"varint,5,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	Stdout     *outputv1.Collected    `protobuf:"bytes,6,opt,name=stdout,proto3" json:"stdout,omitempty"`
 	Stderr     *outputv1.Collected    `protobuf:"bytes,7,opt,name=stderr,proto3" json:"stderr,omitempty"`
-	Sandbox    *SandboxInfo           `protobuf:"bytes,8,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	Sandbox    *outputv1.SandboxInfo  `protobuf:"bytes,8,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	DurationMs int64                  `protobuf:"varint,9,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
 	// The resolved working directory the command ran in.
 	Workdir string `protobuf:"bytes,10,opt,name=workdir,proto3" json:"workdir,omitempty"`
 	// The limits that stopped something in the command's tree.
-	Limits        []*LimitHit `protobuf:"bytes,11,rep,name=limits,proto3" json:"limits,omitempty"`
+	Limits        []*outputv1.LimitHit `protobuf:"bytes,11,rep,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunResult) Reset() {
 	*x = RunResult{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[4]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -532,7 +438,7 @@ func (x *RunResult) String() string {
 func (*RunResult) ProtoMessage() {}
 
 func (x *RunResult) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[4]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -545,7 +451,7 @@ func (x *RunResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunResult.ProtoReflect.Descriptor instead.
 func (*RunResult) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{4}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RunResult) GetExitCode() int32 {
@@ -597,7 +503,7 @@ func (x *RunResult) GetStderr() *outputv1.Collected {
 	return nil
 }
 
-func (x *RunResult) GetSandbox() *SandboxInfo {
+func (x *RunResult) GetSandbox() *outputv1.SandboxInfo {
 	if x != nil {
 		return x.Sandbox
 	}
@@ -618,82 +524,25 @@ func (x *RunResult) GetWorkdir() string {
 	return ""
 }
 
-func (x *RunResult) GetLimits() []*LimitHit {
+func (x *RunResult) GetLimits() []*outputv1.LimitHit {
 	if x != nil {
 		return x.Limits
 	}
 	return nil
 }
 
-// A limit of a command's tree that stopped something in it
-// (dsh.subprocess.v1.LimitHit field for field).
-type LimitHit struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// "processes": a fork failed at the cap on tasks; "memory": a process
-	// was killed on reaching the memory limit.
-	Limit string `protobuf:"bytes,1,opt,name=limit,proto3" json:"limit,omitempty"`
-	// The limit: a count of tasks, or bytes.
-	Value         int64 `protobuf:"varint,2,opt,name=value,proto3" json:"value,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *LimitHit) Reset() {
-	*x = LimitHit{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[5]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *LimitHit) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*LimitHit) ProtoMessage() {}
-
-func (x *LimitHit) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[5]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use LimitHit.ProtoReflect.Descriptor instead.
-func (*LimitHit) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{5}
-}
-
-func (x *LimitHit) GetLimit() string {
-	if x != nil {
-		return x.Limit
-	}
-	return ""
-}
-
-func (x *LimitHit) GetValue() int64 {
-	if x != nil {
-		return x.Value
-	}
-	return 0
-}
-
 type StartResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	Pid           int32                  `protobuf:"varint,2,opt,name=pid,proto3" json:"pid,omitempty"`
-	Sandbox       *SandboxInfo           `protobuf:"bytes,3,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	Sandbox       *outputv1.SandboxInfo  `protobuf:"bytes,3,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartResponse) Reset() {
 	*x = StartResponse{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[6]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -705,7 +554,7 @@ func (x *StartResponse) String() string {
 func (*StartResponse) ProtoMessage() {}
 
 func (x *StartResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[6]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -718,7 +567,7 @@ func (x *StartResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartResponse.ProtoReflect.Descriptor instead.
 func (*StartResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{6}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StartResponse) GetId() string {
@@ -735,7 +584,7 @@ func (x *StartResponse) GetPid() int32 {
 	return 0
 }
 
-func (x *StartResponse) GetSandbox() *SandboxInfo {
+func (x *StartResponse) GetSandbox() *outputv1.SandboxInfo {
 	if x != nil {
 		return x.Sandbox
 	}
@@ -751,7 +600,7 @@ type ProcessRef struct {
 
 func (x *ProcessRef) Reset() {
 	*x = ProcessRef{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[7]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +612,7 @@ func (x *ProcessRef) String() string {
 func (*ProcessRef) ProtoMessage() {}
 
 func (x *ProcessRef) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[7]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +625,7 @@ func (x *ProcessRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessRef.ProtoReflect.Descriptor instead.
 func (*ProcessRef) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{7}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ProcessRef) GetId() string {
@@ -799,14 +648,14 @@ type ProcessRead struct {
 	StdoutFacts *outputv1.Collected `protobuf:"bytes,7,opt,name=stdout_facts,json=stdoutFacts,proto3" json:"stdout_facts,omitempty"`
 	StderrFacts *outputv1.Collected `protobuf:"bytes,8,opt,name=stderr_facts,json=stderrFacts,proto3" json:"stderr_facts,omitempty"`
 	// A sandboxing executor's facts of the output read so far.
-	Sandbox       *SandboxInfo `protobuf:"bytes,9,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	Sandbox       *outputv1.SandboxInfo `protobuf:"bytes,9,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProcessRead) Reset() {
 	*x = ProcessRead{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[8]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -818,7 +667,7 @@ func (x *ProcessRead) String() string {
 func (*ProcessRead) ProtoMessage() {}
 
 func (x *ProcessRead) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[8]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -831,7 +680,7 @@ func (x *ProcessRead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessRead.ProtoReflect.Descriptor instead.
 func (*ProcessRead) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{8}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ProcessRead) GetStdout() []byte {
@@ -890,7 +739,7 @@ func (x *ProcessRead) GetStderrFacts() *outputv1.Collected {
 	return nil
 }
 
-func (x *ProcessRead) GetSandbox() *SandboxInfo {
+func (x *ProcessRead) GetSandbox() *outputv1.SandboxInfo {
 	if x != nil {
 		return x.Sandbox
 	}
@@ -904,14 +753,14 @@ type ProcessState struct {
 	ExitCode *int32 `protobuf:"varint,2,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
 	Signal   string `protobuf:"bytes,3,opt,name=signal,proto3" json:"signal,omitempty"`
 	// Once finished: the limits that stopped something in its tree.
-	Limits        []*LimitHit `protobuf:"bytes,4,rep,name=limits,proto3" json:"limits,omitempty"`
+	Limits        []*outputv1.LimitHit `protobuf:"bytes,4,rep,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProcessState) Reset() {
 	*x = ProcessState{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[9]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +772,7 @@ func (x *ProcessState) String() string {
 func (*ProcessState) ProtoMessage() {}
 
 func (x *ProcessState) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[9]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +785,7 @@ func (x *ProcessState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessState.ProtoReflect.Descriptor instead.
 func (*ProcessState) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{9}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ProcessState) GetStatus() string {
@@ -960,7 +809,7 @@ func (x *ProcessState) GetSignal() string {
 	return ""
 }
 
-func (x *ProcessState) GetLimits() []*LimitHit {
+func (x *ProcessState) GetLimits() []*outputv1.LimitHit {
 	if x != nil {
 		return x.Limits
 	}
@@ -976,7 +825,7 @@ type KillResponse struct {
 
 func (x *KillResponse) Reset() {
 	*x = KillResponse{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[10]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -988,7 +837,7 @@ func (x *KillResponse) String() string {
 func (*KillResponse) ProtoMessage() {}
 
 func (x *KillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[10]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1001,7 +850,7 @@ func (x *KillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillResponse.ProtoReflect.Descriptor instead.
 func (*KillResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{10}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *KillResponse) GetKilled() bool {
@@ -1019,7 +868,7 @@ type LimitsRequest struct {
 
 func (x *LimitsRequest) Reset() {
 	*x = LimitsRequest{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[11]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +880,7 @@ func (x *LimitsRequest) String() string {
 func (*LimitsRequest) ProtoMessage() {}
 
 func (x *LimitsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[11]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +893,7 @@ func (x *LimitsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitsRequest.ProtoReflect.Descriptor instead.
 func (*LimitsRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{11}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{9}
 }
 
 // An executor's defaults and caps (Limits).
@@ -1072,7 +921,7 @@ type ExecLimits struct {
 
 func (x *ExecLimits) Reset() {
 	*x = ExecLimits{}
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[12]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +933,7 @@ func (x *ExecLimits) String() string {
 func (*ExecLimits) ProtoMessage() {}
 
 func (x *ExecLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[12]
+	mi := &file_plugins_shell_shellv1_shell_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +946,7 @@ func (x *ExecLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecLimits.ProtoReflect.Descriptor instead.
 func (*ExecLimits) Descriptor() ([]byte, []int) {
-	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{12}
+	return file_plugins_shell_shellv1_shell_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ExecLimits) GetWorkdir() string {
@@ -1212,14 +1061,7 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
 	"\vDshEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc8\x01\n" +
-	"\vSandboxInfo\x12\x12\n" +
-	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x16\n" +
-	"\x06denied\x18\x02 \x01(\bR\x06denied\x12 \n" +
-	"\venforcement\x18\x03 \x01(\tR\venforcement\x12#\n" +
-	"\rrunner_failed\x18\x04 \x01(\bR\frunnerFailed\x12!\n" +
-	"\fdenied_paths\x18\x05 \x03(\tR\vdeniedPaths\x12#\n" +
-	"\rdenial_source\x18\x06 \x01(\tR\fdenialSource\"\xad\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x03\n" +
 	"\tRunResult\x12 \n" +
 	"\texit_code\x18\x01 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
 	"\x06signal\x18\x02 \x01(\tR\x06signal\x12\x1b\n" +
@@ -1228,25 +1070,22 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\x120\n" +
 	"\x06stdout\x18\x06 \x01(\v2\x18.dsh.output.v1.CollectedR\x06stdout\x120\n" +
-	"\x06stderr\x18\a \x01(\v2\x18.dsh.output.v1.CollectedR\x06stderr\x123\n" +
-	"\asandbox\x18\b \x01(\v2\x19.dsh.shell.v1.SandboxInfoR\asandbox\x12\x1f\n" +
+	"\x06stderr\x18\a \x01(\v2\x18.dsh.output.v1.CollectedR\x06stderr\x124\n" +
+	"\asandbox\x18\b \x01(\v2\x1a.dsh.output.v1.SandboxInfoR\asandbox\x12\x1f\n" +
 	"\vduration_ms\x18\t \x01(\x03R\n" +
 	"durationMs\x12\x18\n" +
 	"\aworkdir\x18\n" +
-	" \x01(\tR\aworkdir\x12.\n" +
-	"\x06limits\x18\v \x03(\v2\x16.dsh.shell.v1.LimitHitR\x06limitsB\f\n" +
+	" \x01(\tR\aworkdir\x12/\n" +
+	"\x06limits\x18\v \x03(\v2\x17.dsh.output.v1.LimitHitR\x06limitsB\f\n" +
 	"\n" +
-	"_exit_code\"6\n" +
-	"\bLimitHit\x12\x14\n" +
-	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value\"f\n" +
+	"_exit_code\"g\n" +
 	"\rStartResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
-	"\x03pid\x18\x02 \x01(\x05R\x03pid\x123\n" +
-	"\asandbox\x18\x03 \x01(\v2\x19.dsh.shell.v1.SandboxInfoR\asandbox\"\x1c\n" +
+	"\x03pid\x18\x02 \x01(\x05R\x03pid\x124\n" +
+	"\asandbox\x18\x03 \x01(\v2\x1a.dsh.output.v1.SandboxInfoR\asandbox\"\x1c\n" +
 	"\n" +
 	"ProcessRef\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x8c\x03\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x8d\x03\n" +
 	"\vProcessRead\x12\x16\n" +
 	"\x06stdout\x18\x01 \x01(\fR\x06stdout\x12\x16\n" +
 	"\x06stderr\x18\x02 \x01(\fR\x06stderr\x12\x14\n" +
@@ -1255,13 +1094,13 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\x11stderr_spill_path\x18\x05 \x01(\tR\x0fstderrSpillPath\x120\n" +
 	"\x05state\x18\x06 \x01(\v2\x1a.dsh.shell.v1.ProcessStateR\x05state\x12;\n" +
 	"\fstdout_facts\x18\a \x01(\v2\x18.dsh.output.v1.CollectedR\vstdoutFacts\x12;\n" +
-	"\fstderr_facts\x18\b \x01(\v2\x18.dsh.output.v1.CollectedR\vstderrFacts\x123\n" +
-	"\asandbox\x18\t \x01(\v2\x19.dsh.shell.v1.SandboxInfoR\asandbox\"\x9e\x01\n" +
+	"\fstderr_facts\x18\b \x01(\v2\x18.dsh.output.v1.CollectedR\vstderrFacts\x124\n" +
+	"\asandbox\x18\t \x01(\v2\x1a.dsh.output.v1.SandboxInfoR\asandbox\"\x9f\x01\n" +
 	"\fProcessState\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12 \n" +
 	"\texit_code\x18\x02 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
-	"\x06signal\x18\x03 \x01(\tR\x06signal\x12.\n" +
-	"\x06limits\x18\x04 \x03(\v2\x16.dsh.shell.v1.LimitHitR\x06limitsB\f\n" +
+	"\x06signal\x18\x03 \x01(\tR\x06signal\x12/\n" +
+	"\x06limits\x18\x04 \x03(\v2\x17.dsh.output.v1.LimitHitR\x06limitsB\f\n" +
 	"\n" +
 	"_exit_code\"&\n" +
 	"\fKillResponse\x12\x16\n" +
@@ -1301,60 +1140,60 @@ func file_plugins_shell_shellv1_shell_proto_rawDescGZIP() []byte {
 	return file_plugins_shell_shellv1_shell_proto_rawDescData
 }
 
-var file_plugins_shell_shellv1_shell_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_plugins_shell_shellv1_shell_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_plugins_shell_shellv1_shell_proto_goTypes = []any{
-	(*SandboxPolicy)(nil),      // 0: dsh.shell.v1.SandboxPolicy
-	(*ExecRequest)(nil),        // 1: dsh.shell.v1.ExecRequest
-	(*ExecSpec)(nil),           // 2: dsh.shell.v1.ExecSpec
-	(*SandboxInfo)(nil),        // 3: dsh.shell.v1.SandboxInfo
-	(*RunResult)(nil),          // 4: dsh.shell.v1.RunResult
-	(*LimitHit)(nil),           // 5: dsh.shell.v1.LimitHit
-	(*StartResponse)(nil),      // 6: dsh.shell.v1.StartResponse
-	(*ProcessRef)(nil),         // 7: dsh.shell.v1.ProcessRef
-	(*ProcessRead)(nil),        // 8: dsh.shell.v1.ProcessRead
-	(*ProcessState)(nil),       // 9: dsh.shell.v1.ProcessState
-	(*KillResponse)(nil),       // 10: dsh.shell.v1.KillResponse
-	(*LimitsRequest)(nil),      // 11: dsh.shell.v1.LimitsRequest
-	(*ExecLimits)(nil),         // 12: dsh.shell.v1.ExecLimits
-	nil,                        // 13: dsh.shell.v1.ExecRequest.EnvEntry
-	nil,                        // 14: dsh.shell.v1.ExecRequest.DshEnvEntry
-	nil,                        // 15: dsh.shell.v1.ExecSpec.EnvEntry
-	nil,                        // 16: dsh.shell.v1.ExecSpec.DshEnvEntry
-	(*outputv1.Collected)(nil), // 17: dsh.output.v1.Collected
+	(*SandboxPolicy)(nil),        // 0: dsh.shell.v1.SandboxPolicy
+	(*ExecRequest)(nil),          // 1: dsh.shell.v1.ExecRequest
+	(*ExecSpec)(nil),             // 2: dsh.shell.v1.ExecSpec
+	(*RunResult)(nil),            // 3: dsh.shell.v1.RunResult
+	(*StartResponse)(nil),        // 4: dsh.shell.v1.StartResponse
+	(*ProcessRef)(nil),           // 5: dsh.shell.v1.ProcessRef
+	(*ProcessRead)(nil),          // 6: dsh.shell.v1.ProcessRead
+	(*ProcessState)(nil),         // 7: dsh.shell.v1.ProcessState
+	(*KillResponse)(nil),         // 8: dsh.shell.v1.KillResponse
+	(*LimitsRequest)(nil),        // 9: dsh.shell.v1.LimitsRequest
+	(*ExecLimits)(nil),           // 10: dsh.shell.v1.ExecLimits
+	nil,                          // 11: dsh.shell.v1.ExecRequest.EnvEntry
+	nil,                          // 12: dsh.shell.v1.ExecRequest.DshEnvEntry
+	nil,                          // 13: dsh.shell.v1.ExecSpec.EnvEntry
+	nil,                          // 14: dsh.shell.v1.ExecSpec.DshEnvEntry
+	(*outputv1.Collected)(nil),   // 15: dsh.output.v1.Collected
+	(*outputv1.SandboxInfo)(nil), // 16: dsh.output.v1.SandboxInfo
+	(*outputv1.LimitHit)(nil),    // 17: dsh.output.v1.LimitHit
 }
 var file_plugins_shell_shellv1_shell_proto_depIdxs = []int32{
-	13, // 0: dsh.shell.v1.ExecRequest.env:type_name -> dsh.shell.v1.ExecRequest.EnvEntry
-	14, // 1: dsh.shell.v1.ExecRequest.dsh_env:type_name -> dsh.shell.v1.ExecRequest.DshEnvEntry
+	11, // 0: dsh.shell.v1.ExecRequest.env:type_name -> dsh.shell.v1.ExecRequest.EnvEntry
+	12, // 1: dsh.shell.v1.ExecRequest.dsh_env:type_name -> dsh.shell.v1.ExecRequest.DshEnvEntry
 	0,  // 2: dsh.shell.v1.ExecRequest.sandbox_policy:type_name -> dsh.shell.v1.SandboxPolicy
-	15, // 3: dsh.shell.v1.ExecSpec.env:type_name -> dsh.shell.v1.ExecSpec.EnvEntry
-	16, // 4: dsh.shell.v1.ExecSpec.dsh_env:type_name -> dsh.shell.v1.ExecSpec.DshEnvEntry
+	13, // 3: dsh.shell.v1.ExecSpec.env:type_name -> dsh.shell.v1.ExecSpec.EnvEntry
+	14, // 4: dsh.shell.v1.ExecSpec.dsh_env:type_name -> dsh.shell.v1.ExecSpec.DshEnvEntry
 	0,  // 5: dsh.shell.v1.ExecSpec.sandbox_policy:type_name -> dsh.shell.v1.SandboxPolicy
-	17, // 6: dsh.shell.v1.RunResult.stdout:type_name -> dsh.output.v1.Collected
-	17, // 7: dsh.shell.v1.RunResult.stderr:type_name -> dsh.output.v1.Collected
-	3,  // 8: dsh.shell.v1.RunResult.sandbox:type_name -> dsh.shell.v1.SandboxInfo
-	5,  // 9: dsh.shell.v1.RunResult.limits:type_name -> dsh.shell.v1.LimitHit
-	3,  // 10: dsh.shell.v1.StartResponse.sandbox:type_name -> dsh.shell.v1.SandboxInfo
-	9,  // 11: dsh.shell.v1.ProcessRead.state:type_name -> dsh.shell.v1.ProcessState
-	17, // 12: dsh.shell.v1.ProcessRead.stdout_facts:type_name -> dsh.output.v1.Collected
-	17, // 13: dsh.shell.v1.ProcessRead.stderr_facts:type_name -> dsh.output.v1.Collected
-	3,  // 14: dsh.shell.v1.ProcessRead.sandbox:type_name -> dsh.shell.v1.SandboxInfo
-	5,  // 15: dsh.shell.v1.ProcessState.limits:type_name -> dsh.shell.v1.LimitHit
+	15, // 6: dsh.shell.v1.RunResult.stdout:type_name -> dsh.output.v1.Collected
+	15, // 7: dsh.shell.v1.RunResult.stderr:type_name -> dsh.output.v1.Collected
+	16, // 8: dsh.shell.v1.RunResult.sandbox:type_name -> dsh.output.v1.SandboxInfo
+	17, // 9: dsh.shell.v1.RunResult.limits:type_name -> dsh.output.v1.LimitHit
+	16, // 10: dsh.shell.v1.StartResponse.sandbox:type_name -> dsh.output.v1.SandboxInfo
+	7,  // 11: dsh.shell.v1.ProcessRead.state:type_name -> dsh.shell.v1.ProcessState
+	15, // 12: dsh.shell.v1.ProcessRead.stdout_facts:type_name -> dsh.output.v1.Collected
+	15, // 13: dsh.shell.v1.ProcessRead.stderr_facts:type_name -> dsh.output.v1.Collected
+	16, // 14: dsh.shell.v1.ProcessRead.sandbox:type_name -> dsh.output.v1.SandboxInfo
+	17, // 15: dsh.shell.v1.ProcessState.limits:type_name -> dsh.output.v1.LimitHit
 	1,  // 16: dsh.shell.v1.Shell.Resolve:input_type -> dsh.shell.v1.ExecRequest
 	2,  // 17: dsh.shell.v1.Shell.Run:input_type -> dsh.shell.v1.ExecSpec
 	2,  // 18: dsh.shell.v1.Shell.Start:input_type -> dsh.shell.v1.ExecSpec
 	1,  // 19: dsh.shell.v1.Shell.Exec:input_type -> dsh.shell.v1.ExecRequest
-	7,  // 20: dsh.shell.v1.Shell.ReadOutput:input_type -> dsh.shell.v1.ProcessRef
-	7,  // 21: dsh.shell.v1.Shell.Kill:input_type -> dsh.shell.v1.ProcessRef
-	7,  // 22: dsh.shell.v1.Shell.Wait:input_type -> dsh.shell.v1.ProcessRef
-	11, // 23: dsh.shell.v1.Shell.Limits:input_type -> dsh.shell.v1.LimitsRequest
+	5,  // 20: dsh.shell.v1.Shell.ReadOutput:input_type -> dsh.shell.v1.ProcessRef
+	5,  // 21: dsh.shell.v1.Shell.Kill:input_type -> dsh.shell.v1.ProcessRef
+	5,  // 22: dsh.shell.v1.Shell.Wait:input_type -> dsh.shell.v1.ProcessRef
+	9,  // 23: dsh.shell.v1.Shell.Limits:input_type -> dsh.shell.v1.LimitsRequest
 	2,  // 24: dsh.shell.v1.Shell.Resolve:output_type -> dsh.shell.v1.ExecSpec
-	4,  // 25: dsh.shell.v1.Shell.Run:output_type -> dsh.shell.v1.RunResult
-	6,  // 26: dsh.shell.v1.Shell.Start:output_type -> dsh.shell.v1.StartResponse
-	4,  // 27: dsh.shell.v1.Shell.Exec:output_type -> dsh.shell.v1.RunResult
-	8,  // 28: dsh.shell.v1.Shell.ReadOutput:output_type -> dsh.shell.v1.ProcessRead
-	10, // 29: dsh.shell.v1.Shell.Kill:output_type -> dsh.shell.v1.KillResponse
-	9,  // 30: dsh.shell.v1.Shell.Wait:output_type -> dsh.shell.v1.ProcessState
-	12, // 31: dsh.shell.v1.Shell.Limits:output_type -> dsh.shell.v1.ExecLimits
+	3,  // 25: dsh.shell.v1.Shell.Run:output_type -> dsh.shell.v1.RunResult
+	4,  // 26: dsh.shell.v1.Shell.Start:output_type -> dsh.shell.v1.StartResponse
+	3,  // 27: dsh.shell.v1.Shell.Exec:output_type -> dsh.shell.v1.RunResult
+	6,  // 28: dsh.shell.v1.Shell.ReadOutput:output_type -> dsh.shell.v1.ProcessRead
+	8,  // 29: dsh.shell.v1.Shell.Kill:output_type -> dsh.shell.v1.KillResponse
+	7,  // 30: dsh.shell.v1.Shell.Wait:output_type -> dsh.shell.v1.ProcessState
+	10, // 31: dsh.shell.v1.Shell.Limits:output_type -> dsh.shell.v1.ExecLimits
 	24, // [24:32] is the sub-list for method output_type
 	16, // [16:24] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
@@ -1367,15 +1206,15 @@ func file_plugins_shell_shellv1_shell_proto_init() {
 	if File_plugins_shell_shellv1_shell_proto != nil {
 		return
 	}
-	file_plugins_shell_shellv1_shell_proto_msgTypes[4].OneofWrappers = []any{}
-	file_plugins_shell_shellv1_shell_proto_msgTypes[9].OneofWrappers = []any{}
+	file_plugins_shell_shellv1_shell_proto_msgTypes[3].OneofWrappers = []any{}
+	file_plugins_shell_shellv1_shell_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_shell_shellv1_shell_proto_rawDesc), len(file_plugins_shell_shellv1_shell_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

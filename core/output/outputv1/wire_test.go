@@ -23,16 +23,17 @@ import (
 	"github.com/dshrun/dsh/plugins/shell/shellv1"
 )
 
-// The messages that carry a stream's collected output, by their name in
-// testdata/contracts-before.binpb (the subprocess, jobs and shell
-// contracts as they were when each declared a Collected of its own), and
-// the message that stands for each now.
+// A shared message now, by its name in testdata/contracts-before.binpb
+// (the subprocess, jobs and shell contracts as they were when each
+// declared its own Collected, LimitHit and sandbox facts), and the message
+// that stands for it now.
 type carrierCase struct {
 	before string
 	now    func() proto.Message
 }
 
-var carriers = []carrierCase{
+// The messages that carry a stream's collected output.
+var collectedCarriers = []carrierCase{
 	{"dsh.subprocess.v1.Collected", func() proto.Message { return &outputv1.Collected{} }},
 	{"dsh.subprocess.v1.Result", func() proto.Message { return &subprocessv1.Result{} }},
 	{"dsh.subprocess.v1.ReadResponse", func() proto.Message { return &subprocessv1.ReadResponse{} }},
@@ -43,6 +44,25 @@ var carriers = []carrierCase{
 	{"dsh.shell.v1.ProcessRead", func() proto.Message { return &shellv1.ProcessRead{} }},
 }
 
+// The messages that carry the limits a command's tree hit or the sandbox
+// facts of a run, and every message of the three contracts that holds one.
+var factCarriers = []carrierCase{
+	{"dsh.subprocess.v1.LimitHit", func() proto.Message { return &outputv1.LimitHit{} }},
+	{"dsh.subprocess.v1.Result", func() proto.Message { return &subprocessv1.Result{} }},
+	{"dsh.subprocess.v1.ReadResponse", func() proto.Message { return &subprocessv1.ReadResponse{} }},
+	{"dsh.jobs.v1.LimitHit", func() proto.Message { return &outputv1.LimitHit{} }},
+	{"dsh.jobs.v1.Sandbox", func() proto.Message { return &outputv1.SandboxInfo{} }},
+	{"dsh.jobs.v1.Job", func() proto.Message { return &jobsv1.Job{} }},
+	{"dsh.jobs.v1.JobRead", func() proto.Message { return &jobsv1.JobRead{} }},
+	{"dsh.jobs.v1.ListResponse", func() proto.Message { return &jobsv1.ListResponse{} }},
+	{"dsh.shell.v1.LimitHit", func() proto.Message { return &outputv1.LimitHit{} }},
+	{"dsh.shell.v1.SandboxInfo", func() proto.Message { return &outputv1.SandboxInfo{} }},
+	{"dsh.shell.v1.RunResult", func() proto.Message { return &shellv1.RunResult{} }},
+	{"dsh.shell.v1.StartResponse", func() proto.Message { return &shellv1.StartResponse{} }},
+	{"dsh.shell.v1.ProcessRead", func() proto.Message { return &shellv1.ProcessRead{} }},
+	{"dsh.shell.v1.ProcessState", func() proto.Message { return &shellv1.ProcessState{} }},
+}
+
 var deterministic = proto.MarshalOptions{Deterministic: true}
 
 // Every message that carries collected output encodes, every field set,
@@ -51,6 +71,19 @@ var deterministic = proto.MarshalOptions{Deterministic: true}
 // to the same values with nothing left unknown: a plugin built against
 // either definition talks to one built against the other.
 func TestCollectedWireUnchanged(t *testing.T) {
+	wireUnchanged(t, "collected-wire", collectedCarriers)
+}
+
+// Likewise every message that carries a limit hit or sandbox facts, to the
+// bytes of when each contract declared its own (testdata/facts-wire.golden).
+func TestFactsWireUnchanged(t *testing.T) {
+	wireUnchanged(t, "facts-wire", factCarriers)
+}
+
+// wireUnchanged checks carriers against testdata/<name>.golden and the
+// definitions before.
+func wireUnchanged(t *testing.T, name string, carriers []carrierCase) {
+	t.Helper()
 	before := contractsBefore(t)
 	var text strings.Builder
 	for _, c := range carriers {
@@ -70,37 +103,37 @@ func TestCollectedWireUnchanged(t *testing.T) {
 		noUnknown(t, c.before+" before", old.ProtoReflect())
 		sameValues(t, c.before, old, now)
 	}
-	golden.Check(t, "collected-wire", text.String())
+	golden.Check(t, name, text.String())
 
 	// The golden bytes (written with the definitions before), read now.
-	for name, b := range goldenBytes(t) {
-		c := carrier(t, name)
+	for msg, b := range goldenBytes(t, name, len(carriers)) {
+		c := carrier(t, name, carriers, msg)
 		now := c.now()
 		if err := proto.Unmarshal(b, now); err != nil {
-			t.Fatalf("%s now cannot read the bytes before: %v", name, err)
+			t.Fatalf("%s now cannot read the bytes before: %v", msg, err)
 		}
-		noUnknown(t, name+" now", now.ProtoReflect())
+		noUnknown(t, msg+" now", now.ProtoReflect())
 		want := c.now()
 		fill(t, want.ProtoReflect())
 		if !proto.Equal(now, want) {
-			t.Fatalf("%s: the bytes before read now as\n%v\nwant\n%v", name, now, want)
+			t.Fatalf("%s: the bytes before read now as\n%v\nwant\n%v", msg, now, want)
 		}
-		old := dynamicpb.NewMessage(messageBefore(t, before, name))
+		old := dynamicpb.NewMessage(messageBefore(t, before, msg))
 		if err := proto.Unmarshal(b, old); err != nil {
 			t.Fatal(err)
 		}
-		sameValues(t, name, old, now)
+		sameValues(t, msg, old, now)
 	}
 }
 
-func carrier(t *testing.T, name string) carrierCase {
+func carrier(t *testing.T, golden string, carriers []carrierCase, name string) carrierCase {
 	t.Helper()
 	for _, c := range carriers {
 		if c.before == name {
 			return c
 		}
 	}
-	t.Fatalf("testdata/collected-wire.golden names %s, which no carrier is", name)
+	t.Fatalf("testdata/%s.golden names %s, which no carrier is", golden, name)
 	panic("unreachable")
 }
 
@@ -134,24 +167,26 @@ func messageBefore(t *testing.T, files *protoregistry.Files, name string) protor
 	return md
 }
 
-// goldenBytes are the bytes of testdata/collected-wire.golden, by message.
-func goldenBytes(t *testing.T) map[string][]byte {
+// goldenBytes are the bytes of testdata/<name>.golden, by message; it
+// holds n messages.
+func goldenBytes(t *testing.T, name string, n int) map[string][]byte {
 	t.Helper()
-	raw, err := os.ReadFile("testdata/collected-wire.golden")
+	path := "testdata/" + name + ".golden"
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string][]byte{}
 	for i, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
-		name, h, ok := strings.Cut(line, " ")
+		msg, h, ok := strings.Cut(line, " ")
 		b, err := hex.DecodeString(h)
 		if !ok || err != nil {
-			t.Fatalf("testdata/collected-wire.golden:%d: want a message name and hex bytes", i+1)
+			t.Fatalf("%s:%d: want a message name and hex bytes", path, i+1)
 		}
-		out[name] = b
+		out[msg] = b
 	}
-	if len(out) != len(carriers) {
-		t.Fatalf("testdata/collected-wire.golden holds %d messages, want %d", len(out), len(carriers))
+	if len(out) != n {
+		t.Fatalf("%s holds %d messages, want %d", path, len(out), n)
 	}
 	return out
 }
