@@ -100,7 +100,7 @@ func (h *Host) registerCore(s *grpc.Server, c caller) {
 }
 
 // coreInterceptors apply the capability check to the core services (the
-// forwarded ones are checked in forward).
+// forwarded ones are checked by the hub).
 func (h *Host) coreInterceptors(c caller) []grpc.ServerOption {
 	check := func(method string) error {
 		key := h.keyOfService(hub.ServiceOf(method))
