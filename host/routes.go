@@ -23,8 +23,8 @@ func (h *Host) newHostServer(c caller, opts ...grpc.ServerOption) *grpc.Server {
 	return s
 }
 
-// routes is the host's Router. Being one pointer, it is one in an
-// interface too, without an allocation.
+// routes is the host's Router. It is one pointer wide, so it goes in an
+// interface without an allocation (as provider does, on every call).
 type routes struct{ h *Host }
 
 var _ hub.Router = routes{}
@@ -63,19 +63,17 @@ func (e *endpoint) Get(ctx context.Context, wait time.Duration) (hub.Provider, e
 	return provider{ld}, nil
 }
 
-// provider is a load as the hub reaches it (one pointer, as routes).
+// provider is a load as the hub reaches it.
 type provider struct{ ld *load }
 
 var _ hub.Provider = provider{}
 
-func (p provider) ID() string             { return p.ld.en.id }
-func (p provider) Conn() *grpc.ClientConn { return p.ld.proc.Conn() }
-func (p provider) Begin()                 { p.ld.inflight.begin() }
-func (p provider) End()                   { p.ld.inflight.end() }
-func (p provider) Binary() string         { return p.ld.proc.Binary() }
-func (p provider) Exited() <-chan struct{} {
-	return p.ld.proc.Exited()
-}
+func (p provider) ID() string              { return p.ld.en.id }
+func (p provider) Conn() *grpc.ClientConn  { return p.ld.proc.Conn() }
+func (p provider) Begin()                  { p.ld.inflight.begin() }
+func (p provider) End()                    { p.ld.inflight.end() }
+func (p provider) Binary() string          { return p.ld.proc.Binary() }
+func (p provider) Exited() <-chan struct{} { return p.ld.proc.Exited() }
 
 func (p provider) Ended() string {
 	switch {
