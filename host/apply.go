@@ -12,6 +12,7 @@ import (
 
 	"github.com/dshrun/dsh/core/lifecycle"
 	"github.com/dshrun/dsh/host/composition"
+	"github.com/dshrun/dsh/host/hub"
 	"github.com/dshrun/dsh/host/plan"
 	"github.com/dshrun/dsh/host/pluginproc"
 	"github.com/dshrun/dsh/registry"
@@ -369,6 +370,7 @@ func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, remo
 	h.mu.Unlock()
 	h.applied = p.Comp
 	h.indexServices()
+	h.boundCalls()
 	h.setSandbox(p.Comp.Sandbox)    // its injectors reload; the change settles below
 	h.approval.Set(p.Comp.Approval) // read at each request: no reload needed
 
@@ -578,7 +580,7 @@ func (h *Host) applyEntryAs(en *entry, spec applySpec) func(context.Context, *re
 			en.setCurrent(ld)
 		}
 		for _, p := range spec.desc.Provides {
-			ep := &endpoint{id: en.id, slot: sl, services: map[string]bool{}, kinds: describedKinds(p)}
+			ep := &endpoint{id: en.id, slot: sl, services: map[string]bool{}, kinds: hub.DescribedKinds(p)}
 			for _, svc := range p.GrpcServices {
 				ep.services[svc] = true
 			}

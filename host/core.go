@@ -25,6 +25,7 @@ import (
 	"github.com/dshrun/dsh/host/composition"
 	"github.com/dshrun/dsh/host/confine"
 	"github.com/dshrun/dsh/host/consent"
+	"github.com/dshrun/dsh/host/hub"
 	"github.com/dshrun/dsh/host/jobtable"
 	"github.com/dshrun/dsh/host/procs"
 	"github.com/dshrun/dsh/host/termsessions"
@@ -99,10 +100,10 @@ func (h *Host) registerCore(s *grpc.Server, c caller) {
 }
 
 // coreInterceptors apply the capability check to the core services (the
-// forwarded ones are checked in forward).
+// forwarded ones are checked by the hub).
 func (h *Host) coreInterceptors(c caller) []grpc.ServerOption {
 	check := func(method string) error {
-		key := h.keyOfService(serviceOf(method))
+		key := h.keyOfService(hub.ServiceOf(method))
 		if key == "" || !isCore(key) {
 			return nil
 		}

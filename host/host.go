@@ -34,6 +34,7 @@ import (
 	"github.com/dshrun/dsh/host/confine"
 	"github.com/dshrun/dsh/host/consent"
 	"github.com/dshrun/dsh/host/credential"
+	"github.com/dshrun/dsh/host/hub"
 	"github.com/dshrun/dsh/host/jobtable"
 	"github.com/dshrun/dsh/host/plan"
 	"github.com/dshrun/dsh/host/pluginproc"
@@ -104,6 +105,9 @@ type Host struct {
 	// binaries are the entries' plugin binaries, kept read-only in
 	// confinements (indexServices).
 	binaries atomic.Pointer[[]string]
+	// callBound is callTimeout, in nanoseconds (boundCalls under boundMu).
+	callBound atomic.Int64
+	boundMu   sync.Mutex
 	// applied is the composition the running set was last planned from
 	// (the host section is comp's: it is read at start only); changeMu.
 	applied *composition.Composition
@@ -127,17 +131,8 @@ type endpoint struct {
 	slot     *slot
 	services map[string]bool
 	facts    map[string]string
-	// kinds are the method kinds the provider's description gave; methods
-	// it did not list fall back to the contracts linked into the host.
-	kinds map[string]kind
-}
-
-// methodKind is the kind of method on this endpoint.
-func (e *endpoint) methodKind(method string) kind {
-	if k, ok := e.kinds[method]; ok {
-		return k
-	}
-	return methodKind(method)
+	// kinds are the method kinds the provider's description gave.
+	kinds hub.Kinds
 }
 
 func (e *endpoint) serviceList() []string {
@@ -299,6 +294,7 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 	h.jobs = jobtable.New(jobtable.Config{Open: h.openJobProcess, Logger: opts.Logger.Named("jobs")})
 	h.terms = termsessions.New(termsessions.Config{Sub: sub, Logger: opts.Logger.Named("terminals"), SandboxSettle: h.settleTerminal})
 	h.indexServices()
+	h.boundCalls()
 	return h, nil
 }
 
@@ -341,7 +337,9 @@ func (h *Host) keyOfService(service string) string {
 
 // Conn returns a connection on which the host itself calls the current
 // provider of key.
-func (h *Host) Conn(key string) grpc.ClientConnInterface { return hostConn{h: h, key: key} }
+func (h *Host) Conn(key string) grpc.ClientConnInterface {
+	return &hub.Conn{Router: routes{h}, Key: key, Owner: hub.HostOwner}
+}
 
 // Registry exposes the registry, read-only use intended (status, watches).
 func (h *Host) Registry() *registry.Registry { return h.reg }
@@ -415,12 +413,23 @@ func restartBound(startTimeout time.Duration) time.Duration {
 }
 
 // callTimeout bounds every call the host forwards to a plugin: by default
-// the longest a shell command may run plus 10s (callMargin).
-func (h *Host) callTimeout() time.Duration {
-	if d := h.comp.Host.CallTimeout; d > 0 {
-		return d
+// the longest a shell command may run plus 10s (callMargin). Every
+// forwarded call reads it, so it is worked out only when the executors
+// loaded change (boundCalls).
+func (h *Host) callTimeout() time.Duration { return time.Duration(h.callBound.Load()) }
+
+// boundCalls works callTimeout out again. The entries and their current
+// loads call it after each change (a load made current or gone, a
+// composition committed); one at a time, so the last value stored is
+// from after the last change.
+func (h *Host) boundCalls() {
+	h.boundMu.Lock()
+	defer h.boundMu.Unlock()
+	d := h.comp.Host.CallTimeout
+	if d <= 0 {
+		d = h.executorsLongest(func(l *shell.Limits) int64 { return l.MaxTimeoutMs + l.GraceMs }) + callMargin
 	}
-	return h.executorsLongest(func(l *shell.Limits) int64 { return l.MaxTimeoutMs + l.GraceMs }) + callMargin
+	h.callBound.Store(int64(d))
 }
 
 // callMargin is what a call may take beyond its command: the hops, the
@@ -442,6 +451,14 @@ func (h *Host) executorsLongest(f func(*shell.Limits) int64) time.Duration {
 		ms = f(shell.DefaultLimits())
 	}
 	return time.Duration(ms) * time.Millisecond
+}
+
+// first is a metadata key's first value.
+func first(v []string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
 }
 
 // entryList is a copy of the entries (the watcher may add some).

@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 
+	"github.com/dshrun/dsh/host/hub"
 	"github.com/dshrun/dsh/host/jobtable"
 	"github.com/dshrun/dsh/host/procs"
 	"github.com/dshrun/dsh/plugins/shell"
@@ -47,7 +46,13 @@ func (h *Host) openJobProcess(_ context.Context, owner, key, id string) (jobtabl
 	if !ep.services[shell.ServiceName] {
 		return nil, sdk.HostError(codes.InvalidArgument, sdk.ReasonUnknownService, fmt.Sprintf("%q is provided by %q, which does not serve %s: it is no executor", key, ep.id, shell.ServiceName))
 	}
-	c := shell.NewClient(ownerConn{hostConn: hostConn{h: h, key: key}, owner: owner}, "")
+	// Each call acts for owner, so the provider's own ctx.subprocess calls
+	// carry owner and pass the owner check of the job's process. A Wait is
+	// asked once the job's process is done and answers at once; one the
+	// provider holds anyway must not hold up a reload: the old provider's
+	// stop cuts it, and ctx.jobs asks the new one.
+	conn := &hub.Conn{Router: routes{h}, Key: key, Owner: owner, Uncounted: shellv1.Shell_Wait_FullMethodName}
+	c := shell.NewClient(conn, "")
 	return &jobProcess{h: h, key: key, proc: c.Attach(id), sp: p}, nil
 }
 
@@ -157,36 +162,6 @@ func factsOf(c *shell.Collected) *shell.Collected {
 		c.Data = nil
 	}
 	return c
-}
-
-// ownerConn is a hostConn whose calls act for owner rather than for the
-// host: each gets a call id of owner's that reaches the provider, so the
-// provider's own ctx.subprocess calls carry owner and pass the owner
-// check of the job's process.
-type ownerConn struct {
-	hostConn
-	owner string
-}
-
-func (c ownerConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
-	ld, err := c.provider(ctx)
-	if err != nil {
-		return err
-	}
-	id, end := c.h.calls.begin(c.owner, ld.en.id)
-	defer end()
-	ctx = metadata.AppendToOutgoingContext(ctx, sdk.MetaCaller, "host", sdk.MetaCall, id)
-	// A Wait is asked once the job's process is done and answers at once;
-	// one the provider holds anyway must not hold up a reload: the old
-	// provider's stop cuts it, and ctx.jobs asks the new one.
-	if method != shellv1.Shell_Wait_FullMethodName {
-		ld.inflight.begin()
-		defer ld.inflight.end()
-	}
-	if err := ld.proc.Conn().Invoke(ctx, method, args, reply, opts...); err != nil {
-		return gone(ctx, ld, err)
-	}
-	return nil
 }
 
 var _ jobtable.Facts = (*jobProcess)(nil)
