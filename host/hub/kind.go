@@ -7,7 +7,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
-	"github.com/dshrun/dsh/core/lifecycle/pluginv1"
+	"github.com/dshrun/dsh/core/lifecycle"
 )
 
 // Kind is how a method is relayed.
@@ -26,7 +26,7 @@ type Kinds map[string]Kind
 // DescribedKinds reads the method kinds a provider's description gives
 // for its services (SDK plugins say them, so the host relays a third
 // party's contract as well as its own).
-func DescribedKinds(p *pluginv1.Provide) Kinds {
+func DescribedKinds(p *lifecycle.Provide) Kinds {
 	if len(p.Methods) == 0 {
 		return nil
 	}
