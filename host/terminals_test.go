@@ -66,7 +66,7 @@ func termWithin(t *testing.T, h *Host, owner string, d time.Duration, args map[s
 	b, _ := json.Marshal(args)
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	res, err := h.CallTool(ctx, owner, "term", b)
+	res, err := h.CallTool(ctx, ToolCall{Owner: owner, Tool: "term", Arguments: b})
 	if err != nil {
 		return termResult{Error: "call", Message: err.Error()}
 	}

@@ -389,7 +389,7 @@ func TestNoSessionNoUser(t *testing.T) {
 	args, _ := json.Marshal(map[string]any{"command": "touch " + marker, "description": "t", "sandbox_permissions": "danger-full-access", "justification": "j"})
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	res, err := s.h.CallTool(ctx, "cli", "bash", args)
+	res, err := s.h.CallTool(ctx, host.ToolCall{Owner: "cli", Tool: "bash", Arguments: args})
 	if err != nil || !res.IsError || !strings.Contains(res.Text, "and the call comes from no MCP session whose user could be asked (a dsh call") {
 		t.Fatalf("%+v %v", res, err)
 	}

@@ -32,7 +32,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dshrun/dsh/host"
-	"github.com/dshrun/dsh/host/consent"
 	"github.com/dshrun/dsh/host/procs"
 )
 
@@ -271,20 +270,20 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 		callCtx, stop := context.WithCancel(ctx)
 		defer stop()
 		asker := s.newAsker(callCtx, req, owner, stop)
-		callCtx = consent.WithAsker(callCtx, asker)
+		call := host.ToolCall{Owner: owner, Tool: name, Arguments: req.Params.Arguments, Asker: asker}
 		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
-			callCtx = host.WithProgress(callCtx, host.Progress{
+			call.Progress = host.Progress{
 				Report:    s.reporter(ctx, req.Session, tok, name),
 				Keepalive: s.opts.ProgressInterval,
-			})
+			}
 		}
 		if req.Session != nil {
 			// Messages for the user (hooks' system messages), not the model.
-			callCtx = host.WithNotify(callCtx, func(msg string) {
+			call.Notify = func(msg string) {
 				_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "dsh", Data: msg})
-			})
+			}
 		}
-		res, err := s.h.CallTool(callCtx, owner, name, req.Params.Arguments)
+		res, err := s.h.CallTool(callCtx, call)
 		if q := asker.inputRequired(); q != nil {
 			return q, nil // what the stopped call did say is not the answer
 		}
