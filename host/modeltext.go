@@ -9,7 +9,9 @@ import (
 // CallTool makes call: its tool for its owner (the agent), ctx.approval
 // asking the call's user through its Asker. It fails with an
 // *ArgumentsError for an unknown tool or arguments that do not fit its
-// schema, and with another error when the tool itself failed to answer.
+// schema, an *UnavailableError while no process can serve the tool, and a
+// *CallError when the tool did not answer; each one's Error is in words a
+// model may read.
 //
 // Once the host stops (StopCalls) a call is refused with RefusedText, and
 // a call it stopped is answered with StoppedText ahead of what the tool

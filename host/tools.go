@@ -131,6 +131,31 @@ type ArgumentsError struct {
 
 func (e *ArgumentsError) Error() string { return fmt.Sprintf("tool %q: %s", e.Tool, e.Msg) }
 
+// CallError is a call its tool did not answer: the plugin failed, went
+// away or ran out of time, or the call ended before the tool was reached.
+// Kind is the failure's kind in the sdk vocabulary (sdk.ErrProviderGone,
+// sdk.ErrDeadline...), or the call's context error; errors.Is matches it.
+// Msg says what went wrong in words a model may read.
+type CallError struct {
+	Tool string
+	Kind error
+	Msg  string
+}
+
+func (e *CallError) Error() string        { return fmt.Sprintf("tool %q: %s", e.Tool, e.Msg) }
+func (e *CallError) Is(target error) bool { return e.Kind != nil && target == e.Kind }
+
+// toolFailed is err, a tool plugin's failure to answer (a status), as a
+// CallError: its kind and its message, without the status's words.
+func toolFailed(tool string, err error) *CallError {
+	err = sdk.FromRPC(err)
+	var e *sdk.Error
+	if errors.As(err, &e) {
+		return &CallError{Tool: tool, Kind: e.Kind, Msg: e.Msg}
+	}
+	return &CallError{Tool: tool, Msg: err.Error()}
+}
+
 // callInFlight is CallTool before its result's texts are cleaned: the
 // call is tracked while it runs, so that a stopping host can stop it.
 func (h *Host) callInFlight(ctx context.Context, call *ToolCall) (*ToolResult, error) {
@@ -218,7 +243,7 @@ func (h *Host) callTool(ctx context.Context, f *flight, call *ToolCall) (*ToolRe
 	ld, err := t.Slot.get(ctx, t.Plugin, h.restartWait())
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("tool %q: %w", name, err)
+			return nil, &CallError{Tool: name, Kind: ctx.Err(), Msg: err.Error()}
 		}
 		return nil, h.unavailable(name, t.Plugin)
 	}
@@ -243,7 +268,7 @@ func (h *Host) callTool(ctx context.Context, f *flight, call *ToolCall) (*ToolRe
 	if err != nil {
 		// The tool never told them: the next call does.
 		h.jobs.GiveBack(owner, t.Plugin, notices)
-		return nil, fmt.Errorf("tool %q: %w", name, sdk.FromRPC(gone(ctx, ld, err)))
+		return nil, toolFailed(name, gone(ctx, ld, err))
 	}
 	out := &ToolResult{Text: res.Text, Structured: res.Structured, IsError: res.IsError, Feedback: icpt.feedback}
 	dir := h.sub.OwnerDir(owner)

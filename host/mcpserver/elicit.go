@@ -275,7 +275,7 @@ func clientFailure(err error) error {
 	case errors.As(err, &we):
 		return fmt.Errorf("the MCP client failed to ask its user: %s", we.Message)
 	}
-	return fmt.Errorf("the MCP client failed to ask its user: %s", modelText(err))
+	return fmt.Errorf("the MCP client failed to ask its user: %v", err)
 }
 
 // elicitParams is the question a user reads: the tool they called (by

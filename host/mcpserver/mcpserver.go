@@ -20,7 +20,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -289,9 +288,9 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 		}
 		if err != nil {
 			// Bad arguments and failed calls are tool errors the model can
-			// read, not protocol errors; a tool that is down says so in
-			// its own sentence.
-			msg := "error: " + modelText(err)
+			// read, not protocol errors (the host's errors are worded for
+			// it); a tool that is down says so in its own sentence.
+			msg := "error: " + err.Error()
 			var ue *host.UnavailableError
 			if errors.As(err, &ue) {
 				msg = ue.Error()
@@ -309,15 +308,6 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 		out.Content = append(out.Content, s.spillLinks(owner, res.Resources)...)
 		return out, nil
 	}
-}
-
-// rpcPrefix is how a gRPC status error begins; nested calls can stack them.
-var rpcPrefix = regexp.MustCompile(`rpc error: code = [A-Za-z]+ desc = `)
-
-// modelText is an error as the model reads it: what went wrong, without
-// the transport's words (status prefixes and codes).
-func modelText(err error) string {
-	return rpcPrefix.ReplaceAllString(err.Error(), "")
 }
 
 // reporter sends a running call's progress to a client that sent a
