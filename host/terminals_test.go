@@ -201,7 +201,7 @@ func TestTerminalInterrupt(t *testing.T) {
 	if len(testplugins.Matching("sleep 4711")) > 0 {
 		t.Fatal("the sleep lives")
 	}
-	if r := term(t, h, "agent", map[string]any{"op": "signal", "id": s.ID, "signal": "SIGKILL", "shell": true}); r.Error != "invalid request" || !strings.Contains(r.Message, "close the session") {
+	if r := term(t, h, "agent", map[string]any{"op": "signal", "id": s.ID, "signal": "SIGKILL", "shell": true}); r.Error != "SHELL_KILL" || !strings.Contains(r.Message, "close the session") {
 		t.Fatalf("SIGKILL for the shell: %+v", r)
 	}
 	if !testplugins.Alive(s.Pid) {

@@ -93,7 +93,7 @@ type args struct {
 var kinds = []error{
 	terminals.ErrDuplicateBackend, terminals.ErrDuplicateName, terminals.ErrForeignSession,
 	terminals.ErrNoBackend, terminals.ErrNoSession, terminals.ErrOwnerNotLive,
-	terminals.ErrSendActive, terminals.ErrServiceDisposing, terminals.ErrTooMany, terminals.ErrInvalid,
+	terminals.ErrSendActive, terminals.ErrServiceDisposing, terminals.ErrTooMany, terminals.ErrShellKill, terminals.ErrInvalid,
 	sdk.ErrPermissionDenied, sdk.ErrProviderGone, sdk.ErrDeadline,
 }
 
