@@ -96,15 +96,15 @@ func CallError(op string, err error, kinds ...Kind) error {
 	if err == nil {
 		return nil
 	}
-	if k, ok := KindOf(err, kinds...); ok {
+	if k, ok := kindOf(err, kinds...); ok {
 		return New(k.Err, sdk.FromRPC(err).Error())
 	}
 	return fmt.Errorf("%s: %w", op, sdk.FromRPC(err))
 }
 
-// KindOf is the kind among kinds of a status error: the one with its
+// kindOf is the kind among kinds of a status error: the one with its
 // reason, else the first without a reason that has its code.
-func KindOf(err error, kinds ...Kind) (Kind, bool) {
+func kindOf(err error, kinds ...Kind) (Kind, bool) {
 	st, ok := status.FromError(err)
 	if !ok || st.Code() == codes.OK {
 		return Kind{}, false
