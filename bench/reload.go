@@ -29,7 +29,7 @@ func reloadUnderLoad(dir string, swaps int) {
 	check(err)
 	defer h.Close(ctx)
 
-	job, err := h.CallTool(ctx, "bench", "bash", json.RawMessage(`{"command":"for i in $(seq 1 100); do echo $i; sleep 0.05; done","description":"bg","run_in_background":true}`))
+	job, err := h.CallTool(ctx, host.ToolCall{Owner: "bench", Tool: "bash", Arguments: json.RawMessage(`{"command":"for i in $(seq 1 100); do echo $i; sleep 0.05; done","description":"bg","run_in_background":true}`)})
 	check(err)
 	var jobFacts struct {
 		JobID string `json:"jobId"`
@@ -59,7 +59,7 @@ func reloadUnderLoad(dir string, swaps int) {
 			go func() {
 				defer wg.Done()
 				t := time.Now()
-				r, err := h.CallTool(ctx, "bench", "bash", json.RawMessage(`{"command":"echo x","description":"load"}`))
+				r, err := h.CallTool(ctx, host.ToolCall{Owner: "bench", Tool: "bash", Arguments: json.RawMessage(`{"command":"echo x","description":"load"}`)})
 				c := call{start: t, end: time.Now(), err: err != nil || r.Text != "x"}
 				mu.Lock()
 				calls = append(calls, c)
@@ -104,7 +104,7 @@ func reloadUnderLoad(dir string, swaps int) {
 	// The job kept its id and its output is continuous.
 	var out string
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		r, err := h.CallTool(ctx, "bench", "job_output", json.RawMessage(fmt.Sprintf(`{"job_id":%q}`, jobFacts.JobID)))
+		r, err := h.CallTool(ctx, host.ToolCall{Owner: "bench", Tool: "job_output", Arguments: json.RawMessage(fmt.Sprintf(`{"job_id":%q}`, jobFacts.JobID))})
 		check(err)
 		out += r.Text + "\n"
 		if strings.Contains(r.Text, "finished]") {

@@ -7,35 +7,15 @@ import (
 )
 
 // The user behind a tool call is asked through the front end that made
-// it: its Asker comes in the CallTool context (consent.WithAsker) and
-// stays with the call id, so ctx.approval asks only the user of the call
-// a request serves, found the way its owner is.
+// it: its Asker comes with the call (ToolCall) and stays with the call id,
+// so ctx.approval asks only the user of the call a request serves, found
+// with its owner in one look at the calls.
 
-// keepAsker keeps ctx's Asker with call id, for as long as the call runs.
-func (cs *calls) keepAsker(ctx context.Context, id string) {
-	a := consent.AskerFrom(ctx)
-	if a == nil {
-		return
-	}
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	if c, ok := cs.m[id]; ok {
-		c.asker = a
-	}
-}
-
-// askerFor returns, for requests arriving from caller, the Asker of the
-// call they serve; nil for a request that serves no call, one that caller
-// was never reached by, or a call no front end can ask about.
-func (h *Host) askerFor(caller string) func(context.Context) consent.Asker {
-	return func(ctx context.Context) consent.Asker {
-		id := callOf(ctx)
-		h.calls.mu.Lock()
-		defer h.calls.mu.Unlock()
-		c, ok := h.calls.m[id]
-		if id == "" || !ok || !c.reached[caller] {
-			return nil
-		}
-		return c.asker
+// approvalServing finds, for requests arriving from caller, the call they
+// serve and who can ask its user; ok is false for a request that serves
+// no call (or one that caller was never reached by).
+func (h *Host) approvalServing(caller string) func(context.Context) (consent.Call, bool) {
+	return func(ctx context.Context) (consent.Call, bool) {
+		return h.calls.serving(callOf(ctx), caller)
 	}
 }

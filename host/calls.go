@@ -35,6 +35,12 @@ type callInfo struct {
 // begin registers a call for owner that reaches plugin first; end forgets
 // it.
 func (cs *calls) begin(owner, plugin string) (id string, end func()) {
+	return cs.beginAsking(owner, plugin, nil)
+}
+
+// beginAsking is begin for a call whose user asker asks (nil: nobody
+// can).
+func (cs *calls) beginAsking(owner, plugin string, asker consent.Asker) (id string, end func()) {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	id = hex.EncodeToString(b[:])
@@ -42,7 +48,7 @@ func (cs *calls) begin(owner, plugin string) (id string, end func()) {
 	if cs.m == nil {
 		cs.m = map[string]*callInfo{}
 	}
-	cs.m[id] = &callInfo{owner: owner, reached: map[string]bool{plugin: true}}
+	cs.m[id] = &callInfo{owner: owner, reached: map[string]bool{plugin: true}, asker: asker}
 	cs.mu.Unlock()
 	return id, func() {
 		cs.mu.Lock()
@@ -51,18 +57,19 @@ func (cs *calls) begin(owner, plugin string) (id string, end func()) {
 	}
 }
 
-// owner is the owner of call id, when the call reached caller.
-func (cs *calls) owner(id, caller string) (string, bool) {
+// serving is call id as a request from caller serves it: its owner and
+// who can ask its user, when the call reached caller.
+func (cs *calls) serving(id, caller string) (consent.Call, bool) {
 	if id == "" {
-		return "", false
+		return consent.Call{}, false
 	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	c, ok := cs.m[id]
 	if !ok || !c.reached[caller] {
-		return "", false
+		return consent.Call{}, false
 	}
-	return c.owner, true
+	return consent.Call{Served: seam.Served{Owner: c.owner, Call: id}, Asker: c.asker}, true
 }
 
 // reach records that call id, honoured from caller, goes on to plugin.
@@ -102,11 +109,7 @@ func callOf(ctx context.Context) string {
 // reached by).
 func (h *Host) servingFor(caller string) seam.Serving {
 	return func(ctx context.Context) (seam.Served, bool) {
-		id := callOf(ctx)
-		owner, ok := h.calls.owner(id, caller)
-		if !ok {
-			return seam.Served{}, false
-		}
-		return seam.Served{Owner: owner, Call: id}, true
+		c, ok := h.calls.serving(callOf(ctx), caller)
+		return c.Served, ok
 	}
 }

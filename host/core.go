@@ -95,7 +95,7 @@ func (h *Host) registerCore(s *grpc.Server, c caller) {
 		}
 		return h.confineOptions(o)
 	}}))
-	approvalv1.RegisterApprovalServer(s, approval.NewServer(&consent.Service{Policy: h.approval, Caller: c.callerID(), Serving: serving, Asker: h.askerFor(c.callerID())}))
+	approvalv1.RegisterApprovalServer(s, approval.NewServer(&consent.Service{Policy: h.approval, Caller: c.callerID(), Serving: h.approvalServing(c.callerID())}))
 	terminalsv1.RegisterTerminalsServer(s, terminals.NewServer(&termsessions.Service{M: h.terms, Caller: termCaller{h: h, c: c}, Serving: serving}))
 }
 

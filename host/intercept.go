@@ -33,20 +33,12 @@ type intercepted struct {
 	feedback []string        // context for the model, after the result
 }
 
-// Notify asks CallTool to pass on messages for the user behind a call
-// (interceptors' system messages); an MCP front end sends them as log
-// messages. Without it they are logged.
+// Notify passes on messages for the user behind a call (interceptors'
+// system messages); an MCP front end sends them as log messages. A call
+// without one has them logged.
 type Notify func(message string)
 
-type notifyKey struct{}
-
-// WithNotify is ctx for a CallTool whose user messages go to n.
-func WithNotify(ctx context.Context, n Notify) context.Context {
-	return context.WithValue(ctx, notifyKey{}, n)
-}
-
-func (h *Host) notify(ctx context.Context, plugin string, msgs []string) {
-	n, _ := ctx.Value(notifyKey{}).(Notify)
+func (h *Host) notify(n Notify, plugin string, msgs []string) {
 	for _, m := range msgs {
 		if strings.TrimSpace(m) == "" {
 			continue
@@ -95,7 +87,8 @@ func (h *Host) interceptCall(ctx context.Context, ic *toolset.Interceptor[toolSl
 }
 
 // before asks the interceptors covering t whether and how its call runs.
-func (h *Host) before(ctx context.Context, owner, callID string, t *toolset.Tool[toolSlot], args json.RawMessage) intercepted {
+func (h *Host) before(ctx context.Context, tc *ToolCall, callID string, t *toolset.Tool[toolSlot], args json.RawMessage) intercepted {
+	owner := tc.Owner
 	ics := h.tools.Interceptors(t.Spec.Name, false)
 	if len(ics) == 0 {
 		return intercepted{args: args}
@@ -139,7 +132,7 @@ func (h *Host) before(ctx context.Context, owner, callID string, t *toolset.Tool
 			continue
 		}
 		d := a.d
-		h.notify(ctx, ic.Plugin, d.SystemMessages)
+		h.notify(tc.Notify, ic.Plugin, d.SystemMessages)
 		if d.AdditionalContext != "" {
 			out.feedback = append(out.feedback, d.AdditionalContext)
 		}
@@ -183,7 +176,7 @@ func (h *Host) before(ctx context.Context, owner, callID string, t *toolset.Tool
 	}
 	if verdict == tools.VerdictAsk {
 		reason := strings.Join(reasons[tools.VerdictAsk], "; ")
-		d, err := h.askHooks(ctx, owner, t.Spec.Name, out.args, reason)
+		d, err := h.askHooks(ctx, consent.Call{Served: seam.Served{Owner: owner, Call: callID}, Asker: tc.Asker}, t.Spec.Name, out.args, reason)
 		if err != nil || !d.Approved {
 			why := d.GetReason()
 			if err != nil {
@@ -195,17 +188,16 @@ func (h *Host) before(ctx context.Context, owner, callID string, t *toolset.Tool
 	return out
 }
 
-// askHooks puts a hook's question to ctx.approval for owner: the
+// askHooks puts a hook's question about call to ctx.approval: the
 // composition's approval rules, then the user behind the call (its front
 // end's Asker), failing closed.
-func (h *Host) askHooks(ctx context.Context, owner, tool string, args json.RawMessage, reason string) (*approval.Decision, error) {
+func (h *Host) askHooks(ctx context.Context, call consent.Call, tool string, args json.RawMessage, reason string) (*approval.Decision, error) {
 	svc := &consent.Service{
 		Policy:  h.approval,
 		Caller:  "(host)",
-		Serving: func(context.Context) (seam.Served, bool) { return seam.Served{Owner: owner}, true },
-		Asker:   consent.AskerFrom,
+		Serving: func(context.Context) (consent.Call, bool) { return call, true },
 	}
-	return svc.Approve(ctx, &approval.Request{Kind: "hook_ask", Owner: owner, Tool: tool, Command: commandOf(args), Reason: reason})
+	return svc.Approve(ctx, &approval.Request{Kind: "hook_ask", Owner: call.Owner, Tool: tool, Command: commandOf(args), Reason: reason})
 }
 
 // commandOf is what an approval rule matches for a call: its command
@@ -235,7 +227,8 @@ func argumentsFit(t *toolset.Tool[toolSlot], args json.RawMessage) string {
 
 // after shows the interceptors covering t the result of its call, and
 // adds their feedback to it.
-func (h *Host) after(ctx context.Context, owner, callID string, t *toolset.Tool[toolSlot], args json.RawMessage, res *ToolResult) {
+func (h *Host) after(ctx context.Context, tc *ToolCall, callID string, t *toolset.Tool[toolSlot], args json.RawMessage, res *ToolResult) {
+	owner := tc.Owner
 	ics := h.tools.Interceptors(t.Spec.Name, true)
 	if len(ics) == 0 {
 		return
@@ -264,7 +257,7 @@ func (h *Host) after(ctx context.Context, owner, callID string, t *toolset.Tool[
 		if fb == nil {
 			continue
 		}
-		h.notify(ctx, ics[i].Plugin, fb.SystemMessages)
+		h.notify(tc.Notify, ics[i].Plugin, fb.SystemMessages)
 		if fb.Feedback != "" {
 			res.Feedback = append(res.Feedback, fb.Feedback)
 		}

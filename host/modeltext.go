@@ -2,16 +2,16 @@ package host
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/dshrun/dsh/sdk/modeltext"
 )
 
-// CallTool calls a tool for owner (the agent). It fails with an
+// CallTool makes call: its tool for its owner (the agent), ctx.approval
+// asking the call's user through its Asker. It fails with an
 // *ArgumentsError for an unknown tool or arguments that do not fit its
-// schema, and with another error when the tool itself failed to answer.
-// ctx may carry the front end's Asker (approval.WithAsker of
-// host/consent), through which ctx.approval asks the call's user.
+// schema, an *UnavailableError while no process can serve the tool, and a
+// *CallError when the tool did not answer; each one's Error is in words a
+// model may read.
 //
 // Once the host stops (StopCalls) a call is refused with RefusedText, and
 // a call it stopped is answered with StoppedText ahead of what the tool
@@ -21,8 +21,8 @@ import (
 // tool, a hook's reason, context or feedback, a refusal): each is cleaned
 // by modeltext, so no escape sequence (an OSC 52 clipboard write, colours,
 // a window title) reaches the caller. Every front end gets them so.
-func (h *Host) CallTool(ctx context.Context, owner, name string, args json.RawMessage) (*ToolResult, error) {
-	res, err := h.callInFlight(ctx, owner, name, args)
+func (h *Host) CallTool(ctx context.Context, call ToolCall) (*ToolResult, error) {
+	res, err := h.callInFlight(ctx, &call)
 	if res != nil {
 		res.Text = cleanText(res.Text)
 		for i, fb := range res.Feedback {

@@ -31,13 +31,13 @@ func TestCallProgress(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ctx = WithProgress(ctx, Progress{Report: func(line string) {
+	progress := Progress{Report: func(line string) {
 		mu.Lock()
 		defer mu.Unlock()
 		reports = append(reports, report{time.Since(start), line})
-	}})
+	}}
 	args, _ := json.Marshal(bashCall(`for i in 1 2 3; do printf '\033[32mstep %d\033[0m\n' $i; sleep 1.1; done; printf 'done 10%%\rdone 100%%'; sleep 1.1`))
-	res, err := h.CallTool(ctx, "agent", "bash", args)
+	res, err := h.CallTool(ctx, ToolCall{Owner: "agent", Tool: "bash", Arguments: args, Progress: progress})
 	if err != nil || res.IsError {
 		t.Fatalf("call: %v %+v", err, res)
 	}
@@ -75,7 +75,7 @@ func TestCallProgress(t *testing.T) {
 	cctx, ccancel := context.WithCancel(ctx)
 	time.AfterFunc(1500*time.Millisecond, ccancel)
 	args, _ = json.Marshal(bashCall("while :; do echo tick; sleep 0.3; done"))
-	if res, err := h.CallTool(cctx, "agent", "bash", args); err == nil && !res.IsError {
+	if res, err := h.CallTool(cctx, ToolCall{Owner: "agent", Tool: "bash", Arguments: args, Progress: progress}); err == nil && !res.IsError {
 		t.Fatalf("a cancelled call: %+v", res)
 	}
 	mu.Lock()
@@ -110,13 +110,13 @@ plugins:
 	var lines []string
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ctx = WithProgress(ctx, Progress{Report: func(line string) {
+	progress := Progress{Report: func(line string) {
 		mu.Lock()
 		defer mu.Unlock()
 		lines = append(lines, line)
-	}})
+	}}
 	args, _ := json.Marshal(bashCall(`for i in 1 2 3; do printf '\033[32mstep %d\033[0m\n' $i; sleep 1.1; done; printf 'done 10%%\rdone 100%%'; sleep 1.1`))
-	res, err := h.CallTool(ctx, "agent", "bash", args)
+	res, err := h.CallTool(ctx, ToolCall{Owner: "agent", Tool: "bash", Arguments: args, Progress: progress})
 	if err != nil || res.IsError {
 		t.Fatalf("call: %v %+v", err, res)
 	}

@@ -218,7 +218,7 @@ func TestCrashLoopKeepsToolsThenReloadRecovers(t *testing.T) {
 	case <-time.After(time.Second):
 	}
 	begin := time.Now()
-	_, err = h.CallTool(ctx, "agent", "bash", []byte(`{"command":"true"}`))
+	_, err = h.CallTool(ctx, ToolCall{Owner: "agent", Tool: "bash", Arguments: []byte(`{"command":"true"}`)})
 	var ue *UnavailableError
 	if !errors.As(err, &ue) || ue.Plugin != "bash" || !strings.Contains(err.Error(), `The bash tool is unavailable: it needs ctx.shell, whose plugin "bash" (`) ||
 		!strings.Contains(err.Error(), "crash loop") || !strings.Contains(err.Error(), "dsh reload bash") {

@@ -35,7 +35,7 @@ func TestStopCallsAnswersThenShutdownKills(t *testing.T) {
 			b, _ := json.Marshal(bashCall(command))
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			res, err := h.CallTool(ctx, "agent", "bash", b)
+			res, err := h.CallTool(ctx, ToolCall{Owner: "agent", Tool: "bash", Arguments: b})
 			ch <- answer{res, err}
 		}()
 		return ch

@@ -177,7 +177,7 @@ func TestReloadExecutorKeepsJobsAndCalls(t *testing.T) {
 			default:
 			}
 			b, _ := json.Marshal(bashCall("echo x"))
-			r, err := h.CallTool(context.Background(), "agent2", "bash", b)
+			r, err := h.CallTool(context.Background(), ToolCall{Owner: "agent2", Tool: "bash", Arguments: b})
 			calls++
 			if err != nil || r.Text != "x" {
 				failures = append(failures, fmt.Sprintf("%v %v", r, err))

@@ -66,7 +66,7 @@ func termWithin(t *testing.T, h *Host, owner string, d time.Duration, args map[s
 	b, _ := json.Marshal(args)
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	res, err := h.CallTool(ctx, owner, "term", b)
+	res, err := h.CallTool(ctx, ToolCall{Owner: owner, Tool: "term", Arguments: b})
 	if err != nil {
 		return termResult{Error: "call", Message: err.Error()}
 	}
@@ -201,7 +201,7 @@ func TestTerminalInterrupt(t *testing.T) {
 	if len(testplugins.Matching("sleep 4711")) > 0 {
 		t.Fatal("the sleep lives")
 	}
-	if r := term(t, h, "agent", map[string]any{"op": "signal", "id": s.ID, "signal": "SIGKILL", "shell": true}); r.Error != "invalid request" || !strings.Contains(r.Message, "close the session") {
+	if r := term(t, h, "agent", map[string]any{"op": "signal", "id": s.ID, "signal": "SIGKILL", "shell": true}); r.Error != "SHELL_KILL" || !strings.Contains(r.Message, "close the session") {
 		t.Fatalf("SIGKILL for the shell: %+v", r)
 	}
 	if !testplugins.Alive(s.Pid) {

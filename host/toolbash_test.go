@@ -61,7 +61,7 @@ func callTool(t *testing.T, h *Host, owner, tool string, args any) *ToolResult {
 	b, _ := json.Marshal(args)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := h.CallTool(ctx, owner, tool, b)
+	res, err := h.CallTool(ctx, ToolCall{Owner: owner, Tool: tool, Arguments: b})
 	if err != nil {
 		t.Fatalf("%s %s: %v", tool, b, err)
 	}
@@ -280,11 +280,11 @@ func TestToolBashOwnerIsolation(t *testing.T) {
 func TestToolArgumentsChecked(t *testing.T) {
 	h := startTools(t, toolsYAML)
 	var ae *ArgumentsError
-	_, err := h.CallTool(context.Background(), "a", "bash", json.RawMessage(`{"command": 3}`))
+	_, err := h.CallTool(context.Background(), ToolCall{Owner: "a", Tool: "bash", Arguments: json.RawMessage(`{"command": 3}`)})
 	if !errors.As(err, &ae) || !strings.Contains(err.Error(), "/command") {
 		t.Fatalf("bad arguments: %v", err)
 	}
-	_, err = h.CallTool(context.Background(), "a", "nosuch", nil)
+	_, err = h.CallTool(context.Background(), ToolCall{Owner: "a", Tool: "nosuch"})
 	if !errors.As(err, &ae) || !strings.Contains(err.Error(), "tools: bash, job_kill, job_output") {
 		t.Fatalf("unknown tool: %v", err)
 	}

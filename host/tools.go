@@ -13,6 +13,7 @@ import (
 
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
 	"github.com/dshrun/dsh/core/tools"
+	"github.com/dshrun/dsh/host/consent"
 	"github.com/dshrun/dsh/host/jobtable"
 	"github.com/dshrun/dsh/host/toolset"
 	"github.com/dshrun/dsh/sdk"
@@ -81,6 +82,24 @@ func (h *Host) Tools() []ToolInfo {
 	return out
 }
 
+// ToolCall is one call of a tool, and what its front end offers it.
+type ToolCall struct {
+	// Owner is the agent the call serves: its jobs, processes and spill
+	// files are the owner's.
+	Owner     string
+	Tool      string
+	Arguments json.RawMessage
+	// Asker asks the call's user when ctx.approval's policy says ask; nil:
+	// nobody can, and such a question is a denial that says so.
+	Asker consent.Asker
+	// Progress reports the running call's latest output line; without a
+	// Report, nothing is reported.
+	Progress Progress
+	// Notify takes the messages for the call's user (interceptors' system
+	// messages); nil: they are logged.
+	Notify Notify
+}
+
 // ToolResult is what a tool call returns.
 type ToolResult struct {
 	// Text is the model-facing text, as the tool words it.
@@ -112,31 +131,57 @@ type ArgumentsError struct {
 
 func (e *ArgumentsError) Error() string { return fmt.Sprintf("tool %q: %s", e.Tool, e.Msg) }
 
+// CallError is a call its tool did not answer: the plugin failed, went
+// away or ran out of time, or the call ended before the tool was reached.
+// Kind is the failure's kind in the sdk vocabulary (sdk.ErrProviderGone,
+// sdk.ErrDeadline...), or the call's context error; errors.Is matches it.
+// Msg says what went wrong in words a model may read.
+type CallError struct {
+	Tool string
+	Kind error
+	Msg  string
+}
+
+func (e *CallError) Error() string        { return fmt.Sprintf("tool %q: %s", e.Tool, e.Msg) }
+func (e *CallError) Is(target error) bool { return e.Kind != nil && target == e.Kind }
+
+// toolFailed is err, a tool plugin's failure to answer (a status), as a
+// CallError: its kind and its message, without the status's words.
+func toolFailed(tool string, err error) *CallError {
+	err = sdk.FromRPC(err)
+	var e *sdk.Error
+	if errors.As(err, &e) {
+		return &CallError{Tool: tool, Kind: e.Kind, Msg: e.Msg}
+	}
+	return &CallError{Tool: tool, Msg: err.Error()}
+}
+
 // callInFlight is CallTool before its result's texts are cleaned: the
 // call is tracked while it runs, so that a stopping host can stop it.
-func (h *Host) callInFlight(ctx context.Context, owner, name string, args json.RawMessage) (*ToolResult, error) {
+func (h *Host) callInFlight(ctx context.Context, call *ToolCall) (*ToolResult, error) {
 	ctx, f, ok := h.flights.add(ctx)
 	if !ok {
 		return refused(), nil
 	}
 	defer h.flights.done(f)
 	began := time.Now()
-	res, err := h.callTool(ctx, f, owner, name, args)
+	res, err := h.callTool(ctx, f, call)
 	if _, stopped := f.state(); stopped {
-		h.log.Info("call stopped: the host is stopping", "tool", name, "owner", owner, "command", commandIn(args), "after", time.Since(began).Round(time.Millisecond))
+		h.log.Info("call stopped: the host is stopping", "tool", call.Tool, "owner", call.Owner, "command", commandIn(call.Arguments), "after", time.Since(began).Round(time.Millisecond))
 		return stoppedAnswer(res), nil
 	}
-	h.logCall(ctx, owner, name, args, began, res, err)
+	h.logCall(ctx, call, began, res, err)
 	return res, err
 }
 
 // logCall logs the end of a call: at info when it was cancelled (the
 // tool may not say so), at debug otherwise.
-func (h *Host) logCall(ctx context.Context, owner, name string, args json.RawMessage, began time.Time, res *ToolResult, err error) {
+func (h *Host) logCall(ctx context.Context, call *ToolCall, began time.Time, res *ToolResult, err error) {
 	took := time.Since(began).Round(time.Millisecond)
+	name, owner := call.Tool, call.Owner
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled):
-		h.log.Info("call cancelled", "tool", name, "owner", owner, "command", commandIn(args), "after", took)
+		h.log.Info("call cancelled", "tool", name, "owner", owner, "command", commandIn(call.Arguments), "after", took)
 	case err != nil:
 		h.log.Debug("call failed", "tool", name, "owner", owner, "error", err, "duration", took)
 	default:
@@ -153,7 +198,8 @@ func commandIn(args json.RawMessage) string {
 	return a.Command
 }
 
-func (h *Host) callTool(ctx context.Context, f *flight, owner, name string, args json.RawMessage) (*ToolResult, error) {
+func (h *Host) callTool(ctx context.Context, f *flight, call *ToolCall) (*ToolResult, error) {
+	name, owner, args := call.Tool, call.Owner, call.Arguments
 	t, ok := h.tools.Get(name)
 	if !ok {
 		var names []string
@@ -185,11 +231,10 @@ func (h *Host) callTool(ctx context.Context, f *flight, owner, name string, args
 	defer cancel()
 	// The owner travels as a call id only the host stamps (see calls.go);
 	// the request's owner field is for the tool's words and logs.
-	callID, end := h.calls.begin(owner, t.Plugin)
+	callID, end := h.calls.beginAsking(owner, t.Plugin, call.Asker)
 	defer end()
 	f.setCall(callID, owner)
-	h.calls.keepAsker(ctx, callID)
-	icpt := h.before(ctx, owner, callID, t, args)
+	icpt := h.before(ctx, call, callID, t, args)
 	if icpt.refused != nil {
 		icpt.refused.Feedback = icpt.feedback
 		return icpt.refused, nil
@@ -198,7 +243,7 @@ func (h *Host) callTool(ctx context.Context, f *flight, owner, name string, args
 	ld, err := t.Slot.get(ctx, t.Plugin, h.restartWait())
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("tool %q: %w", name, err)
+			return nil, &CallError{Tool: name, Kind: ctx.Err(), Msg: err.Error()}
 		}
 		return nil, h.unavailable(name, t.Plugin)
 	}
@@ -211,8 +256,8 @@ func (h *Host) callTool(ctx context.Context, f *flight, owner, name string, args
 	for _, snap := range notices {
 		finished = append(finished, jobtable.JobProto(snap))
 	}
-	if pr, ok := ctx.Value(progressKey{}).(Progress); ok && pr.Report != nil {
-		stop := h.watchCall(callID, pr)
+	if call.Progress.Report != nil {
+		stop := h.watchCall(callID, call.Progress)
 		defer stop()
 	}
 	// Counted like relayed calls, so a reload or swap of the tool's plugin
@@ -223,7 +268,7 @@ func (h *Host) callTool(ctx context.Context, f *flight, owner, name string, args
 	if err != nil {
 		// The tool never told them: the next call does.
 		h.jobs.GiveBack(owner, t.Plugin, notices)
-		return nil, fmt.Errorf("tool %q: %w", name, sdk.FromRPC(gone(ctx, ld, err)))
+		return nil, toolFailed(name, gone(ctx, ld, err))
 	}
 	out := &ToolResult{Text: res.Text, Structured: res.Structured, IsError: res.IsError, Feedback: icpt.feedback}
 	dir := h.sub.OwnerDir(owner)
@@ -234,7 +279,7 @@ func (h *Host) callTool(ctx context.Context, f *flight, owner, name string, args
 			out.Resources = append(out.Resources, Resource{Path: r.Path, Title: r.Title, Complete: r.Complete})
 		}
 	}
-	h.after(callCtx, owner, callID, t, args, out)
+	h.after(callCtx, call, callID, t, args, out)
 	return out, nil
 }
 
@@ -250,7 +295,7 @@ func (h *Host) ReleaseOwner(ctx context.Context, owner string) error {
 	return errors.Join(err, h.sub.ReleaseOwner(ctx, owner), h.releaseTemp(owner))
 }
 
-// Progress asks CallTool to report a running call's latest output line:
+// Progress asks a call to report its latest output line while it runs:
 // the first report comes within a second of the start, then at most one a
 // second when the line changed, and at least one every Keepalive (0: none)
 // so clients that time out without progress keep waiting. Without it a
@@ -258,13 +303,6 @@ func (h *Host) ReleaseOwner(ctx context.Context, owner string) error {
 type Progress struct {
 	Report    func(line string) // the line cleaned and bounded; "" before any output
 	Keepalive time.Duration
-}
-
-type progressKey struct{}
-
-// WithProgress is ctx for a CallTool that reports progress.
-func WithProgress(ctx context.Context, p Progress) context.Context {
-	return context.WithValue(ctx, progressKey{}, p)
 }
 
 // progressLine bounds what one progress report shows of a line.

@@ -43,7 +43,7 @@ func TestToolNamedByConfig(t *testing.T) {
 	b := []byte(`{"op":"list"}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := h.CallTool(ctx, "agent", "term2", b); err != nil {
+	if _, err := h.CallTool(ctx, ToolCall{Owner: "agent", Tool: "term2", Arguments: b}); err != nil {
 		t.Fatalf("term2: %v", err)
 	}
 	for _, st := range h.Status() {
@@ -68,7 +68,7 @@ func TestToolNamedByConfig(t *testing.T) {
 	if _, ok := h.tools.Get("term2"); ok {
 		t.Fatal("term2 outlived the config that named it")
 	}
-	if _, err := h.CallTool(ctx, "agent", "term3", b); err != nil {
+	if _, err := h.CallTool(ctx, ToolCall{Owner: "agent", Tool: "term3", Arguments: b}); err != nil {
 		t.Fatalf("term3: %v", err)
 	}
 

@@ -38,7 +38,10 @@ func (h *Host) RuntimeDir() string { return h.runtimeDir }
 //	env := shellenvv1.NewShellEnvClient(host.Conn("shellEnv"))
 //
 // Calls fail with codes.PermissionDenied when key is not in the plugin's
-// Inject list and codes.Unavailable when nobody provides it.
+// Inject list and codes.Unavailable when nobody provides it. Their errors
+// come as the vocabulary's (FromRPC): the code and details stay, and the
+// text is the other side's message, so a plugin that wraps one passes on
+// no transport words.
 func (h *Host) Conn(key string) grpc.ClientConnInterface {
 	return keyedConn{conn: h.conn, key: key}
 }
@@ -54,7 +57,7 @@ type Service struct {
 func (h *Host) Lookup(ctx context.Context, key string) (Service, error) {
 	resp, err := h.client.Lookup(ctx, &pluginv1.LookupRequest{Key: key})
 	if err != nil {
-		return Service{}, fmt.Errorf("lookup %q: %w", key, err)
+		return Service{}, fmt.Errorf("lookup %q: %w", key, FromRPC(err))
 	}
 	return Service{Provided: resp.Provided, Provider: resp.Provider, Facts: resp.Facts}, nil
 }
@@ -67,12 +70,23 @@ type keyedConn struct {
 }
 
 func (c keyedConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
-	return c.conn.Invoke(c.outgoing(ctx), method, args, reply, opts...)
+	return FromRPC(c.conn.Invoke(c.outgoing(ctx), method, args, reply, opts...))
 }
 
 func (c keyedConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	return c.conn.NewStream(c.outgoing(ctx), desc, method, opts...)
+	s, err := c.conn.NewStream(c.outgoing(ctx), desc, method, opts...)
+	if err != nil {
+		return nil, FromRPC(err)
+	}
+	return vocabStream{s}, nil
 }
+
+// vocabStream is a stream whose errors are the vocabulary's; io.EOF, the
+// end of a stream, stays itself.
+type vocabStream struct{ grpc.ClientStream }
+
+func (s vocabStream) SendMsg(m any) error { return FromRPC(s.ClientStream.SendMsg(m)) }
+func (s vocabStream) RecvMsg(m any) error { return FromRPC(s.ClientStream.RecvMsg(m)) }
 
 // outgoing tags a call with its key and, when it is made while serving a
 // request, with the tool call that request serves.

@@ -99,6 +99,19 @@ func TestAdaptersRoundTrip(t *testing.T) {
 		}
 		codesSeen[code] = kind
 	}
+	// The refused SIGKILL of a shell travels as an invalid request with its
+	// reason: it comes back as itself, and as ErrInvalid.
+	fake.fail["x"] = Errorf(ErrShellKill, "SIGKILL for the shell of session x is refused")
+	if _, err := c.Close(ctx, "x"); !errors.Is(err, ErrShellKill) || !errors.Is(err, ErrInvalid) || err.Error() != "SIGKILL for the shell of session x is refused" {
+		t.Errorf("the shell's SIGKILL came back as %v", err)
+	}
+	if _, rerr := raw.Close(ctx, &terminalsv1.SessionRef{Id: "x"}); status.Code(rerr) != codes.InvalidArgument {
+		t.Errorf("the shell's SIGKILL travels as %v", status.Code(rerr))
+	}
+	fake.fail["x"] = Errorf(ErrInvalid, "SIGKILL9 is no signal")
+	if _, err := c.Close(ctx, "x"); errors.Is(err, ErrShellKill) || !errors.Is(err, ErrInvalid) {
+		t.Errorf("an invalid request that names SIGKILL came back as %v", err)
+	}
 	fake.fail["x"] = Errorf(ErrForeignSession, "session x is another owner's")
 	if _, err := c.Close(ctx, "x"); !errors.Is(err, sdk.ErrPermissionDenied) || strings.Contains(err.Error(), "rpc error") {
 		t.Errorf("another owner's session: %v", err)

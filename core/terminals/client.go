@@ -3,9 +3,9 @@ package terminals
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -28,13 +28,14 @@ var (
 		{Err: ErrServiceDisposing, Code: codes.Unavailable},
 		{Err: ErrOwnerNotLive, Code: codes.Unauthenticated},
 		{Err: ErrTooMany, Code: codes.ResourceExhausted},
+		{Err: ErrShellKill, Code: codes.InvalidArgument, Reason: ReasonShellKill},
 		{Err: ErrInvalid, Code: codes.InvalidArgument},
 	}
 	serverKinds = append([]seam.Kind{{Err: ErrForeignSession, Code: codes.PermissionDenied}}, kinds...)
 )
 
 // callError is a failed call in the seam's words. A failure the host
-// marked with a reason of its own (a backend plugin that is gone or
+// marked with a reason of the sdk's (a backend plugin that is gone or
 // restarting, a key not provided) is in the sdk vocabulary whatever its
 // code: UNAVAILABLE without one is ctx.terminals' own SERVICE_DISPOSING.
 func callError(op string, err error, kinds ...seam.Kind) error {
@@ -42,10 +43,8 @@ func callError(op string, err error, kinds ...seam.Kind) error {
 		return nil
 	}
 	if st, ok := status.FromError(err); ok {
-		for _, d := range st.Details() {
-			if info, ok := d.(*errdetails.ErrorInfo); ok && info.Domain == sdk.ErrorDomain {
-				return fmt.Errorf("%s: %w", op, sdk.FromRPC(err))
-			}
+		if reason := seam.ReasonOf(st); reason != "" && !slices.ContainsFunc(kinds, func(k seam.Kind) bool { return k.Reason == reason }) {
+			return fmt.Errorf("%s: %w", op, sdk.FromRPC(err))
 		}
 	}
 	return seam.CallError(op, err, kinds...)

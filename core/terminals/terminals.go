@@ -62,7 +62,8 @@ var Signals = []string{"SIGINT", "SIGTERM", "SIGKILL", "SIGTSTP", "SIGHUP"}
 // start them, published by name. Errors are the seam's own (the
 // taxonomy: ErrDuplicateBackend, ErrDuplicateName, ErrForeignSession,
 // ErrNoBackend, ErrNoSession, ErrOwnerNotLive, ErrSendActive,
-// ErrServiceDisposing; and ErrTooMany, ErrInvalid), the backend's, the
+// ErrServiceDisposing; and ErrTooMany, ErrInvalid with its case
+// ErrShellKill), the backend's, the
 // caller's context error, or the sdk vocabulary.
 type Terminals interface {
 	// RegisterBackend publishes the calling plugin as backend name: it
@@ -140,7 +141,14 @@ var (
 	ErrTooMany = errors.New("too many sessions")
 	// ErrInvalid: a request that cannot be carried out as asked.
 	ErrInvalid = errors.New("invalid request")
+	// ErrShellKill: a SIGKILL for a session's shell, refused (closing the
+	// session ends it); an ErrInvalid too, told apart by its reason.
+	ErrShellKill = seam.Refine(ErrInvalid, ReasonShellKill)
 )
+
+// ReasonShellKill is the reason ErrShellKill travels with, beside
+// INVALID_ARGUMENT.
+const ReasonShellKill = "SHELL_KILL"
 
 // Errorf is an error of kind saying msg.
 func Errorf(kind error, msg string) error { return seam.New(kind, msg) }

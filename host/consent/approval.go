@@ -23,16 +23,21 @@ import (
 	"github.com/dshrun/dsh/internal/seam"
 )
 
-// Service is ctx.approval for one plugin. Serving tells the agent the
-// request serves (stamped by the host); a request's own owner field is
-// ignored.
-// Asker returns who can ask the user behind the call the request serves
-// (nil, or a nil result: nobody can, as for `dsh call`).
+// Service is ctx.approval for one plugin. Serving finds the call a
+// request serves, as the host stamped it: the agent it serves (a request's
+// own owner field is ignored) and who can ask its user.
 type Service struct {
 	Policy  *Policy
 	Caller  string
-	Serving seam.Serving
-	Asker   func(context.Context) Asker
+	Serving func(context.Context) (Call, bool)
+}
+
+// Call is the tool call a request serves: its id and owner, and the Asker
+// of the front end that made it (nil: nobody can ask its user, as for
+// `dsh call`).
+type Call struct {
+	seam.Served
+	Asker Asker
 }
 
 var _ approval.Approver = (*Service)(nil)
@@ -62,11 +67,15 @@ func (p *Policy) AskTimeout() time.Duration {
 }
 
 func (s *Service) Approve(ctx context.Context, req *approval.Request) (*approval.Decision, error) {
-	sv, served := s.Serving.Of(ctx)
-	owner := sv.Owner
+	var call Call
+	served := false
+	if s.Serving != nil {
+		call, served = s.Serving(ctx)
+	}
+	owner := call.Owner
 	d, why := s.Policy.Decide(req)
 	if d == nil {
-		d = s.ask(ctx, owner, served, req, why)
+		d = s.ask(ctx, call, served, req, why)
 	}
 	msg := "approval denied"
 	if d.Approved {

@@ -15,9 +15,10 @@ import (
 // its deadline is the section's askTimeout, and an answer that comes after
 // it is an error wrapping context.DeadlineExceeded.
 //
-// The front end that makes a call puts its Asker in the call's context
-// (WithAsker); the host keeps it with the call, so a request is asked
-// only of the user behind the call it serves, whatever the plugin says.
+// The front end that makes a call gives its Asker with the call (a
+// host.ToolCall); the host keeps it with the call's id, so a request is
+// asked only of the user behind the call it serves, whatever the plugin
+// says.
 type Asker interface {
 	Ask(ctx context.Context, owner string, req *approval.Request) (*approval.Decision, error)
 }
@@ -29,23 +30,10 @@ type Asker interface {
 // nothing past the question runs in this round.
 var ErrAskedLater = errors.New("the question goes back to the client, which repeats the call with the user's answer")
 
-type askerKey struct{}
-
-// WithAsker is ctx for a tool call whose user a can ask.
-func WithAsker(ctx context.Context, a Asker) context.Context {
-	return context.WithValue(ctx, askerKey{}, a)
-}
-
-// AskerFrom is the Asker WithAsker put in ctx, or nil.
-func AskerFrom(ctx context.Context) Asker {
-	a, _ := ctx.Value(askerKey{}).(Asker)
-	return a
-}
-
 // ask puts req to the user behind the call, failing closed: no call, no
 // one to ask, an error, the end of the call or of the wait is a denial
 // that says which.
-func (s *Service) ask(ctx context.Context, owner string, served bool, req *approval.Request, why string) *approval.Decision {
+func (s *Service) ask(ctx context.Context, call Call, served bool, req *approval.Request, why string) *approval.Decision {
 	needs := "denied: this needs the user's approval (" + why + ")"
 	deny := func(format string, args ...any) *approval.Decision {
 		return &approval.Decision{Reason: needs + ", and " + fmt.Sprintf(format, args...), DecidedBy: approval.ByNone}
@@ -53,17 +41,14 @@ func (s *Service) ask(ctx context.Context, owner string, served bool, req *appro
 	if !served {
 		return deny("the request serves no tool call, so there is no user to ask")
 	}
-	var a Asker
-	if s.Asker != nil {
-		a = s.Asker(ctx)
-	}
+	a := call.Asker
 	if a == nil {
 		return deny("the call comes from no MCP session whose user could be asked (a dsh call, or a call the host makes)")
 	}
 	wait := s.Policy.AskTimeout()
 	actx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	d, err := a.Ask(actx, owner, req)
+	d, err := a.Ask(actx, call.Owner, req)
 	switch {
 	case errors.Is(err, ErrAskedLater):
 		return &approval.Decision{Reason: "denied for now: the user is being asked, and the call is repeated with the answer", DecidedBy: approval.ByNone}

@@ -82,13 +82,12 @@ func TestServiceAsks(t *testing.T) {
 	})
 	svc := func(a Asker, served bool) *Service {
 		return &Service{Policy: p, Caller: "tools",
-			Serving: func(context.Context) (seam.Served, bool) {
+			Serving: func(context.Context) (Call, bool) {
 				if !served {
-					return seam.Served{}, false
+					return Call{}, false
 				}
-				return seam.Served{Owner: "mcp-0123"}, true
+				return Call{Served: seam.Served{Owner: "mcp-0123"}, Asker: a}, true
 			},
-			Asker: func(context.Context) Asker { return a },
 		}
 	}
 	push := &approval.Request{Kind: approval.KindSandboxEscalation, Owner: "someone-else", Tool: "bash", Command: "git push origin main", TargetMode: "danger-full-access", Reason: "publish"}

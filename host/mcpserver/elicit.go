@@ -24,9 +24,9 @@ import (
 )
 
 // Asking the user. When ctx.approval's policy says "ask", the host asks
-// the user behind the call through the callAsker the handler put in the
-// call's context, so a question goes only to the session that made the
-// call. How it is put depends on the protocol the session speaks:
+// the user behind the call through the callAsker the handler gave with
+// the call (host.ToolCall), so a question goes only to the session that
+// made the call. How it is put depends on the protocol the session speaks:
 //
 //   - Before 2026-07-28: an elicitation request (ServerSession.Elicit) on
 //     the call's own stream while the call waits, at most askTimeout.
@@ -275,7 +275,7 @@ func clientFailure(err error) error {
 	case errors.As(err, &we):
 		return fmt.Errorf("the MCP client failed to ask its user: %s", we.Message)
 	}
-	return fmt.Errorf("the MCP client failed to ask its user: %s", modelText(err))
+	return fmt.Errorf("the MCP client failed to ask its user: %v", err)
 }
 
 // elicitParams is the question a user reads: the tool they called (by

@@ -45,7 +45,7 @@ func plugins(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		pkgs := map[string]string{"shell-env": "./plugins/shell-env", "tool-bash": "./plugins/tool-bash", "bash-sandbox": "./plugins/bash-sandbox", "bash-pretend": "./internal/testplugins/bashpretend"}
+		pkgs := map[string]string{"shell-env": "./plugins/shell-env", "tool-bash": "./plugins/tool-bash", "bash-sandbox": "./plugins/bash-sandbox", "bash-pretend": "./internal/testplugins/bashpretend", "termdrive": "./internal/testplugins/termdrive"}
 		args := []string{"build", "-o", binDir + string(os.PathSeparator)}
 		for _, p := range pkgs {
 			args = append(args, p)
@@ -389,7 +389,7 @@ func TestNoSessionNoUser(t *testing.T) {
 	args, _ := json.Marshal(map[string]any{"command": "touch " + marker, "description": "t", "sandbox_permissions": "danger-full-access", "justification": "j"})
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	res, err := s.h.CallTool(ctx, "cli", "bash", args)
+	res, err := s.h.CallTool(ctx, host.ToolCall{Owner: "cli", Tool: "bash", Arguments: args})
 	if err != nil || !res.IsError || !strings.Contains(res.Text, "and the call comes from no MCP session whose user could be asked (a dsh call") {
 		t.Fatalf("%+v %v", res, err)
 	}

@@ -20,7 +20,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,7 +31,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dshrun/dsh/host"
-	"github.com/dshrun/dsh/host/consent"
 	"github.com/dshrun/dsh/host/procs"
 )
 
@@ -271,28 +269,28 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 		callCtx, stop := context.WithCancel(ctx)
 		defer stop()
 		asker := s.newAsker(callCtx, req, owner, stop)
-		callCtx = consent.WithAsker(callCtx, asker)
+		call := host.ToolCall{Owner: owner, Tool: name, Arguments: req.Params.Arguments, Asker: asker}
 		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
-			callCtx = host.WithProgress(callCtx, host.Progress{
+			call.Progress = host.Progress{
 				Report:    s.reporter(ctx, req.Session, tok, name),
 				Keepalive: s.opts.ProgressInterval,
-			})
+			}
 		}
 		if req.Session != nil {
 			// Messages for the user (hooks' system messages), not the model.
-			callCtx = host.WithNotify(callCtx, func(msg string) {
+			call.Notify = func(msg string) {
 				_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "dsh", Data: msg})
-			})
+			}
 		}
-		res, err := s.h.CallTool(callCtx, owner, name, req.Params.Arguments)
+		res, err := s.h.CallTool(callCtx, call)
 		if q := asker.inputRequired(); q != nil {
 			return q, nil // what the stopped call did say is not the answer
 		}
 		if err != nil {
 			// Bad arguments and failed calls are tool errors the model can
-			// read, not protocol errors; a tool that is down says so in
-			// its own sentence.
-			msg := "error: " + modelText(err)
+			// read, not protocol errors (the host's errors are worded for
+			// it); a tool that is down says so in its own sentence.
+			msg := "error: " + err.Error()
 			var ue *host.UnavailableError
 			if errors.As(err, &ue) {
 				msg = ue.Error()
@@ -310,15 +308,6 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 		out.Content = append(out.Content, s.spillLinks(owner, res.Resources)...)
 		return out, nil
 	}
-}
-
-// rpcPrefix is how a gRPC status error begins; nested calls can stack them.
-var rpcPrefix = regexp.MustCompile(`rpc error: code = [A-Za-z]+ desc = `)
-
-// modelText is an error as the model reads it: what went wrong, without
-// the transport's words (status prefixes and codes).
-func modelText(err error) string {
-	return rpcPrefix.ReplaceAllString(err.Error(), "")
 }
 
 // reporter sends a running call's progress to a client that sent a

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -224,6 +225,32 @@ func TestSpillDiskFull(t *testing.T) {
 	// Small output needs no disk.
 	if r := bash(t, m, "echo ok", nil); string(r.Stdout.Data) != "ok\n" || r.Stdout.Truncated {
 		t.Fatalf("echo: %+v", r.Stdout)
+	}
+}
+
+// A disk that is full and a quota that is used up are told apart by their
+// reason (the system's word stays beside it), whether the file could not
+// be made or a write failed; any other failure is the reason it came with.
+func TestSpillReasonOfDiskErrors(t *testing.T) {
+	m := newManager(t)
+	defer closeManager(t, m)
+	for _, c := range []struct {
+		given SpillReason
+		err   syscall.Errno
+		want  SpillReason
+	}{
+		{SpillWriteError, syscall.ENOSPC, SpillDiskFull},
+		{SpillCreateError, syscall.ENOSPC, SpillDiskFull},
+		{SpillWriteError, syscall.EDQUOT, SpillDiskQuota},
+		{SpillCreateError, syscall.EDQUOT, SpillDiskQuota},
+		{SpillWriteError, syscall.EFBIG, SpillWriteError},
+		{SpillCreateError, syscall.EACCES, SpillCreateError},
+	} {
+		s := &stream{m: m, path: "/s/p1.stdout"}
+		s.stop(c.given, &fs.PathError{Op: "write", Path: s.path, Err: c.err})
+		if s.reason != c.want || s.errText != c.err.Error() {
+			t.Errorf("%v on %s: %s (%q), want %s", c.err, c.given, s.reason, s.errText, c.want)
+		}
 	}
 }
 

@@ -36,7 +36,7 @@ type Collected struct {
 	SpillComplete bool
 	// SpillReason says why it does not, once a byte could not be kept;
 	// SpillError is the system's word for the failure behind
-	// SpillDiskFull, SpillWriteError and SpillCreateError.
+	// SpillDiskFull, SpillDiskQuota, SpillWriteError and SpillCreateError.
 	SpillReason SpillReason
 	SpillError  string
 }
@@ -48,7 +48,8 @@ const (
 	SpillCap         SpillReason = "cap"          // the stream's MaxSpillBytes
 	SpillBudget      SpillReason = "budget"       // MaxSpillTotal, shared by every spill file
 	SpillOwnerBudget SpillReason = "owner_budget" // MaxSpillPerOwner, shared by the owner's spill files
-	SpillDiskFull    SpillReason = "disk_full"    // ENOSPC or EDQUOT, at creation or on a write
+	SpillDiskFull    SpillReason = "disk_full"    // ENOSPC, at creation or on a write
+	SpillDiskQuota   SpillReason = "disk_quota"   // EDQUOT, at creation or on a write
 	SpillWriteError  SpillReason = "write_error"  // any other failed write
 	SpillCreateError SpillReason = "create_error" // the file could not be created
 )
@@ -261,8 +262,11 @@ func (s *stream) stop(reason SpillReason, err error) {
 	if s.reason != "" {
 		return
 	}
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+	switch {
+	case errors.Is(err, syscall.ENOSPC):
 		reason = SpillDiskFull
+	case errors.Is(err, syscall.EDQUOT):
+		reason = SpillDiskQuota
 	}
 	s.reason = reason
 	if err != nil {

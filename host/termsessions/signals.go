@@ -25,7 +25,7 @@ func modelSignal(name string) (syscall.Signal, error) {
 // errShellKill refuses a SIGKILL that would end the shell: Close does,
 // and waits until every process of the session is gone.
 func errShellKill(id string) error {
-	return terminals.Errorf(terminals.ErrInvalid, fmt.Sprintf("SIGKILL for the shell of session %s is refused: close the session to end it (close waits until every process of it is gone)", id))
+	return terminals.Errorf(terminals.ErrShellKill, fmt.Sprintf("SIGKILL for the shell of session %s is refused: close the session to end it (close waits until every process of it is gone)", id))
 }
 
 // interrupts reports whether sig is one a terminal's keys send (Ctrl-C,

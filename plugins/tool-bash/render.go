@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"syscall"
 	"unicode/utf8"
 
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
@@ -283,10 +282,9 @@ func spillReason(c *shell.Collected) string {
 	case "owner_budget":
 		return "this session's spill budget used up"
 	case "disk_full":
-		if detail == syscall.EDQUOT.Error() {
-			return "disk quota exceeded (EDQUOT)"
-		}
 		return "disk full (ENOSPC)"
+	case "disk_quota":
+		return "disk quota exceeded (EDQUOT)"
 	case "write_error":
 		return why("write error")
 	case "create_error":

@@ -260,10 +260,9 @@ func sentence(err error, id string) string {
 		return "this session has ended: its terminals were closed"
 	case errors.Is(err, terminals.ErrServiceDisposing):
 		return "dsh is shutting down: its terminals are being closed"
+	case errors.Is(err, terminals.ErrShellKill):
+		return killRefusal(id)
 	case errors.Is(err, terminals.ErrInvalid):
-		if strings.Contains(err.Error(), "SIGKILL") {
-			return killRefusal(id)
-		}
 		return strings.TrimSuffix(err.Error(), ".")
 	case errors.Is(err, context.Canceled):
 		return "aborted"

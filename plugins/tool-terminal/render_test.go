@@ -35,7 +35,8 @@ func TestErrorSentences(t *testing.T) {
 		terminals.Errorf(terminals.ErrNoBackend, "none"),
 		terminals.Errorf(terminals.ErrOwnerNotLive, "gone"),
 		terminals.Errorf(terminals.ErrServiceDisposing, "stopping"),
-		terminals.Errorf(terminals.ErrInvalid, "SIGKILL for the shell of session t9 is refused"),
+		terminals.Errorf(terminals.ErrShellKill, "SIGKILL for the shell of session t9 is refused"),
+		terminals.Errorf(terminals.ErrInvalid, `signal "SIGKILL9": one of SIGINT, SIGTERM, SIGKILL, SIGTSTP, SIGHUP`),
 		errors.New("something else"),
 	} {
 		r := failed(err, "t9")

@@ -47,8 +47,10 @@ type Collected struct {
 	SpillComplete bool `protobuf:"varint,8,opt,name=spill_complete,json=spillComplete,proto3" json:"spill_complete,omitempty"`
 	// Why it does not, once a byte could not be kept: "cap" (the stream's
 	// max_spill_bytes), "budget" (the host's total for spill files),
-	// "owner_budget" (the owner's share of that total), "disk_full", "write_error", "create_error" (no file: every dropped
-	// byte is lost). spill_error is the system's word for the last three.
+	// "owner_budget" (the owner's share of that total), "disk_full" (ENOSPC),
+	// "disk_quota" (EDQUOT), "write_error", "create_error" (no file: every
+	// dropped byte is lost). spill_error is the system's word for the last
+	// four.
 	SpillReason   string `protobuf:"bytes,9,opt,name=spill_reason,json=spillReason,proto3" json:"spill_reason,omitempty"`
 	SpillError    string `protobuf:"bytes,10,opt,name=spill_error,json=spillError,proto3" json:"spill_error,omitempty"`
 	unknownFields protoimpl.UnknownFields

@@ -56,7 +56,7 @@ func call(comp *composition.Composition, opts host.Options, tool, args string, a
 			fmt.Fprintf(stderr, "dsh call: teardown: %v\n", err)
 		}
 	}()
-	res, err := h.CallTool(ctx, "cli", tool, json.RawMessage(args))
+	res, err := h.CallTool(ctx, host.ToolCall{Owner: "cli", Tool: tool, Arguments: json.RawMessage(args)})
 	var ae *host.ArgumentsError
 	switch {
 	case errors.As(err, &ae):

@@ -2,7 +2,10 @@
 // term, makes the ctx.terminals call its arguments name, as the agent of the
 // tool call, and answers with what came back (or the error's kind), so tests
 // reach ctx.terminals through the host as a tool plugin does. Its config
-// key toolName renames term, so two entries can sit side by side.
+// key toolName renames term, so two entries can sit side by side. With
+// fail the tool fails with the error instead of answering with it, and
+// with raw it closes through the generated client, as a plugin that uses
+// no seam client does.
 package main
 
 import (
@@ -25,6 +28,7 @@ import (
 
 type termdrive struct {
 	terms *terminals.Client
+	raw   terminalsv1.TerminalsClient
 }
 
 type config struct {
@@ -53,6 +57,7 @@ func (p *termdrive) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessa
 		return err
 	}
 	p.terms = terminals.NewClient(host.Conn(terminals.Key))
+	p.raw = terminalsv1.NewTerminalsClient(host.Conn(terminals.Key))
 	return tools.Register(ctx, host.Conn(tools.Key), &tools.ToolSpec{
 		Name:        cfg.ToolName,
 		Description: "calls ctx.terminals",
@@ -79,12 +84,16 @@ type args struct {
 	Budget   int   `json:"budget"`
 	// Outside makes the call with a context of no tool call.
 	Outside bool `json:"outside"`
+	// Fail fails the tool with the error; Raw makes a close through the
+	// generated client.
+	Fail bool `json:"fail"`
+	Raw  bool `json:"raw"`
 }
 
 var kinds = []error{
 	terminals.ErrDuplicateBackend, terminals.ErrDuplicateName, terminals.ErrForeignSession,
 	terminals.ErrNoBackend, terminals.ErrNoSession, terminals.ErrOwnerNotLive,
-	terminals.ErrSendActive, terminals.ErrServiceDisposing, terminals.ErrTooMany, terminals.ErrInvalid,
+	terminals.ErrSendActive, terminals.ErrServiceDisposing, terminals.ErrTooMany, terminals.ErrShellKill, terminals.ErrInvalid,
 	sdk.ErrPermissionDenied, sdk.ErrProviderGone, sdk.ErrDeadline,
 }
 
@@ -120,13 +129,20 @@ func (p *termdrive) Call(ctx context.Context, req *tools.CallRequest) (*tools.Ca
 	case "resize":
 		msg, err = p.terms.Resize(ctx, a.ID, a.Cols, a.Rows)
 	case "close":
-		msg, err = p.terms.Close(ctx, a.ID)
+		if a.Raw {
+			msg, err = p.raw.Close(ctx, &terminalsv1.SessionRef{Id: a.ID})
+		} else {
+			msg, err = p.terms.Close(ctx, a.ID)
+		}
 	case "list":
 		var list []*terminals.Session
 		list, err = p.terms.List(ctx)
 		msg = &terminalsv1.ListResponse{Sessions: list}
 	default:
 		return nil, fmt.Errorf("no op %q", a.Op)
+	}
+	if err != nil && a.Fail {
+		return nil, fmt.Errorf("term %s: %w", a.Op, err)
 	}
 	if err != nil {
 		kind := "other"
