@@ -116,7 +116,8 @@ type Spec struct {
 	Stdin []byte
 	// Script, if not empty, is what the command reads on descriptor 3
 	// (ScriptFD), a pipe closed at its end: a way to give a program more
-	// than one argument may hold.
+	// than one argument may hold. Not on Windows, where a spawn with a
+	// script fails.
 	Script []byte
 	// Owner is who the process belongs to (an agent or a plugin id); its
 	// processes die and its spill files go when ReleaseOwner is called.

@@ -141,14 +141,14 @@ func resumeThreads(pid uint32) error {
 		if te.OwnerProcessID != pid {
 			continue
 		}
-		th, err := windows.OpenThread(windows.THREAD_SUSPEND_RESUME, false, te.ThreadID)
-		if err != nil {
-			return fmt.Errorf("open its thread: %w", err)
+		th, oerr := windows.OpenThread(windows.THREAD_SUSPEND_RESUME, false, te.ThreadID)
+		if oerr != nil {
+			return fmt.Errorf("open its thread: %w", oerr)
 		}
-		_, err = windows.ResumeThread(th)
+		_, rerr := windows.ResumeThread(th)
 		_ = windows.CloseHandle(th)
-		if err != nil {
-			return fmt.Errorf("resume it: %w", err)
+		if rerr != nil {
+			return fmt.Errorf("resume it: %w", rerr)
 		}
 		resumed++
 	}
