@@ -38,7 +38,7 @@ test:
 
 # The module must build and vet on the other systems dsh targets too: the
 # Linux-only process mechanics sit behind per-OS files.
-CROSS := windows/amd64 darwin/arm64
+CROSS := windows/amd64 windows/arm64 darwin/amd64 darwin/arm64
 cross:
 	@for t in $(CROSS); do \
 	  echo "$$t: $(GO) build ./... && $(GO) vet ./..."; \

@@ -120,7 +120,7 @@ func (p *Process) start(path string, env []string) (wait func(), err error) {
 		p.releaseTree()
 		return nil, err
 	}
-	waitFn, err := startLocked(cmd, p.spec.Confine, p.forkJoin())
+	waitFn, err := p.startTree(cmd)
 	// The child has its copies; ours must go so EOF comes when it exits.
 	outW.Close()
 	errW.Close()
@@ -180,6 +180,9 @@ func (p *Process) scriptPipe(cmd *exec.Cmd) (*os.File, error) {
 	if len(p.spec.Script) == 0 {
 		return nil, nil
 	}
+	if onWindows {
+		return nil, errNoScript
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -201,8 +204,8 @@ func (p *Process) wait(readers *sync.WaitGroup, outR, errR *os.File, waitFn func
 	case err == nil:
 		p.status = Completed
 	case errors.As(err, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			p.status, p.exitCode, p.signal = Killed, -1, SignalName(ws.Signal())
+		if sig, ok := p.exitSignal(ee); ok {
+			p.status, p.exitCode, p.signal = Killed, -1, SignalName(sig)
 		} else {
 			p.status, p.exitCode = Completed, ee.ExitCode()
 		}

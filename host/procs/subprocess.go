@@ -19,8 +19,12 @@
 // pipe_linux.go). All of the above is Linux. On other Unix systems (macOS)
 // a tree is its session's process group, which setsid and double-forked
 // children escape; there is no parent-death signal and no watchdog, so a
-// SIGKILLed host leaves its commands running. On Windows, Spawn fails with
-// [errors.ErrUnsupported] until trees are held by a Job Object.
+// SIGKILLed host leaves its commands running. On Windows a tree is a Job
+// Object of its own, which the command joins before it runs and which
+// ends with the host's handle to it; a stop is Ctrl-Break to the
+// command's process group, then the job's termination after the grace
+// (tree_windows.go, winjob.go); there is no script descriptor, and no
+// limits.
 package procs
 
 import (
@@ -112,7 +116,8 @@ type Spec struct {
 	Stdin []byte
 	// Script, if not empty, is what the command reads on descriptor 3
 	// (ScriptFD), a pipe closed at its end: a way to give a program more
-	// than one argument may hold.
+	// than one argument may hold. Not on Windows, where a spawn with a
+	// script fails.
 	Script []byte
 	// Owner is who the process belongs to (an agent or a plugin id); its
 	// processes die and its spill files go when ReleaseOwner is called.
@@ -277,6 +282,9 @@ func (m *Manager) Limits() LimitsStatus { return m.limits }
 // Env builds a command's environment: the ambient one without credentials
 // and without DSH_* (scrubbed once, in New), then the explicit layer.
 func (m *Manager) Env(explicit map[string]string) []string {
+	if onWindows {
+		return foldEnv(m.ambientEnv, explicit)
+	}
 	out := make([]string, 0, len(m.ambientEnv)+len(explicit))
 	keys := slices.Sorted(maps.Keys(explicit))
 	// Both layers are sorted by key: merge them, the explicit one winning.
@@ -506,15 +514,24 @@ func SafeName(s string) string {
 	return unsafeChars.ReplaceAllString(s, "_")
 }
 
-// lookPath finds a program on the PATH of the command's own environment.
+// lookPath finds a program on the PATH of the command's own environment
+// (on Windows with each extension its PATHEXT lists).
 func lookPath(name string, env []string) (string, error) {
-	if strings.Contains(name, "/") {
+	if hasDir(name) {
 		return exec.LookPath(name)
 	}
 	path := pathOf(env)
 	for _, dir := range filepath.SplitList(path) {
 		if dir == "" {
 			dir = "."
+		}
+		if onWindows {
+			for _, n := range programNames(name, foldedValue(env, "PATHEXT")) {
+				if p := filepath.Join(dir, n); executable(p) {
+					return p, nil
+				}
+			}
+			continue
 		}
 		if p := filepath.Join(dir, name); executable(p) {
 			return p, nil
@@ -523,14 +540,19 @@ func lookPath(name string, env []string) (string, error) {
 	return "", fmt.Errorf("%w on PATH %q", exec.ErrNotFound, path)
 }
 
-// executable reports whether p is a file anyone may execute.
+// executable reports whether p is a file anyone may execute (on Windows,
+// a file: its name says whether it runs).
 func executable(p string) bool {
 	fi, err := os.Stat(p)
-	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+	return err == nil && !fi.IsDir() && (onWindows || fi.Mode()&0o111 != 0)
 }
 
-// pathOf is the PATH of an environment (the last one, as exec takes it).
+// pathOf is the PATH of an environment (the last one, as exec takes it;
+// on Windows in any case, "Path" as often as not).
 func pathOf(env []string) string {
+	if onWindows {
+		return foldedValue(env, "PATH")
+	}
 	path := ""
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
@@ -547,7 +569,7 @@ func pathOf(env []string) string {
 // looked up this way on every command; the commands a shell runs are
 // looked up by the shell.
 func (m *Manager) program(name string, env []string) (string, error) {
-	if strings.Contains(name, "/") {
+	if hasDir(name) {
 		return lookPath(name, env)
 	}
 	key := pathOf(env) + "\x00" + name

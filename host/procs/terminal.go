@@ -60,8 +60,11 @@ type TerminalSpec struct {
 type Terminal struct {
 	p      *Process
 	master *os.File
-	slave  string // the slave's path, for what waits in its input queue
-	max    int
+	// input is where typed input is written: the master itself, but a
+	// pipe of its own on Windows.
+	input *os.File
+	slave string // the slave's path, for what waits in its input queue
+	max   int
 
 	// readMu is held by each read(2) of the master and by InFlight; held
 	// counts what the last read took until it is added (pump).
@@ -169,39 +172,32 @@ func terminalSize(cols, rows int) (int, int, error) {
 	return cols, rows, nil
 }
 
-// start opens the terminal and starts the command on it, from a locked
-// thread as every command (startLocked).
+// start opens the terminal and starts the command on it
+// (startOnTerminal).
 func (t *Terminal) start(path string, env []string) error {
 	p := t.p
 	attr, err := p.sysProcAttr()
 	if err != nil {
 		return err
 	}
-	master, slave, err := openTerminal(t.cols, t.rows)
-	if err == nil {
-		t.slave = slave.Name()
-	}
+	tty, err := openTerminal(t.cols, t.rows)
 	if err != nil {
 		p.releaseTree()
 		return err
 	}
-	controllingTerminal(attr)
+	t.slave = tty.slaveName()
 	cmd := exec.Command(path, p.spec.Argv[1:]...)
 	cmd.Args = p.spec.Argv
 	cmd.Dir = p.spec.Dir
 	cmd.Env = env
 	cmd.SysProcAttr = attr
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	waitFn, err := startLocked(cmd, p.spec.Confine, p.forkJoin())
-	// The child has its copy; with ours gone the master reads its end
-	// once the last holder in the tree lets go.
-	slave.Close()
+	waitFn, err := p.startOnTerminal(tty, cmd)
 	if err != nil {
-		master.Close()
+		tty.closeHost()
 		p.releaseTree()
 		return err
 	}
-	t.master = master
+	t.master, t.input = tty.master, tty.input
 	p.cmd = cmd
 	p.Pid = cmd.Process.Pid
 	p.started = time.Now()
@@ -210,7 +206,7 @@ func (t *Terminal) start(path string, env []string) error {
 	go t.pump(&readers)
 	p.watch()
 	go func() {
-		p.wait(&readers, master, nil, waitFn)
+		p.wait(&readers, t.master, nil, waitFn)
 		p.releaseTree()
 	}()
 	return nil
@@ -257,6 +253,9 @@ func (t *Terminal) pump(wg *sync.WaitGroup) {
 	t.wakeLocked()
 	t.mu.Unlock()
 	_ = t.master.Close()
+	if t.input != t.master {
+		_ = t.input.Close()
+	}
 }
 
 // add hands output to the observers, then keeps it for reads: a read
@@ -375,14 +374,14 @@ func (t *Terminal) WriteFor(ctx context.Context, call string, data []byte) (bool
 	t.inMu.Lock()
 	gen := t.discards
 	if dl, ok := ctx.Deadline(); ok {
-		_ = t.master.SetWriteDeadline(dl)
+		_ = t.input.SetWriteDeadline(dl)
 	} else {
-		_ = t.master.SetWriteDeadline(time.Time{})
+		_ = t.input.SetWriteDeadline(time.Time{})
 	}
 	t.inMu.Unlock()
-	stop := context.AfterFunc(ctx, func() { _ = t.master.SetWriteDeadline(time.Now()) })
+	stop := context.AfterFunc(ctx, func() { _ = t.input.SetWriteDeadline(time.Now()) })
 	defer stop()
-	_, err := t.master.Write(data)
+	_, err := t.input.Write(data)
 	t.inMu.Lock()
 	discarded := t.discards != gen
 	t.inMu.Unlock()
@@ -449,7 +448,7 @@ func (t *Terminal) Resize(cols, rows int) error {
 	if t.p.finished() {
 		return nil
 	}
-	if err := setTerminalSize(t.master, cols, rows); err != nil {
+	if err := t.p.resizeTerminal(t.master, cols, rows); err != nil {
 		if errors.Is(err, os.ErrClosed) || t.p.finished() {
 			return nil
 		}
@@ -487,10 +486,10 @@ func (t *Terminal) Signal(sig syscall.Signal, main bool) (pid int, ok bool, err 
 	}
 	if main {
 		pid = t.p.Pid
-		err = signalProcess(pid, sig)
+		err = t.p.signalProcess(pid, sig)
 	} else {
 		if pid, err = foregroundGroup(t.master); err == nil {
-			err = signalProcess(-pid, sig)
+			err = t.p.signalProcess(-pid, sig)
 		}
 	}
 	if err != nil {
@@ -517,7 +516,7 @@ func (t *Terminal) Interrupt(sig syscall.Signal) (pid int, ok bool, err error) {
 	// room instead of waiting too.
 	t.inMu.Lock()
 	t.discards++
-	_ = t.master.SetWriteDeadline(time.Now())
+	_ = t.input.SetWriteDeadline(time.Now())
 	derr := discardInput(t.slave)
 	t.inMu.Unlock()
 	t.writeMu.Lock()
@@ -557,10 +556,11 @@ func (t *Terminal) Claim() bool { return t.claimed.CompareAndSwap(false, true) }
 // Claimed reports whether the terminal was claimed.
 func (t *Terminal) Claimed() bool { return t.claimed.Load() }
 
-// Master is the terminal's master side, for what inspects the terminal in
-// the host (what its foreground process waits for). Use its SyscallConn,
-// never Fd (which would take it out of the poller the output is read
-// through); it is closed once the terminal hangs up.
+// Master is the terminal's master side (on Windows the pseudo-console's
+// output pipe), for what inspects the terminal in the host (what its
+// foreground process waits for). Use its SyscallConn, never Fd (which
+// would take it out of the poller the output is read through); it is
+// closed once the terminal hangs up.
 func (t *Terminal) Master() *os.File { return t.master }
 
 // ID is the terminal's process id (as Process.ID); Pid its main process.

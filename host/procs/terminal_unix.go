@@ -5,16 +5,30 @@ package procs
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"syscall"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 )
 
+// ttyEnds is a new terminal: the master the host keeps (its output is
+// read and its input written there: input is master) and the slave a
+// command gets.
+type ttyEnds struct{ master, input, slave *os.File }
+
 // openTerminal opens a pseudo-terminal of the given size: the master the
 // host keeps, pollable (so reads wait in the poller, not on a thread of
 // their own, and Close ends them), and the slave a command gets.
-func openTerminal(cols, rows int) (master, slave *os.File, err error) {
+func openTerminal(cols, rows int) (*ttyEnds, error) {
+	master, slave, err := openPty(cols, rows)
+	if err != nil {
+		return nil, err
+	}
+	return &ttyEnds{master: master, input: master, slave: slave}, nil
+}
+
+func openPty(cols, rows int) (master, slave *os.File, err error) {
 	m, s, err := pty.Open()
 	if err != nil {
 		return nil, nil, fmt.Errorf("open a terminal: %w", err)
@@ -42,6 +56,25 @@ func openTerminal(cols, rows int) (master, slave *os.File, err error) {
 	return master, s, nil
 }
 
+// slaveName is the slave's path.
+func (e *ttyEnds) slaveName() string { return e.slave.Name() }
+
+// closeHost closes the host's end of a terminal whose command did not
+// start.
+func (e *ttyEnds) closeHost() { e.master.Close() }
+
+// startOnTerminal starts cmd on the terminal's slave, its controlling
+// terminal, from a locked thread as every command (startLocked).
+func (p *Process) startOnTerminal(tty *ttyEnds, cmd *exec.Cmd) (func() error, error) {
+	controllingTerminal(cmd.SysProcAttr)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty.slave, tty.slave, tty.slave
+	waitFn, err := startLocked(cmd, p.spec.Confine, p.forkJoin())
+	// The child has its copy; with ours gone the master reads its end
+	// once the last holder in the tree lets go.
+	tty.slave.Close()
+	return waitFn, err
+}
+
 // controllingTerminal makes the terminal the command's controlling
 // terminal: it is stdin (fd 0 in the child) of a new session's leader.
 func controllingTerminal(attr *syscall.SysProcAttr) { attr.Setctty, attr.Ctty = true, 0 }
@@ -57,6 +90,11 @@ func control(file *os.File, f func(fd int) error) error {
 		return err
 	}
 	return ferr
+}
+
+// resizeTerminal sets the terminal's size on its master.
+func (p *Process) resizeTerminal(master *os.File, cols, rows int) error {
+	return setTerminalSize(master, cols, rows)
 }
 
 func setTerminalSize(master *os.File, cols, rows int) error {
@@ -84,7 +122,7 @@ func foregroundGroup(master *os.File) (int, error) {
 }
 
 // signalProcess signals pid (a process group when negative).
-func signalProcess(pid int, sig syscall.Signal) error { return syscall.Kill(pid, sig) }
+func (p *Process) signalProcess(pid int, sig syscall.Signal) error { return syscall.Kill(pid, sig) }
 
 // terminalSignals are the signals a terminal's processes may be sent by
 // name.

@@ -6,6 +6,7 @@ import "github.com/dshrun/dsh/host/watchdog"
 // DIR; the dsh binary takes it as a hidden subcommand too). The
 // watchdog exists on Linux only (watchdog_linux.go): it kills the host's
 // cgroup when the host dies. Where there are no cgroups StartWatchdog does
-// nothing and RunWatchdog fails; on Windows a Job Object that kills its
-// processes when its last handle closes will take its place.
+// nothing and RunWatchdog fails; on Windows each command's Job Object,
+// which kills its processes when its last handle closes, takes its place
+// (watchdog_windows.go).
 const WatchdogArg = watchdog.Arg
