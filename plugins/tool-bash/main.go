@@ -17,21 +17,18 @@ var bash = shelltool.Shell{
 	Tool:       "bash",
 	Title:      "Run a bash command",
 	Command:    "The bash command to run.",
+	ChangeDir:  "cd",
+	Session:    "a fresh shell",
 	Intro:      intro,
 	ReadSpill:  "grep, sed -n, tail",
 	ReadBinary: "pipe it through xxd or od to read it",
 }
 
-// intro opens the bash description: each call is a fresh shell, started
-// in start when the executor says where.
-func intro(start string) string {
-	fresh := "a fresh shell"
-	if start != "" {
-		fresh = "a fresh shell that starts in `" + start + "`"
-	}
+// intro opens the bash description: each call runs in session.
+func intro(session string) string {
 	return `Run a bash command and return its output.
 
-- Each call runs in ` + fresh + `: the working directory, variables and functions do not carry over. Pass ` + "`workdir`" + ` instead of using cd.
+- Each call runs in ` + session + `: the working directory, variables and functions do not carry over. Pass ` + "`workdir`" + ` instead of using cd.
 - No terminal and stdin is closed: anything that prompts fails instead of waiting.`
 }
 

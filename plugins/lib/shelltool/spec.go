@@ -87,7 +87,7 @@ func (s Shell) Specs(mode shell.SandboxMode, at Place, defaultTimeoutMs, maxTime
 		"description": map[string]any{"type": "string", "description": "What the command does, in five to ten words."},
 		"timeoutMs": map[string]any{"type": "integer", "minimum": 1,
 			"description": fmt.Sprintf("Timeout in milliseconds (default %d, at most %d).", defaultTimeoutMs, maxTimeoutMs)},
-		"workdir":           map[string]any{"type": "string", "description": "Working directory for this command (instead of cd)."},
+		"workdir":           map[string]any{"type": "string", "description": "Working directory for this command (instead of " + s.ChangeDir + ")."},
 		"run_in_background": map[string]any{"type": "boolean", "description": "Start the command as a background job and return its id at once."},
 	}
 	desc := s.description(at.Start, defaultTimeoutMs, maxTimeoutMs, maxChars)
@@ -121,7 +121,11 @@ func (s Shell) Specs(mode shell.SandboxMode, at Place, defaultTimeoutMs, maxTime
 // description is the tool's description: its shell's introduction, then
 // how every shell tool bounds, shows and ends a command.
 func (s Shell) description(start string, defaultTimeoutMs, maxTimeoutMs int64, maxChars int) string {
-	return s.Intro(start) + fmt.Sprintf(`
+	session := s.Session
+	if start != "" {
+		session += " that starts in `" + start + "`"
+	}
+	return s.Intro(session) + fmt.Sprintf(`
 - A command is killed with every process it started after `+"`timeoutMs`"+` (default %d ms, at most %d ms).
 - You see stdout, then stderr after a `+"`[stderr]`"+` line: at most %s characters of the two, their last lines. `+"`[output truncated: … omitted; full output: <file>]`"+` names a file with all of it: read that (%s) instead of running the command again. Colours and other terminal codes are removed; binary output is not shown.
 - How it ended is the last line: nothing for exit code 0, else `+"`[exit code: N]`"+`, or `+"`[timed out after <ms>ms]`"+` and `+"`[killed by signal: SIGTERM]`"+`.

@@ -11,8 +11,9 @@ import (
 // output is bash's, which the rendering goldens show.
 var testShell = Shell{
 	Plugin: "tool-sh", Version: "1.0.0", Summary: "a test shell tool",
-	Tool: "sh", Title: "Run an sh command", Command: "The sh command to run.",
-	Intro:     func(start string) string { return "Run an sh command in `" + start + "`." },
+	Tool: "sh", Title: "Run an sh command", Command: "The sh command to run.", ChangeDir: "chdir",
+	Session:   "a new sh",
+	Intro:     func(session string) string { return "Run an sh command in " + session + "." },
 	ReadSpill: "grep", ReadBinary: "pipe it through xxd or od to read it",
 }
 
@@ -24,10 +25,10 @@ func TestSpecsOfShell(t *testing.T) {
 		t.Fatalf("specs: %v", specs)
 	}
 	d := specs[0].Description
-	if !strings.HasPrefix(d, "Run an sh command in `/w`.\n- A command is killed") || !strings.Contains(d, "read that (grep) instead") {
+	if !strings.HasPrefix(d, "Run an sh command in a new sh that starts in `/w`.\n- A command is killed") || !strings.Contains(d, "read that (grep) instead") {
 		t.Errorf("description:\n%s", d)
 	}
-	if !strings.Contains(specs[0].InputSchema, `"description":"The sh command to run."`) || !strings.Contains(specs[1].InputSchema, "The id `sh` returned") {
+	if !strings.Contains(specs[0].InputSchema, `"description":"The sh command to run."`) || !strings.Contains(specs[0].InputSchema, "(instead of chdir)") || !strings.Contains(specs[1].InputSchema, "The id `sh` returned") {
 		t.Errorf("schemas: %s %s", specs[0].InputSchema, specs[1].InputSchema)
 	}
 	desc := New(testShell).Describe()

@@ -39,11 +39,16 @@ type Shell struct {
 	Tool    string // the tool's name: "bash"
 	Title   string // the tool's title: "Run a bash command"
 	Command string // what the command argument is: "The bash command to run."
+	// ChangeDir is the shell's command that changes directory, which the
+	// workdir argument replaces: "cd".
+	ChangeDir string
+	// Session is what each call runs in: "a fresh shell".
+	Session string
 	// Intro opens the tool's description: what it runs, what each call
-	// starts from (in start, the executor's working directory, or "" when
-	// it does not say), and what the shell needs said. The lines every
-	// shell tool shares follow it.
-	Intro func(start string) string
+	// runs in (session: Session, and where it starts when the executor
+	// says), and what the shell needs said. The lines every shell tool
+	// shares follow it.
+	Intro func(session string) string
 	// ReadSpill names the commands that read a spill file: "grep, sed -n, tail".
 	ReadSpill string
 	// ReadBinary says how to read binary output a result does not show:
