@@ -2,321 +2,34 @@
 // `job_output` and `job_kill` with ctx.tools, runs commands through
 // ctx.shell (whichever executor is composed), hands background processes to
 // ctx.jobs, and gives each execution one trusted DSH_* snapshot from
-// ctx.shellEnv. It owns every word the model reads about commands.
+// ctx.shellEnv. The tool is shelltool's; what it says of bash is here.
 package main
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"slices"
-	"strings"
-	"time"
-
-	"github.com/hashicorp/go-hclog"
-	"google.golang.org/grpc"
-
-	"github.com/dshrun/dsh/core/approval"
-	"github.com/dshrun/dsh/core/jobs"
-	"github.com/dshrun/dsh/core/jobs/jobsv1"
-	"github.com/dshrun/dsh/core/sandbox"
-	"github.com/dshrun/dsh/core/tools"
-	"github.com/dshrun/dsh/core/tools/toolsv1"
-	"github.com/dshrun/dsh/plugins/shell"
-	"github.com/dshrun/dsh/plugins/shellenv"
+	"github.com/dshrun/dsh/plugins/lib/shelltool"
 	"github.com/dshrun/dsh/sdk"
 )
 
-type toolBash struct {
-	log  hclog.Logger
-	sh   *shell.Client
-	env  *shellenv.Follower
-	jobs *jobs.Client
-	// maxChars is the model budget of one result, in characters.
-	maxChars int
-	approver approval.Approver // ctx.approval, for escalations
+var bash = shelltool.Shell{
+	Plugin:     "tool-bash",
+	Version:    "0.1.0",
+	Summary:    "the model-facing bash tool, with background jobs",
+	Tool:       "bash",
+	Title:      "Run a bash command",
+	Command:    "The bash command to run.",
+	ChangeDir:  "cd",
+	Session:    "a fresh shell",
+	Intro:      intro,
+	ReadSpill:  "grep, sed -n, tail",
+	ReadBinary: "pipe it through xxd or od to read it",
 }
 
-func (p *toolBash) Describe() sdk.Description {
-	return sdk.Description{
-		Name:    "tool-bash",
-		Version: "0.1.0",
-		Summary: "the model-facing bash tool, with background jobs",
-		Inject: []sdk.Inject{
-			{Key: shell.Key}, {Key: shellenv.Key}, {Key: jobs.Key}, {Key: tools.Key}, {Key: approval.Key}, {Key: sandbox.PolicyKey},
-		},
-		ConfigSchema: sdk.SchemaOf[config](),
-		Tools:        []string{"bash", "job_output", "job_kill"},
-	}
+// intro opens the bash description: each call runs in session.
+func intro(session string) string {
+	return `Run a bash command and return its output.
+
+- Each call runs in ` + session + `: the working directory, variables and functions do not carry over. Pass ` + "`workdir`" + ` instead of using cd.
+- No terminal and stdin is closed: anything that prompts fails instead of waiting.`
 }
 
-var _ tools.Handler = (*toolBash)(nil)
-
-func (p *toolBash) Register(s *grpc.Server) {
-	toolsv1.RegisterToolHandlerServer(s, tools.NewHandlerServer(p))
-}
-
-func (p *toolBash) Dispose(context.Context) error {
-	if p.env != nil {
-		p.env.Close()
-	}
-	return nil
-}
-
-// config is tool-bash's config.
-type config struct {
-	// MaxOutputChars is the model budget of one result (stdout and stderr
-	// together); the executor's maxOutputBytes is what it retains.
-	MaxOutputChars int `json:"maxOutputChars" minimum:"100" desc:"characters of output one result shows, stdout and stderr together (30000)"`
-}
-
-func (p *toolBash) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage) error {
-	cfg, err := sdk.DecodeConfig[config](raw)
-	if err != nil {
-		return err
-	}
-	p.maxChars = cfg.MaxOutputChars
-	if p.maxChars <= 0 {
-		p.maxChars = DefaultMaxOutputChars
-	}
-	p.log = host.Logger()
-	svc, err := host.Lookup(ctx, shell.Key)
-	if err != nil {
-		return err
-	}
-	mode := shell.SandboxMode(svc.Facts[shell.FactSandboxMode])
-	var policy *sandbox.Policy
-	if mode != "" {
-		// A confining executor: escalation is advertised, so the policy
-		// it is asked under must be there; its folders go into the
-		// description.
-		if policy, err = sandbox.NewClient(host.Conn(sandbox.PolicyKey)).Get(ctx); err != nil {
-			return fmt.Errorf("the executor sandboxes (%s mode), and the sandbox policy cannot be read: %w", mode, err)
-		}
-	}
-	p.sh = shell.NewClient(host.Conn(shell.Key), mode)
-	// Every command needs the DSH_* snapshot: following it keeps a round
-	// trip (two hops through the host) off each call.
-	p.env = shellenv.NewClient(host.Conn(shellenv.Key)).Follow()
-	p.jobs = jobs.NewClient(host.Conn(jobs.Key))
-	p.approver = approval.NewClient(host.Conn(approval.Key))
-	// The executor's own defaults go into the description the model reads.
-	lim, err := p.sh.Limits(ctx)
-	if err != nil {
-		return fmt.Errorf("ask the executor for its defaults: %w", err)
-	}
-	return tools.Register(ctx, host.Conn(tools.Key), toolSpecs(mode, placeOf(lim.Workdir, policy), lim.TimeoutMs, lim.MaxTimeoutMs, p.maxChars)...)
-}
-
-// bashArgs are the bash tool's arguments (validated by the host against
-// the schema before they get here).
-type bashArgs struct {
-	Command            string `json:"command"`
-	Description        string `json:"description"`
-	TimeoutMs          int64  `json:"timeoutMs"`
-	Workdir            string `json:"workdir"`
-	RunInBackground    bool   `json:"run_in_background"`
-	SandboxPermissions string `json:"sandbox_permissions"`
-	Justification      string `json:"justification"`
-}
-
-type jobArgs struct {
-	JobID string `json:"job_id"`
-}
-
-func (p *toolBash) Call(ctx context.Context, req *toolsv1.CallRequest) (*toolsv1.CallResult, error) {
-	res, err := p.call(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	// Jobs that finished since the previous call come with this one (the
-	// host takes them before the call, so one that ends during it is told
-	// next time, or not at all once its final output was read). They are
-	// told first, so the exit marker stays last; a call about a job says
-	// nothing more of it.
-	var a jobArgs
-	if req.Name != "bash" {
-		_ = json.Unmarshal(req.Arguments, &a)
-	}
-	var finished []*jobsv1.Job
-	for _, j := range req.FinishedJobs {
-		if j.Id != a.JobID {
-			finished = append(finished, j)
-		}
-	}
-	if len(finished) > 0 {
-		res.Text = withNotices(renderNotices(finished), res.Text)
-	}
-	return res, nil
-}
-
-func (p *toolBash) call(ctx context.Context, req *toolsv1.CallRequest) (*toolsv1.CallResult, error) {
-	switch req.Name {
-	case "bash":
-		var a bashArgs
-		if err := json.Unmarshal(req.Arguments, &a); err != nil {
-			return errorResult("bad arguments: %v", err), nil
-		}
-		return p.bash(ctx, req.Owner, a), nil
-	case "job_output", "job_kill":
-		var a jobArgs
-		if err := json.Unmarshal(req.Arguments, &a); err != nil {
-			return errorResult("bad arguments: %v", err), nil
-		}
-		if req.Name == "job_output" {
-			return p.jobOutput(ctx, req.Owner, a.JobID), nil
-		}
-		return p.jobKill(ctx, req.Owner, a.JobID), nil
-	}
-	return errorResult("tool-bash has no tool %q", req.Name), nil
-}
-
-// errorResult is a call that could not do what it was asked: one line, in
-// brackets, that names the thing.
-func errorResult(format string, args ...any) *toolsv1.CallResult {
-	return &toolsv1.CallResult{Text: "[" + fmt.Sprintf(format, args...) + "]", IsError: true}
-}
-
-func (p *toolBash) bash(ctx context.Context, owner string, a bashArgs) *toolsv1.CallResult {
-	policy, refused := p.escalate(ctx, a)
-	if refused != nil {
-		return refused
-	}
-	snap, err := p.env.Snapshot(ctx)
-	if err != nil {
-		return errorResult("the DSH_* environment could not be read, so nothing was run: %s", failure(err))
-	}
-	if snap.Stale {
-		p.log.Warn("ctx.shellEnv is unreachable; the command gets the last DSH_* snapshot", "owner", owner, "generation", snap.Generation)
-	}
-	req := &shell.ExecRequest{
-		// A stream the budget may cut spills to a file from the start.
-		SpillAfterBytes: int64(p.maxChars / 2),
-		Command:         a.Command,
-		Workdir:         a.Workdir,
-		TimeoutMs:       a.TimeoutMs,
-		Owner:           owner,
-		DshEnv:          snap.Env,
-		SandboxPolicy:   policy,
-	}
-	if a.RunInBackground {
-		spec, err := p.sh.Resolve(ctx, req)
-		if err != nil {
-			return errorResult("%s", failure(err))
-		}
-		proc, err := p.sh.StartProcess(ctx, spec)
-		if err != nil {
-			return errorResult("%s", failure(err))
-		}
-		job, err := p.jobs.Register(ctx, &jobs.RegisterRequest{ProcessId: proc.ID, ShellKey: shell.Key, Command: a.Command, Description: a.Description})
-		if err != nil {
-			_, _ = proc.Kill(context.WithoutCancel(ctx))
-			return errorResult("%s", failure(err))
-		}
-		// ctx.jobs logs the job's start and its end.
-		if proc.Sandbox.GetRunnerFailed() {
-			// Settled as killed: the job's output says why.
-			return &toolsv1.CallResult{Text: strings.Join(append([]string{renderStarted(job)}, sandboxMarkers(proc.Sandbox)...), "\n"), Structured: jobStructured(job, nil), IsError: true}
-		}
-		return &toolsv1.CallResult{Text: renderStarted(job), Structured: jobStructured(job, nil)}
-	}
-	start := time.Now()
-	res, err := p.sh.Exec(ctx, req)
-	if err != nil {
-		switch {
-		case errors.Is(err, context.Canceled) || errors.Is(ctx.Err(), context.Canceled):
-			// The host logs the cancelled call at info.
-			p.log.Debug("command cancelled", "owner", owner, "command", a.Command, "after", time.Since(start).Round(time.Millisecond).String())
-		case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
-			p.log.Info("command stopped: the call ran out of time", "owner", owner, "command", a.Command, "after", time.Since(start).Round(time.Millisecond).String())
-		default:
-			p.log.Info("command could not run", "owner", owner, "command", a.Command, "workdir", a.Workdir, "error", failure(err))
-		}
-		return errorResult("%s", failure(err))
-	}
-	exit := "0"
-	switch {
-	case res.Signal != "":
-		exit = res.Signal
-	case res.ExitCode != nil:
-		exit = fmt.Sprint(*res.ExitCode)
-	}
-	ended := "command finished"
-	switch {
-	case res.TimedOut:
-		ended = "command timed out"
-	case res.Aborted:
-		ended = "command aborted"
-	}
-	p.log.Info(ended, "owner", owner, "command", a.Command, "workdir", res.Workdir, "exit", exit,
-		"duration", time.Since(start).Round(time.Millisecond).String())
-	text, out, errs := renderRun(res, p.maxChars)
-	return &toolsv1.CallResult{Text: text, Structured: runStructured(res, out, errs), IsError: runFailed(res), Resources: resources(out, errs)}
-}
-
-func (p *toolBash) jobOutput(ctx context.Context, owner, id string) *toolsv1.CallResult {
-	r, err := p.jobs.Read(ctx, id)
-	if err != nil {
-		return errorResult("%s", failure(err))
-	}
-	failed := r.Job.Status != shell.StatusRunning && (r.Job.ExitCode == nil || *r.Job.ExitCode != 0)
-	text, out, errs := renderRead(r, p.maxChars)
-	return &toolsv1.CallResult{Text: text, Structured: jobStructured(r.Job, r, out, errs), IsError: failed, Resources: resources(out, errs)}
-}
-
-func (p *toolBash) jobKill(ctx context.Context, owner, id string) *toolsv1.CallResult {
-	killed, err := p.jobs.Kill(ctx, id)
-	if err != nil {
-		return errorResult("%s", failure(err))
-	}
-	if !killed {
-		return &toolsv1.CallResult{Text: "[job " + id + " had already finished; read its output with job_output]"}
-	}
-	// ctx.jobs logs the kill with the job's end.
-	return &toolsv1.CallResult{Text: "[job " + id + " killed; its final output is readable with job_output]"}
-}
-
-// escalate asks ctx.approval for a run with more access than the
-// executor's sandbox mode, before anything runs: the approval covers this
-// one run, and any failure to get it is a refusal (nothing runs). It
-// returns the per-call policy to ask the executor for, or the refusal.
-func (p *toolBash) escalate(ctx context.Context, a bashArgs) (*shell.SandboxPolicy, *toolsv1.CallResult) {
-	mode := p.sh.SandboxMode()
-	if a.SandboxPermissions == "" || a.SandboxPermissions == string(mode) {
-		return nil, nil
-	}
-	if !slices.Contains(escalationTargets(mode), a.SandboxPermissions) {
-		return nil, errorResult("sandbox_permissions %s gives no more access than the sandbox's %q mode; nothing was run", a.SandboxPermissions, mode)
-	}
-	if strings.TrimSpace(a.Justification) == "" {
-		return nil, errorResult("sandbox escalation to %s needs a justification: say why the command needs more access; nothing was run", a.SandboxPermissions)
-	}
-	d := approval.Ask(ctx, p.approver, &approval.Request{
-		Kind: approval.KindSandboxEscalation, Tool: "bash", Command: a.Command,
-		TargetMode: a.SandboxPermissions, Reason: a.Justification,
-	})
-	// ctx.approval logs the decision.
-	if !d.Approved {
-		return nil, errorResult("sandbox escalation to %s was %s; nothing was run", a.SandboxPermissions, d.Reason)
-	}
-	return &shell.SandboxPolicy{Mode: a.SandboxPermissions}, nil
-}
-
-// failure is what the model reads of a call that failed: the words of the
-// side that refused or failed (a missing workdir, an executor that is
-// restarting or gone), without the transport's or the client's wrapping.
-func failure(err error) string {
-	var e *sdk.Error
-	switch {
-	case errors.Is(err, context.Canceled):
-		return "aborted before the command finished"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "the call ran out of time before the command finished"
-	case errors.As(err, &e):
-		return e.Msg
-	}
-	return err.Error()
-}
-
-func main() { sdk.Serve(&toolBash{}) }
+func main() { sdk.Serve(shelltool.New(bash)) }

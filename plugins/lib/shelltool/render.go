@@ -1,4 +1,4 @@
-package main
+package shelltool
 
 import (
 	"bytes"
@@ -78,13 +78,14 @@ func body(out, errs view) string {
 	return s
 }
 
-// notices are the lines that say what a view leaves out.
-func notices(vs ...view) []string {
+// notices are the lines that say what a view leaves out; readBinary says
+// how to read binary output no file holds.
+func notices(readBinary string, vs ...view) []string {
 	var out []string
 	for _, v := range vs {
 		switch {
 		case v.binary:
-			out = append(out, binaryNotice(v))
+			out = append(out, binaryNotice(v, readBinary))
 		case v.omittedBytes > 0:
 			out = append(out, cutNotice(v))
 		}
@@ -122,9 +123,9 @@ func exitMarker(code *int32, signal string) string {
 // renderRun is the model-facing text of a foreground run within max
 // characters of output: body, what it leaves out, the timeout line, the
 // exit marker last.
-func renderRun(r *shell.RunResult, max int) (string, view, view) {
+func renderRun(r *shell.RunResult, max int, readBinary string) (string, view, view) {
 	out, errs := views(r.Stdout.GetData(), r.Stderr.GetData(), r.Stdout, r.Stderr, max)
-	markers := notices(out, errs)
+	markers := notices(readBinary, out, errs)
 	if r.TimedOut {
 		markers = append(markers, fmt.Sprintf("[timed out after %dms]", r.TimeoutMs))
 	}
@@ -238,10 +239,10 @@ func cutNotice(v view) string {
 }
 
 // binaryNotice stands for a stream that is not text.
-func binaryNotice(v view) string {
+func binaryNotice(v view, readBinary string) string {
 	where := whereIs(v)
 	if where == "; no spill file was reported" {
-		where = "; not shown (pipe it through xxd or od to read it)"
+		where = "; not shown (" + readBinary + ")"
 	}
 	return fmt.Sprintf("[binary %s: %s bytes%s]", v.name, modeltext.Thousands(v.omittedBytes), where)
 }
@@ -292,8 +293,6 @@ func spillReason(c *shell.Collected) string {
 	}
 	return why(c.GetSpillReason())
 }
-
-// thousands writes n with comma separators: 1234567 is "1,234,567".
 
 // runFailed reports whether a run's result carries an exit marker: the
 // tool result is an error exactly when the command did not exit 0.
@@ -396,9 +395,9 @@ func renderStarted(j *jobsv1.Job) string {
 // renderRead is the text of a job_output read within max characters of
 // output: the new output, what it leaves out (the executor's retention
 // and the budget together), the job's state, the exit marker last.
-func renderRead(r *jobsv1.JobRead, max int) (string, view, view) {
+func renderRead(r *jobsv1.JobRead, max int, readBinary string) (string, view, view) {
 	out, errs := views(r.Stdout, r.Stderr, r.StdoutFacts, r.StderrFacts, max)
-	markers := notices(out, errs)
+	markers := notices(readBinary, out, errs)
 	j := r.Job
 	if j.Status == shell.StatusRunning {
 		markers = append(markers, "[job "+j.Id+" is still running]")

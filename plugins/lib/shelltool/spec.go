@@ -1,4 +1,4 @@
-package main
+package shelltool
 
 import (
 	"encoding/json"
@@ -29,34 +29,35 @@ func escalationTargets(mode shell.SandboxMode) []string {
 	return out
 }
 
-// place is where commands run, as the bash description names it: a model
-// that knows the folders writes there, not where the sandbox refuses it.
-type place struct {
-	start     string   // where a command starts: the executor's default working directory
-	workspace string   // the sandbox's workspace; "" under an executor that does not sandbox
-	more      []string // the other folders a workspace-write command may write in
+// Place is where commands run, as the tool's description names it: a
+// model that knows the folders writes there, not where the sandbox
+// refuses it.
+type Place struct {
+	Start     string   // where a command starts: the executor's default working directory
+	Workspace string   // the sandbox's workspace; "" under an executor that does not sandbox
+	More      []string // the other folders a workspace-write command may write in
 }
 
-// placeOf is where commands run: start, and the folders of policy (nil
+// PlaceOf is where commands run: start, and the folders of policy (nil
 // under an executor that does not sandbox).
-func placeOf(start string, policy *sandbox.Policy) place {
-	at := place{start: start}
+func PlaceOf(start string, policy *sandbox.Policy) Place {
+	at := Place{Start: start}
 	if policy != nil {
-		at.workspace = policy.WorkspaceRoot
-		at.more = slices.Concat(policy.WritableRoots, policy.CacheRoots)
+		at.Workspace = policy.WorkspaceRoot
+		at.More = slices.Concat(policy.WritableRoots, policy.CacheRoots)
 	}
 	return at
 }
 
-// sandboxLine is the bash description's line about the sandbox of mode.
-func sandboxLine(mode shell.SandboxMode, at place) string {
+// sandboxLine is the description's line about the sandbox of mode.
+func sandboxLine(mode shell.SandboxMode, at Place) string {
 	var where string
 	switch {
-	case at.workspace == "":
+	case at.Workspace == "":
 	case mode == shell.WorkspaceWrite:
-		where = fmt.Sprintf(": they may write only in the workspace, `%s`%s, and in /tmp", at.workspace, andIn(at.more))
+		where = fmt.Sprintf(": they may write only in the workspace, `%s`%s, and in /tmp", at.Workspace, andIn(at.More))
 	case mode == shell.ReadOnly:
-		where = fmt.Sprintf(" and may not write files (with `sandbox_permissions: %s` a command may write in the workspace, `%s`)", shell.WorkspaceWrite, at.workspace)
+		where = fmt.Sprintf(" and may not write files (with `sandbox_permissions: %s` a command may write in the workspace, `%s`)", shell.WorkspaceWrite, at.Workspace)
 	}
 	return fmt.Sprintf("\n- Commands run in a %s sandbox%s. A denied file access is reported as `[sandbox: file access denied under %s mode]`; to run one command with more access, repeat it with `sandbox_permissions` and a `justification`.", mode, where, mode)
 }
@@ -76,25 +77,27 @@ func andIn(folders []string) string {
 	return ", in " + strings.Join(quoted[:len(quoted)-1], ", ") + " and " + quoted[len(quoted)-1]
 }
 
-// toolSpecs are the three tools. The sandbox fields appear only when the
-// composed executor confines (a mode with less than full access).
-func toolSpecs(mode shell.SandboxMode, at place, defaultTimeoutMs, maxTimeoutMs int64, maxChars int) []*toolsv1.ToolSpec {
+// Specs are the three tools s registers: the executor's sandbox mode and
+// defaults and the budget of a result go into what the model reads. The
+// sandbox fields appear only when the composed executor confines (a mode
+// with less than full access).
+func (s Shell) Specs(mode shell.SandboxMode, at Place, defaultTimeoutMs, maxTimeoutMs int64, maxChars int) []*toolsv1.ToolSpec {
 	props := map[string]any{
-		"command":     map[string]any{"type": "string", "minLength": 1, "description": "The bash command to run."},
+		"command":     map[string]any{"type": "string", "minLength": 1, "description": s.Command},
 		"description": map[string]any{"type": "string", "description": "What the command does, in five to ten words."},
 		"timeoutMs": map[string]any{"type": "integer", "minimum": 1,
 			"description": fmt.Sprintf("Timeout in milliseconds (default %d, at most %d).", defaultTimeoutMs, maxTimeoutMs)},
-		"workdir":           map[string]any{"type": "string", "description": "Working directory for this command (instead of cd)."},
+		"workdir":           map[string]any{"type": "string", "description": "Working directory for this command (instead of " + s.ChangeDir + ")."},
 		"run_in_background": map[string]any{"type": "boolean", "description": "Start the command as a background job and return its id at once."},
 	}
-	desc := bashDescription(at.start, defaultTimeoutMs, maxTimeoutMs, maxChars)
+	desc := s.description(at.Start, defaultTimeoutMs, maxTimeoutMs, maxChars)
 	if targets := escalationTargets(mode); len(targets) > 0 {
 		props["sandbox_permissions"] = map[string]any{"type": "string", "enum": targets,
 			"description": fmt.Sprintf("Run this one command with more access than the sandbox's %s mode; needs a justification and approval.", mode)}
 		props["justification"] = map[string]any{"type": "string", "description": "Why the command needs more access."}
 		desc += sandboxLine(mode, at)
 	}
-	bash := map[string]any{
+	run := map[string]any{
 		"type":                 "object",
 		"properties":           props,
 		"required":             []string{"command", "description"},
@@ -102,12 +105,12 @@ func toolSpecs(mode shell.SandboxMode, at place, defaultTimeoutMs, maxTimeoutMs 
 	}
 	job := map[string]any{
 		"type":                 "object",
-		"properties":           map[string]any{"job_id": map[string]any{"type": "string", "description": "The id `bash` returned, e.g. j1."}},
+		"properties":           map[string]any{"job_id": map[string]any{"type": "string", "description": "The id `" + s.Tool + "` returned, e.g. j1."}},
 		"required":             []string{"job_id"},
 		"additionalProperties": false,
 	}
 	return []*toolsv1.ToolSpec{
-		{Name: "bash", Title: "Run a bash command", Description: desc, InputSchema: mustJSON(bash)},
+		{Name: s.Tool, Title: s.Title, Description: desc, InputSchema: mustJSON(run)},
 		{Name: "job_output", Title: "Read a background job's new output", InputSchema: mustJSON(job),
 			Description: "Return what a background job printed since the last read (never the same output twice), and whether it is still running. The final read of a finished job ends with its exit marker and forgets the job."},
 		{Name: "job_kill", Title: "Stop a background job", InputSchema: mustJSON(job),
@@ -115,19 +118,18 @@ func toolSpecs(mode shell.SandboxMode, at place, defaultTimeoutMs, maxTimeoutMs 
 	}
 }
 
-func bashDescription(start string, defaultTimeoutMs, maxTimeoutMs int64, maxChars int) string {
-	fresh := "a fresh shell"
+// description is the tool's description: its shell's introduction, then
+// how every shell tool bounds, shows and ends a command.
+func (s Shell) description(start string, defaultTimeoutMs, maxTimeoutMs int64, maxChars int) string {
+	session := s.Session
 	if start != "" {
-		fresh = "a fresh shell that starts in `" + start + "`"
+		session += " that starts in `" + start + "`"
 	}
-	return fmt.Sprintf(`Run a bash command and return its output.
-
-- Each call runs in %s: the working directory, variables and functions do not carry over. Pass `+"`workdir`"+` instead of using cd.
-- No terminal and stdin is closed: anything that prompts fails instead of waiting.
+	return s.Intro(session) + fmt.Sprintf(`
 - A command is killed with every process it started after `+"`timeoutMs`"+` (default %d ms, at most %d ms).
-- You see stdout, then stderr after a `+"`[stderr]`"+` line: at most %s characters of the two, their last lines. `+"`[output truncated: … omitted; full output: <file>]`"+` names a file with all of it: read that (grep, sed -n, tail) instead of running the command again. Colours and other terminal codes are removed; binary output is not shown.
+- You see stdout, then stderr after a `+"`[stderr]`"+` line: at most %s characters of the two, their last lines. `+"`[output truncated: … omitted; full output: <file>]`"+` names a file with all of it: read that (%s) instead of running the command again. Colours and other terminal codes are removed; binary output is not shown.
 - How it ended is the last line: nothing for exit code 0, else `+"`[exit code: N]`"+`, or `+"`[timed out after <ms>ms]`"+` and `+"`[killed by signal: SIGTERM]`"+`.
-- `+"`run_in_background: true`"+` starts a job and returns its id at once, with no timeout: read its new output with job_output, stop it with job_kill; you are told when it finishes. Use it for servers, watchers and anything long.`, fresh, defaultTimeoutMs, maxTimeoutMs, modeltext.Thousands(int64(maxChars)))
+- `+"`run_in_background: true`"+` starts a job and returns its id at once, with no timeout: read its new output with job_output, stop it with job_kill; you are told when it finishes. Use it for servers, watchers and anything long.`, defaultTimeoutMs, maxTimeoutMs, modeltext.Thousands(int64(maxChars)), s.ReadSpill)
 }
 
 func mustJSON(v any) string {

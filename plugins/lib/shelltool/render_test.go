@@ -1,11 +1,10 @@
-package main
+package shelltool
 
 import (
 	"bytes"
 	"fmt"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
 	"github.com/dshrun/dsh/internal/golden"
@@ -109,7 +108,7 @@ func TestRenderGolden(t *testing.T) {
 			Stderr: &shell.Collected{Data: []byte("q\n"), Total: 100000, Truncated: true, Dropped: 99998, DroppedLines: 49999}},
 	}
 	for name, r := range cases {
-		text, _, _ := renderRun(r, DefaultMaxOutputChars)
+		text, _, _ := renderRun(r, DefaultMaxOutputChars, testShell.ReadBinary)
 		golden.Check(t, "run-"+name, text)
 		// The exit marker is always recoverable.
 		st := shell.ParseExitStatus(text)
@@ -152,7 +151,7 @@ func TestRenderReadGolden(t *testing.T) {
 			StderrFacts: noData(spilled("oops\n", 70000, 1, "", 0, "create_error"))},
 	}
 	for name, r := range cases {
-		text, _, _ := renderRead(r, DefaultMaxOutputChars)
+		text, _, _ := renderRead(r, DefaultMaxOutputChars, testShell.ReadBinary)
 		golden.Check(t, "read-"+name, text)
 		noBlankEdges(t, "read-"+name, text)
 	}
@@ -171,48 +170,16 @@ func TestStructuredFacts(t *testing.T) {
 	r := &shell.RunResult{ExitCode: code(0),
 		Stdout: spilled("0123456789\n", 22000000, 1999999, "/s/p3.stdout", 4177920, "disk_full"),
 		Stderr: out("fine\n")}
-	_, so, se := renderRun(r, DefaultMaxOutputChars)
+	_, so, se := renderRun(r, DefaultMaxOutputChars, testShell.ReadBinary)
 	golden.Check(t, "facts-run-disk-full", string(runStructured(r, so, se))+"\n")
 	read := &jobsv1.JobRead{Job: &jobsv1.Job{Id: "j6", Status: "running"}, Stdout: []byte("tail\n"), Lossy: true, StdoutSpillPath: "/s/p10.stdout",
 		StdoutFacts: noData(spilled("tail\n", 200000, 31999, "/s/p10.stdout", 200000, "")), StderrFacts: noData(out(""))}
-	_, so, se = renderRead(read, DefaultMaxOutputChars)
+	_, so, se = renderRead(read, DefaultMaxOutputChars, testShell.ReadBinary)
 	golden.Check(t, "facts-read-lossy", string(jobStructured(read.Job, read, so, se))+"\n")
 	// What cleaning took out, and binary output, are facts too.
 	r = &shell.RunResult{ExitCode: code(0), Stdout: out("\x1b[31mred\x1b[0m\r\nbar 10%\rbar 100%\n"), Stderr: out("\x00\x01")}
-	_, so, se = renderRun(r, DefaultMaxOutputChars)
+	_, so, se = renderRun(r, DefaultMaxOutputChars, testShell.ReadBinary)
 	golden.Check(t, "facts-run-cleaned", string(runStructured(r, so, se))+"\n")
-}
-
-func TestToolSpecsGolden(t *testing.T) {
-	places := map[string]place{
-		"local":     {start: "/home/me/project"},
-		"sandboxed": {start: "/home/me/project", workspace: "/home/me/project", more: []string{"/home/me/shared-lib", "/home/me/.npm"}},
-		"read-only": {start: "/home/me/project/sub", workspace: "/home/me/project"},
-	}
-	for name, mode := range map[string]shell.SandboxMode{"local": "", "sandboxed": shell.WorkspaceWrite, "read-only": shell.ReadOnly} {
-		var b strings.Builder
-		for _, s := range toolSpecs(mode, places[name], 120000, 600000, DefaultMaxOutputChars) {
-			b.WriteString("## " + s.Name + " — " + s.Title + "\n" + s.Description + "\n\nschema: " + s.InputSchema + "\n\n")
-		}
-		golden.Check(t, "tools-"+name, b.String())
-	}
-	// The description teaches the budget in few words.
-	if d := toolSpecs("", places["local"], 120000, 600000, DefaultMaxOutputChars)[0].Description; utf8.RuneCountInString(d) > 1200 || !strings.Contains(d, "30,000 characters") {
-		t.Errorf("the bash description is %d characters (at most 1,200) and must say the budget:\n%s", utf8.RuneCountInString(d), d)
-	}
-	// The sandbox fields appear only under a sandboxing executor.
-	if strings.Contains(toolSpecs("", place{}, 1, 2, 100)[0].InputSchema, "sandbox_permissions") {
-		t.Error("sandbox_permissions advertised without a sandboxing executor")
-	}
-	if s := toolSpecs(shell.DangerFullAccess, place{}, 1, 2, 100)[0].InputSchema; strings.Contains(s, "sandbox_permissions") {
-		t.Fatalf("danger-full-access has nothing to escalate to: %s", s)
-	}
-	if s := toolSpecs(shell.ReadOnly, place{}, 1, 2, 100)[0].InputSchema; !strings.Contains(s, `"enum":["workspace-write","danger-full-access"]`) {
-		t.Fatalf("read-only escalates to both other modes: %s", s)
-	}
-	if !strings.Contains(toolSpecs(shell.ReadOnly, place{}, 1, 2, 100)[0].InputSchema, "justification") {
-		t.Error("justification missing under a sandboxing executor")
-	}
 }
 
 // Finished jobs are worded by the tool: how each ended, and its command on

@@ -1,0 +1,56 @@
+package shelltool
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dshrun/dsh/plugins/shell"
+)
+
+// testShell is a shell tool of no particular shell; its hint for binary
+// output is bash's, which the rendering goldens show.
+var testShell = Shell{
+	Plugin: "tool-sh", Version: "1.0.0", Summary: "a test shell tool",
+	Tool: "sh", Title: "Run an sh command", Command: "The sh command to run.", ChangeDir: "chdir",
+	Session:   "a new sh",
+	Intro:     func(session string) string { return "Run an sh command in " + session + "." },
+	ReadSpill: "grep", ReadBinary: "pipe it through xxd or od to read it",
+}
+
+// The tool's own words come from its Shell; the rest is every shell
+// tool's.
+func TestSpecsOfShell(t *testing.T) {
+	specs := testShell.Specs("", Place{Start: "/w"}, 1, 2, 100)
+	if len(specs) != 3 || specs[0].Name != "sh" || specs[0].Title != "Run an sh command" || specs[1].Name != "job_output" || specs[2].Name != "job_kill" {
+		t.Fatalf("specs: %v", specs)
+	}
+	d := specs[0].Description
+	if !strings.HasPrefix(d, "Run an sh command in a new sh that starts in `/w`.\n- A command is killed") || !strings.Contains(d, "read that (grep) instead") {
+		t.Errorf("description:\n%s", d)
+	}
+	if !strings.Contains(specs[0].InputSchema, `"description":"The sh command to run."`) || !strings.Contains(specs[0].InputSchema, "(instead of chdir)") || !strings.Contains(specs[1].InputSchema, "The id `sh` returned") {
+		t.Errorf("schemas: %s %s", specs[0].InputSchema, specs[1].InputSchema)
+	}
+	desc := New(testShell).Describe()
+	if desc.Name != "tool-sh" || desc.Version != "1.0.0" || desc.Summary != "a test shell tool" || strings.Join(desc.Tools, ",") != "sh,job_output,job_kill" {
+		t.Errorf("describe: %+v", desc)
+	}
+}
+
+// The sandbox fields appear only under a sandboxing executor, with the
+// modes that give more access than its own.
+func TestSpecsEscalation(t *testing.T) {
+	schema := func(mode shell.SandboxMode) string { return testShell.Specs(mode, Place{}, 1, 2, 100)[0].InputSchema }
+	if strings.Contains(schema(""), "sandbox_permissions") {
+		t.Error("sandbox_permissions advertised without a sandboxing executor")
+	}
+	if s := schema(shell.DangerFullAccess); strings.Contains(s, "sandbox_permissions") {
+		t.Fatalf("danger-full-access has nothing to escalate to: %s", s)
+	}
+	if s := schema(shell.ReadOnly); !strings.Contains(s, `"enum":["workspace-write","danger-full-access"]`) {
+		t.Fatalf("read-only escalates to both other modes: %s", s)
+	}
+	if !strings.Contains(schema(shell.ReadOnly), "justification") {
+		t.Error("justification missing under a sandboxing executor")
+	}
+}
