@@ -73,7 +73,8 @@ type Typed struct {
 	// included) is done, so what it prints cannot come from the command.
 	// Its From and Until lines come straight one after the other; anything
 	// between them (From printed by the command too) means the first end
-	// was not the true one.
+	// was not the true one. The rest of its Until line is the command's
+	// status (Line's is then only whether the shell can be trusted).
 	Confirm *Line
 }
 
@@ -107,6 +108,12 @@ type Shell struct {
 	// prompt shows (a shell that reads the terminal while it starts could
 	// take a line typed early for something else).
 	AwaitPrompt bool
+	// CutShort: the shell cuts a line short as a matter of course, and is
+	// back at its prompt without the end marker (a PowerShell terminating
+	// error ends what is left of the line). The Confirm line then tells
+	// how the command ended, and the prompt is not shown as its output.
+	// Without it such a line is one that cannot be trusted.
+	CutShort bool
 }
 
 // Plugin is a persistent tool plugin.

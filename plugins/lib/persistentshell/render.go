@@ -80,6 +80,10 @@ func (r *ran) render(chars int) (string, facts) {
 		// the line ran, if it did.
 		data = nil
 	}
+	if r.promptLast {
+		// The shell's prompt, on a line of its own: not the command's.
+		data = data[:bytes.LastIndexByte(data, '\n')+1]
+	}
 	if r.ended {
 		// The end marker's line starts with a newline of its own.
 		data = bytes.TrimSuffix(data, []byte("\n"))

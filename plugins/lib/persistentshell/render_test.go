@@ -42,6 +42,10 @@ func TestRender(t *testing.T) {
 		Captured: &terminals.Captured{Data: []byte("bye\r\nexit\r\n"), Started: true}}}, 1000))
 	golden.Check(t, "stopped", text(&ran{out: &terminals.Sent{Session: running(), Wait: terminals.WaitInferredIdle, WaitDetail: "pid 9 sh: stopped (state T)",
 		Captured: &terminals.Captured{Started: true}}}, 1000))
+	// A line the shell cut short (PowerShell's terminating error): the
+	// prompt after it is not the command's.
+	golden.Check(t, "cut-short", text(&ran{ended: true, status: 1, promptLast: true, out: &terminals.Sent{Session: running(), Wait: terminals.WaitStdinRead,
+		Captured: &terminals.Captured{Data: []byte("before\r\nException: boom\r\n\x1b]133;A;dsh=0123\aPS> \x1b[6n"), Started: true, AtPrompt: true}}}, 1000))
 	golden.Check(t, "error-too-many", errorResult(sentence(terminals.Errorf(terminals.ErrTooMany, "x"))).Text)
 	golden.Check(t, "error-aborted", errorResult(sentence(context.Canceled)).Text)
 }

@@ -22,6 +22,9 @@ type ran struct {
 	// untrusted: the shell gave no true end for the command, and was
 	// closed.
 	untrusted bool
+	// promptLast: the output's last line is the shell's prompt (a line
+	// cut short), not the command's.
+	promptLast bool
 }
 
 // run runs command in sh's shell, starting one when there is none (or the
@@ -70,25 +73,27 @@ func (p *persistent) run(ctx context.Context, sh *ownerShell, command string, ti
 	if out.Wait == terminals.WaitMarker {
 		status, trusted = p.plugin.Dialect.Status(c.GetRest())
 	}
+	cutShort := out.Wait == terminals.WaitStdinRead && c.GetAtPrompt() && c.GetStarted() && p.shell.CutShort && typed.Confirm != nil
 	switch {
 	case out.Wait == terminals.WaitMarker && !trusted:
 		// The command was not run as typed: the shell can no longer be
 		// trusted with one.
 		r.untrusted = true
 		r.closeErr = p.forget(ctx, sh)
-	case out.Wait == terminals.WaitMarker:
+	case out.Wait == terminals.WaitMarker || cutShort:
 		if typed.Confirm != nil {
-			switch ok, err := p.confirm(ctx, sh, *typed.Confirm, timeoutMs-time.Since(started).Milliseconds()); {
-			case err != nil:
+			var err error
+			if status, trusted, err = p.confirm(ctx, sh, *typed.Confirm, timeoutMs-time.Since(started).Milliseconds()); err != nil {
 				return nil, p.lost(ctx, sh, err)
-			case !ok:
+			}
+			if !trusted {
 				r.untrusted = true
 				r.closeErr = p.forget(ctx, sh)
 				return r, nil
 			}
 		}
 		r.ended, sh.clean = true, true
-		r.status = status
+		r.status, r.promptLast = status, cutShort
 	case out.Wait == terminals.WaitSessionExit || out.GetSession().GetStatus() == "exited":
 		p.forget(ctx, sh)
 	case out.Wait == terminals.WaitTimeout:
@@ -99,9 +104,10 @@ func (p *persistent) run(ctx context.Context, sh *ownerShell, command string, ti
 		// The shell reads its input again, and the line that ran the
 		// command gave no end, or not even a start: it was cut short (a
 		// readonly variable or a disabled builtin of the line's, a command
-		// that interrupted its own shell), or the prompt was printed by
-		// the command itself. How the command ended is not known, nor
-		// whether the shell runs the next line as typed: it goes.
+		// that interrupted its own shell, in a shell that does not cut
+		// lines short of itself), or the prompt was printed by the command
+		// itself. How the command ended is not known, nor whether the
+		// shell runs the next line as typed: it goes.
 		r.untrusted = true
 		r.closeErr = p.forget(ctx, sh)
 	default:
@@ -128,10 +134,12 @@ func (p *persistent) lost(ctx context.Context, sh *ownerShell, err error) error 
 // a shell back at its prompt, however little is left of the call's time.
 const confirmWait = 10 * time.Second
 
-// confirm types line, the dialect's proof that the end marker just seen
-// was the command's true end, and reports whether it proved it: its end
-// came right after its start. leftMs is what is left of the call's time.
-func (p *persistent) confirm(ctx context.Context, sh *ownerShell, line Line, leftMs int64) (bool, error) {
+// confirm types line, the dialect's proof that the command has ended
+// (the end marker just seen was its true end, or the shell cut the line
+// short), and returns the command's status and whether it proved it: its
+// end came right after its start, with a status the dialect reads. leftMs
+// is what is left of the call's time.
+func (p *persistent) confirm(ctx context.Context, sh *ownerShell, line Line, leftMs int64) (int, bool, error) {
 	out, err := p.unlessBusy(ctx, func() (*terminals.Sent, error) {
 		return p.terms.Send(ctx, &terminals.SendRequest{
 			Id:     sh.id,
@@ -146,10 +154,14 @@ func (p *persistent) confirm(ctx context.Context, sh *ownerShell, line Line, lef
 		})
 	})
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
 	c := out.GetCaptured()
-	return out.Wait == terminals.WaitMarker && c.GetStarted() && len(c.GetData()) == 0 && c.GetRest() == "", nil
+	if out.Wait != terminals.WaitMarker || !c.GetStarted() || len(c.GetData()) != 0 {
+		return 0, false, nil
+	}
+	status, ok := p.plugin.Dialect.Status(c.GetRest())
+	return status, ok, nil
 }
 
 // busyWait bounds how long a command waits for a terminal_send to the
