@@ -4,7 +4,8 @@ import "strings"
 
 // AtPrompt reports whether output ends at prompt: the prompt's bytes, then
 // nothing but terminal control sequences (a line editor's own, such as
-// bracketed paste or an erase to the end of the line).
+// bracketed paste or an erase to the end of the line, or the keypad mode
+// a .NET console sets as it reads: ESC [ ? 1 h ESC =).
 func AtPrompt(output, prompt []byte) bool {
 	if len(prompt) == 0 {
 		return false
@@ -20,7 +21,9 @@ func lastIndex(b, sub []byte) int {
 	return strings.LastIndex(string(b), string(sub))
 }
 
-// onlyControls reports whether b is nothing but CSI and OSC sequences.
+// onlyControls reports whether b is nothing but CSI and OSC sequences and
+// two-byte escape sequences (ESC then a final byte, such as ESC = or ESC 7,
+// with any intermediate bytes before it, such as ESC ( B).
 func onlyControls(b []byte) bool {
 	for len(b) > 0 {
 		if b[0] != 0x1b || len(b) < 2 {
@@ -49,8 +52,17 @@ func onlyControls(b []byte) bool {
 			default:
 				b = b[j+2:]
 			}
-		default:
+		case 'P', 'X', '^', '_': // strings (DCS, SOS, PM, APC): not told apart from output here
 			return false
+		default: // intermediates, then one final byte
+			j := 1
+			for j < len(b) && b[j] >= 0x20 && b[j] <= 0x2f {
+				j++
+			}
+			if j == len(b) || b[j] < 0x30 || b[j] > 0x7e {
+				return false
+			}
+			b = b[j+1:]
 		}
 	}
 	return true

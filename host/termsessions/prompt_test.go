@@ -17,6 +17,11 @@ func TestAtPrompt(t *testing.T) {
 		{prompt + "ls", false},
 		{prompt + "ls\r\nfile\r\n", false},
 		{prompt + "\x1b[", false},
+		{prompt + "\x1b[6n\x1b[?1h\x1b=", true},
+		{prompt + "\x1b(B\x1b7", true},
+		{prompt + "\x1b(", false},
+		{prompt + "\x1b\x01", false},
+		{prompt + "\x1bPq\x1b\\", false},
 		{"$ ", false},
 		{"", false},
 	} {

@@ -27,8 +27,18 @@ var packages = map[string]string{
 	"vim":     "vim", // terminals: an editor
 }
 
-// Install is the command that installs the package bringing program name.
+// elsewhere maps each program no Debian archive brings to how it is
+// installed: its tests skip without it, and CI does not install it.
+var elsewhere = map[string]string{
+	"pwsh": "PowerShell 7: the powershell package of packages.microsoft.com, see https://learn.microsoft.com/powershell/scripting/install/install-debian", // the PowerShell terminals and the persistent pwsh tool
+}
+
+// Install is the command that installs the package bringing program name,
+// or how a program no Debian archive brings is installed.
 func Install(name string) string {
+	if how, ok := elsewhere[name]; ok {
+		return how
+	}
 	pkg, ok := packages[name]
 	if !ok {
 		pkg = name

@@ -1,16 +1,19 @@
-// Command dsh-terminal-bash is the bash terminal backend: it registers with
-// ctx.terminals under a name (bash by default) and starts each session as an
-// interactive bash on a terminal of ctx.subprocess. The shell reads no rc
-// file but the session's own, handed to it through a pipe: its prompt is
-// one the registry recognises (a mark of the session's own, then "$ "),
-// and PROMPT_COMMAND sets it again before every prompt, so a command that
+// Command dsh-terminal-bash is the terminal backend of the shells dsh
+// knows: it registers with ctx.terminals under a name (its dialect's, bash
+// or pwsh, by default) and starts each session as an interactive shell of
+// its dialect on a terminal of ctx.subprocess. A bash reads no rc file but
+// the session's own, handed to it through a pipe: its prompt is one the
+// registry recognises (a mark of the session's own, then "$ "), and
+// PROMPT_COMMAND sets it again before every prompt, so a command that
 // changes PS1 does not blind the registry; the mark is in no process's
-// environment or command line. A session starts
-// with the trusted DSH_* facts of ctx.shellEnv when one is composed, and
-// confined by ctx.sandbox under the composition's sandbox section when it
-// has one (a terminal is no way around the fence its commands have). It
-// keeps nothing per session: a session outlives this plugin's reloads and
-// crashes, and its next process types into the same terminal.
+// environment or command line. A PowerShell (shellDialect pwsh, see
+// pwsh.go) gets its rc text the same way, runs without a profile, and has
+// a prompt no command can replace. A session starts with the trusted DSH_*
+// facts of ctx.shellEnv when one is composed, and confined by ctx.sandbox
+// under the composition's sandbox section when it has one (a terminal is
+// no way around the fence its commands have). It keeps nothing per
+// session: a session outlives this plugin's reloads and crashes, and its
+// next process types into the same terminal.
 package main
 
 import (
@@ -39,12 +42,14 @@ import (
 type config struct {
 	// Name is what ctx.terminals publishes the backend as; Open names it
 	// to choose this backend.
-	Name string `json:"name" default:"bash" pattern:"^[A-Za-z0-9._-]{1,64}$" desc:"the backend name sessions are opened with (bash)"`
-	// ShellDialect is the dialect of the shell started: how a line is
-	// submitted and how its prompt looks. Only bash for now.
-	ShellDialect string `json:"shellDialect" default:"bash" pattern:"^(bash)$" desc:"the shell dialect the sessions speak (bash)"`
-	// Shell is the bash to start (looked up on PATH).
-	Shell string `json:"shell" default:"bash" desc:"the bash binary (bash, found on PATH)"`
+	// Empty means the dialect's name.
+	Name string `json:"name" pattern:"^[A-Za-z0-9._-]{1,64}$" desc:"the backend name sessions are opened with (the dialect's: bash, or pwsh)"`
+	// ShellDialect is the dialect of the shell started: which shell, how
+	// its prompt looks, how a line is submitted.
+	ShellDialect string `json:"shellDialect" default:"bash" pattern:"^(bash|pwsh)$" desc:"the shell the sessions run: bash, or pwsh (PowerShell 7)"`
+	// Shell is the program to start (looked up on PATH); empty means the
+	// dialect's own.
+	Shell string `json:"shell" desc:"the shell binary, found on PATH (bash for the bash dialect, pwsh for pwsh)"`
 	// Cwd is where a session starts when Open names no directory; empty
 	// means this plugin's working directory.
 	Cwd string `json:"cwd" desc:"where sessions start when none is named (this plugin's working directory)"`
@@ -70,7 +75,7 @@ func (p *terminalBash) Describe() sdk.Description {
 	return sdk.Description{
 		Name:         "terminal-bash",
 		Version:      "0.1.0",
-		Summary:      "a ctx.terminals backend: interactive bash sessions with a prompt the registry recognises",
+		Summary:      "a ctx.terminals backend: interactive bash (or PowerShell) sessions with a prompt the registry recognises",
 		Inject:       []sdk.Inject{{Key: subprocess.Key}, {Key: terminals.Key}, {Key: shellenv.Key, Optional: true}, {Key: sandbox.Key}, {Key: sandbox.PolicyKey}},
 		ConfigSchema: sdk.SchemaOf[config](),
 	}
@@ -92,6 +97,13 @@ func (p *terminalBash) Apply(ctx context.Context, host *sdk.Host, raw json.RawMe
 	if err != nil {
 		return err
 	}
+	// A dialect's name is its backend's and its program's by default.
+	if cfg.Name == "" {
+		cfg.Name = cfg.ShellDialect
+	}
+	if cfg.Shell == "" {
+		cfg.Shell = cfg.ShellDialect
+	}
 	policy, err := sandbox.NewClient(host.Conn(sandbox.PolicyKey)).Get(ctx)
 	switch {
 	case errors.Is(err, sandbox.ErrNoPolicy):
@@ -109,13 +121,16 @@ func (p *terminalBash) Apply(ctx context.Context, host *sdk.Host, raw json.RawMe
 	return terminals.NewClient(host.Conn(terminals.Key)).RegisterBackend(ctx, cfg.Name, cfg.ShellDialect)
 }
 
-// Argv is the shell a session runs: a bash that hands the session's
-// prompt, from the environment variable rcVar, to the interactive bash it
-// becomes as its rc file (through a pipe on fd 3, closed once read), and
-// drops the variable first: the interactive shell reads no other rc file,
-// and the prompt's nonce is in neither its environment nor its command
-// line (nor its children's).
+// Argv is the shell a session runs: PwshArgv for pwsh; for bash, a bash
+// that hands the session's prompt, from the environment variable rcVar, to
+// the interactive bash it becomes as its rc file (through a pipe on fd 3,
+// closed once read), and drops the variable first: the interactive shell
+// reads no other rc file, and the prompt's nonce is in neither its
+// environment nor its command line (nor its children's).
 func (p *terminalBash) Argv() []string {
+	if p.cfg.ShellDialect == dialectPwsh {
+		return PwshArgv(p.cfg.Shell)
+	}
 	return []string{p.cfg.Shell, "--norc", "--noprofile", "-c",
 		`r=$` + rcVar + `;unset ` + rcVar + `;exec "$0" --noprofile --rcfile /dev/fd/3 -i 3<<<"$r"`, p.cfg.Shell}
 }
@@ -161,8 +176,7 @@ func (p *terminalBash) Start(ctx context.Context, req *termbackend.StartRequest)
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	ps1, printed := Prompt(hex.EncodeToString(b[:]))
-	env := Env(ps1, p.cfg.Term)
+	env, printed := p.rc(hex.EncodeToString(b[:]))
 	snap, err := p.env.Snapshot(ctx)
 	switch {
 	case errors.Is(err, sdk.ErrNotProvided):
@@ -202,6 +216,17 @@ func (p *terminalBash) Start(ctx context.Context, req *termbackend.StartRequest)
 		// this plugin keeps nothing per session.
 		Settle: w.Settle,
 	}, nil
+}
+
+// rc is a session's environment over the host's, its rc text in it, and
+// the bytes its prompt prints, for the prompt's nonce.
+func (p *terminalBash) rc(nonce string) (env map[string]string, printed []byte) {
+	if p.cfg.ShellDialect == dialectPwsh {
+		prompt, printed := PwshPrompt(nonce)
+		return PwshEnv(PwshRC(prompt), p.cfg.Term), printed
+	}
+	ps1, printed := Prompt(nonce)
+	return Env(ps1, p.cfg.Term), printed
 }
 
 // release ends the sandbox's watch of a shell that did not start: a watch

@@ -1,4 +1,4 @@
-package main
+package persistentshell
 
 import (
 	"bytes"
@@ -17,11 +17,16 @@ import (
 
 // What happened to the shell before a command, said first.
 const (
-	noteInterrupted = "[the previous command was still running: it was interrupted (SIGINT) first]"
-	noteReplaced    = "[the previous command did not give the shell back: that shell was closed, and this command runs in a fresh one (working directory and variables reset)]"
-	noteGone        = "[the shell was closed since the last command: this command runs in a fresh one (working directory and variables reset)]"
-	noteFresh       = "[this command runs in a fresh shell (working directory and variables as a new shell has them)]"
+	noteReplaced = "[the previous command did not give the shell back: that shell was closed, and this command runs in a fresh one (working directory and variables reset)]"
+	noteGone     = "[the shell was closed since the last command: this command runs in a fresh one (working directory and variables reset)]"
+	noteFresh    = "[this command runs in a fresh shell (working directory and variables as a new shell has them)]"
 )
+
+// noteInterrupted says the previous command was interrupted (by
+// interrupt, as the model reads it) before this one.
+func noteInterrupted(interrupt string) string {
+	return "[the previous command was still running: it was interrupted (" + interrupt + ") first]"
+}
 
 // facts are a result's structured content.
 type facts struct {
@@ -75,6 +80,10 @@ func (r *ran) render(chars int) (string, facts) {
 		// the line ran, if it did.
 		data = nil
 	}
+	if r.promptLast {
+		// The shell's prompt, on a line of its own: not the command's.
+		data = data[:bytes.LastIndexByte(data, '\n')+1]
+	}
 	if r.ended {
 		// The end marker's line starts with a newline of its own.
 		data = bytes.TrimSuffix(data, []byte("\n"))
@@ -112,9 +121,9 @@ func (r *ran) render(chars int) (string, facts) {
 			lines = append(lines, fmt.Sprintf("[timed out after %dms: the shell was closed with everything it ran; the next command starts in a fresh shell (working directory and variables reset)]", r.timeoutMs))
 		}
 	case out.Wait == terminals.WaitStdinRead:
-		lines = append(lines, "[no end yet: the command waits for input ("+out.WaitDetail+"); this tool cannot type to it, so the next command interrupts it (SIGINT) first. Give such commands their input (a pipe, a here-document, a flag)]")
+		lines = append(lines, "[no end yet: the command waits for input ("+out.WaitDetail+"); this tool cannot type to it, so the next command interrupts it ("+r.interrupt+") first. Give such commands their input (a pipe, a here-document, a flag)]")
 	default:
-		lines = append(lines, "[no end yet: the command is stopped ("+out.WaitDetail+"); the next command interrupts it (SIGINT) first]")
+		lines = append(lines, "[no end yet: the command is stopped ("+out.WaitDetail+"); the next command interrupts it ("+r.interrupt+") first]")
 	}
 	if len(lines) == 0 {
 		return "", f
