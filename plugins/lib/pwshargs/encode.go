@@ -14,6 +14,7 @@ package pwshargs
 
 import (
 	"encoding/base64"
+	"errors"
 	"unicode/utf16"
 )
 
@@ -26,6 +27,22 @@ func EncodeCommand(script string) string {
 		b[2*i], b[2*i+1] = byte(u), byte(u>>8)
 	}
 	return base64.StdEncoding.EncodeToString(b)
+}
+
+// DecodeCommand is what PowerShell runs of an -EncodedCommand argument.
+func DecodeCommand(enc string) (string, error) {
+	b, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		return "", err
+	}
+	if len(b)%2 != 0 {
+		return "", errors.New("an odd number of bytes is no UTF-16 text")
+	}
+	u := make([]uint16, len(b)/2)
+	for i := range u {
+		u[i] = uint16(b[2*i]) | uint16(b[2*i+1])<<8
+	}
+	return string(utf16.Decode(u)), nil
 }
 
 // Argv is the command line that runs script with program (pwsh, or

@@ -1,7 +1,6 @@
 package pwshargs
 
 import (
-	"encoding/base64"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,18 +9,14 @@ import (
 	"github.com/dshrun/dsh/internal/golden"
 )
 
-// decode is what PowerShell does with an -EncodedCommand argument.
+// decode is what PowerShell runs of an -EncodedCommand argument.
 func decode(t *testing.T, enc string) string {
 	t.Helper()
-	b, err := base64.StdEncoding.DecodeString(enc)
-	if err != nil || len(b)%2 != 0 {
-		t.Fatalf("not base64 of UTF-16 units: %q (%v)", enc, err)
+	s, err := DecodeCommand(enc)
+	if err != nil {
+		t.Fatalf("%q: %v", enc, err)
 	}
-	u := make([]uint16, len(b)/2)
-	for i := range u {
-		u[i] = uint16(b[2*i]) | uint16(b[2*i+1])<<8
-	}
-	return string(utf16.Decode(u))
+	return s
 }
 
 // The encoding of PowerShell's own documentation (about_Pwsh, the
