@@ -27,8 +27,18 @@ var packages = map[string]string{
 	"vim":     "vim", // terminals: an editor
 }
 
-// Install is the command that installs the package bringing program name.
+// elsewhere maps each program Debian's own archive does not bring to how
+// to install it. .ci/run does not install these: their tests skip there.
+var elsewhere = map[string]string{
+	"pwsh": "install PowerShell 7: https://learn.microsoft.com/powershell/scripting/install/install-debian",
+}
+
+// Install is the command that installs the package bringing program name,
+// or for a program Debian does not bring, how to install it.
 func Install(name string) string {
+	if how, ok := elsewhere[name]; ok {
+		return how
+	}
 	pkg, ok := packages[name]
 	if !ok {
 		pkg = name
@@ -64,4 +74,17 @@ func Missing() (programs, pkgs []string) {
 	sort.Strings(programs)
 	sort.Strings(pkgs)
 	return programs, pkgs
+}
+
+// MissingElsewhere returns the programs Debian does not bring that are not
+// on PATH, sorted, each with how to install it.
+func MissingElsewhere() []string {
+	var out []string
+	for name, how := range elsewhere {
+		if _, err := exec.LookPath(name); err != nil {
+			out = append(out, name+" ("+how+")")
+		}
+	}
+	sort.Strings(out)
+	return out
 }
