@@ -1,8 +1,9 @@
 // Package localexec holds the mechanics every local executor shares: defaults
 // and caps (Resolve), the model-friendly environment, the fused deadline and
 // cause classification (through ctx.subprocess), and background handles.
-// An executor supplies only its argv (bash -c, pwsh -Command, a sandbox
-// wrapper around either) through Executor.Argv.
+// An executor supplies only its argv (bash -c, pwsh -EncodedCommand, a
+// sandbox wrapper around either) through Executor.Argv, and what else its
+// shell needs (Pwsh).
 package localexec
 
 import (
@@ -227,8 +228,8 @@ func (e *Executor) spawnError(err error, env map[string]string) error {
 	return subprocessError(err)
 }
 
-// NotInstalled is the executor's sentence for a program that is not
-// installed when the program spec would run is not, else "".
+// NotInstalled is the executor's sentence (Missing) when the program spec
+// would run is not installed, else "".
 func (e *Executor) NotInstalled(spec *shell.ExecSpec) string {
 	if e.Missing == nil {
 		return ""
