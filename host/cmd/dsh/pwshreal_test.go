@@ -48,13 +48,13 @@ func TestPwshRealCommands(t *testing.T) {
 		{"a program's exit code", `sh -c 'exit 5'`, []string{"[exit code: 5]"}},
 		{"a program's failure, then success", `sh -c 'exit 5'; 'after'`, []string{"after"}},
 		{"a cmdlet's error", `Write-Error 'boom'`, []string{"boom", "[exit code: 1]"}},
-		{"a table held back to size its columns", `[pscustomobject]@{Name='a'; Id=1}`, []string{"Name", "----", "a"}},
+		{"a table held back to size its columns", `[pscustomobject]@{Name='a'; Id=1}`, []string{"Name", "----", "a", "1"}},
 		{"a long command", long, []string{"long-ok"}},
 		{"no color, no progress", `$PSStyle.OutputRendering; $ProgressPreference`, []string{"PlainText\nSilentlyContinue"}},
 	} {
 		args := `{"command":` + strconv.Quote(c.command) + `,"description":"d"}`
 		out, errOut, code := dsh(t, nil, "call", f, "bash", args)
-		got := strings.TrimRight(out, "\n")
+		got := strings.TrimRight(out, " \n")
 		if code != 0 || !inOrder(got, c.want) {
 			t.Errorf("%s: exit %d, stdout %q, want %q; stderr:\n%s", c.name, code, out, c.want, errOut)
 		}
@@ -66,7 +66,7 @@ func TestPwshRealTimeoutKillsTheTree(t *testing.T) {
 	f := pwshYAML(t)
 	marker := strconv.Itoa(500000 + os.Getpid()%99999)
 	out, errOut, code := dsh(t, nil, "call", f, "bash", `{"command":"sh -c 'sleep `+marker+`'","description":"d","timeoutMs":2000}`)
-	if code != 0 || !strings.Contains(out, "[timed out after 2s]") {
+	if code != 0 || !strings.Contains(out, "[timed out after 2000ms]") {
 		t.Fatalf("exit %d, stdout %q, stderr:\n%s", code, out, errOut)
 	}
 	waitGone(t, "sleep "+marker, 5*time.Second)
