@@ -61,6 +61,7 @@ func main() {
 	rounds := flag.Int("rounds", 15, "composition starts (each interleaved with a baseline)")
 	calls := flag.Int("calls", 2000, "round trips per call benchmark")
 	runs := flag.Int("runs", 300, "foreground runs of true, and as many direct spawns")
+	pwshRuns := flag.Int("pwsh-runs", 30, "foreground runs of $null in pwsh, and as many direct spawns")
 	mcpRuns := flag.Int("mcp-calls", 200, "MCP tools/call of bash true per server")
 	peers := flag.Bool("peers", true, "also measure two MCP shell servers from the npm registry")
 	swaps := flag.Int("swaps", 3, "executor reloads under load")
@@ -90,6 +91,7 @@ func main() {
 	}
 	if want("run") {
 		foregroundRun(dir, *runs)
+		pwshRun(dir, *pwshRuns)
 	}
 	if want("output") {
 		bigOutput(dir, *outRounds)

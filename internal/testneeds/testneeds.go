@@ -75,3 +75,16 @@ func Missing() (programs, pkgs []string) {
 	sort.Strings(pkgs)
 	return programs, pkgs
 }
+
+// MissingElsewhere returns the programs Debian does not bring that are not
+// on PATH, sorted, each with how to install it.
+func MissingElsewhere() []string {
+	var out []string
+	for name, how := range elsewhere {
+		if _, err := exec.LookPath(name); err != nil {
+			out = append(out, name+" ("+how+")")
+		}
+	}
+	sort.Strings(out)
+	return out
+}

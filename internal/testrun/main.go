@@ -59,6 +59,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "make test: not installed, so the tests that use them skip: %s (apt-get install %s)\n",
 			strings.Join(programs, ", "), strings.Join(pkgs, " "))
 	}
+	if others := testneeds.MissingElsewhere(); len(others) > 0 {
+		fmt.Fprintf(stderr, "make test: not installed, so the tests that use them skip: %s\n", strings.Join(others, ", "))
+	}
 
 	// Ctrl-C reaches go test too (one process group): it stops, and what
 	// ran so far is still summed up here. Notify, not Ignore: an ignored

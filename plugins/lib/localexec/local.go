@@ -1,8 +1,9 @@
 // Package localexec holds the mechanics every local executor shares: defaults
 // and caps (Resolve), the model-friendly environment, the fused deadline and
 // cause classification (through ctx.subprocess), and background handles.
-// An executor supplies only its argv (bash -c, pwsh -Command, a sandbox
-// wrapper around either) through Executor.Argv.
+// An executor supplies only its argv (bash -c, pwsh -EncodedCommand, a
+// sandbox wrapper around either) through Executor.Argv, and what else its
+// shell needs (Pwsh).
 package localexec
 
 import (
@@ -55,6 +56,11 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 	if err != nil {
 		return c, err
 	}
+	return c.complete()
+}
+
+// complete is c with every default filled in and checked.
+func (c Config) complete() (Config, error) {
 	if c.Cwd == "" {
 		wd, err := os.Getwd()
 		if err != nil {
@@ -126,6 +132,50 @@ type Executor struct {
 	// says the sandbox facts of the run. An error refuses the command:
 	// nothing runs.
 	Confine func(ctx context.Context, spec *shell.ExecSpec, req *subprocessv1.SpawnRequest) (*shell.SandboxInfo, error)
+
+	// What a shell other than bash needs; all optional.
+
+	// InlineMax, if set, is the longest command Argv takes in place of
+	// ArgvMax: a shell whose argv makes a command longer.
+	InlineMax int
+	// ScriptFile, if set, is the command line of a command longer than
+	// the inline maximum where no descriptor 3 can carry it (Windows): the
+	// command is written to a new file at path, only its user may read,
+	// which the command line reads and removes before the command runs.
+	// It takes the place of ScriptArgv.
+	ScriptFile func(spec *shell.ExecSpec, path string) []string
+	// ExtraEnv are the executor's own variables: over EnvOverrides, under
+	// the caller's env.
+	ExtraEnv map[string]string
+	// Missing, if set, says what the model reads when the program the
+	// executor runs is not installed: given the command's explicit
+	// environment (its PATH, if set, is where the program is looked up),
+	// it is "" when the program is there, else one plain sentence naming
+	// it and how to install it, in place of ctx.subprocess's words.
+	Missing func(env map[string]string) string
+	// Own, if set, are config keys of the executor's own beside Config's.
+	Own *OwnConfig
+}
+
+// OwnConfig is how an executor reads config keys of its own.
+type OwnConfig struct {
+	// Schema is the JSON Schema of the whole config: Config's keys and
+	// the executor's own.
+	Schema string
+	// Parse decodes the whole config: it gives the shared keys resolved as
+	// ParseConfig resolves them, and take, which keeps the executor's own
+	// (run once the config is applied).
+	Parse func(raw json.RawMessage) (cfg Config, take func(), err error)
+}
+
+// parseConfig is the executor's config: the shared keys, and take for its
+// own.
+func (e *Executor) parseConfig(raw json.RawMessage) (Config, func(), error) {
+	if e.Own == nil {
+		c, err := ParseConfig(raw)
+		return c, func() {}, err
+	}
+	return e.Own.Parse(raw)
 }
 
 var _ shell.Executor = (*Executor)(nil)
@@ -165,6 +215,26 @@ func subprocessError(err error) error {
 		return shell.SandboxUnavailable(err.Error())
 	}
 	return err
+}
+
+// spawnError is a failed spawn in the seam's words, with the executor's
+// own sentence when its program is not installed.
+func (e *Executor) spawnError(err error, env map[string]string) error {
+	if e.Missing != nil && errors.Is(err, subprocess.ErrCannotStart) {
+		if msg := e.Missing(env); msg != "" {
+			return shell.CannotRun(msg)
+		}
+	}
+	return subprocessError(err)
+}
+
+// NotInstalled is the executor's sentence (Missing) when the program spec
+// would run is not installed, else "".
+func (e *Executor) NotInstalled(spec *shell.ExecSpec) string {
+	if e.Missing == nil {
+		return ""
+	}
+	return e.Missing(e.env(spec))
 }
 
 // Resolve applies every default and cap. The working directory is the
@@ -272,17 +342,44 @@ func Env(spec *shell.ExecSpec) map[string]string {
 	return env
 }
 
-// spawn is the request for spec, confined when the executor confines.
-func (e *Executor) spawn(ctx context.Context, spec *shell.ExecSpec) (*subprocessv1.SpawnRequest, *shell.SandboxInfo, error) {
-	argv, script := e.Argv, []byte(nil)
-	if len(spec.Command) > ArgvMax && e.ScriptArgv != nil {
-		argv, script = e.ScriptArgv, []byte(spec.Command)
+// env is the command's explicit environment: Env, with the executor's own
+// variables under the caller's.
+func (e *Executor) env(spec *shell.ExecSpec) map[string]string {
+	if len(e.ExtraEnv) == 0 {
+		return Env(spec)
+	}
+	env := make(map[string]string, len(EnvOverrides)+len(e.ExtraEnv)+len(spec.Env)+len(spec.DshEnv))
+	for _, layer := range []map[string]string{EnvOverrides, e.ExtraEnv, spec.Env, spec.DshEnv} {
+		for k, v := range layer {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// spawn is the request for spec, confined when the executor confines, and
+// the script file it wrote ("" for none), which the caller removes once
+// the command ended or failed to start.
+func (e *Executor) spawn(ctx context.Context, spec *shell.ExecSpec) (*subprocessv1.SpawnRequest, *shell.SandboxInfo, string, error) {
+	argv, script, file := e.Argv, []byte(nil), ""
+	if len(spec.Command) > e.inlineMax() {
+		switch {
+		case e.ScriptFile != nil:
+			f, err := writeScript(spec.Command)
+			if err != nil {
+				return nil, nil, "", shell.CannotRun(fmt.Sprintf("The command is %d bytes, more than a command line takes, and the file to pass it in could not be written: %v", len(spec.Command), err))
+			}
+			file = f
+			argv = func(spec *shell.ExecSpec) []string { return e.ScriptFile(spec, f) }
+		case e.ScriptArgv != nil:
+			argv, script = e.ScriptArgv, []byte(spec.Command)
+		}
 	}
 	req := &subprocessv1.SpawnRequest{
 		Argv:            argv(spec),
 		Script:          script,
 		Dir:             spec.Workdir,
-		Env:             Env(spec),
+		Env:             e.env(spec),
 		Stdin:           spec.Stdin,
 		HasStdin:        spec.HasStdin,
 		Owner:           spec.Owner,
@@ -295,10 +392,17 @@ func (e *Executor) spawn(ctx context.Context, spec *shell.ExecSpec) (*subprocess
 		MaxMemoryBytes:  spec.MaxMemoryBytes,
 	}
 	if e.Confine == nil {
-		return req, nil, nil
+		return req, nil, file, nil
 	}
 	info, err := e.Confine(ctx, spec, req)
-	return req, info, err
+	return req, info, file, err
+}
+
+func (e *Executor) inlineMax() int {
+	if e.InlineMax > 0 {
+		return e.InlineMax
+	}
+	return ArgvMax
 }
 
 // Run runs in the foreground. The call's context is the caller's abort.
@@ -306,13 +410,17 @@ func (e *Executor) spawn(ctx context.Context, spec *shell.ExecSpec) (*subprocess
 // ctx.subprocess, the last step before the spawn (a cancellation on the
 // way there is seen only there); Run says so in its own words.
 func (e *Executor) Run(ctx context.Context, spec *shell.ExecSpec) (*shell.RunResult, error) {
-	req, info, err := e.spawn(ctx, spec)
+	req, info, file, err := e.spawn(ctx, spec)
 	if err != nil {
+		removeScript(file)
 		return nil, notStarted(ctx, err)
 	}
 	res, err := e.Sub.Run(ctx, req)
+	if file != "" {
+		removeScript(file) // the command removed it, unless it never read it
+	}
 	if err != nil {
-		return nil, notStarted(ctx, subprocessError(err)) // with the reason: an infrastructure failure
+		return nil, notStarted(ctx, e.spawnError(err, req.Env)) // with the reason: an infrastructure failure
 	}
 	return &shell.RunResult{
 		ExitCode:   res.ExitCode,
@@ -365,15 +473,23 @@ func (e *Executor) Exec(ctx context.Context, req *shell.ExecRequest) (*shell.Run
 // Start runs in the background, with no timeout (ctx.subprocess's Start
 // applies none, whatever the request says); a spawn failure settles as
 // killed with the error on stderr.
+//
+// A missing program is the executor's sentence here too (Missing), before
+// anything starts, rather than a job that settles with ctx.subprocess's.
 func (e *Executor) Start(ctx context.Context, spec *shell.ExecSpec) (*shell.Started, error) {
-	req, info, err := e.spawn(ctx, spec)
+	if msg := e.NotInstalled(spec); msg != "" {
+		return nil, shell.CannotRun(msg)
+	}
+	req, info, file, err := e.spawn(ctx, spec)
 	if err != nil {
+		removeScript(file)
 		return nil, err
 	}
 	req.SettleFailure = true
 	resp, err := e.Sub.Start(ctx, req)
 	if err != nil {
-		return nil, subprocessError(err)
+		removeScript(file)
+		return nil, e.spawnError(err, req.Env)
 	}
 	if info != nil && resp.SandboxFailed {
 		info.RunnerFailed = true

@@ -13,9 +13,9 @@ import (
 )
 
 // Plugin is a plugin that provides ctx.shell with an Executor: its config
-// is Config (the `shell` settings under the entry's), read at Apply, and
-// its commands run through ctx.subprocess. A plugin binary is one Plugin
-// served with sdk.Serve.
+// is Config and the executor's own keys (Executor.Own), the `shell`
+// settings under the entry's, read at Apply, and its commands run through
+// ctx.subprocess. A plugin binary is one Plugin served with sdk.Serve.
 type Plugin struct {
 	Name, Version, Summary string
 	// Exec runs the commands; Apply gives it its config and ctx.subprocess.
@@ -40,13 +40,17 @@ var (
 )
 
 func (p *Plugin) Describe() sdk.Description {
+	schema := sdk.SchemaOf[Config]()
+	if p.Exec.Own != nil {
+		schema = p.Exec.Own.Schema
+	}
 	return sdk.Description{
 		Name:              p.Name,
 		Version:           p.Version,
 		Summary:           p.Summary,
 		Provides:          []sdk.Provide{{Key: shell.Key}},
 		Inject:            append([]sdk.Inject{{Key: subprocess.Key}}, p.Inject...),
-		ConfigSchema:      sdk.SchemaOf[Config](),
+		ConfigSchema:      schema,
 		SettingsNamespace: shell.SettingsNamespace,
 	}
 }
@@ -60,7 +64,7 @@ func (p *Plugin) Register(s *grpc.Server) {
 }
 
 func (p *Plugin) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage) error {
-	cfg, err := ParseConfig(raw)
+	cfg, take, err := p.Exec.parseConfig(raw)
 	if err != nil {
 		return err
 	}
@@ -69,6 +73,7 @@ func (p *Plugin) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage)
 			return err
 		}
 	}
+	take()
 	p.Exec.Cfg = cfg
 	p.Exec.Sub = subprocess.NewClient(host.Conn(subprocess.Key))
 	return nil

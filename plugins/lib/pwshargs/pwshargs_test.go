@@ -1,114 +1,132 @@
 package pwshargs
 
 import (
-	"encoding/base64"
-	"slices"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf16"
+
+	"github.com/dshrun/dsh/internal/golden"
 )
 
-func TestEncodePowerShellCommand(t *testing.T) {
-	for _, tc := range []struct{ script, want string }{
-		// The example of pwsh's own help (about_Pwsh, -EncodedCommand).
-		{`dir "c:\program files" `, "ZABpAHIAIAAiAGMAOgBcAHAAcgBvAGcAcgBhAG0AIABmAGkAbABlAHMAIgAgAA=="},
-		{"Write-Output 'hi'", "VwByAGkAdABlAC0ATwB1AHQAcAB1AHQAIAAnAGgAaQAnAA=="},
-		{"", ""},
-		{"Get-ChildItem | Where-Object { $_.Length -gt 1kb }", "RwBlAHQALQBDAGgAaQBsAGQASQB0AGUAbQAgAHwAIABXAGgAZQByAGUALQBPAGIAagBlAGMAdAAgAHsAIAAkAF8ALgBMAGUAbgBnAHQAaAAgAC0AZwB0ACAAMQBrAGIAIAB9AA=="},
-		{`echo "é ü 日本"`, "ZQBjAGgAbwAgACIA6QAgAPwAIADlZSxnIgA="},
-		{"echo 😀", "ZQBjAGgAbwAgAD3YAN4="}, // a surrogate pair, low unit first in each
-		{"a\r\nb\x00c", "YQANAAoAYgAAAGMA"},
-		{"\xff", "/f8="}, // not UTF-8: U+FFFD
-	} {
-		if got := EncodePowerShellCommand(tc.script); got != tc.want {
-			t.Errorf("EncodePowerShellCommand(%q) = %q, want %q", tc.script, got, tc.want)
-		}
-	}
-}
-
-// decode is what pwsh does with -EncodedCommand.
-func decode(t *testing.T, s string) string {
+// decode is what PowerShell runs of an -EncodedCommand argument.
+func decode(t *testing.T, enc string) string {
 	t.Helper()
-	b, err := base64.StdEncoding.DecodeString(s)
-	if err != nil || len(b)%2 != 0 {
-		t.Fatalf("%q is not base64 of UTF-16: %v", s, err)
-	}
-	u := make([]uint16, len(b)/2)
-	for i := range u {
-		u[i] = uint16(b[2*i]) | uint16(b[2*i+1])<<8
-	}
-	return string(utf16.Decode(u))
-}
-
-func TestRoundTrip(t *testing.T) {
-	for _, s := range []string{
-		"", "x", "xy", "xyz", // every base64 padding
-		"$env:PATH -split ';'", "'single' \"double\" `backtick", `C:\trailing\`,
-		"line1\nline2\r\n\ttab", "日本語 😀 𝄞", strings.Repeat("ab", 5000),
-	} {
-		if got := decode(t, EncodePowerShellCommand(s)); got != s {
-			t.Errorf("round trip of %q gave %q", s, got)
-		}
-	}
-}
-
-func TestArgv(t *testing.T) {
-	argv, err := Argv(`C:\Program Files\PowerShell\7\pwsh.exe`, "Get-Date")
+	s, err := DecodeCommand(enc)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%q: %v", enc, err)
 	}
-	want := []string{`C:\Program Files\PowerShell\7\pwsh.exe`, "-NoLogo", "-NoProfile", "-NonInteractive", "-EncodedCommand", "RwBlAHQALQBEAGEAdABlAA=="}
-	if !slices.Equal(argv, want) {
-		t.Fatalf("Argv = %q, want %q", argv, want)
-	}
-	// What follows the program needs no quoting: Windows' escaping
-	// (CommandLineToArgvW's rules) leaves an argument with no space,
-	// tab, quote or backslash, and not empty, as it is.
-	for _, s := range []string{"", "'", `"`, `\`, "$(rm -rf /)", "a b\tc", strings.Repeat(`\"`, 100)} {
-		argv, err := Argv("pwsh", s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, a := range argv[1:] {
-			if a == "" && s != "" || strings.ContainsAny(a, " \t\"\\") {
-				t.Errorf("script %q: argument %q would be quoted", s, a)
-			}
-		}
-	}
+	return s
 }
 
-func TestArgvTooLong(t *testing.T) {
-	// "pwsh" and the flags: 5+8+11+16+16 = 56, the NUL 1; each 3 ASCII
-	// characters of script are 8 of base64.
-	fixed := len("pwsh -NoLogo -NoProfile -NonInteractive -EncodedCommand ") + 1
-	most := (MaxCommandLine - fixed) / 8 * 3
-	argv, err := Argv("pwsh", strings.Repeat("a", most))
-	if err != nil {
-		t.Fatalf("a script of %d characters: %v", most, err)
+// The encoding of PowerShell's own documentation (about_Pwsh, the
+// -EncodedCommand example), and texts beyond the ASCII range and the
+// basic plane come back as they went.
+func TestEncodeCommand(t *testing.T) {
+	if got := EncodeCommand(`dir "c:\program files" `); got != "ZABpAHIAIAAiAGMAOgBcAHAAcgBvAGcAcgBhAG0AIABmAGkAbABlAHMAIgAgAA==" {
+		t.Fatalf("the documentation's example: %s", got)
 	}
-	if n := len(strings.Join(argv, " ")) + 1; n > MaxCommandLine {
-		t.Fatalf("accepted a command line of %d", n)
+	var lines []string
+	for _, s := range []string{"", "echo hi", "Write-Output 'héllo wörld'", "\"😀\" + ‘x’", "a\r\nb\tc\x00d"} {
+		enc := EncodeCommand(s)
+		if got := decode(t, enc); got != s {
+			t.Fatalf("%q came back as %q", s, got)
+		}
+		lines = append(lines, fmt.Sprintf("%q\n%s", s, enc))
 	}
-	_, err = Argv("pwsh", strings.Repeat("a", most+3))
-	if err == nil || !strings.Contains(err.Error(), "too long for a Windows command line") {
-		t.Errorf("a script of %d characters: err = %v, want too long", most+3, err)
-	}
+	golden.Check(t, "encode", strings.Join(lines, "\n")+"\n")
 }
 
-func TestCommandLineBound(t *testing.T) {
-	for _, tc := range []struct {
-		argv []string
-		want int // the command line Windows would get, with its NUL
-	}{
-		{[]string{"pwsh"}, len("pwsh") + 1},
-		{[]string{"pwsh", "-c"}, len("pwsh -c") + 1},
-		{[]string{`C:\Program Files\pwsh.exe`}, len(`"C:\Program Files\pwsh.exe"`) + 1},
-		{[]string{"a", ""}, len(`a ""`) + 1},
-		{[]string{`a\"b`}, len(`a\\\"b`) + 1},
-		{[]string{"日本"}, 2 + 1},
+// unquote reads a single-quoted literal as PowerShell does: a quote
+// character twice is one, a quote character once ends it.
+func unquote(t *testing.T, lit string) (value, rest string) {
+	t.Helper()
+	rs := []rune(lit)
+	if len(rs) == 0 || !isQuote(rs[0]) {
+		t.Fatalf("not a single-quoted literal: %.40q", lit)
+	}
+	var b strings.Builder
+	for i := 1; i < len(rs); i++ {
+		if !isQuote(rs[i]) {
+			b.WriteRune(rs[i])
+			continue
+		}
+		if i+1 < len(rs) && isQuote(rs[i+1]) {
+			b.WriteRune(rs[i])
+			i++
+			continue
+		}
+		return b.String(), string(rs[i+1:])
+	}
+	t.Fatalf("unterminated literal: %.40q", lit)
+	return "", ""
+}
+
+// Every quote character PowerShell reads as one is doubled, so any text
+// comes back whole; nothing else changes.
+func TestQuote(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"", "''"},
+		{"plain $x `n", "'plain $x `n'"},
+		{"it's", "'it''s'"},
+		{"‘a’ ‚b‛", "'‘‘a’’ ‚‚b‛‛'"},
+		{"\"double\"", "'\"double\"'"},
 	} {
-		if got := commandLineBound(tc.argv); got < tc.want {
-			t.Errorf("commandLineBound(%q) = %d, below the command line's %d", tc.argv, got, tc.want)
+		got := Quote(c.in)
+		if got != c.want {
+			t.Errorf("Quote(%q) = %q, want %q", c.in, got, c.want)
 		}
+		if v, rest := unquote(t, got); v != c.in || rest != "" {
+			t.Errorf("%q read back as %q, %q left", got, v, rest)
+		}
+	}
+}
+
+// The scripts as PowerShell gets them: the prelude, the command and its
+// status in one Invoke-Expression, the epilogue.
+func TestScripts(t *testing.T) {
+	golden.Check(t, "script", Script("Get-ChildItem | Select-Object Name\nnative-tool --flag 'it''s' ‘x’\nexit 3"))
+	golden.Check(t, "script-fd", ScriptFromFD(3))
+	golden.Check(t, "script-file", ScriptFromFile(`C:\Users\o'brien\AppData\Local\Temp\dsh-pwsh-1.ps1`))
+}
+
+// The command's text reaches Invoke-Expression whole, followed by its
+// status statement on a line of its own, however it is quoted or ends.
+func TestScriptCarriesTheCommandWhole(t *testing.T) {
+	const head = "Invoke-Expression ("
+	for _, cmd := range []string{"echo hi", "'", "’'‘", "echo a `", "# only a comment", "@'\nhere\n'@", strings.Repeat("x'", 2000)} {
+		s := Script(cmd)
+		if !strings.HasPrefix(s, Prelude) || !strings.HasSuffix(s, Epilogue) {
+			t.Fatalf("%q: not prelude ... epilogue:\n%s", cmd, s)
+		}
+		body := strings.TrimSuffix(strings.TrimPrefix(s, Prelude), Epilogue)
+		if !strings.HasPrefix(body, head) {
+			t.Fatalf("%q: %q", cmd, body)
+		}
+		got, rest := unquote(t, body[len(head):])
+		if got != cmd {
+			t.Fatalf("the command came through as %q, want %q", got, cmd)
+		}
+		st, rest := unquote(t, strings.TrimPrefix(rest, "+\"`n\"+"))
+		if st != status || rest != ")|Out-Default\n" {
+			t.Fatalf("%q: status %q, then %q", cmd, st, rest)
+		}
+	}
+}
+
+// The longest command that goes inline, made of quotes that all double,
+// with a long program path, stays under Windows' command-line limit of
+// 32,767 UTF-16 units (the command line joins the arguments with spaces).
+func TestMaxInlineFitsWindowsCommandLine(t *testing.T) {
+	program := `C:\` + strings.Repeat(`x\`, 1000) + `pwsh.exe`
+	for _, cmd := range []string{strings.Repeat("'", MaxInline), strings.Repeat("’", MaxInline/3), strings.Repeat("😀", MaxInline/4)} {
+		line := strings.Join(Argv(program, Script(cmd)), " ")
+		if n := len(utf16.Encode([]rune(line))); n > 32767 {
+			t.Fatalf("a command of %d bytes makes a command line of %d units", len(cmd), n)
+		}
+	}
+	argv := Argv("pwsh", "x")
+	if strings.Join(argv[:5], " ") != "pwsh -NoLogo -NoProfile -NonInteractive -EncodedCommand" || decode(t, argv[5]) != "x" {
+		t.Fatalf("argv %q", argv)
 	}
 }

@@ -20,8 +20,10 @@ import (
 // command's own failures.
 
 // deniedWords are how EACCES, EPERM, EROFS and EBUSY (a folder pinned
-// because it holds a protected path) read in tools' errors.
-var deniedWords = []string{"Permission denied", "Operation not permitted", "Read-only file system", "Device or resource busy"}
+// because it holds a protected path) read in tools' errors, and how .NET
+// (PowerShell's cmdlets, dotnet tools) says EACCES and EPERM: "Access to
+// the path '/x' is denied."
+var deniedWords = []string{"Permission denied", "Operation not permitted", "Read-only file system", "Device or resource busy", "Access to the path"}
 
 // quoted finds the paths tools quote in their errors: 'x', "x", ‘x’, `x'.
 var quoted = regexp.MustCompile("['\"‘`]((?:/|\\./|\\.\\./|~/)?[^'\"‘’`\\s][^'\"‘’`]*)['\"’]")

@@ -146,6 +146,9 @@ func (e *Executor) Run(ctx context.Context, spec *shell.ExecSpec) (*shell.RunRes
 		return nil, serr
 	}
 	if launchFailed(res) {
+		if msg := e.NotInstalled(spec); msg != "" {
+			return nil, shell.CannotRun(msg) // the runner could not find the program either
+		}
 		return nil, shell.SandboxUnavailable("the sandbox runner failed to launch the command, so nothing was run: " + firstLine(res.Stderr.GetData()))
 	}
 	if res.Sandbox != nil {

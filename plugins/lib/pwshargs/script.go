@@ -1,0 +1,96 @@
+package pwshargs
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Prelude is what a script sets before the command runs, one statement a
+// line. $ErrorActionPreference keeps its default: a failed cmdlet does not
+// stop the command, as a failed program does not stop bash.
+//
+//   - $ProgressPreference: no progress records, which PowerShell would
+//     otherwise draw on the terminal or write to stderr as CLIXML.
+//   - UTF-8 without a byte order mark both ways: $OutputEncoding is what
+//     PowerShell writes into a program's stdin, [Console]::OutputEncoding
+//     what it writes and how it reads a program's output, InputEncoding
+//     how it reads its own stdin. Windows starts them at the console's
+//     code page, and Linux at what LANG says. Setting the console's fails
+//     where there is no console (a process started without one) and under
+//     the constrained language: the defaults stay, and the error is
+//     cleared so no command sees it.
+//   - $PSStyle.OutputRendering: plain text, no escape sequences (Windows
+//     PowerShell 5.1 has no $PSStyle, and writes none).
+//   - $ErrorView: an error as one short record (PowerShell 7's default,
+//     set again in case; 5.1 has no ConciseView).
+const Prelude = "$ProgressPreference='SilentlyContinue'\n" +
+	"try{$OutputEncoding=[Text.UTF8Encoding]::new($false);[Console]::OutputEncoding=$OutputEncoding;[Console]::InputEncoding=$OutputEncoding}catch{$Error.Clear()}\n" +
+	"if($PSStyle){$PSStyle.OutputRendering='PlainText'}\n" +
+	"if($PSVersionTable.PSVersion.Major -ge 7){$ErrorView='ConciseView'}\n"
+
+// status is the statement that follows the command in its own text: it
+// reads how the command's last statement ended into $__dshExit. A
+// statement that failed ($? false) is the exit code of the program it ran
+// when a program ran last and failed ($LASTEXITCODE), else 1; one that did
+// not fail is 0: as bash's status is its last command's. PowerShell's own
+// -Command ends with 1 for a program's failure, whatever its code. The
+// leading semicolon ends a last line the command continued with a
+// backtick. Test-Path, not $LASTEXITCODE alone: under Set-StrictMode an
+// unset variable is an error.
+const status = ";$__dshExit=if($?){0}elseif((Test-Path variable:LASTEXITCODE) -and $LASTEXITCODE -is [int] -and $LASTEXITCODE -ne 0){$LASTEXITCODE}else{1}"
+
+// Epilogue ends the script with the command's status. The command's text
+// and status run in one Invoke-Expression: $? is then its last statement's,
+// errors name its own lines, and `exit N` in it ends PowerShell with N
+// before anything here runs. Its output goes through an Out-Default of its
+// own that ends with it, so the exit below cannot drop a table PowerShell
+// still held back to size its columns (the implicit formatting of the
+// -Command text as a whole would). A command that never reached the
+// status (a `return`, or text that does not parse) ends with 0, or with 1
+// when Invoke-Expression failed.
+const Epilogue = "$__dshRan=$?\n" +
+	"if(Test-Path variable:__dshExit){exit $__dshExit}\n" +
+	"exit [int](-not $__dshRan)\n"
+
+// Script is the script that runs command: the prelude, the command and its
+// status through Invoke-Expression, and the epilogue.
+func Script(command string) string { return scriptOf(Quote(command)) }
+
+// ScriptFromFD is the script that runs the command read, as UTF-8, from
+// descriptor fd (a pipe the caller writes the command to).
+func ScriptFromFD(fd int) string {
+	return scriptOf("[IO.File]::ReadAllText('/dev/fd/" + strconv.Itoa(fd) + "')")
+}
+
+// ScriptFromFile is the script that runs the command read, as UTF-8, from
+// the file at path, which it removes as soon as it has read it (before the
+// command starts, so a background command leaves no file behind).
+func ScriptFromFile(path string) string {
+	p := Quote(path)
+	return scriptOf("$(try{[IO.File]::ReadAllText(" + p + ")}finally{[IO.File]::Delete(" + p + ")})")
+}
+
+// scriptOf is the script running the command that the PowerShell
+// expression source gives.
+func scriptOf(source string) string {
+	return Prelude + "Invoke-Expression (" + source + "+\"`n\"+" + Quote(status) + ")|Out-Default\n" + Epilogue
+}
+
+// Quote is s as a PowerShell single-quoted string literal: nothing in it
+// is expanded. Within one PowerShell takes the typographic single quotes
+// (U+2018 to U+201B) for ASCII ones too, so each of them is doubled.
+func Quote(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('\'')
+	for _, r := range s {
+		b.WriteRune(r)
+		if isQuote(r) {
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
+}
+
+func isQuote(r rune) bool { return r == '\'' || (r >= '\u2018' && r <= '\u201b') }
