@@ -24,7 +24,7 @@ plugins:
   - id: pwsh
     name: pwsh-local
   - id: tools
-    name: tool-bash
+    name: tool-pwsh
 `
 
 // notInstalled is what the model reads when pwsh is not installed.
@@ -34,7 +34,7 @@ const notInstalled = "[pwsh (PowerShell 7) is not installed on this machine: see
 // its workspace.
 func sandboxedComp(executor, runner, ws string) string {
 	return "sandbox:\n  defaultMode: workspace-write\n  workspaceRoot: " + ws + "\n  runner: " + runner + "\nplugins:\n" +
-		"  - {id: env, name: shell-env}\n  - {id: shell, name: " + executor + "}\n  - {id: tools, name: tool-bash}\n"
+		"  - {id: env, name: shell-env}\n  - {id: shell, name: " + executor + "}\n  - {id: tools, name: tool-pwsh}\n"
 }
 
 // pathWith is a PATH of a new folder holding links to the named programs
@@ -55,13 +55,13 @@ func pathWith(t *testing.T, programs ...string) string {
 // runner (bubblewrap's launch fails, landlock's lookup does).
 func TestPwshNotInstalled(t *testing.T) {
 	call := `{"command":"Get-Date","description":"d"}`
-	out, errOut, code := dsh(t, []string{pathWith(t)}, "call", comp(t, pwshComp), "bash", call)
+	out, errOut, code := dsh(t, []string{pathWith(t)}, "call", comp(t, pwshComp), "pwsh", call)
 	if code != 0 || out != notInstalled+"\n" {
 		t.Fatalf("pwsh-local: exit %d, stdout %q, stderr:\n%s", code, out, errOut)
 	}
 	ws := t.TempDir()
 	for _, runner := range []string{"bubblewrap", "landlock"} {
-		out, errOut, code := dsh(t, []string{pathWith(t, "bwrap", "true")}, "call", comp(t, sandboxedComp("pwsh-sandbox", runner, ws)), "bash", call)
+		out, errOut, code := dsh(t, []string{pathWith(t, "bwrap", "true")}, "call", comp(t, sandboxedComp("pwsh-sandbox", runner, ws)), "pwsh", call)
 		if runner == "landlock" && strings.Contains(out, "the sandbox cannot confine commands here") {
 			t.Logf("no landlock runner here: %s", out)
 			continue
@@ -104,7 +104,7 @@ func TestPwshSandboxStandIn(t *testing.T) {
 		if runner == "bubblewrap" {
 			testneeds.Command(t, "bwrap")
 		}
-		out, errOut, code := dsh(t, []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}, "call", comp(t, sandboxedComp("pwsh-sandbox", runner, ws)), "bash",
+		out, errOut, code := dsh(t, []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}, "call", comp(t, sandboxedComp("pwsh-sandbox", runner, ws)), "pwsh",
 			`{"command":"New-Item x; 'it''s'","description":"d"}`)
 		if runner == "landlock" && strings.Contains(out, "the sandbox cannot confine commands here") {
 			t.Logf("no landlock runner here: %s", out)
@@ -143,7 +143,7 @@ func TestPwshSandboxUnavailable(t *testing.T) {
 	env := []string{"PATH=" + bin} // no bwrap
 	var said []string
 	for _, executor := range []string{"bash-sandbox", "pwsh-sandbox"} {
-		out, errOut, code := dsh(t, env, "call", comp(t, sandboxedComp(executor, "bubblewrap", ws)), "bash", `{"command":"pwsh","description":"d"}`)
+		out, errOut, code := dsh(t, env, "call", comp(t, sandboxedComp(executor, "bubblewrap", ws)), "pwsh", `{"command":"pwsh","description":"d"}`)
 		if code != 0 || !strings.HasPrefix(out, "[the sandbox cannot confine commands here, so nothing was run: ") {
 			t.Fatalf("%s: exit %d, stdout %q, stderr:\n%s", executor, code, out, errOut)
 		}
@@ -209,21 +209,10 @@ func TestPwshAndBashDuplicateShell(t *testing.T) {
 	}
 }
 
-// The bundled PowerShell compositions load as they are, but for their tool
-// plugin: tool-bash stands in for tool-pwsh, which is built apart.
+// The bundled PowerShell compositions load as they are.
 func TestPwshCompositionsValidate(t *testing.T) {
-	for _, name := range []string{"pwsh.yaml", "pwsh-sandbox.yaml"} {
-		b, err := os.ReadFile(filepath.Join(testplugins.Root(), "compositions", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(string(b), "name: tool-pwsh\n") {
-			t.Fatalf("%s names no tool-pwsh", name)
-		}
-		f := filepath.Join(t.TempDir(), name)
-		if err := os.WriteFile(f, []byte(strings.Replace(string(b), "name: tool-pwsh\n", "name: tool-bash\n", 1)), 0o600); err != nil {
-			t.Fatal(err)
-		}
+	for _, name := range []string{"pwsh.yaml", "pwsh-sandbox.yaml", "pwsh-persistent.yaml"} {
+		f := filepath.Join(testplugins.Root(), "compositions", name)
 		if _, errOut, code := dsh(t, nil, "validate", f); code != 0 {
 			t.Errorf("%s: exit %d:\n%s", name, code, errOut)
 		}

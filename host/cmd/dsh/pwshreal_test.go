@@ -18,19 +18,13 @@ import (
 )
 
 // PowerShell itself through the real binaries, where pwsh is installed:
-// compositions/pwsh.yaml served and called as an agent would. tool-bash
-// stands in for tool-pwsh: it hands the executor the command as given,
-// and what is checked here is the executor's.
+// compositions/pwsh.yaml served and called as an agent would.
 
-// pwshYAML is compositions/pwsh.yaml with tool-bash for its tool.
+// pwshYAML is compositions/pwsh.yaml.
 func pwshYAML(t *testing.T) string {
 	t.Helper()
 	testneeds.Command(t, "pwsh")
-	b, err := os.ReadFile(filepath.Join(testplugins.Root(), "compositions", "pwsh.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return comp(t, strings.Replace(string(b), "name: tool-pwsh\n", "name: tool-bash\n", 1))
+	return filepath.Join(testplugins.Root(), "compositions", "pwsh.yaml")
 }
 
 // What the model reads of each command, run by PowerShell: all of it, or
@@ -53,7 +47,7 @@ func TestPwshRealCommands(t *testing.T) {
 		{"no color, no progress", `$PSStyle.OutputRendering; $ProgressPreference`, []string{"PlainText\nSilentlyContinue"}},
 	} {
 		args := `{"command":` + strconv.Quote(c.command) + `,"description":"d"}`
-		out, errOut, code := dsh(t, nil, "call", f, "bash", args)
+		out, errOut, code := dsh(t, nil, "call", f, "pwsh", args)
 		got := strings.TrimRight(out, " \n")
 		if code != 0 || !inOrder(got, c.want) {
 			t.Errorf("%s: exit %d, stdout %q, want %q; stderr:\n%s", c.name, code, out, c.want, errOut)
@@ -65,7 +59,7 @@ func TestPwshRealCommands(t *testing.T) {
 func TestPwshRealTimeoutKillsTheTree(t *testing.T) {
 	f := pwshYAML(t)
 	marker := strconv.Itoa(500000 + os.Getpid()%99999)
-	out, errOut, code := dsh(t, nil, "call", f, "bash", `{"command":"sh -c 'sleep `+marker+`'","description":"d","timeoutMs":2000}`)
+	out, errOut, code := dsh(t, nil, "call", f, "pwsh", `{"command":"sh -c 'sleep `+marker+`'","description":"d","timeoutMs":2000}`)
 	if code != 0 || !strings.Contains(out, "[timed out after 2000ms]") {
 		t.Fatalf("exit %d, stdout %q, stderr:\n%s", code, out, errOut)
 	}
@@ -85,7 +79,10 @@ func TestPwshRealBackgroundJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	r := callBash(t, ctx, cs, map[string]any{"command": `1..3 | ForEach-Object { "n$_"; Start-Sleep -Milliseconds 200 }; exit 4`, "run_in_background": true})
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "pwsh", Arguments: map[string]any{"command": `1..3 | ForEach-Object { "n$_"; Start-Sleep -Milliseconds 200 }; exit 4`, "description": "d", "run_in_background": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	id, _, ok := strings.Cut(strings.TrimPrefix(text(t, r), "[job "), " started")
 	if !ok {
 		t.Fatalf("start: %q", text(t, r))
