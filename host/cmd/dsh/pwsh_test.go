@@ -121,10 +121,10 @@ func TestPwshSandboxStandIn(t *testing.T) {
 			t.Fatal(err)
 		}
 		argv := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-		if len(argv) != 5 || strings.Join(argv[:4], " ") != "-NoLogo -NoProfile -NonInteractive -EncodedCommand" {
+		if len(argv) != 7 || strings.Join(argv[:6], " ") != "-NoLogo -NoProfile -NonInteractive -OutputFormat Text -EncodedCommand" {
 			t.Fatalf("%s: argv %q", runner, argv)
 		}
-		if got, err := pwshargs.DecodeCommand(argv[4]); err != nil || got != pwshargs.Script(cmd) {
+		if got, err := pwshargs.DecodeCommand(argv[6]); err != nil || got != pwshargs.Script(cmd) {
 			t.Fatalf("%s: the program got %v:\n%s", runner, err, got)
 		}
 		_ = os.Remove(filepath.Join(bin, "argv"))

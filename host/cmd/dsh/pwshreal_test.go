@@ -52,6 +52,11 @@ func TestPwshRealCommands(t *testing.T) {
 		if code != 0 || !inOrder(got, c.want) {
 			t.Errorf("%s: exit %d, stdout %q, want %q; stderr:\n%s", c.name, code, out, c.want, errOut)
 		}
+		// An error, warning or verbose line is text, never PowerShell's
+		// CLIXML serialization of its record.
+		if strings.Contains(out, "#< CLIXML") || strings.Contains(errOut, "#< CLIXML") {
+			t.Errorf("%s: CLIXML in the output: stdout %q, stderr:\n%s", c.name, out, errOut)
+		}
 	}
 }
 

@@ -27,10 +27,10 @@ import (
 // parameters before it.
 func script(t *testing.T, argv []string, program string) string {
 	t.Helper()
-	if len(argv) != 6 || argv[0] != program || strings.Join(argv[1:5], " ") != "-NoLogo -NoProfile -NonInteractive -EncodedCommand" {
+	if len(argv) != 8 || argv[0] != program || strings.Join(argv[1:7], " ") != "-NoLogo -NoProfile -NonInteractive -OutputFormat Text -EncodedCommand" {
 		t.Fatalf("argv %.120q", argv)
 	}
-	s, err := pwshargs.DecodeCommand(argv[5])
+	s, err := pwshargs.DecodeCommand(argv[7])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ type fileSub struct {
 }
 
 func (s *fileSub) Run(_ context.Context, req *subprocess.SpawnRequest) (*subprocess.Result, error) {
-	sc, _ := pwshargs.DecodeCommand(req.Argv[5])
+	sc, _ := pwshargs.DecodeCommand(req.Argv[len(req.Argv)-1])
 	_, rest, _ := strings.Cut(sc, "ReadAllText('")
 	s.path, _, _ = strings.Cut(rest, "')")
 	fi, err := os.Stat(s.path)

@@ -49,8 +49,12 @@ func DecodeCommand(enc string) (string, error) {
 // Windows PowerShell's powershell.exe): no banner, no profile (the user's
 // profile is for their own sessions: it may print, prompt or be slow), and
 // nothing interactive (a command that would prompt fails instead).
+// -OutputFormat Text: with -EncodedCommand, no terminal and stderr
+// redirected, PowerShell otherwise writes errors, warnings and verbose
+// text to stderr as CLIXML; pwsh 6.2 and later honour Text there, Windows
+// PowerShell 5.1 may not.
 func Argv(program, script string) []string {
-	return []string{program, "-NoLogo", "-NoProfile", "-NonInteractive", "-EncodedCommand", EncodeCommand(script)}
+	return []string{program, "-NoLogo", "-NoProfile", "-NonInteractive", "-OutputFormat", "Text", "-EncodedCommand", EncodeCommand(script)}
 }
 
 // MaxInline is the longest command, in bytes, that goes in the command

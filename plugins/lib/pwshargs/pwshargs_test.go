@@ -126,7 +126,7 @@ func TestMaxInlineFitsWindowsCommandLine(t *testing.T) {
 		}
 	}
 	argv := Argv("pwsh", "x")
-	if strings.Join(argv[:5], " ") != "pwsh -NoLogo -NoProfile -NonInteractive -EncodedCommand" || decode(t, argv[5]) != "x" {
+	if len(argv) != 8 || strings.Join(argv[:7], " ") != "pwsh -NoLogo -NoProfile -NonInteractive -OutputFormat Text -EncodedCommand" || decode(t, argv[7]) != "x" {
 		t.Fatalf("argv %q", argv)
 	}
 }
