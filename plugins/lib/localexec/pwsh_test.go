@@ -105,8 +105,8 @@ type fileSub struct {
 
 func (s *fileSub) Run(_ context.Context, req *subprocess.SpawnRequest) (*subprocess.Result, error) {
 	sc, _ := pwshargs.DecodeCommand(req.Argv[len(req.Argv)-1])
-	_, rest, _ := strings.Cut(sc, "ReadAllText('")
-	s.path, _, _ = strings.Cut(rest, "')")
+	_, rest, _ := strings.Cut(sc, "Get-Content -LiteralPath '")
+	s.path, _, _ = strings.Cut(rest, "' ")
 	fi, err := os.Stat(s.path)
 	if err != nil {
 		return nil, err
@@ -140,7 +140,7 @@ func TestPwshLongCommandInAFile(t *testing.T) {
 	stub := &stubSub{err: errors.New("x")}
 	e.Sub = stub
 	_, _ = shell.NewServer(e).Exec(context.Background(), &shell.ExecRequest{Command: cmd})
-	if got := script(t, stub.got.Argv, "pwsh"); !strings.HasPrefix(got, want[:strings.Index(want, "ReadAllText(")]) {
+	if got := script(t, stub.got.Argv, "pwsh"); !strings.HasPrefix(got, want[:strings.Index(want, "Get-Content ")]) {
 		t.Fatalf("script:\n%s", got)
 	}
 }

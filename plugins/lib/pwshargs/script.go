@@ -20,12 +20,14 @@ import (
 //     the constrained language: the defaults stay, and the error is
 //     cleared so no command sees it.
 //   - $PSStyle.OutputRendering: plain text, no escape sequences (Windows
-//     PowerShell 5.1 has no $PSStyle, and writes none).
+//     PowerShell 5.1 has no $PSStyle, and writes none). The constrained
+//     language refuses the setting: rendering stays as it is, and the
+//     error that refusal records is removed.
 //   - $ErrorView: an error as one short record (PowerShell 7's default,
 //     set again in case; 5.1 has no ConciseView).
 const Prelude = "$ProgressPreference='SilentlyContinue'\n" +
 	"try{$OutputEncoding=[Text.UTF8Encoding]::new($false);[Console]::OutputEncoding=$OutputEncoding;[Console]::InputEncoding=$OutputEncoding}catch{$Error.Clear()}\n" +
-	"if($PSStyle){$PSStyle.OutputRendering='PlainText'}\n" +
+	"if($PSStyle){try{$PSStyle.OutputRendering='PlainText'}catch{$Error.RemoveAt(0)}}\n" +
 	"if($PSVersionTable.PSVersion.Major -ge 7){$ErrorView='ConciseView'}\n"
 
 // status is the statement that follows the command in its own text: it
@@ -64,10 +66,12 @@ func ScriptFromFD(fd int) string {
 
 // ScriptFromFile is the script that runs the command read, as UTF-8, from
 // the file at path, which it removes as soon as it has read it (before the
-// command starts, so a background command leaves no file behind).
+// command starts, so a background command leaves no file behind). Cmdlets,
+// not .NET's methods, read and remove it: the constrained language refuses
+// those methods.
 func ScriptFromFile(path string) string {
 	p := Quote(path)
-	return scriptOf("$(try{[IO.File]::ReadAllText(" + p + ")}finally{[IO.File]::Delete(" + p + ")})")
+	return scriptOf("$(try{Get-Content -LiteralPath " + p + " -Raw -Encoding UTF8}finally{Remove-Item -LiteralPath " + p + " -Force})")
 }
 
 // scriptOf is the script running the command that the PowerShell
