@@ -31,7 +31,9 @@ func pwshYAML(t *testing.T) string {
 // where PowerShell's layout is its own, the lines that matter in order.
 func TestPwshRealCommands(t *testing.T) {
 	f := pwshYAML(t)
-	long := "'long-ok' # " + strings.Repeat("ü", pwshargs.MaxInline)
+	// A long command reaches PowerShell on descriptor 3, which nothing it
+	// starts holds.
+	long := "'long-ok'; sh -c 'if [ -e /dev/fd/3 ]; then echo fd3-open; else echo fd3-closed; fi' # " + strings.Repeat("ü", pwshargs.MaxInline)
 	for _, c := range []struct {
 		name, command string
 		want          []string // the whole text, or lines it holds in order, the last one last
@@ -43,7 +45,7 @@ func TestPwshRealCommands(t *testing.T) {
 		{"a program's failure, then success", `sh -c 'exit 5'; 'after'`, []string{"after"}},
 		{"a cmdlet's error", `Write-Error 'boom'`, []string{"boom", "[exit code: 1]"}},
 		{"a table held back to size its columns", `[pscustomobject]@{Name='a'; Id=1}`, []string{"Name", "----", "a", "1"}},
-		{"a long command", long, []string{"long-ok"}},
+		{"a long command", long, []string{"long-ok\nfd3-closed"}},
 		{"no color, no progress", `$PSStyle.OutputRendering; $ProgressPreference`, []string{"PlainText\nSilentlyContinue"}},
 	} {
 		args := `{"command":` + strconv.Quote(c.command) + `,"description":"d"}`

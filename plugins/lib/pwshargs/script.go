@@ -59,9 +59,12 @@ const Epilogue = "$__dshRan=$?\n" +
 func Script(command string) string { return scriptOf(Quote(command)) }
 
 // ScriptFromFD is the script that runs the command read, as UTF-8, from
-// descriptor fd (a pipe the caller writes the command to).
+// descriptor fd (a pipe the caller writes the command to). Reading opens
+// the pipe anew; fd itself is then closed, as bash's script closes it, so
+// nothing the command starts inherits it.
 func ScriptFromFD(fd int) string {
-	return scriptOf("[IO.File]::ReadAllText('/dev/fd/" + strconv.Itoa(fd) + "')")
+	n := strconv.Itoa(fd)
+	return scriptOf("$(try{[IO.File]::ReadAllText('/dev/fd/" + n + "')}finally{[Microsoft.Win32.SafeHandles.SafeFileHandle]::new([IntPtr]" + n + ",$true).Dispose()})")
 }
 
 // ScriptFromFile is the script that runs the command read, as UTF-8, from
