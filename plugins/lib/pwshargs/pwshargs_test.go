@@ -83,7 +83,8 @@ func TestQuote(t *testing.T) {
 }
 
 // The scripts as PowerShell gets them: the prelude, the command and its
-// status in one Invoke-Expression, the epilogue.
+// status in one Invoke-Expression within a try that restores the console,
+// the epilogue.
 func TestScripts(t *testing.T) {
 	golden.Check(t, "script", Script("Get-ChildItem | Select-Object Name\nnative-tool --flag 'it''s' ‘x’\nexit 3"))
 	golden.Check(t, "script-fd", ScriptFromFD(3))
@@ -93,7 +94,7 @@ func TestScripts(t *testing.T) {
 // The command's text reaches Invoke-Expression whole, followed by its
 // status statement on a line of its own, however it is quoted or ends.
 func TestScriptCarriesTheCommandWhole(t *testing.T) {
-	const head = "Invoke-Expression ("
+	const head = "try{Invoke-Expression ("
 	for _, cmd := range []string{"echo hi", "'", "’'‘", "echo a `", "# only a comment", "@'\nhere\n'@", strings.Repeat("x'", 2000)} {
 		s := Script(cmd)
 		if !strings.HasPrefix(s, Prelude) || !strings.HasSuffix(s, Epilogue) {
@@ -108,7 +109,7 @@ func TestScriptCarriesTheCommandWhole(t *testing.T) {
 			t.Fatalf("the command came through as %q, want %q", got, cmd)
 		}
 		st, rest := unquote(t, strings.TrimPrefix(rest, "+\"`n\"+"))
-		if st != status || rest != ")|Out-Default\n" {
+		if st != status || rest != ")|Out-Default;$__dshRan=$?}finally{"+restore+"}\n" {
 			t.Fatalf("%q: status %q, then %q", cmd, st, rest)
 		}
 	}

@@ -18,15 +18,21 @@ import (
 //     code page, and Linux at what LANG says. Setting the console's fails
 //     where there is no console (a process started without one) and under
 //     the constrained language: the defaults stay, and the error is
-//     cleared so no command sees it.
+//     cleared so no command sees it. On Windows the console's code pages
+//     are the console's, shared with the program that started PowerShell
+//     and every other process attached to it: they are saved here and
+//     restored once the command ended (restore).
 //   - $PSStyle.OutputRendering: plain text, no escape sequences (Windows
 //     PowerShell 5.1 has no $PSStyle, and writes none). The constrained
 //     language refuses the setting: rendering stays as it is, and the
 //     error that refusal records is removed.
 //   - $ErrorView: an error as one short record (PowerShell 7's default,
 //     set again in case; 5.1 has no ConciseView).
+//
+// $__dshRan, the command's success as the epilogue reads it, starts false.
 const Prelude = "$ProgressPreference='SilentlyContinue'\n" +
-	"try{$OutputEncoding=[Text.UTF8Encoding]::new($false);[Console]::OutputEncoding=$OutputEncoding;[Console]::InputEncoding=$OutputEncoding}catch{$Error.Clear()}\n" +
+	"$__dshRan=$false;$__dshOut=$__dshIn=$null\n" +
+	"try{if(-not($IsLinux -or $IsMacOS)){$__dshOut=[Console]::OutputEncoding;$__dshIn=[Console]::InputEncoding};$OutputEncoding=[Text.UTF8Encoding]::new($false);[Console]::OutputEncoding=$OutputEncoding;[Console]::InputEncoding=$OutputEncoding}catch{$Error.Clear()}\n" +
 	"if($PSStyle){try{$PSStyle.OutputRendering='PlainText'}catch{$Error.RemoveAt(0)}}\n" +
 	"if($PSVersionTable.PSVersion.Major -ge 7){$ErrorView='ConciseView'}\n"
 
@@ -41,17 +47,25 @@ const Prelude = "$ProgressPreference='SilentlyContinue'\n" +
 // unset variable is an error.
 const status = ";$__dshExit=if($?){0}elseif((Test-Path variable:LASTEXITCODE) -and $LASTEXITCODE -is [int] -and $LASTEXITCODE -ne 0){$LASTEXITCODE}else{1}"
 
+// restore gives the console back the code pages the prelude saved (none
+// outside Windows); one that cannot be set back stays as it is.
+const restore = "try{if($__dshOut){[Console]::OutputEncoding=$__dshOut};if($__dshIn){[Console]::InputEncoding=$__dshIn}}catch{}"
+
 // Epilogue ends the script with the command's status. The command's text
 // and status run in one Invoke-Expression: $? is then its last statement's,
 // errors name its own lines, and `exit N` in it ends PowerShell with N
 // before anything here runs. Its output goes through an Out-Default of its
 // own that ends with it, so the exit below cannot drop a table PowerShell
 // still held back to size its columns (the implicit formatting of the
-// -Command text as a whole would). A command that never reached the
-// status (a `return`, or text that does not parse) ends with 0, or with 1
-// when Invoke-Expression failed.
-const Epilogue = "$__dshRan=$?\n" +
-	"if(Test-Path variable:__dshExit){exit $__dshExit}\n" +
+// -Command text as a whole would). That pipeline is in a try whose finally
+// restores the console's code pages however the command ends: the finally
+// runs on `exit N` and on an uncaught throw too, which still end
+// PowerShell with N and 1. $? is read into $__dshRan inside the try, since
+// after a try statement $? is its finally's last statement's. A command
+// that never reached the status (a `return`, or text that does not parse)
+// ends with 0, or with 1 when Invoke-Expression failed (then $__dshRan
+// keeps the prelude's false).
+const Epilogue = "if(Test-Path variable:__dshExit){exit $__dshExit}\n" +
 	"exit [int](-not $__dshRan)\n"
 
 // Script is the script that runs command: the prelude, the command and its
@@ -80,7 +94,7 @@ func ScriptFromFile(path string) string {
 // scriptOf is the script running the command that the PowerShell
 // expression source gives.
 func scriptOf(source string) string {
-	return Prelude + "Invoke-Expression (" + source + "+\"`n\"+" + Quote(status) + ")|Out-Default\n" + Epilogue
+	return Prelude + "try{Invoke-Expression (" + source + "+\"`n\"+" + Quote(status) + ")|Out-Default;$__dshRan=$?}finally{" + restore + "}\n" + Epilogue
 }
 
 // Quote is s as a PowerShell single-quoted string literal: nothing in it
