@@ -37,11 +37,12 @@ const Prelude = "$ProgressPreference='SilentlyContinue'\n" +
 	"if($PSVersionTable.PSVersion.Major -ge 7){$ErrorView='ConciseView'}\n"
 
 // status is the statement that follows the command in its own text: it
-// reads how the command's last statement ended into $__dshExit. A
-// statement that failed ($? false) is the exit code of the program it ran
-// when a program ran last and failed ($LASTEXITCODE), else 1; one that did
-// not fail is 0: as bash's status is its last command's. PowerShell's own
-// -Command ends with 1 for a program's failure, whatever its code. The
+// reads into $__dshExit 0 when $? is true, else $LASTEXITCODE when that is
+// a non-zero integer, else 1: close to bash's status of its last command.
+// $? is the last statement's that sets it (if, foreach, switch, try and
+// function statements do not), and $LASTEXITCODE the last program's,
+// however long ago it ran. PowerShell's own -Command ends with 1 for a
+// program's failure, whatever its code. The
 // leading semicolon ends a last line the command continued with a
 // backtick. Test-Path, not $LASTEXITCODE alone: under Set-StrictMode an
 // unset variable is an error.
