@@ -38,7 +38,9 @@ const lostStatus = "lost"
 //     dot-sourced, so it runs in the global scope as typed (Set-Location,
 //     $env:, functions, variables and jobs stay), and the line reader
 //     sees none of its characters. Its text gets one more line, which sets
-//     the call's variable to $? after its last statement. Its output goes
+//     the call's variable to $? after its last statement; the line starts
+//     with a semicolon, which ends a last line the command continued with
+//     a backtick. Its output goes
 //     through Microsoft.PowerShell.Core\Out-Default within the line, named
 //     with its module so no function or alias of that name is taken, so
 //     that what the formatter holds back (a table waits for its rows) is
@@ -60,8 +62,9 @@ const lostStatus = "lost"
 // confirmLine, typed once the done marker came or the session is back at
 // its prompt without it, prints the done marker again and then the end
 // marker, with the command's status: 0 when its last statement succeeded
-// ($?), else $LASTEXITCODE when not 0 (a native program's exit code, or a
-// script's exit N), else 1 (a cmdlet's failure, a terminating error). It
+// ($?), else $LASTEXITCODE when a number not 0 (a native program's exit
+// code, or a script's exit N; a command may set it to anything, which
+// would not read as a status), else 1 (a cmdlet's failure, a terminating error). It
 // removes the call's variable. The end nonce is typed here only, after
 // the command has ended: the command cannot find it in the line that ran
 // it ($MyInvocation.Line, Get-PSCallStack, an error's InvocationInfo), in
@@ -81,7 +84,7 @@ const lostStatus = "lost"
 // and event actions, type accelerators, [Console]::SetOut).
 func commandLine(command, start string) string {
 	v := `$global:__dsh_` + start
-	script := base64.StdEncoding.EncodeToString([]byte(command + "\n" + v + "=$?"))
+	script := base64.StdEncoding.EncodeToString([]byte(command + "\n;" + v + "=$?"))
 	return v + `=$null;$global:LASTEXITCODE=0;` +
 		`[System.Console]::Out.Write('__DSH_PERSISTENT_PWSH'+'_START_` + start + `__'+"` + "`n" + `");` +
 		`. ([System.Management.Automation.ScriptBlock]::Create([System.Text.Encoding]::UTF8.GetString([System.Convert]::FromBase64String('` + script + `')))) | Microsoft.PowerShell.Core\Out-Default;` +
@@ -95,6 +98,6 @@ func commandLine(command, start string) string {
 // commandLine.
 func confirmLine(start, end string) string {
 	v := `$global:__dsh_` + start
-	return `[System.Console]::Out.Write("` + "`n" + `"+'__DSH_PERSISTENT_PWSH'+'_DONE_` + start + `'+"` + "`n" + `"+'__DSH_PERSISTENT_PWSH'+'_END_` + end + `:'+$(if(` + v + `){0}elseif($global:LASTEXITCODE){$global:LASTEXITCODE}else{1})+"` + "`n" + `");` +
+	return `[System.Console]::Out.Write("` + "`n" + `"+'__DSH_PERSISTENT_PWSH'+'_DONE_` + start + `'+"` + "`n" + `"+'__DSH_PERSISTENT_PWSH'+'_END_` + end + `:'+$(if(` + v + `){0}elseif($global:LASTEXITCODE -is [int] -and $global:LASTEXITCODE){$global:LASTEXITCODE}else{1})+"` + "`n" + `");` +
 		`$ExecutionContext.SessionState.PSVariable.Remove('` + strings.TrimPrefix(v, "$global:") + `')`
 }
