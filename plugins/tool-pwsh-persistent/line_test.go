@@ -87,7 +87,7 @@ func TestStatus(t *testing.T) {
 		ok     bool
 	}{
 		"ok": {0, true}, "0": {0, true}, "3": {3, true}, "-1": {-1, true},
-		lostStatus: {0, false}, "": {0, false}, "1 ": {0, false}, "x": {0, false},
+		lostStatus: {0, false}, nestedStatus: {0, false}, "": {0, false}, "1 ": {0, false}, "x": {0, false},
 	} {
 		if status, ok := (pwsh{}).Status(rest); status != want.status || ok != want.ok {
 			t.Errorf("Status(%q) = %d, %v", rest, status, ok)

@@ -116,6 +116,10 @@ func TestRunConfirmed(t *testing.T) {
 			{Session: running(), Wait: terminals.WaitStdinRead, Captured: &terminals.Captured{Data: []byte("Exception: boom\r\n\x1b]133;A;dsh=1\aPS> "), Started: true, AtPrompt: true}},
 			marker("", "1")},
 			noteFresh + "\nException: boom\n[exit code: 1]", "open read send run cmd send confirm"},
+		{"a nested prompt", []*terminals.Sent{
+			{Session: running(), Wait: terminals.WaitStdinRead, Captured: &terminals.Captured{Data: []byte("\x1b]133;A;dsh=1\aPS> "), Started: true, AtPrompt: true}},
+			marker("", "nested")},
+			noteFresh + "\nPS> \n[the shell did not report how the command ended", "open read send run cmd send confirm close"},
 		{"never started", []*terminals.Sent{{Session: running(), Wait: terminals.WaitStdinRead, Captured: &terminals.Captured{Data: []byte("PS> "), AtPrompt: true}}},
 			noteFresh + "\n[the shell did not report how the command ended", "open read send run cmd close"},
 	} {
