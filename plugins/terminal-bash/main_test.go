@@ -113,20 +113,20 @@ exit 7
 
 // The rc text and PowerShell's one command run in a real PowerShell:
 // the prompt function prints the prompt's bytes, PSReadLine is gone, the
-// output is plain, and fd 3 is closed after. Only where pwsh is
+// output is plain, progress is not drawn, and fd 3 is closed after. Only where pwsh is
 // installed.
 func TestPwshRCInPowerShell(t *testing.T) {
 	pwsh := testneeds.Command(t, "pwsh")
 	p := &terminalBash{cfg: config{ShellDialect: dialectPwsh, Shell: pwsh, Term: "xterm-256color"}}
 	env, printed := p.rc("0123456789abcdef")
-	check := `; [System.Console]::Out.Write((prompt) + '|' + [bool](Get-Module PSReadLine) + '|' + $PSStyle.OutputRendering + '|' + (Test-Path /proc/self/fd/3))`
+	check := `; [System.Console]::Out.Write((prompt) + '|' + [bool](Get-Module PSReadLine) + '|' + $PSStyle.OutputRendering + '|' + $ProgressPreference + '|' + (Test-Path /proc/self/fd/3))`
 	cmd := exec.Command("/bin/sh", "-c", `r=$`+rcVar+`;unset `+rcVar+`;exec "$0" -NoLogo -NoProfile -Command "$1" 3<<E`+"\n$r\nE\n", pwsh, pwshBoot+check)
 	cmd.Env = os.Environ()
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	out, err := cmd.CombinedOutput()
-	if err != nil || !bytes.HasSuffix(out, append(printed, "|False|PlainText|False"...)) {
+	if err != nil || !bytes.HasSuffix(out, append(printed, "|False|PlainText|SilentlyContinue|False"...)) {
 		t.Fatalf("the rc in PowerShell: %v\n%q", err, out)
 	}
 }

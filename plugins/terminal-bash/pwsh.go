@@ -48,6 +48,10 @@ func PwshPrompt(nonce string) (function string, printed []byte) {
 //   - Output is plain text ($PSStyle.OutputRendering; NO_COLOR is in the
 //     environment too, for PowerShell 7.2 and later and other programs),
 //     and the console reads and writes UTF-8.
+//   - No progress bars ($ProgressPreference): PowerShell would draw them
+//     over the screen's top lines, reading the cursor's position from the
+//     terminal first, and what a command prints would come mixed with
+//     them.
 //   - The prompt is prompt's function, a constant function under a
 //     constant alias named prompt, which the host's lookup of prompt finds
 //     before any function: a command that defines its own prompt (a
@@ -59,6 +63,7 @@ func PwshRC(prompt string) string {
 	return strings.Join([]string{
 		`Remove-Module PSReadLine -ErrorAction Ignore`,
 		`if ($PSStyle) { $PSStyle.OutputRendering = 'PlainText' }`,
+		`$ProgressPreference = 'SilentlyContinue'`,
 		`[Console]::InputEncoding = [System.Text.UTF8Encoding]::new($false)`,
 		`[Console]::OutputEncoding = [System.Text.UTF8Encoding]::new($false)`,
 		`$OutputEncoding = [System.Text.UTF8Encoding]::new($false)`,

@@ -53,7 +53,12 @@ func (bash) Status(rest string) (int, bool) {
 
 func (bash) Tool(cfg persistentshell.Config) *toolsv1.ToolSpec { return toolSpec(config(cfg)) }
 
-func (bash) Shell() persistentshell.Shell { return persistentshell.Shell{Interrupt: "SIGINT"} }
+// Shell: a bash-dialect session (a session of a pwsh backend is closed
+// and the call names the backend to use, rather than bash lines typed to
+// PowerShell).
+func (bash) Shell() persistentshell.Shell {
+	return persistentshell.Shell{Dialect: "bash", Interrupt: "SIGINT"}
+}
 
 // The markers around a command's output, with the call's nonces.
 func startMarker(nonce string) string { return "__DSH_PERSISTENT_BASH_START_" + nonce + "__" }

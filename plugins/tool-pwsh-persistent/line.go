@@ -18,6 +18,13 @@ func endMarker(nonce string) string   { return "__DSH_PERSISTENT_PWSH_END_" + no
 // typed (a PSConsoleHostReadLine of its own).
 const lostStatus = "lost"
 
+// nestedStatus is what the end marker carries, in place of a status, when
+// the confirming line ran in a nested prompt or a debugger stop
+// ($Host.EnterNestedPrompt(), Wait-Debugger, a breakpoint): the command
+// has not ended, it waits under a prompt that looks like the session's
+// own.
+const nestedStatus = "nested"
+
 // A command is typed as two lines, each one line of printable ASCII (the
 // console host's own line reader drops control characters and ignores a
 // Tab) that looks up nothing a command can define, or only so that the
@@ -38,7 +45,9 @@ const lostStatus = "lost"
 //     dot-sourced, so it runs in the global scope as typed (Set-Location,
 //     $env:, functions, variables and jobs stay), and the line reader
 //     sees none of its characters. Its text gets one more line, which sets
-//     the call's variable to $? after its last statement. Its output goes
+//     the call's variable to $? after its last statement; the line starts
+//     with a semicolon, which ends a last line the command continued with
+//     a backtick. Its output goes
 //     through Microsoft.PowerShell.Core\Out-Default within the line, named
 //     with its module so no function or alias of that name is taken, so
 //     that what the formatter holds back (a table waits for its rows) is
@@ -60,16 +69,23 @@ const lostStatus = "lost"
 // confirmLine, typed once the done marker came or the session is back at
 // its prompt without it, prints the done marker again and then the end
 // marker, with the command's status: 0 when its last statement succeeded
-// ($?), else $LASTEXITCODE when not 0 (a native program's exit code, or a
-// script's exit N), else 1 (a cmdlet's failure, a terminating error). It
-// removes the call's variable. The end nonce is typed here only, after
-// the command has ended: the command cannot find it in the line that ran
-// it ($MyInvocation.Line, Get-PSCallStack, an error's InvocationInfo), in
-// the history (Get-History), in a variable or in the environment, so a
-// command that prints an end marker, even one made from what it can read,
-// does not end its call. A done marker the command printed itself ends
-// the first wait early, and then shows: the true one comes after it,
-// before this line's own, and the session is closed as untrusted.
+// ($?), else $LASTEXITCODE when a number not 0 (a native program's exit
+// code, or a script's exit N; a command may set it to anything, which
+// would not read as a status), else 1 (a cmdlet's failure, a terminating
+// error). In a nested prompt or a debugger stop the status is
+// nestedStatus, which reads as none: the prompt there looks like the
+// session's own, the line runs inside the command, and the session is
+// closed as untrusted. $PSDebugContext, set only in a debugger stop, is
+// read with the session state's own lookup, which a Set-StrictMode of the
+// command's does not turn into an error for a variable not set. It removes
+// the call's variable. The end nonce is typed here only, after the command
+// has ended: the command cannot find it in the line that ran it
+// ($MyInvocation.Line, Get-PSCallStack, an error's InvocationInfo), in the
+// history (Get-History), in a variable or in the environment, so a command
+// that prints an end marker, even one made from what it can read, does not
+// end its call. A done marker the command printed itself ends the first
+// wait early, and then shows: the true one comes after it, before this
+// line's own, and the session is closed as untrusted.
 //
 // Out of reach, as the shell is the command's: a command that sets out to
 // impersonate the wrapper from inside the session, reading the line that
@@ -81,7 +97,7 @@ const lostStatus = "lost"
 // and event actions, type accelerators, [Console]::SetOut).
 func commandLine(command, start string) string {
 	v := `$global:__dsh_` + start
-	script := base64.StdEncoding.EncodeToString([]byte(command + "\n" + v + "=$?"))
+	script := base64.StdEncoding.EncodeToString([]byte(command + "\n;" + v + "=$?"))
 	return v + `=$null;$global:LASTEXITCODE=0;` +
 		`[System.Console]::Out.Write('__DSH_PERSISTENT_PWSH'+'_START_` + start + `__'+"` + "`n" + `");` +
 		`. ([System.Management.Automation.ScriptBlock]::Create([System.Text.Encoding]::UTF8.GetString([System.Convert]::FromBase64String('` + script + `')))) | Microsoft.PowerShell.Core\Out-Default;` +
@@ -95,6 +111,6 @@ func commandLine(command, start string) string {
 // commandLine.
 func confirmLine(start, end string) string {
 	v := `$global:__dsh_` + start
-	return `[System.Console]::Out.Write("` + "`n" + `"+'__DSH_PERSISTENT_PWSH'+'_DONE_` + start + `'+"` + "`n" + `"+'__DSH_PERSISTENT_PWSH'+'_END_` + end + `:'+$(if(` + v + `){0}elseif($global:LASTEXITCODE){$global:LASTEXITCODE}else{1})+"` + "`n" + `");` +
+	return `[System.Console]::Out.Write("` + "`n" + `"+'__DSH_PERSISTENT_PWSH'+'_DONE_` + start + `'+"` + "`n" + `"+'__DSH_PERSISTENT_PWSH'+'_END_` + end + `:'+$(if($NestedPromptLevel -or $ExecutionContext.SessionState.PSVariable.GetValue('PSDebugContext')){'` + nestedStatus + `'}elseif(` + v + `){0}elseif($global:LASTEXITCODE -is [int] -and $global:LASTEXITCODE){$global:LASTEXITCODE}else{1})+"` + "`n" + `");` +
 		`$ExecutionContext.SessionState.PSVariable.Remove('` + strings.TrimPrefix(v, "$global:") + `')`
 }

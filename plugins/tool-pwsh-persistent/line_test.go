@@ -30,6 +30,7 @@ var commands = []string{
 	"sh -c 'exit 3'",
 	"function f { 'from f' }; f # a comment at the end",
 	"Write-Output `\n  continued",
+	"Write-Output ends `",
 }
 
 // The exact text typed for a command and for its confirmation, and the
@@ -73,7 +74,7 @@ func TestLinesShape(t *testing.T) {
 			t.Fatalf("%q: no command in %s", cmd, typed.Text)
 		}
 		b, err := base64.StdEncoding.DecodeString(m[1])
-		if err != nil || string(b) != cmd+"\n$global:__dsh_"+start+"=$?" {
+		if err != nil || string(b) != cmd+"\n;$global:__dsh_"+start+"=$?" {
 			t.Fatalf("%q: the command as it arrives: %q (%v)", cmd, b, err)
 		}
 	}
@@ -86,7 +87,7 @@ func TestStatus(t *testing.T) {
 		ok     bool
 	}{
 		"ok": {0, true}, "0": {0, true}, "3": {3, true}, "-1": {-1, true},
-		lostStatus: {0, false}, "": {0, false}, "1 ": {0, false}, "x": {0, false},
+		lostStatus: {0, false}, nestedStatus: {0, false}, "": {0, false}, "1 ": {0, false}, "x": {0, false},
 	} {
 		if status, ok := (pwsh{}).Status(rest); status != want.status || ok != want.ok {
 			t.Errorf("Status(%q) = %d, %v", rest, status, ok)
@@ -115,6 +116,8 @@ func TestLinesInPowerShell(t *testing.T) {
 		{commands[6], "from f\n", "0"},
 		{"Write-Error boom 2>$null", "", "1"},
 		{"$x = 1", "", "0"},
+		{commands[8], "ends\n", "0"},
+		{"$global:LASTEXITCODE = $true; Write-Error boom 2>$null", "", "1"},
 	} {
 		typed := pwsh{}.Type(c.cmd, persistentshell.Nonces{Start: start, End: end})
 		dir := t.TempDir()

@@ -16,17 +16,14 @@ import (
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
-// pwshComp is compositions/pwsh-persistent.yaml with the terminal tools,
-// which see the tool's sessions.
+// pwshComp is compositions/pwsh-persistent.yaml, whose terminal tools
+// see the tool's sessions.
 func pwshComp(t *testing.T) string {
 	b, err := os.ReadFile(filepath.Join(testplugins.Root(), "compositions", "pwsh-persistent.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(b) + `
-  - id: terminal-tools
-    name: tool-terminal
-`
+	return string(b)
 }
 
 // pwshListIDRE finds the persistent session's id in terminal_list's text.

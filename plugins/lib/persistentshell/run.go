@@ -83,10 +83,14 @@ func (p *persistent) run(ctx context.Context, sh *ownerShell, command string, ti
 	case out.Wait == terminals.WaitMarker || cutShort:
 		if typed.Confirm != nil {
 			var err error
-			if status, trusted, err = p.confirm(ctx, sh, *typed.Confirm, timeoutMs-time.Since(started).Milliseconds()); err != nil {
+			status, trusted, err = p.confirm(ctx, sh, *typed.Confirm, timeoutMs-time.Since(started).Milliseconds())
+			if err != nil && ctx.Err() != nil {
 				return nil, p.lost(ctx, sh, err)
 			}
-			if !trusted {
+			if err != nil || !trusted {
+				// The command ran: its output is shown, not an error
+				// that could make the model run it again; how it
+				// ended is not known, so the shell goes.
 				r.untrusted = true
 				r.closeErr = p.forget(ctx, sh)
 				return r, nil

@@ -2,6 +2,7 @@ package persistentshell
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,8 @@ type script struct {
 	sends   []*terminals.Sent
 	reads   []*terminals.Output // Read's answers, the last one repeated
 	asked   []string            // "open", "send <text>", "read", "signal", "close"
+	// failSend, when set, answers a send of a line with an error instead.
+	failSend func(text string) error
 }
 
 func (s *script) RegisterBackend(context.Context, string, string) error { return nil }
@@ -28,6 +31,11 @@ func (s *script) Open(_ context.Context, req *terminals.OpenRequest) (*terminals
 
 func (s *script) Send(_ context.Context, req *terminals.SendRequest) (*terminals.Sent, error) {
 	s.asked = append(s.asked, "send "+req.Text)
+	if s.failSend != nil {
+		if err := s.failSend(req.Text); err != nil {
+			return nil, err
+		}
+	}
 	if req.Capture == nil {
 		return &terminals.Sent{Session: running()}, nil
 	}
@@ -116,6 +124,10 @@ func TestRunConfirmed(t *testing.T) {
 			{Session: running(), Wait: terminals.WaitStdinRead, Captured: &terminals.Captured{Data: []byte("Exception: boom\r\n\x1b]133;A;dsh=1\aPS> "), Started: true, AtPrompt: true}},
 			marker("", "1")},
 			noteFresh + "\nException: boom\n[exit code: 1]", "open read send run cmd send confirm"},
+		{"a nested prompt", []*terminals.Sent{
+			{Session: running(), Wait: terminals.WaitStdinRead, Captured: &terminals.Captured{Data: []byte("\x1b]133;A;dsh=1\aPS> "), Started: true, AtPrompt: true}},
+			marker("", "nested")},
+			noteFresh + "\nPS> \n[the shell did not report how the command ended", "open read send run cmd send confirm close"},
 		{"never started", []*terminals.Sent{{Session: running(), Wait: terminals.WaitStdinRead, Captured: &terminals.Captured{Data: []byte("PS> "), AtPrompt: true}}},
 			noteFresh + "\n[the shell did not report how the command ended", "open read send run cmd close"},
 	} {
@@ -150,5 +162,47 @@ func TestRunInterruptAndDialect(t *testing.T) {
 	p = newScripted(s)
 	if _, err := p.run(context.Background(), p.shellOf("agent"), "cmd", 1000); err == nil || !strings.Contains(sentence(err), "starts bash shells, and this tool needs a pwsh one") || strings.Join(s.asked, " ") != "open close" {
 		t.Fatalf("a bash session for a pwsh tool: %v %q", err, s.asked)
+	}
+}
+
+// A confirming line that cannot be sent after the command ran: the
+// command's output, with the shell closed as untrusted, rather than an
+// error that could have the command run again; a call cancelled then
+// fails, its shell closed with it (CloseOnCancel).
+func TestRunConfirmFails(t *testing.T) {
+	s := &script{dialect: "pwsh", sends: []*terminals.Sent{marker("out\r\n", "ok")}, reads: []*terminals.Output{{Session: running()}, atPrompt},
+		failSend: func(text string) error {
+			if text == "confirm" {
+				return errors.New("the terminal service broke down")
+			}
+			return nil
+		}}
+	p := newScripted(s)
+	sh := p.shellOf("agent")
+	r, err := p.run(context.Background(), sh, "cmd", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, f := r.render(1000)
+	asked := strings.Replace(strings.Join(s.asked, " "), "read read", "read", 1)
+	if !strings.HasPrefix(text, noteFresh+"\nout\n[the shell did not report how the command ended") || !f.Untrusted || !f.ShellClosed || !r.failed() ||
+		asked != "open read send run cmd send confirm close" || sh.id != "" {
+		t.Fatalf("a confirming line not sent:\n text %q\nasked %q\n  id %q", text, asked, sh.id)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s = &script{dialect: "pwsh", sends: []*terminals.Sent{marker("out\r\n", "ok")}, reads: []*terminals.Output{{Session: running()}, atPrompt},
+		failSend: func(text string) error {
+			if text == "confirm" {
+				cancel()
+				return context.Canceled
+			}
+			return nil
+		}}
+	p = newScripted(s)
+	sh = p.shellOf("agent")
+	if _, err := p.run(ctx, sh, "cmd", 1000); !errors.Is(err, context.Canceled) || sh.id != "" || sh.clean {
+		t.Fatalf("a cancelled call: %v, id %q", err, sh.id)
 	}
 }
