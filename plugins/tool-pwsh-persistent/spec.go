@@ -1,32 +1,16 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/dshrun/dsh/core/tools/toolsv1"
+	"github.com/dshrun/dsh/plugins/lib/persistentshell"
 	"github.com/dshrun/dsh/sdk/modeltext"
 )
 
-// toolSpec is the tool: the persistent bash tool's schema, for PowerShell.
+// toolSpec is the tool: the persistent tools' schema, for PowerShell.
 func toolSpec(cfg config) *toolsv1.ToolSpec {
-	props := map[string]any{
-		"command":     map[string]any{"type": "string", "minLength": 1, "description": "The PowerShell command to run."},
-		"description": map[string]any{"type": "string", "description": "What the command does, in five to ten words."},
-		"timeoutMs": map[string]any{"type": "integer", "minimum": 1, "maximum": cfg.MaxTimeoutMs,
-			"description": fmt.Sprintf("Timeout in milliseconds (default %d, at most %d).", cfg.DefaultTimeoutMs, cfg.MaxTimeoutMs)},
-	}
-	schema := map[string]any{
-		"type":                 "object",
-		"properties":           props,
-		"required":             []string{"command", "description"},
-		"additionalProperties": false,
-	}
-	b, err := json.Marshal(schema)
-	if err != nil {
-		panic(err)
-	}
-	return &toolsv1.ToolSpec{Name: cfg.ToolName, Title: "Run a command in a persistent PowerShell session", Description: description(cfg), InputSchema: string(b)}
+	return persistentshell.ToolSpec(persistentshell.Config(cfg), "Run a command in a persistent PowerShell session", "The PowerShell command to run.", description(cfg))
 }
 
 func description(cfg config) string {
