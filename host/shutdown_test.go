@@ -19,7 +19,12 @@ import (
 // SIGKILLed after the grace), refuses the calls that come after, and
 // Shutdown kills the jobs before the plugins stop.
 func TestStopCallsAnswersThenShutdownKills(t *testing.T) {
-	h := startTools(t, toolsYAML) // graceMs: 200
+	// graceMs: 200. StopCalls waits for the answers up to the grace and
+	// half the stop timeout, then cuts them: a generous stop timeout keeps
+	// a loaded machine's late answer from being cut (the answers come at
+	// once where it is not), since what is checked is that they carry
+	// their output.
+	h := startTools(t, "host:\n  stopTimeout: 20s\n"+toolsYAML)
 	m := fmt.Sprint(830000 + os.Getpid()%99999)
 	job := callTool(t, h, "agent", "bash", bashCall("sleep "+m+"1", "run_in_background", true))
 	if job.IsError {
