@@ -405,7 +405,12 @@ plugins:
 plugins:
   - id: old
     name: oldproto
-`, []string{":3:", "protocol version mismatch", "Plugin version: 0", "protocol 1"}},
+`, []string{":3:", `plugin "old" (`, "dsh-oldproto) speaks dsh plugin protocol 0; this dsh speaks 1: rebuild the plugin"}},
+		{"new protocol", `
+plugins:
+  - id: new
+    name: newproto
+`, []string{":3:", `plugin "new" (`, "dsh-newproto) speaks dsh plugin protocol 2; this dsh speaks 1: upgrade dsh"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
