@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -306,7 +307,7 @@ func TestCapabilityCheckRawClient(t *testing.T) {
 		t.Fatalf("declared key: %v", err)
 	}
 	lk, err := pluginv1.NewHostClient(friend).Lookup(ctx, &pluginv1.LookupRequest{Key: "shellEnv"})
-	if err != nil || !lk.Provided || lk.Provider != "env" {
+	if err != nil || !lk.Provided || lk.Provider != "env" || !slices.Contains(lk.GrpcServices, "dsh.shellenv.v1.ShellEnv") {
 		t.Fatalf("lookup: %v %v", lk, err)
 	}
 	lk, err = pluginv1.NewHostClient(friend).Lookup(ctx, &pluginv1.LookupRequest{Key: "ghost"})
