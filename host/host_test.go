@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -306,7 +307,7 @@ func TestCapabilityCheckRawClient(t *testing.T) {
 		t.Fatalf("declared key: %v", err)
 	}
 	lk, err := pluginv1.NewHostClient(friend).Lookup(ctx, &pluginv1.LookupRequest{Key: "shellEnv"})
-	if err != nil || !lk.Provided || lk.Provider != "env" {
+	if err != nil || !lk.Provided || lk.Provider != "env" || !slices.Contains(lk.GrpcServices, "dsh.shellenv.v1.ShellEnv") {
 		t.Fatalf("lookup: %v %v", lk, err)
 	}
 	lk, err = pluginv1.NewHostClient(friend).Lookup(ctx, &pluginv1.LookupRequest{Key: "ghost"})
@@ -405,7 +406,12 @@ plugins:
 plugins:
   - id: old
     name: oldproto
-`, []string{":3:", "protocol version mismatch", "Plugin version: 0", "protocol 1"}},
+`, []string{":3:", `plugin "old" (`, "dsh-oldproto) speaks dsh plugin protocol 0; this dsh speaks 1: rebuild the plugin"}},
+		{"new protocol", `
+plugins:
+  - id: new
+    name: newproto
+`, []string{":3:", `plugin "new" (`, "dsh-newproto) speaks dsh plugin protocol 2; this dsh speaks 1: upgrade dsh"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

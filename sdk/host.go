@@ -51,6 +51,10 @@ type Service struct {
 	Provided bool
 	Provider string            // entry id of the provider
 	Facts    map[string]string // capability facts, e.g. sandboxMode
+	// Services are the gRPC services the provider serves for the key, e.g.
+	// "dsh.shellenv.v1.ShellEnv": a consumer of a seam with several
+	// versions picks the newest it knows among them.
+	Services []string
 }
 
 // Lookup tells whether key is provided now, by whom, with which facts.
@@ -59,7 +63,7 @@ func (h *Host) Lookup(ctx context.Context, key string) (Service, error) {
 	if err != nil {
 		return Service{}, fmt.Errorf("lookup %q: %w", key, FromRPC(err))
 	}
-	return Service{Provided: resp.Provided, Provider: resp.Provider, Facts: resp.Facts}, nil
+	return Service{Provided: resp.Provided, Provider: resp.Provider, Facts: resp.Facts, Services: resp.GrpcServices}, nil
 }
 
 // keyedConn tags every call with the service key it is meant for, so the

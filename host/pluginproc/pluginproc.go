@@ -26,6 +26,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -83,6 +84,11 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	var pe *ProtocolError
+	if errors.As(e.Err, &pe) {
+		// One sentence: the plugin, both versions and what to do.
+		return fmt.Sprintf("plugin %q (%s) %v", e.ID, e.Binary, pe)
+	}
 	return fmt.Sprintf("plugin %q (%s): %s: %v", e.ID, e.Binary, e.Op, e.Err)
 }
 
@@ -90,6 +96,20 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // ErrChecksum is wrapped when the binary does not match its sha256 pin.
 var ErrChecksum = errors.New("checksum mismatch")
+
+// ProtocolError is a plugin that speaks no dsh plugin protocol version this
+// host speaks.
+type ProtocolError struct {
+	Plugin int // the newest version the plugin speaks
+	Host   int // the version this host speaks
+}
+
+func (e *ProtocolError) Error() string {
+	if e.Plugin < e.Host {
+		return fmt.Sprintf("speaks dsh plugin protocol %d; this dsh speaks %d: rebuild the plugin against a current dsh sdk, or run it with a dsh release that speaks protocol %d", e.Plugin, e.Host, e.Plugin)
+	}
+	return fmt.Sprintf("speaks dsh plugin protocol %d; this dsh speaks %d: upgrade dsh to a release that speaks protocol %d, or use a build of the plugin for protocol %d", e.Plugin, e.Host, e.Plugin, e.Host)
+}
 
 // Start launches the plugin, completes the handshake and reads its
 // description. On any failure nothing is left running.
@@ -238,7 +258,10 @@ func explainStartError(err error) error {
 	case errors.Is(err, plugin.ErrChecksumsDoNotMatch):
 		return fmt.Errorf("%w: the binary does not match its sha256 pin", ErrChecksum)
 	case strings.Contains(msg, "ncompatible API version"):
-		return fmt.Errorf("plugin protocol version mismatch: this host speaks dsh plugin protocol %d (%s); rebuild the plugin against a current sdk", sdk.ProtocolVersion, msg)
+		if v, ok := pluginVersion(msg); ok {
+			return &ProtocolError{Plugin: v, Host: sdk.ProtocolVersion}
+		}
+		return fmt.Errorf("this dsh speaks dsh plugin protocol %d and the plugin another: %w", sdk.ProtocolVersion, err)
 	case strings.Contains(msg, "Unrecognized remote plugin message"):
 		return fmt.Errorf("not a dsh plugin, or it wrote to stdout before its handshake: %w", err)
 	case strings.Contains(msg, "plugin exited before we could connect"):
@@ -249,6 +272,27 @@ func explainStartError(err error) error {
 		return fmt.Errorf("no handshake within the start timeout: %w", err)
 	}
 	return err
+}
+
+// pluginVersion reads the plugin's protocol version from go-plugin's
+// refusal, "incompatible API version with plugin. Plugin version: N,
+// Client versions: [...]". go-plugin gives it in this text only (an
+// fmt.Errorf, no error type), and the host learns it nowhere else: the
+// plugin names its version in the handshake line go-plugin reads and
+// refuses. Its test holds go-plugin's wording to account.
+func pluginVersion(msg string) (int, bool) {
+	const mark = "Plugin version: "
+	i := strings.Index(msg, mark)
+	if i < 0 {
+		return 0, false
+	}
+	rest := msg[i+len(mark):]
+	end := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
+	if end < 0 {
+		end = len(rest)
+	}
+	v, err := strconv.Atoi(rest[:end])
+	return v, err == nil
 }
 
 // watchExit closes p.exited when the process ends, however it ends.

@@ -284,7 +284,8 @@ func TestStartRefusals(t *testing.T) {
 		// are explained as not a plugin.
 		{"exits at once", quits, "", "not a dsh plugin", nil},
 		{"writes to stdout first", bin("chatty"), "", "not a dsh plugin, or it wrote to stdout before its handshake", nil},
-		{"older protocol", bin("oldproto"), "", "plugin protocol version mismatch: this host speaks dsh plugin protocol", nil},
+		{"older protocol", bin("oldproto"), "", ") speaks dsh plugin protocol 0; this dsh speaks 1: rebuild the plugin against a current dsh sdk", nil},
+		{"newer protocol", bin("newproto"), "", ") speaks dsh plugin protocol 2; this dsh speaks 1: upgrade dsh to a release that speaks protocol 2", nil},
 		{"malformed pin", bin("noop"), "abc", `sha256 pin "abc" is not 64 hex digits`, nil},
 		{"short pin", bin("noop"), "abcd", "not 64 hex digits", nil},
 		{"checksum mismatch", bin("noop"), hex.EncodeToString(other[:]), "does not match its sha256 pin", ErrChecksum},
@@ -307,6 +308,37 @@ func TestStartRefusals(t *testing.T) {
 			t.Errorf("%s: %v is not %v", c.name, err, c.is)
 		}
 		noneLeft(t)
+	}
+}
+
+func TestProtocolRefusal(t *testing.T) {
+	for name, want := range map[string]int{"oldproto": sdk.ProtocolVersion - 1, "newproto": sdk.ProtocolVersion + 1} {
+		_, err := Start(context.Background(), Config{ID: name, Binary: bin(name), StartTimeout: wait})
+		var pe *ProtocolError
+		if !errors.As(err, &pe) || pe.Plugin != want || pe.Host != sdk.ProtocolVersion {
+			t.Errorf("%s: %v, want a *ProtocolError naming %d and %d", name, err, want, sdk.ProtocolVersion)
+		}
+		noneLeft(t)
+	}
+}
+
+// TestPluginVersion holds go-plugin's wording of a version refusal to
+// account: the plugin's version is read from it.
+func TestPluginVersion(t *testing.T) {
+	for msg, want := range map[string]int{
+		"incompatible API version with plugin. Plugin version: 2, Client versions: [1]":   2,
+		"incompatible API version with plugin. Plugin version: 0, Client versions: [1]":   0,
+		"incompatible API version with plugin. Plugin version: 17":                        17,
+		"Incompatible API version with plugin. Plugin version: 3, Client versions: [1 2]": 3,
+	} {
+		if v, ok := pluginVersion(msg); !ok || v != want {
+			t.Errorf("%q: %d %v, want %d", msg, v, ok, want)
+		}
+	}
+	for _, msg := range []string{"incompatible API version with plugin", "Plugin version: x"} {
+		if v, ok := pluginVersion(msg); ok {
+			t.Errorf("%q: read %d", msg, v)
+		}
 	}
 }
 

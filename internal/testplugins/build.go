@@ -12,7 +12,7 @@ import (
 // Names lists the plugins this package holds, and the real plugins tests
 // build beside them.
 var (
-	Test = []string{"probe", "noop", "oldproto", "chatty", "termdrive"}
+	Test = []string{"probe", "noop", "oldproto", "newproto", "baddesc", "chatty", "termdrive"}
 	Real = []string{"shell-env", "bash-local", "bash-sandbox", "pwsh-local", "pwsh-sandbox", "tool-bash", "tool-pwsh", "terminal-bash", "tool-terminal", "tool-bash-persistent", "tool-pwsh-persistent", "hooks-claude-code", "hooks-codex"}
 )
 

@@ -25,6 +25,7 @@ import (
 	"github.com/dshrun/dsh/host/composition"
 	"github.com/dshrun/dsh/host/hostlog"
 	"github.com/dshrun/dsh/host/procs"
+	"github.com/dshrun/dsh/sdk"
 )
 
 // Exit codes.
@@ -56,7 +57,7 @@ Flags (before or after the command):
   --plugin-path DIRS   more directories to search for dsh-<name> binaries (':'-separated)
   --log-level LEVEL    trace, debug, info, warn, error (default info)
   --log-json           log JSON lines instead of text
-  --json               (call, status, reload) print JSON
+  --json               (call, status, reload, plugins) print JSON
   --socket PATH        (status, reload) the host's control socket, when several hosts run
   --http ADDR          (serve) MCP over streamable HTTP on ADDR (e.g. 127.0.0.1:8765) instead of stdio
   --no-auth            (serve) no bearer token on HTTP; refused unless ADDR is loopback
@@ -222,9 +223,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "dsh plugins: takes no argument\n")
 			return exitBadUse
 		}
-		return plugins(pluginPath(g.pluginPath), logger, stdout, stderr)
+		return plugins(pluginPath(g.pluginPath), g.json, logger, stdout, stderr)
 	case "version":
-		fmt.Fprintf(stdout, "dsh %s (plugin protocol %d)\n", buildVersion(), 1)
+		fmt.Fprintf(stdout, "dsh %s (plugin protocol %d)\n", buildVersion(), sdk.ProtocolVersion)
 		return exitOK
 	default:
 		fmt.Fprintf(stderr, "dsh: unknown command %q\n\n%s", cmd, usage)
