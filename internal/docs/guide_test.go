@@ -86,3 +86,28 @@ func TestGuideToolRuns(t *testing.T) {
 		t.Fatalf("a greeting the pattern refuses: %v, stdout %q, stderr:\n%s", err, out, errOut)
 	}
 }
+
+// The guide's consumer runs: its tool lists the facts of ctx.shellEnv,
+// which shell-env provides, DSH_HOME among them.
+func TestGuideConsumerRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds dsh and two plugins")
+	}
+	dir := t.TempDir()
+	build(t, filepath.Join(dir, "dsh"), "host/cmd/dsh", nil)
+	build(t, filepath.Join(dir, "dsh_watchdog"), "host/cmd/dsh_watchdog", nil)
+	build(t, filepath.Join(dir, "dsh-shell-env"), "plugins/shell-env", nil)
+	build(t, filepath.Join(dir, "dsh-facts"), "internal/docs/example", goProgram(t, "docs/plugins.md", "sdk.Serve(&facts{})"))
+	comp := filepath.Join(dir, "facts.yaml")
+	yaml := "plugins:\n  - name: shell-env\n    config: {facts: {DSH_GUIDE: seen}}\n  - path: ./dsh-facts\n"
+	if err := os.WriteFile(comp, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(dir, "dsh"), "call", comp, "facts", `{}`)
+	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir(), "DSH_HOME="+dir)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Run(); err != nil || !strings.Contains(o.String(), "DSH_GUIDE=seen\n") || !strings.Contains(o.String(), "DSH_HOME="+dir+"\n") {
+		t.Fatalf("dsh call facts: %v, stdout %q, stderr:\n%s", err, o.String(), e.String())
+	}
+}
