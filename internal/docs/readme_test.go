@@ -1,6 +1,6 @@
 // Package docs checks the documentation against the module as it is: the
-// code shown in README.md and docs/ builds, and every link between those
-// pages leads somewhere.
+// code shown in README.md and docs/ builds, the plugin guide's tool runs
+// under dsh call, and every link between those pages leads somewhere.
 package docs
 
 import (
