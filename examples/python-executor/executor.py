@@ -1,0 +1,479 @@
+"""A ctx.shell executor for dsh, written in Python.
+
+It speaks go-plugin's gRPC protocol (docs/architecture.md, "A plugin in
+another language"): the handshake line, AutoMTLS against the host's
+certificate, the health, broker and controller services, and serves
+dsh.plugin.v1.Lifecycle and dsh.shell.v1.Shell. Commands run as `bash -c`
+in a process group of their own, which is what a timeout or a kill ends.
+"""
+
+import base64
+import datetime
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent import futures
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gen"))
+
+import grpc  # noqa: E402
+from cryptography import x509  # noqa: E402
+from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
+from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID  # noqa: E402
+
+import goplugin_pb2  # noqa: E402
+from core.lifecycle.pluginv1 import plugin_pb2  # noqa: E402
+from core.output.outputv1 import output_pb2  # noqa: E402
+from plugins.shell.shellv1 import shell_pb2  # noqa: E402
+
+COOKIE_KEY, COOKIE_VALUE = "DSH_PLUGIN_COOKIE", "dsh-plugin-5f0c7e"
+PROTOCOL_VERSION = "1"
+
+# ctx.shell's defaults (plugins/shell DefaultLimits).
+DEFAULTS = {
+    "timeoutMs": 120000,
+    "maxTimeoutMs": 600000,
+    "maxOutputBytes": 64000,
+    "graceMs": 3000,
+}
+
+CONFIG_SCHEMA = json.dumps({
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "cwd": {"type": "string", "description": "default working directory"},
+        "timeoutMs": {"type": "integer", "minimum": 1, "description": "default foreground timeout (120000)"},
+        "maxTimeoutMs": {"type": "integer", "minimum": 1, "description": "cap on a per-call timeout (600000)"},
+        "maxOutputBytes": {"type": "integer", "minimum": 1, "description": "output held in memory per stream (64000)"},
+        "graceMs": {"type": "integer", "minimum": 0, "description": "SIGTERM to SIGKILL grace (3000)"},
+    },
+})
+
+# The first layer of every command's environment: common tools neither page
+# nor colour nor prompt (the caller's env and the DSH_* facts override it).
+ENV_OVERRIDES = {
+    "NO_COLOR": "1", "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat",
+    "MANPAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "DEBIAN_FRONTEND": "noninteractive",
+}
+
+SHELL_METHODS = ["Resolve", "Run", "Start", "Exec", "ReadOutput", "Kill", "Wait", "Limits"]
+
+
+class Refused(Exception):
+    """A request the executor refuses, with the status and the sentence the caller reads."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+def parse_config(raw):
+    cfg = json.loads(raw) if raw else {}
+    if not isinstance(cfg, dict):
+        raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "config: not an object")
+    out = dict(DEFAULTS)
+    for k, v in cfg.items():
+        if v not in (None, 0, ""):
+            out[k] = v
+    out["cwd"] = os.path.abspath(os.path.expanduser(cfg.get("cwd") or os.getcwd()))
+    if out["timeoutMs"] > out["maxTimeoutMs"]:
+        raise Refused(grpc.StatusCode.INVALID_ARGUMENT,
+                      "config: timeoutMs %d is above maxTimeoutMs %d" % (out["timeoutMs"], out["maxTimeoutMs"]))
+    return out
+
+
+class Stream:
+    """One output stream: the tail held in memory and what was dropped of it."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self.data = bytearray()
+        self.total = 0
+        self.dropped = 0
+        self.dropped_lines = 0
+        self.unread = bytearray()  # what a background read has not consumed yet
+        self.lock = threading.Lock()
+
+    def add(self, chunk):
+        with self.lock:
+            self.total += len(chunk)
+            self.data += chunk
+            self.unread += chunk
+            for buf in (self.data, self.unread):
+                over = len(buf) - self.limit
+                if over > 0:
+                    if buf is self.data:
+                        self.dropped += over
+                        self.dropped_lines += buf.count(b"\n", 0, over)
+                    del buf[:over]
+
+    def collected(self):
+        with self.lock:
+            return output_pb2.Collected(data=bytes(self.data), total=self.total,
+                                        truncated=self.dropped > 0, dropped=self.dropped,
+                                        dropped_lines=self.dropped_lines)
+
+    def consume(self):
+        with self.lock:
+            out = bytes(self.unread)
+            self.unread.clear()
+            return out
+
+    def pump(self, pipe):
+        while True:
+            chunk = os.read(pipe.fileno(), 65536)
+            if not chunk:
+                break
+            self.add(chunk)
+        pipe.close()
+
+
+class Process:
+    """A command in its own process group, and its collected output."""
+
+    def __init__(self, spec):
+        env = dict(os.environ)
+        for layer in (ENV_OVERRIDES, spec.env, spec.dsh_env):
+            env.update(layer)
+        if not os.path.isdir(spec.workdir):
+            raise Refused(grpc.StatusCode.FAILED_PRECONDITION,
+                          "The working directory %s does not exist." % spec.workdir)
+        self.proc = subprocess.Popen(
+            ["bash", "-c", spec.command], cwd=spec.workdir, env=env,
+            stdin=subprocess.PIPE if spec.has_stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True)  # its own group: a kill reaches the whole tree
+        self.owner = spec.owner
+        self.grace = spec.grace_ms / 1000.0
+        self.killed = False
+        self.stdout = Stream(spec.max_output_bytes)
+        self.stderr = Stream(spec.max_output_bytes)
+        self.readers = [threading.Thread(target=s.pump, args=(p,), daemon=True)
+                        for s, p in ((self.stdout, self.proc.stdout), (self.stderr, self.proc.stderr))]
+        for r in self.readers:
+            r.start()
+        if spec.has_stdin:
+            threading.Thread(target=self._feed, args=(spec.stdin,), daemon=True).start()
+
+    def _feed(self, data):
+        try:
+            self.proc.stdin.write(data)
+            self.proc.stdin.close()
+        except OSError:
+            pass  # the command did not read all of it
+
+    def signal_group(self, sig):
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def terminate(self):
+        """SIGTERM to the tree, then SIGKILL once the grace is over."""
+        self.signal_group(signal.SIGTERM)
+        try:
+            self.proc.wait(self.grace)
+        except subprocess.TimeoutExpired:
+            pass
+        self.signal_group(signal.SIGKILL)
+
+    def finish(self):
+        """After the command ended: what it left running in its group dies with it."""
+        self.signal_group(signal.SIGKILL)
+        for r in self.readers:
+            r.join()
+
+    def exit_facts(self):
+        rc = self.proc.returncode
+        if rc is None:
+            return None, ""
+        if rc < 0:
+            return None, signal.Signals(-rc).name
+        return rc, ""
+
+    def state(self):
+        if self.proc.poll() is None:
+            return shell_pb2.ProcessState(status="running")
+        code, sig = self.exit_facts()
+        st = shell_pb2.ProcessState(status="killed" if self.killed else "completed", signal=sig)
+        if code is not None:
+            st.exit_code = code
+        return st
+
+
+class Executor:
+    def __init__(self):
+        self.cfg = parse_config(b"")
+        self.jobs = {}
+        self.ids = itertools.count(1)
+        self.lock = threading.Lock()
+
+    # Lifecycle
+
+    def Describe(self, req, ctx):
+        return plugin_pb2.Description(
+            name="python-executor", version="0.1.0",
+            summary="ctx.shell: each command a fresh bash -c, run by a Python process",
+            provides=[plugin_pb2.Provide(
+                key="shell", grpc_services=["dsh.shell.v1.Shell"],
+                methods=[plugin_pb2.Method(name="/dsh.shell.v1.Shell/" + m) for m in SHELL_METHODS])],
+            config_schema=CONFIG_SCHEMA, settings_namespace="shell")
+
+    def Apply(self, req, ctx):
+        self.cfg = parse_config(req.config_json)
+        return plugin_pb2.ApplyResponse()
+
+    def Check(self, req, ctx):
+        parse_config(req.config_json)
+        return plugin_pb2.CheckResponse()
+
+    def Health(self, req, ctx):
+        return plugin_pb2.HealthResponse(ok=True)
+
+    def Dispose(self, req, ctx):
+        self.kill_all()
+        return plugin_pb2.DisposeResponse()
+
+    def Release(self, req, ctx):
+        with self.lock:
+            gone = [j for j in self.jobs.values() if j.owner == req.caller]
+        for j in gone:
+            self._kill(j)
+        return plugin_pb2.ReleaseResponse()
+
+    def kill_all(self):
+        with self.lock:
+            jobs = list(self.jobs.values())
+        for j in jobs:
+            j.signal_group(signal.SIGKILL)
+
+    # Shell
+
+    def Resolve(self, req, ctx):
+        if not req.command.strip():
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "There is no command to run: the command is empty.")
+        c = self.cfg
+        wd = os.path.expanduser(req.workdir) if req.workdir else c["cwd"]
+        wd = os.path.normpath(os.path.join(c["cwd"], wd))
+        timeout = req.timeout_ms if req.timeout_ms > 0 else c["timeoutMs"]
+        max_out = req.max_output_bytes
+        if max_out <= 0 or max_out > c["maxOutputBytes"]:
+            max_out = c["maxOutputBytes"]
+        owner = req.owner or dict(ctx.invocation_metadata()).get("dsh-caller", "")
+        return shell_pb2.ExecSpec(
+            command=req.command, workdir=wd, timeout_ms=min(timeout, c["maxTimeoutMs"]),
+            max_output_bytes=max_out, grace_ms=c["graceMs"], stdin=req.stdin, has_stdin=req.has_stdin,
+            env=req.env, dsh_env=req.dsh_env, owner=owner, sandbox_policy=req.sandbox_policy)
+
+    def Run(self, spec, ctx):
+        started = time.monotonic()
+        p = Process(spec)
+        deadline = started + spec.timeout_ms / 1000.0
+        timed_out = aborted = False
+        while p.proc.poll() is None:
+            if not ctx.is_active():  # the caller cancelled: abort the command
+                aborted = True
+                p.terminate()
+                break
+            if time.monotonic() >= deadline:
+                timed_out = True
+                p.terminate()
+                break
+            try:
+                p.proc.wait(0.05)
+            except subprocess.TimeoutExpired:
+                pass
+        p.proc.wait()
+        p.finish()
+        code, sig = p.exit_facts()
+        res = shell_pb2.RunResult(
+            signal=sig, timed_out=timed_out, aborted=aborted, timeout_ms=spec.timeout_ms,
+            stdout=p.stdout.collected(), stderr=p.stderr.collected(),
+            duration_ms=int((time.monotonic() - started) * 1000), workdir=spec.workdir)
+        if code is not None:
+            res.exit_code = code
+        return res
+
+    def Exec(self, req, ctx):
+        return self.Run(self.Resolve(req, ctx), ctx)
+
+    def Start(self, spec, ctx):
+        p = Process(spec)
+        jid = "py-%d" % next(self.ids)
+        with self.lock:
+            self.jobs[jid] = p
+        return shell_pb2.StartResponse(id=jid, pid=p.proc.pid)
+
+    def job(self, ref):
+        with self.lock:
+            p = self.jobs.get(ref.id)
+        if p is None:
+            raise Refused(grpc.StatusCode.NOT_FOUND, "There is no process %s." % ref.id)
+        return p
+
+    def ReadOutput(self, ref, ctx):
+        p = self.job(ref)
+        done = p.proc.poll() is not None
+        if done:
+            p.finish()  # all the output is in before the last read says so
+        return shell_pb2.ProcessRead(stdout=p.stdout.consume(), stderr=p.stderr.consume(), state=p.state())
+
+    def _kill(self, p):
+        if p.proc.poll() is not None:
+            return False
+        p.killed = True
+        threading.Thread(target=p.terminate, daemon=True).start()
+        return True
+
+    def Kill(self, ref, ctx):
+        return shell_pb2.KillResponse(killed=self._kill(self.job(ref)))
+
+    def Wait(self, ref, ctx):
+        p = self.job(ref)
+        while p.proc.poll() is None and ctx.is_active():
+            try:
+                p.proc.wait(0.1)
+            except subprocess.TimeoutExpired:
+                pass
+        return p.state()
+
+    def Limits(self, req, ctx):
+        c = self.cfg
+        return shell_pb2.ExecLimits(workdir=c["cwd"], timeout_ms=c["timeoutMs"], max_timeout_ms=c["maxTimeoutMs"],
+                                    grace_ms=c["graceMs"], max_output_bytes=c["maxOutputBytes"])
+
+
+def unary(fn, req_type, resp_type):
+    def call(req, ctx):
+        try:
+            return fn(req, ctx)
+        except Refused as e:
+            ctx.abort(e.code, str(e))
+    return grpc.unary_unary_rpc_method_handler(call, request_deserializer=req_type.FromString,
+                                               response_serializer=resp_type.SerializeToString)
+
+
+def make_cert():
+    """A one-time certificate, as go-plugin's AutoMTLS makes one: its own CA, named localhost."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(seconds=30))
+            .not_valid_after(now + datetime.timedelta(days=365))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=True, key_agreement=True,
+                                         key_cert_sign=True, content_commitment=False, data_encipherment=False,
+                                         crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
+                                                  ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+            .sign(key, hashes.SHA256()))
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    return key_pem, cert.public_bytes(serialization.Encoding.PEM), cert.public_bytes(serialization.Encoding.DER)
+
+
+def watch_host(pid, executor):
+    """Exit when the host is gone, taking the background commands along."""
+    while True:
+        time.sleep(1)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            executor.kill_all()
+            os._exit(0)
+        except PermissionError:
+            pass
+
+
+def main():
+    if os.environ.get(COOKIE_KEY) != COOKIE_VALUE:
+        sys.stderr.write("This is a dsh plugin: the dsh host starts it (name it in a composition).\n")
+        sys.exit(1)
+    if PROTOCOL_VERSION not in os.environ.get("PLUGIN_PROTOCOL_VERSIONS", PROTOCOL_VERSION).split(","):
+        sys.stderr.write("The host speaks none of this plugin's protocol versions (%s).\n" % PROTOCOL_VERSION)
+        sys.exit(1)
+    host_cert = os.environ.get("PLUGIN_CLIENT_CERT", "").encode()
+    if not host_cert:
+        sys.stderr.write("PLUGIN_CLIENT_CERT is not set: the host's certificate is needed for TLS.\n")
+        sys.exit(1)
+
+    ex = Executor()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=64))
+
+    lifecycle = {
+        "Describe": (ex.Describe, plugin_pb2.DescribeRequest, plugin_pb2.Description),
+        "Apply": (ex.Apply, plugin_pb2.ApplyRequest, plugin_pb2.ApplyResponse),
+        "Check": (ex.Check, plugin_pb2.CheckRequest, plugin_pb2.CheckResponse),
+        "Health": (ex.Health, plugin_pb2.HealthRequest, plugin_pb2.HealthResponse),
+        "Dispose": (ex.Dispose, plugin_pb2.DisposeRequest, plugin_pb2.DisposeResponse),
+        "Release": (ex.Release, plugin_pb2.ReleaseRequest, plugin_pb2.ReleaseResponse),
+    }
+    shell = {
+        "Resolve": (ex.Resolve, shell_pb2.ExecRequest, shell_pb2.ExecSpec),
+        "Run": (ex.Run, shell_pb2.ExecSpec, shell_pb2.RunResult),
+        "Exec": (ex.Exec, shell_pb2.ExecRequest, shell_pb2.RunResult),
+        "Start": (ex.Start, shell_pb2.ExecSpec, shell_pb2.StartResponse),
+        "ReadOutput": (ex.ReadOutput, shell_pb2.ProcessRef, shell_pb2.ProcessRead),
+        "Kill": (ex.Kill, shell_pb2.ProcessRef, shell_pb2.KillResponse),
+        "Wait": (ex.Wait, shell_pb2.ProcessRef, shell_pb2.ProcessState),
+        "Limits": (ex.Limits, shell_pb2.LimitsRequest, shell_pb2.ExecLimits),
+    }
+    serving = goplugin_pb2.HealthCheckResponse(status=goplugin_pb2.HealthCheckResponse.SERVING)
+
+    def shutdown(req, ctx):
+        ex.kill_all()
+        threading.Timer(0.1, lambda: os._exit(0)).start()
+        return goplugin_pb2.Empty()
+
+    def broker(requests, ctx):
+        # The host announces its broker listeners here (ConnInfo); this
+        # executor calls nothing of the host, so it only drains them.
+        for _ in requests:
+            pass
+        return
+        yield  # a generator: the stream's replies (none)
+
+    server.add_generic_rpc_handlers([
+        grpc.method_handlers_generic_handler("dsh.plugin.v1.Lifecycle",
+                                             {k: unary(*v) for k, v in lifecycle.items()}),
+        grpc.method_handlers_generic_handler("dsh.shell.v1.Shell", {k: unary(*v) for k, v in shell.items()}),
+        grpc.method_handlers_generic_handler("grpc.health.v1.Health", {
+            "Check": unary(lambda r, c: serving, goplugin_pb2.HealthCheckRequest, goplugin_pb2.HealthCheckResponse)}),
+        grpc.method_handlers_generic_handler("plugin.GRPCController", {
+            "Shutdown": unary(shutdown, goplugin_pb2.Empty, goplugin_pb2.Empty)}),
+        grpc.method_handlers_generic_handler("plugin.GRPCBroker", {
+            "StartStream": grpc.stream_stream_rpc_method_handler(
+                broker, request_deserializer=goplugin_pb2.ConnInfo.FromString,
+                response_serializer=goplugin_pb2.ConnInfo.SerializeToString)}),
+    ])
+
+    key_pem, cert_pem, cert_der = make_cert()
+    creds = grpc.ssl_server_credentials([(key_pem, cert_pem)], root_certificates=host_cert,
+                                        require_client_auth=True)
+    sock_dir = tempfile.mkdtemp(prefix="dsh-py-", dir=os.environ.get("PLUGIN_UNIX_SOCKET_DIR") or None)
+    sock = os.path.join(sock_dir, "plugin.sock")
+    server.add_secure_port("unix:" + sock, creds)
+    server.start()
+
+    host_pid = int(os.environ.get("DSH_HOST_PID", "0") or 0)
+    if host_pid > 0:
+        threading.Thread(target=watch_host, args=(host_pid, ex), daemon=True).start()
+
+    cert_b64 = base64.b64encode(cert_der).decode().rstrip("=")
+    sys.stdout.write("1|%s|unix|%s|grpc|%s\n" % (PROTOCOL_VERSION, sock, cert_b64))
+    sys.stdout.flush()
+    server.wait_for_termination()
+
+
+if __name__ == "__main__":
+    main()
