@@ -3,13 +3,17 @@
 It speaks go-plugin's gRPC protocol (docs/architecture.md, "A plugin in
 another language"): the handshake line, AutoMTLS against the host's
 certificate, the health, broker and controller services, and serves
-dsh.plugin.v1.Lifecycle and dsh.shell.v1.Shell. Commands run as `bash -c`
-in a process group of their own, which is what a timeout or a kill ends.
+dsh.plugin.v1.Lifecycle and dsh.shell.v1.Shell.
+
+A foreground command runs here, as `bash -c` in a process group of its own,
+which is what a timeout or an abort ends. A background command is started
+through ctx.subprocess, on the host's connection (the broker): ctx.jobs
+adopts only processes of the host's table, and reads, kills and waits for
+them through this executor.
 """
 
 import base64
 import datetime
-import itertools
 import json
 import os
 import signal
@@ -31,6 +35,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID  # noqa: E402
 import goplugin_pb2  # noqa: E402
 from core.lifecycle.pluginv1 import plugin_pb2  # noqa: E402
 from core.output.outputv1 import output_pb2  # noqa: E402
+from core.subprocess.subprocessv1 import subprocess_pb2  # noqa: E402
 from plugins.shell.shellv1 import shell_pb2  # noqa: E402
 
 COOKIE_KEY, COOKIE_VALUE = "DSH_PLUGIN_COOKIE", "dsh-plugin-5f0c7e"
@@ -98,33 +103,23 @@ class Stream:
         self.total = 0
         self.dropped = 0
         self.dropped_lines = 0
-        self.unread = bytearray()  # what a background read has not consumed yet
         self.lock = threading.Lock()
 
     def add(self, chunk):
         with self.lock:
             self.total += len(chunk)
             self.data += chunk
-            self.unread += chunk
-            for buf in (self.data, self.unread):
-                over = len(buf) - self.limit
-                if over > 0:
-                    if buf is self.data:
-                        self.dropped += over
-                        self.dropped_lines += buf.count(b"\n", 0, over)
-                    del buf[:over]
+            over = len(self.data) - self.limit
+            if over > 0:
+                self.dropped += over
+                self.dropped_lines += self.data.count(b"\n", 0, over)
+                del self.data[:over]
 
     def collected(self):
         with self.lock:
             return output_pb2.Collected(data=bytes(self.data), total=self.total,
                                         truncated=self.dropped > 0, dropped=self.dropped,
                                         dropped_lines=self.dropped_lines)
-
-    def consume(self):
-        with self.lock:
-            out = bytes(self.unread)
-            self.unread.clear()
-            return out
 
     def pump(self, pipe):
         while True:
@@ -136,23 +131,18 @@ class Stream:
 
 
 class Process:
-    """A command in its own process group, and its collected output."""
+    """A foreground command in its own process group, and its collected output."""
 
     def __init__(self, spec):
         env = dict(os.environ)
-        for layer in (ENV_OVERRIDES, spec.env, spec.dsh_env):
-            env.update(layer)
-        if not os.path.isdir(spec.workdir):
-            raise Refused(grpc.StatusCode.FAILED_PRECONDITION,
-                          "The working directory %s does not exist." % spec.workdir)
+        env.update(command_env(spec))
+        check_workdir(spec)
         self.proc = subprocess.Popen(
             ["bash", "-c", spec.command], cwd=spec.workdir, env=env,
             stdin=subprocess.PIPE if spec.has_stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True)  # its own group: a kill reaches the whole tree
-        self.owner = spec.owner
         self.grace = spec.grace_ms / 1000.0
-        self.killed = False
         self.stdout = Stream(spec.max_output_bytes)
         self.stderr = Stream(spec.max_output_bytes)
         self.readers = [threading.Thread(target=s.pump, args=(p,), daemon=True)
@@ -198,21 +188,75 @@ class Process:
             return None, signal.Signals(-rc).name
         return rc, ""
 
-    def state(self):
-        if self.proc.poll() is None:
-            return shell_pb2.ProcessState(status="running")
-        code, sig = self.exit_facts()
-        st = shell_pb2.ProcessState(status="killed" if self.killed else "completed", signal=sig)
-        if code is not None:
-            st.exit_code = code
-        return st
+
+def command_env(spec):
+    """The command's own layers: the overrides, the caller's env, then the DSH_* facts."""
+    env = dict(ENV_OVERRIDES)
+    env.update(spec.env)
+    env.update(spec.dsh_env)
+    return env
+
+
+def check_workdir(spec):
+    if not os.path.isdir(spec.workdir):
+        raise Refused(grpc.StatusCode.FAILED_PRECONDITION, "The working directory %s does not exist." % spec.workdir)
+
+
+STATUS = {subprocess_pb2.STATUS_RUNNING: "running", subprocess_pb2.STATUS_COMPLETED: "completed",
+          subprocess_pb2.STATUS_KILLED: "killed"}
+
+
+def state_of(status, has_code, code, sig, limits):
+    st = shell_pb2.ProcessState(status=STATUS.get(status, "running"), signal=sig, limits=limits)
+    if has_code:
+        st.exit_code = code
+    return st
+
+
+def moved_out(c):
+    """A stream's data, and the stream's facts without it (ProcessRead carries the data itself)."""
+    data = c.data
+    facts = output_pb2.Collected()
+    facts.CopyFrom(c)
+    facts.data = b""
+    return data, facts
+
+
+class Broker:
+    """The host's announcements on go-plugin's broker stream: where each broker id listens."""
+
+    def __init__(self):
+        self.conns = {}
+        self.cond = threading.Condition()
+
+    def stream(self, requests, ctx):
+        for info in requests:
+            with self.cond:
+                self.conns[info.service_id] = info
+                self.cond.notify_all()
+        return
+        yield  # a generator: the stream's replies (none)
+
+    def address(self, service_id, timeout=10):
+        with self.cond:
+            if not self.cond.wait_for(lambda: service_id in self.conns, timeout):
+                raise Refused(grpc.StatusCode.UNAVAILABLE,
+                              "The host did not announce its connection %d." % service_id)
+            return self.conns[service_id]
+
+
+def host_call(channel, service, method, req_type, resp_type):
+    return channel.unary_unary("/%s/%s" % (service, method), request_serializer=req_type.SerializeToString,
+                               response_deserializer=resp_type.FromString)
 
 
 class Executor:
-    def __init__(self):
+    def __init__(self, broker, tls):
         self.cfg = parse_config(b"")
-        self.jobs = {}
-        self.ids = itertools.count(1)
+        self.broker = broker
+        self.tls = tls  # (key, certificate, the host's certificate), PEM
+        self.sub = None  # ctx.subprocess's methods, once Apply dialled the host
+        self.running = set()  # foreground commands, killed when the process ends
         self.lock = threading.Lock()
 
     # Lifecycle
@@ -224,11 +268,40 @@ class Executor:
             provides=[plugin_pb2.Provide(
                 key="shell", grpc_services=["dsh.shell.v1.Shell"],
                 methods=[plugin_pb2.Method(name="/dsh.shell.v1.Shell/" + m) for m in SHELL_METHODS])],
+            inject=[plugin_pb2.Inject(key="subprocess")],
             config_schema=CONFIG_SCHEMA, settings_namespace="shell")
 
     def Apply(self, req, ctx):
         self.cfg = parse_config(req.config_json)
+        info = self.broker.address(req.host_broker_id)
+        key, cert, host_cert = self.tls
+        creds = grpc.ssl_channel_credentials(root_certificates=host_cert, private_key=key, certificate_chain=cert)
+        target = ("unix:" if info.network == "unix" else "") + info.address
+        channel = grpc.secure_channel(target, creds, options=[("grpc.ssl_target_name_override", "localhost")])
+        svc, m = "dsh.subprocess.v1.Subprocess", subprocess_pb2
+        self.sub = {
+            "Start": host_call(channel, svc, "Start", m.SpawnRequest, m.StartResponse),
+            "Read": host_call(channel, svc, "Read", m.ProcessRef, m.ReadResponse),
+            "Kill": host_call(channel, svc, "Kill", m.ProcessRef, m.KillResponse),
+            "Wait": host_call(channel, svc, "Wait", m.ProcessRef, m.Result),
+        }
         return plugin_pb2.ApplyResponse()
+
+    def subprocess_call(self, method, req, ctx):
+        """A call of ctx.subprocess for the tool call being served: dsh-key names the
+        service, dsh-call is copied so that the host acts for the agent."""
+        md = [("dsh-key", "subprocess")]
+        call = dict(ctx.invocation_metadata()).get("dsh-call")
+        if call:
+            md.append(("dsh-call", call))
+        fut = self.sub[method].future(req, metadata=md)
+        ctx.add_callback(fut.cancel)  # a cancelled call cancels its own
+        try:
+            return fut.result()
+        except grpc.RpcError as e:
+            raise Refused(e.code(), e.details())
+        except grpc.FutureCancelledError:
+            raise Refused(grpc.StatusCode.CANCELLED, "The call was cancelled.")
 
     def Check(self, req, ctx):
         parse_config(req.config_json)
@@ -242,17 +315,14 @@ class Executor:
         return plugin_pb2.DisposeResponse()
 
     def Release(self, req, ctx):
-        with self.lock:
-            gone = [j for j in self.jobs.values() if j.owner == req.caller]
-        for j in gone:
-            self._kill(j)
+        # Nothing to drop: background processes are the host's, kept per owner.
         return plugin_pb2.ReleaseResponse()
 
     def kill_all(self):
         with self.lock:
-            jobs = list(self.jobs.values())
-        for j in jobs:
-            j.signal_group(signal.SIGKILL)
+            running = list(self.running)
+        for p in running:
+            p.signal_group(signal.SIGKILL)
 
     # Shell
 
@@ -275,6 +345,8 @@ class Executor:
     def Run(self, spec, ctx):
         started = time.monotonic()
         p = Process(spec)
+        with self.lock:
+            self.running.add(p)
         deadline = started + spec.timeout_ms / 1000.0
         timed_out = aborted = False
         while p.proc.poll() is None:
@@ -292,6 +364,8 @@ class Executor:
                 pass
         p.proc.wait()
         p.finish()
+        with self.lock:
+            self.running.discard(p)
         code, sig = p.exit_facts()
         res = shell_pb2.RunResult(
             signal=sig, timed_out=timed_out, aborted=aborted, timeout_ms=spec.timeout_ms,
@@ -305,44 +379,33 @@ class Executor:
         return self.Run(self.Resolve(req, ctx), ctx)
 
     def Start(self, spec, ctx):
-        p = Process(spec)
-        jid = "py-%d" % next(self.ids)
-        with self.lock:
-            self.jobs[jid] = p
-        return shell_pb2.StartResponse(id=jid, pid=p.proc.pid)
-
-    def job(self, ref):
-        with self.lock:
-            p = self.jobs.get(ref.id)
-        if p is None:
-            raise Refused(grpc.StatusCode.NOT_FOUND, "There is no process %s." % ref.id)
-        return p
+        check_workdir(spec)
+        req = subprocess_pb2.SpawnRequest(
+            argv=["bash", "-c", spec.command], dir=spec.workdir, env=command_env(spec),
+            stdin=spec.stdin, has_stdin=spec.has_stdin, owner=spec.owner, grace_ms=spec.grace_ms,
+            max_output_bytes=spec.max_output_bytes, max_spill_bytes=spec.max_spill_bytes,
+            spill_after_bytes=spec.spill_after_bytes, max_processes=spec.max_processes,
+            max_memory_bytes=spec.max_memory_bytes,
+            settle_failure=True)  # a spawn failure settles as killed, with the error on stderr
+        r = self.subprocess_call("Start", req, ctx)
+        return shell_pb2.StartResponse(id=r.id, pid=r.pid)
 
     def ReadOutput(self, ref, ctx):
-        p = self.job(ref)
-        done = p.proc.poll() is not None
-        if done:
-            p.finish()  # all the output is in before the last read says so
-        return shell_pb2.ProcessRead(stdout=p.stdout.consume(), stderr=p.stderr.consume(), state=p.state())
-
-    def _kill(self, p):
-        if p.proc.poll() is not None:
-            return False
-        p.killed = True
-        threading.Thread(target=p.terminate, daemon=True).start()
-        return True
+        r = self.subprocess_call("Read", subprocess_pb2.ProcessRef(id=ref.id), ctx)
+        out, out_facts = moved_out(r.stdout)
+        err, err_facts = moved_out(r.stderr)
+        return shell_pb2.ProcessRead(
+            stdout=out, stderr=err, lossy=r.lossy, stdout_spill_path=out_facts.spill_path,
+            stderr_spill_path=err_facts.spill_path, stdout_facts=out_facts, stderr_facts=err_facts,
+            state=state_of(r.status, r.HasField("exit_code"), r.exit_code, r.signal, r.limits))
 
     def Kill(self, ref, ctx):
-        return shell_pb2.KillResponse(killed=self._kill(self.job(ref)))
+        r = self.subprocess_call("Kill", subprocess_pb2.ProcessRef(id=ref.id), ctx)
+        return shell_pb2.KillResponse(killed=r.killed)
 
     def Wait(self, ref, ctx):
-        p = self.job(ref)
-        while p.proc.poll() is None and ctx.is_active():
-            try:
-                p.proc.wait(0.1)
-            except subprocess.TimeoutExpired:
-                pass
-        return p.state()
+        r = self.subprocess_call("Wait", subprocess_pb2.ProcessRef(id=ref.id), ctx)
+        return state_of(r.status, r.HasField("exit_code"), r.exit_code, r.signal, r.limits)
 
     def Limits(self, req, ctx):
         c = self.cfg
@@ -407,7 +470,9 @@ def main():
         sys.stderr.write("PLUGIN_CLIENT_CERT is not set: the host's certificate is needed for TLS.\n")
         sys.exit(1)
 
-    ex = Executor()
+    key_pem, cert_pem, cert_der = make_cert()
+    broker = Broker()
+    ex = Executor(broker, (key_pem, cert_pem, host_cert))
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=64))
 
     lifecycle = {
@@ -435,14 +500,6 @@ def main():
         threading.Timer(0.1, lambda: os._exit(0)).start()
         return goplugin_pb2.Empty()
 
-    def broker(requests, ctx):
-        # The host announces its broker listeners here (ConnInfo); this
-        # executor calls nothing of the host, so it only drains them.
-        for _ in requests:
-            pass
-        return
-        yield  # a generator: the stream's replies (none)
-
     server.add_generic_rpc_handlers([
         grpc.method_handlers_generic_handler("dsh.plugin.v1.Lifecycle",
                                              {k: unary(*v) for k, v in lifecycle.items()}),
@@ -453,11 +510,10 @@ def main():
             "Shutdown": unary(shutdown, goplugin_pb2.Empty, goplugin_pb2.Empty)}),
         grpc.method_handlers_generic_handler("plugin.GRPCBroker", {
             "StartStream": grpc.stream_stream_rpc_method_handler(
-                broker, request_deserializer=goplugin_pb2.ConnInfo.FromString,
+                broker.stream, request_deserializer=goplugin_pb2.ConnInfo.FromString,
                 response_serializer=goplugin_pb2.ConnInfo.SerializeToString)}),
     ])
 
-    key_pem, cert_pem, cert_der = make_cert()
     creds = grpc.ssl_server_credentials([(key_pem, cert_pem)], root_certificates=host_cert,
                                         require_client_auth=True)
     sock_dir = tempfile.mkdtemp(prefix="dsh-py-", dir=os.environ.get("PLUGIN_UNIX_SOCKET_DIR") or None)
