@@ -16,6 +16,7 @@ import base64
 import datetime
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -445,15 +446,21 @@ def make_cert():
     return key_pem, cert.public_bytes(serialization.Encoding.PEM), cert.public_bytes(serialization.Encoding.DER)
 
 
-def watch_host(pid, executor):
-    """Exit when the host is gone, taking the background commands along."""
+def leave(executor, sock_dir):
+    """Ends the process: its foreground commands, its socket, itself."""
+    executor.kill_all()
+    shutil.rmtree(sock_dir, ignore_errors=True)
+    os._exit(0)
+
+
+def watch_host(pid, executor, sock_dir):
+    """Exit when the host is gone."""
     while True:
         time.sleep(1)
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
-            executor.kill_all()
-            os._exit(0)
+            leave(executor, sock_dir)
         except PermissionError:
             pass
 
@@ -496,8 +503,7 @@ def main():
     serving = goplugin_pb2.HealthCheckResponse(status=goplugin_pb2.HealthCheckResponse.SERVING)
 
     def shutdown(req, ctx):
-        ex.kill_all()
-        threading.Timer(0.1, lambda: os._exit(0)).start()
+        threading.Timer(0.1, leave, args=(ex, sock_dir)).start()  # once the reply is out
         return goplugin_pb2.Empty()
 
     server.add_generic_rpc_handlers([
@@ -514,16 +520,16 @@ def main():
                 response_serializer=goplugin_pb2.ConnInfo.SerializeToString)}),
     ])
 
+    sock_dir = tempfile.mkdtemp(prefix="dsh-py-", dir=os.environ.get("PLUGIN_UNIX_SOCKET_DIR") or None)
     creds = grpc.ssl_server_credentials([(key_pem, cert_pem)], root_certificates=host_cert,
                                         require_client_auth=True)
-    sock_dir = tempfile.mkdtemp(prefix="dsh-py-", dir=os.environ.get("PLUGIN_UNIX_SOCKET_DIR") or None)
     sock = os.path.join(sock_dir, "plugin.sock")
     server.add_secure_port("unix:" + sock, creds)
     server.start()
 
     host_pid = int(os.environ.get("DSH_HOST_PID", "0") or 0)
     if host_pid > 0:
-        threading.Thread(target=watch_host, args=(host_pid, ex), daemon=True).start()
+        threading.Thread(target=watch_host, args=(host_pid, ex, sock_dir), daemon=True).start()
 
     cert_b64 = base64.b64encode(cert_der).decode().rstrip("=")
     sys.stdout.write("1|%s|unix|%s|grpc|%s\n" % (PROTOCOL_VERSION, sock, cert_b64))
