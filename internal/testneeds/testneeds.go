@@ -1,5 +1,6 @@
 // Package testneeds names the programs the tests drive that Go does not
-// bring, and the Debian package that brings each. A test that cannot run
+// bring (and the Python modules of a plugin written in Python), and the
+// Debian package that brings each. A test that cannot run
 // without one skips with a reason that says what to install; make test
 // lists the missing ones before it starts, and .ci/run installs them.
 package testneeds
@@ -7,6 +8,7 @@ package testneeds
 import (
 	"os/exec"
 	"sort"
+	"strings"
 	"testing"
 )
 
@@ -25,6 +27,44 @@ var packages = map[string]string{
 	"top":     "procps", // terminals: a full-screen program
 	"unshare": "util-linux",
 	"vim":     "vim", // terminals: an editor
+}
+
+// pythonModules maps each Python module a test's plugin imports to its
+// Debian package. Debian installs them for /usr/bin/python3, which may not
+// be the python3 on PATH: a module counts as there when either imports it.
+var pythonModules = map[string]string{
+	"cryptography":    "python3-cryptography",
+	"google.protobuf": "python3-protobuf",
+	"grpc":            "python3-grpcio",
+}
+
+// pythons are the interpreters a module is looked for in, in order.
+var pythons = []string{"python3", "/usr/bin/python3"}
+
+// pythonWith returns the first interpreter that imports every module, or "".
+func pythonWith(modules ...string) string {
+	for _, py := range pythons {
+		if exec.Command(py, "-c", "import "+strings.Join(modules, ", ")).Run() == nil {
+			return py
+		}
+	}
+	return ""
+}
+
+// Python returns a python3 that imports every module (each a key of
+// pythonModules), or skips t with a reason that names the packages to
+// install.
+func Python(t testing.TB, modules ...string) string {
+	t.Helper()
+	if py := pythonWith(modules...); py != "" {
+		return py
+	}
+	var pkgs []string
+	for _, m := range modules {
+		pkgs = append(pkgs, pythonModules[m])
+	}
+	t.Skipf("no python3 here imports %s (apt-get install %s)", strings.Join(modules, ", "), strings.Join(pkgs, " "))
+	return ""
 }
 
 // elsewhere maps each program no Debian archive brings to how it is
@@ -57,8 +97,9 @@ func Command(t testing.TB, name string) string {
 	return p
 }
 
-// Missing returns the programs not on PATH and the packages that bring
-// them, each sorted and listed once.
+// Missing returns the programs not on PATH (and the Python modules no
+// python3 imports) and the packages that bring them, each sorted and
+// listed once.
 func Missing() (programs, pkgs []string) {
 	seen := map[string]bool{}
 	for name, pkg := range packages {
@@ -66,6 +107,16 @@ func Missing() (programs, pkgs []string) {
 			continue
 		}
 		programs = append(programs, name)
+		if !seen[pkg] {
+			seen[pkg] = true
+			pkgs = append(pkgs, pkg)
+		}
+	}
+	for mod, pkg := range pythonModules {
+		if pythonWith(mod) != "" {
+			continue
+		}
+		programs = append(programs, "python3 module "+mod)
 		if !seen[pkg] {
 			seen[pkg] = true
 			pkgs = append(pkgs, pkg)
