@@ -81,7 +81,14 @@ func (ld *load) touch(key string) {
 		if !ok {
 			return nil
 		}
-		target, err := ep.slot.get(ctx, ep.id, h.restartWait())
+		wait := h.restartWait()
+		if h.closing.Load() {
+			// The provider goes too, and what it holds with it: a restart
+			// under way (one the closing host will not finish) is not
+			// waited for.
+			wait = 0
+		}
+		target, err := ep.slot.get(ctx, ep.id, wait)
 		if err != nil {
 			return nil // the provider is gone, and what it held with it
 		}
