@@ -133,15 +133,9 @@ func main() {
 // through the host) against a direct `bash -c true` from Go, interleaved
 // one for one; also the two-call form (Resolve, then Run).
 func foregroundRun(dir string, n int) {
-	comp := filepath.Join(dir, "bash.yaml")
-	check(os.WriteFile(comp, []byte(fmt.Sprintf("plugins:\n  - id: bash\n    path: %s\n", filepath.Join(dir, "dsh-bash-local"))), 0o600))
-	c, err := composition.Load(comp, os.LookupEnv)
-	check(err)
 	ctx := context.Background()
-	h, err := host.Start(ctx, c, host.Options{Logger: hclog.NewNullLogger()})
-	check(err)
+	h, sh := startExecutor(ctx, dir, "bash-local")
 	defer h.Close(ctx)
-	sh := shell.NewClient(h.Conn(shell.Key), "")
 	exited0 := func(res *shell.RunResult) {
 		if res.ExitCode == nil || *res.ExitCode != 0 {
 			fail("true did not exit 0")
@@ -368,4 +362,16 @@ func check(err error) {
 func fail(msg string) {
 	fmt.Fprintln(os.Stderr, "bench:", msg)
 	os.Exit(1)
+}
+
+// startExecutor starts a host serving one executor plugin, the binary
+// dsh-NAME in dir, and returns it with a ctx.shell client.
+func startExecutor(ctx context.Context, dir, name string) (*host.Host, *shell.Client) {
+	comp := filepath.Join(dir, name+".yaml")
+	check(os.WriteFile(comp, []byte(fmt.Sprintf("plugins:\n  - id: shell\n    path: %s\n", filepath.Join(dir, "dsh-"+name))), 0o600))
+	c, err := composition.Load(comp, os.LookupEnv)
+	check(err)
+	h, err := host.Start(ctx, c, host.Options{Logger: hclog.NewNullLogger()})
+	check(err)
+	return h, shell.NewClient(h.Conn(shell.Key), "")
 }

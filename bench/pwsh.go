@@ -3,15 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
-	"github.com/dshrun/dsh/host"
-	"github.com/dshrun/dsh/host/composition"
 	"github.com/dshrun/dsh/plugins/lib/localexec"
 	"github.com/dshrun/dsh/plugins/lib/pwshargs"
 	"github.com/dshrun/dsh/plugins/shell"
@@ -28,15 +22,9 @@ func pwshRun(dir string, n int) {
 		fmt.Printf("  skipped: pwsh is not installed (%s)\n\n", localexec.PwshInstall)
 		return
 	}
-	comp := filepath.Join(dir, "pwsh.yaml")
-	check(os.WriteFile(comp, []byte(fmt.Sprintf("plugins:\n  - id: pwsh\n    path: %s\n", filepath.Join(dir, "dsh-pwsh-local"))), 0o600))
-	c, err := composition.Load(comp, os.LookupEnv)
-	check(err)
 	ctx := context.Background()
-	h, err := host.Start(ctx, c, host.Options{Logger: hclog.NewNullLogger()})
-	check(err)
+	h, sh := startExecutor(ctx, dir, "pwsh-local")
 	defer h.Close(ctx)
-	sh := shell.NewClient(h.Conn(shell.Key), "")
 	argv := pwshargs.Argv("pwsh", pwshargs.Script("$null"))
 	var exec1, direct []time.Duration
 	for i := 0; i < n; i++ {
