@@ -2,7 +2,8 @@
 GO        ?= go
 BIN       := bin
 PLUGINS   := $(notdir $(patsubst %/main.go,%,$(wildcard plugins/*/main.go)))
-PROTOS    := $(shell find . -name '*.proto' -not -path './bin/*')
+# The Python example's go-plugin protos are compiled for Python alone (its own Makefile).
+PROTOS    := $(shell find . -name '*.proto' -not -path './bin/*' -not -path './examples/python-executor/proto/*')
 COMPOSITION ?= compositions/default.yaml
 
 PROTOC_GEN_GO_VERSION      := v1.36.12
