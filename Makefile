@@ -27,6 +27,7 @@ build:
 	CGO_ENABLED=$(BUILDCGO) $(GO) build $(BUILDFLAGS) -o $(BIN)/dsh ./host/cmd/dsh
 	CGO_ENABLED=$(BUILDCGO) $(GO) build $(BUILDFLAGS) -o $(BIN)/dsh_watchdog ./host/cmd/dsh_watchdog
 	@for p in $(PLUGINS); do echo "CGO_ENABLED=$(BUILDCGO) $(GO) build $(BUILDFLAGS) -o $(BIN)/dsh-$$p ./plugins/$$p"; CGO_ENABLED=$(BUILDCGO) $(GO) build $(BUILDFLAGS) -o $(BIN)/dsh-$$p ./plugins/$$p || exit 1; done
+	@if command -v python3 >/dev/null; then $(MAKE) --no-print-directory -C examples/python-executor; else echo "no python3: examples/python-executor not built"; fi
 
 # go test -race over PKGS with TESTFLAGS added, through internal/testrun:
 # it installs the TypeScript SDK client (npm ci in test/mcp-node), stops

@@ -33,12 +33,32 @@ type session struct {
 	stderr *syncbuf.Buffer
 }
 
-func serve(t *testing.T, ctx context.Context) *session {
+// build makes the one-file executor in a folder of its own, next to a
+// copy of this folder's composition (which names it by path), and returns
+// the composition's path. The build needs only Python's standard library.
+func build(t *testing.T, src string) string {
 	t.Helper()
-	comp, err := filepath.Abs("composition.yaml")
+	dir := t.TempDir()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		py = "/usr/bin/python3"
+	}
+	if out, err := exec.Command(py, filepath.Join(src, "build.py"), filepath.Join(dir, "dsh-python-executor")).CombinedOutput(); err != nil {
+		t.Fatalf("build.py: %v\n%s", err, out)
+	}
+	comp, err := os.ReadFile("composition.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
+	path := filepath.Join(dir, "composition.yaml")
+	if err := os.WriteFile(path, comp, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func serve(t *testing.T, ctx context.Context, comp string) *session {
+	t.Helper()
 	s := &session{stderr: &syncbuf.Buffer{}}
 	s.cmd = exec.Command(filepath.Join(binDir, "dsh"), "serve", comp)
 	s.cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir())
@@ -79,7 +99,7 @@ func (s *session) call(t *testing.T, ctx context.Context, tool string, args map[
 }
 
 // provider is the pid of the Python executor the host runs: its child
-// running executor.py.
+// running dsh-python-executor.
 func (s *session) provider(t *testing.T) int {
 	t.Helper()
 	host := strconv.Itoa(s.cmd.Process.Pid)
@@ -91,7 +111,7 @@ func (s *session) provider(t *testing.T) int {
 				continue
 			}
 			cmdline, _ := os.ReadFile("/proc/" + d.Name() + "/cmdline")
-			if !strings.Contains(string(cmdline), "executor.py") {
+			if !strings.Contains(string(cmdline), "dsh-python-executor") {
 				continue
 			}
 			if stat, _ := os.ReadFile("/proc/" + d.Name() + "/stat"); ppidOf(stat) == host {
@@ -131,7 +151,7 @@ func TestPythonExecutor(t *testing.T) {
 	testneeds.Python(t, "grpc", "google.protobuf", "cryptography")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	s := serve(t, ctx)
+	s := serve(t, ctx, build(t, "."))
 
 	t.Run("foreground", func(t *testing.T) {
 		got, isErr := s.call(t, ctx, "bash", map[string]any{"command": "echo hello; echo oops >&2"})

@@ -107,7 +107,14 @@ type Error struct {
 	Err error
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("%s: plugin %q: %v", e.Pos, e.ID, e.Err) }
+func (e *Error) Error() string {
+	// A plugin process's own error names it already, with its binary.
+	named := fmt.Sprintf("plugin %q", e.ID)
+	if msg := e.Err.Error(); strings.HasPrefix(msg, named) {
+		return fmt.Sprintf("%s: %s", e.Pos, msg)
+	}
+	return fmt.Sprintf("%s: %s: %v", e.Pos, named, e.Err)
+}
 func (e *Error) Unwrap() error { return e.Err }
 
 func errorAt(e composition.Entry, format string, args ...any) error {
