@@ -126,7 +126,7 @@ func TestProtocolVersions(t *testing.T) {
 			if code != 2 || out != "" {
 				t.Errorf("%s %s: exit %d, stdout %q; want 2 and nothing", cmd, name, code, out)
 			}
-			if want := "dsh " + cmd + ": " + f + ":2:5: plugin \"" + name + "\": " + sentence + "\n"; !strings.Contains(errOut, want) {
+			if want := "dsh " + cmd + ": " + f + ":2:5: " + sentence + "\n"; !strings.Contains(errOut, want) {
 				t.Errorf("%s %s: stderr lacks %q:\n%s", cmd, name, want, errOut)
 			}
 		}

@@ -57,13 +57,13 @@ func TestValidateReadsWhatServeReads(t *testing.T) {
 			comp: "claude-hooks.yaml", file: ".claude/settings.json",
 			bad:  "{\n  \"hooks\": {\n    \"PreToolUse\": [\n      {\"matcher\": \"Bash\",, \"hooks\": []}\n    ]\n  }\n}\n",
 			good: `{"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "true"}]}]}}`,
-			want: `testdata/validate/claude-hooks.yaml:5:5: plugin "claude-hooks": plugin "claude-hooks" (BIN/dsh-hooks-claude-code): apply: read hooks: PROJECT/.claude/settings.json:4: not valid JSON: invalid character ',' looking for beginning of object key string`,
+			want: `testdata/validate/claude-hooks.yaml:5:5: plugin "claude-hooks" (BIN/dsh-hooks-claude-code): apply: read hooks: PROJECT/.claude/settings.json:4: not valid JSON: invalid character ',' looking for beginning of object key string`,
 		},
 		{
 			comp: "codex-hooks.yaml", file: ".codex/config.toml",
 			bad:  "model = \"m\"\n\n[hooks]\nPreToolUse = [ { matcher = \"Bash\" hooks = [] } ]\n",
 			good: "[[hooks.PreToolUse]]\nmatcher = \"Bash\"\n[[hooks.PreToolUse.hooks]]\ntype = \"command\"\ncommand = \"true\"\n",
-			want: `testdata/validate/codex-hooks.yaml:5:5: plugin "codex-hooks": plugin "codex-hooks" (BIN/dsh-hooks-codex): apply: read hooks: PROJECT/.codex/config.toml:4: not valid TOML`,
+			want: `testdata/validate/codex-hooks.yaml:5:5: plugin "codex-hooks" (BIN/dsh-hooks-codex): apply: read hooks: PROJECT/.codex/config.toml:4: not valid TOML`,
 		},
 	}
 	for _, tc := range cases {
