@@ -192,6 +192,39 @@ func TestPythonExecutor(t *testing.T) {
 		}
 	})
 
+	t.Run("cancelled call ends the tree", func(t *testing.T) {
+		pidFile := filepath.Join(t.TempDir(), "pid")
+		cctx, ccancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.cs.CallTool(cctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
+				"command": "echo $$ > " + pidFile + "; sleep 60", "description": "python executor test"}})
+			done <- err
+		}()
+		var pid int
+		for deadline := time.Now().Add(20 * time.Second); pid == 0; time.Sleep(20 * time.Millisecond) {
+			if b, err := os.ReadFile(pidFile); err == nil && strings.HasSuffix(string(b), "\n") {
+				pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+			}
+			if time.Now().After(deadline) {
+				ccancel()
+				t.Fatal("the command did not start")
+			}
+		}
+		ccancel()
+		<-done
+		for deadline := time.Now().Add(15 * time.Second); !gone(pid); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				t.Fatalf("the command %d still runs after its call was cancelled", pid)
+			}
+		}
+		got, isErr := s.call(t, ctx, "bash", map[string]any{"command": "echo after the cancel"})
+		if isErr || got != "after the cancel" {
+			t.Fatalf("got %q (isError %v), want the next command to run", got, isErr)
+		}
+	})
+
 	t.Run("background job read and killed", func(t *testing.T) {
 		started, isErr := s.call(t, ctx, "bash", map[string]any{
 			"command":           "echo early; while :; do sleep 0.05; done",
