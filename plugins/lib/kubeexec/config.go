@@ -8,6 +8,7 @@
 package kubeexec
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -100,6 +101,9 @@ const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/n
 func (t Target) restConfig() (*rest.Config, string, error) {
 	if t.InCluster {
 		cfg, err := rest.InClusterConfig()
+		if errors.Is(err, rest.ErrNotInCluster) {
+			cfg, err = serviceDNSConfig()
+		}
 		if err != nil {
 			return nil, "", fmt.Errorf("config: inCluster: %w", err)
 		}
@@ -127,4 +131,25 @@ func (t Target) restConfig() (*rest.Config, string, error) {
 		ns = ""
 	}
 	return cfg, ns, nil
+}
+
+// The service account's files in a pod.
+const (
+	serviceAccountToken = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+	serviceAccountCA    = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+)
+
+// serviceDNSConfig is the in-cluster config of a process whose
+// environment lacks KUBERNETES_SERVICE_HOST (a plugin's environment is
+// minimal): the API server by its service name, the service account's
+// token and CA.
+func serviceDNSConfig() (*rest.Config, error) {
+	if _, err := os.Stat(serviceAccountToken); err != nil {
+		return nil, rest.ErrNotInCluster
+	}
+	return &rest.Config{
+		Host:            "https://kubernetes.default.svc",
+		TLSClientConfig: rest.TLSClientConfig{CAFile: serviceAccountCA},
+		BearerTokenFile: serviceAccountToken,
+	}, nil
 }

@@ -54,23 +54,6 @@ func runWrapper(t *testing.T, dir, command string, env map[string]string, input 
 	return stdout.String(), stderr.String(), code
 }
 
-type ackWriter struct {
-	w    io.Writer
-	ack  chan struct{}
-	seen bool
-}
-
-func (a *ackWriter) Write(p []byte) (int, error) {
-	n := len(p)
-	if !a.seen && len(p) > 0 {
-		a.seen = true
-		close(a.ack)
-		p = p[1:]
-	}
-	_, err := a.w.Write(p)
-	return n, err
-}
-
 func TestWrapperRunsTheCommand(t *testing.T) {
 	hold := make(chan struct{})
 	defer close(hold)
