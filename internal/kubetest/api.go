@@ -205,6 +205,10 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	s.calls.put(token, ctx)
 	defer s.calls.take(token)
 
+	if wantsTranslation(r) {
+		s.translate(ctx, w, r, target, req)
+		return
+	}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = target

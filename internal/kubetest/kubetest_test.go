@@ -29,7 +29,7 @@ import (
 
 // executors are the ways client-go runs an exec: each one alone, and the
 // fallback kubectl uses (WebSocket first, SPDY when the upgrade fails).
-var executors = []string{"spdy", "fallback"}
+var executors = []string{"spdy", "websocket", "fallback"}
 
 func needRoot(t *testing.T) {
 	t.Helper()
