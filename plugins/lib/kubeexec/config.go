@@ -13,9 +13,11 @@ import (
 	"os"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 )
 
 // Target is where commands run: which cluster (a kubeconfig and context,
@@ -153,3 +155,7 @@ func serviceDNSConfig() (*rest.Config, error) {
 		BearerTokenFile: serviceAccountToken,
 	}, nil
 }
+
+// Quiet stops client-go's own log lines: a relay's stderr is the
+// command's, and what goes wrong is said once, in a sentence.
+func Quiet() { klog.SetLogger(logr.Discard()) }

@@ -48,6 +48,7 @@ const (
 // local command's. A pod that goes, or a connection that is lost, ends
 // it with ExitLost and one sentence on stderr: never a hang.
 func Relay(job io.Reader, stdout, stderr io.Writer) int {
+	Quiet()
 	var j Job
 	if err := json.NewDecoder(job).Decode(&j); err != nil {
 		fmt.Fprintf(stderr, "The command could not be handed to the pod: %v.\n", err)
