@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -199,7 +201,7 @@ func TestKubernetesPodDeletedMidCall(t *testing.T) {
 	start := time.Now()
 	got, isErr := s.bash(t, ctx, "echo started; touch "+mark+"; sleep 60")
 	took := time.Since(start)
-	if !strings.Contains(got, "The pod default/web is gone (deleted), and the command with it.") || !isErr || took > 20*time.Second {
+	if got != "started\n[stderr]\nThe pod default/web is gone (deleted), and the command with it.\n[exit code: 255]" || !isErr || took > 20*time.Second {
 		t.Fatalf("after %v: %q (isError %v)", took, got, isErr)
 	}
 	got, isErr = s.bash(t, ctx, "echo after")
@@ -217,7 +219,7 @@ func TestKubernetesForbidden(t *testing.T) {
 	s := serve(t, ctx, composition(srv, "web", ""))
 	got, isErr := s.bash(t, ctx, "echo hi")
 	want := "Kubernetes does not allow this account to run commands in pod default/web: it needs permission to create pods/exec in namespace default."
-	if !strings.Contains(got, want) || !isErr {
+	if got != "[stderr]\n"+want+"\n[exit code: 255]" || !isErr {
 		t.Fatalf("forbidden: %q (isError %v)", got, isErr)
 	}
 }
@@ -242,4 +244,59 @@ func TestKubernetesCostOfTrue(t *testing.T) {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// A relay killed outright (SIGKILL: it can do nothing) leaves nothing of
+// its command in the pod: the watcher there sees the connection go.
+func TestKubernetesRelayKilled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	srv := startPod(t, "web")
+	s := serve(t, ctx, composition(srv, "web", ""))
+	mark := filepath.Join(t.TempDir(), "started")
+	done := make(chan string, 1)
+	go func() {
+		got, _ := s.bash(t, ctx, "setsid sleep 4444 & sleep 4444 & touch "+mark+"; wait")
+		done <- got
+	}()
+	for !exists(mark) {
+		if ctx.Err() != nil {
+			t.Fatal("the command never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	relays := relayPids()
+	if len(relays) != 1 {
+		t.Fatalf("relays: %v", relays)
+	}
+	if err := syscall.Kill(relays[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-done:
+		if !strings.Contains(got, "SIGKILL") {
+			t.Fatalf("the killed relay's result: %q", got)
+		}
+	case <-ctx.Done():
+		t.Fatal("the call of the killed relay did not return")
+	}
+	nothingLeft(t, ctx, s, "sleep 4444")
+}
+
+// relayPids are the relays running on this machine from the test's
+// binaries.
+func relayPids() []int {
+	var pids []int
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if string(cmdline) == filepath.Join(binDir, "dsh-bash-kubernetes")+"\x00relay\x00" {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
