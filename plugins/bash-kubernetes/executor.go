@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"strings"
@@ -165,7 +166,7 @@ func (e *executor) probe(ctx context.Context) string {
 	if err != nil {
 		return ""
 	}
-	code, err := conn.Exec(ctx, pod.Name, container, kubeexec.ExecOptions{Command: []string{"sh", "-c", "command -v bash >/dev/null 2>&1"}})
+	code, err := conn.Exec(ctx, pod.Name, container, kubeexec.ExecOptions{Command: []string{"sh", "-c", "command -v bash >/dev/null 2>&1"}, Stdout: io.Discard})
 	switch {
 	case err != nil:
 		return ""

@@ -90,6 +90,9 @@ func Connect(t Target) (*Conn, error) {
 		ns = "default"
 	}
 	cfg.UserAgent = "dsh"
+	// client-go's default (5 a second) would make a quick run of commands,
+	// one pod lookup each, wait for its own rate limiter.
+	cfg.QPS, cfg.Burst = 50, 100
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
