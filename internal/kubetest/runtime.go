@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,9 +30,10 @@ type pod struct {
 	created    time.Time
 	uid        string
 
-	holder *exec.Cmd     // the unshare process
-	pid    int           // its child: PID 1 inside the pod
-	exited chan struct{} // closed once holder has been waited for
+	holder  *exec.Cmd     // the unshare process
+	pid     int           // its child: PID 1 inside the pod
+	exited  chan struct{} // closed once holder has been waited for
+	deleted atomic.Bool   // set before the pod is killed, so its execs can say why they ended
 }
 
 // hasContainer reports whether the pod declares container c.
@@ -44,13 +46,18 @@ func (p *pod) hasContainer(c string) bool {
 	return false
 }
 
+// holderScript is the pod's PID 1; $0 is the pod's name, which becomes its
+// hostname as in Kubernetes. Processes orphaned inside the pod are handed to
+// PID 1, and the shell's wait reaps any child, so they leave no zombies.
+const holderScript = `hostname "$0" 2>/dev/null; while :; do sleep 3600 & wait; done`
+
 // startPod starts the holder of a new pod. unshare remounts /proc inside the
 // new mount namespace with private propagation, so nothing leaks to this
 // machine's mounts; --kill-child takes PID 1 (and with it the whole PID
 // namespace) down when unshare dies.
 func startPod(name string) (*pod, error) {
 	cmd := exec.Command("unshare", "--pid", "--fork", "--kill-child", "--mount-proc",
-		"--mount", "--net", "--uts", "sleep", "infinity")
+		"--mount", "--net", "--uts", "sh", "-c", holderScript, name)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("pod %q: start unshare: %w", name, err)
@@ -92,14 +99,18 @@ func childOf(parent int, exited <-chan struct{}) (int, error) {
 
 // kill ends every process of the pod: killing PID 1 of a PID namespace makes
 // the kernel kill all others in it. It returns once the holder is reaped.
+// unshare reaps PID 1 and exits, so nothing is left as a zombie.
 func (p *pod) kill() {
+	p.deleted.Store(true)
 	if p.pid > 0 {
 		_ = syscall.Kill(p.pid, syscall.SIGKILL)
+	} else {
+		_ = syscall.Kill(-p.holder.Process.Pid, syscall.SIGKILL)
 	}
-	_ = syscall.Kill(-p.holder.Process.Pid, syscall.SIGKILL)
 	select {
 	case <-p.exited:
 	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-p.holder.Process.Pid, syscall.SIGKILL)
 	}
 }
 
@@ -123,7 +134,13 @@ func (r *runtime) Exec(ctx context.Context, containerID string, cmd []string, in
 		return fmt.Errorf("pod %q: empty command", podName)
 	}
 
-	args := append([]string{"-t", strconv.Itoa(p.pid), "-p", "-m", "-n", "-u", "--"}, cmd...)
+	args := []string{"-t", strconv.Itoa(p.pid), "-p", "-m", "-n", "-u", "--"}
+	if tty {
+		// The command leads its own session on the terminal inside the pod,
+		// so a shell's job control sees process groups of its PID namespace.
+		args = append(args, "setsid", "--ctty")
+	}
+	args = append(args, cmd...)
 	c := exec.Command("nsenter", args...)
 	c.Dir = "/"
 	c.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "HOSTNAME=" + podName}
@@ -141,12 +158,15 @@ func (r *runtime) Exec(ctx context.Context, containerID string, cmd []string, in
 		return fmt.Errorf("pod %q: start %q: %w", podName, cmd[0], err)
 	}
 
-	// A cancelled call (client gone, server closing) ends the command's
-	// process group: nsenter and the command it forked inside the pod.
-	stop := context.AfterFunc(ctx, func() { _ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL) })
+	// A cancelled call (client gone, server closing) ends every process the
+	// command started.
+	stop := context.AfterFunc(ctx, func() { killTree(c.Process.Pid) })
 	defer stop()
 
 	err = wait()
+	if p.deleted.Load() {
+		return fmt.Errorf("pod %q was deleted while %q ran", podName, cmd[0])
+	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Exited() {
@@ -161,7 +181,6 @@ func (r *runtime) Exec(ctx context.Context, containerID string, cmd []string, in
 // exited and its output is copied; stdin is not waited for, since a client
 // may keep it open after the command ends.
 func startPipes(c *exec.Cmd, in io.Reader, out, errw io.Writer) (func() error, error) {
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var closeAfterStart []*os.File
 	var copies sync.WaitGroup
 	if in != nil {
@@ -276,4 +295,68 @@ func (r *runtime) Attach(ctx context.Context, containerID string, in io.Reader, 
 // PortForward is not offered by the test server.
 func (r *runtime) PortForward(ctx context.Context, podSandboxID string, port int32, stream io.ReadWriteCloser) error {
 	return fmt.Errorf("pod %q: port forwarding is not supported by the test server", podSandboxID)
+}
+
+// killTree kills every process below pid on this machine, again while new
+// ones show up (a process may fork before its signal lands). pid itself
+// (nsenter) is left to reap its child and exit with the child's signal: were
+// it killed first, its child would be handed to this machine's init, and the
+// pod's PID namespace could not end until that init reaped it. Processes are
+// not stopped first, since nsenter stops itself when its child stops.
+func killTree(pid int) {
+	seen := map[int]bool{}
+	for round := 0; round < 5; round++ {
+		grew := false
+		for _, p := range descendants(pid) {
+			if !seen[p] {
+				seen[p] = true
+				grew = true
+				_ = syscall.Kill(p, syscall.SIGKILL)
+			}
+		}
+		if !grew {
+			break
+		}
+	}
+}
+
+// descendants lists the processes below pid, read from /proc.
+func descendants(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The command name may hold spaces; the fields after its ")" do not.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		children[ppid] = append(children[ppid], n)
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
 }
