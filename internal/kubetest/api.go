@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/version"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -30,6 +31,10 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/pods", s.listPods)
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/pods/{name}", s.getPod)
 	mux.HandleFunc("/api/v1/namespaces/{ns}/pods/{name}/exec", s.exec)
+	mux.HandleFunc("GET /api", s.discovery)
+	mux.HandleFunc("GET /api/v1", s.discovery)
+	mux.HandleFunc("GET /apis", s.discovery)
+	mux.HandleFunc("GET /version", s.discovery)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{}, r.URL.Path))
 	})
@@ -41,6 +46,34 @@ func (s *Server) routes() http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// discovery answers the paths kubectl reads before it does anything: the
+// core group offers pods (get, list) and pods/exec, and no other group exists.
+func (s *Server) discovery(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/api":
+		writeJSON(w, metav1.APIVersions{
+			TypeMeta: metav1.TypeMeta{Kind: "APIVersions"},
+			Versions: []string{"v1"},
+			ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{
+				{ClientCIDR: "0.0.0.0/0", ServerAddress: strings.TrimPrefix(s.URL, "https://")},
+			},
+		})
+	case "/api/v1":
+		writeJSON(w, metav1.APIResourceList{
+			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+			GroupVersion: "v1",
+			APIResources: []metav1.APIResource{
+				{Name: "pods", SingularName: "pod", Namespaced: true, Kind: "Pod", Verbs: []string{"get", "list"}, ShortNames: []string{"po"}},
+				{Name: "pods/exec", Namespaced: true, Kind: "PodExecOptions", Verbs: []string{"create", "get"}},
+			},
+		})
+	case "/apis":
+		writeJSON(w, metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}})
+	case "/version":
+		writeJSON(w, version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2-kubetest", Platform: "linux/amd64"})
+	}
 }
 
 // writeStatus answers with err's Kubernetes Status body and code.
