@@ -145,6 +145,22 @@ func TestKubernetesExecServerStdin(t *testing.T) {
 			if err != nil || out != "HELLO\nWORLD\ndone\n" {
 				t.Fatalf("stdin: stdout %q, %v", out, err)
 			}
+			// A command that ends while the client still holds stdin open ends the call.
+			inR, inW := io.Pipe()
+			defer inW.Close()
+			ended := make(chan error, 1)
+			ex := c.executor(t, kind, "dev", &corev1.PodExecOptions{Command: []string{"echo", "bye"}, Stdin: true, Stdout: true})
+			go func() {
+				ended <- ex.StreamWithContext(context.Background(), remotecommand.StreamOptions{Stdin: inR, Stdout: io.Discard})
+			}()
+			select {
+			case err := <-ended:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("exec with stdin left open did not end 10s after its command")
+			}
 		})
 	}
 }
@@ -244,6 +260,15 @@ func TestKubernetesExecServerErrors(t *testing.T) {
 	_, err := c.cs.CoreV1().Pods("default").Get(context.Background(), "nope", metav1.GetOptions{})
 	if !apierrors.IsNotFound(err) || err.Error() != `pods "nope" not found` {
 		t.Fatalf("get missing pod: %v", err)
+	}
+	bad := rest.CopyConfig(c.cfg)
+	bad.BearerToken = "wrong"
+	badCS, err := kubernetes.NewForConfig(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := badCS.CoreV1().Pods("default").Get(context.Background(), "dev", metav1.GetOptions{}); !apierrors.IsUnauthorized(err) {
+		t.Fatalf("wrong token: %v, want 401 Unauthorized", err)
 	}
 
 	s.Forbid("pods/exec")
@@ -345,8 +370,9 @@ func TestKubernetesExecServerTTYResize(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			done := make(chan error, 1)
+			ex := c.executor(t, kind, "dev", opts)
 			go func() {
-				done <- c.executor(t, kind, "dev", opts).StreamWithContext(ctx, remotecommand.StreamOptions{
+				done <- ex.StreamWithContext(ctx, remotecommand.StreamOptions{
 					Stdin: inR, Stdout: &out, Tty: true, TerminalSizeQueue: q,
 				})
 				close(q)
@@ -385,8 +411,9 @@ func startLong(t *testing.T, c *client, kind, pod string, ctx context.Context) (
 	opts := &corev1.PodExecOptions{Command: []string{"sh", "-c", "echo started; exec sleep 4321"}, Stdout: true, Stderr: true}
 	var out syncbuf.Buffer
 	done := make(chan error, 1)
+	ex := c.executor(t, kind, pod, opts)
 	go func() {
-		done <- c.executor(t, kind, pod, opts).StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
+		done <- ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
 	}()
 	waitFor(t, &out, "started", nil, "")
 	return done, &out

@@ -247,8 +247,12 @@ func startTTY(c *exec.Cmd, in io.Reader, out io.Writer, resize <-chan remotecomm
 		return nil, err
 	}
 	finished := make(chan struct{})
-	if resize != nil {
+	resized := make(chan struct{}) // closed when resizing has stopped, before ptmx closes
+	if resize == nil {
+		close(resized)
+	} else {
 		go func() {
+			defer close(resized)
 			for {
 				select {
 				case size, ok := <-resize:
@@ -277,6 +281,7 @@ func startTTY(c *exec.Cmd, in io.Reader, out io.Writer, resize <-chan remotecomm
 	return func() error {
 		err := c.Wait()
 		close(finished)
+		<-resized
 		// A background process may hold the terminal open; do not wait for it forever.
 		select {
 		case <-copied:
