@@ -48,6 +48,7 @@ type Server struct {
 	streamURL  *url.URL
 	stopStream func() error
 	calls      calls
+	holders    *holderThread
 	served     sync.WaitGroup
 
 	mu        sync.Mutex
@@ -83,6 +84,7 @@ func New(t testing.TB) *Server {
 }
 
 func (s *Server) start() error {
+	s.holders = newHolderThread()
 	s.Token = randomHex(16)
 	var err error
 	if s.dir, err = os.MkdirTemp("", "kubetest-"); err != nil {
@@ -149,6 +151,9 @@ func (s *Server) Close() {
 	for _, p := range pods {
 		p.kill()
 	}
+	if s.holders != nil {
+		s.holders.close()
+	}
 	waitBounded(&s.execs, 10*time.Second)
 	if s.api != nil {
 		_ = s.api.Close()
@@ -200,7 +205,7 @@ func (s *Server) AddPod(name string, labels map[string]string, containers ...str
 	if exists {
 		return nil, fmt.Errorf("kubetest: pod %q already exists", name)
 	}
-	p, err := startPod(name)
+	p, err := startPod(name, s.holders.start)
 	if err != nil {
 		return nil, fmt.Errorf("kubetest: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,11 +56,12 @@ const holderScript = `hostname "$0" 2>/dev/null; while :; do sleep 3600 & wait; 
 // new mount namespace with private propagation, so nothing leaks to this
 // machine's mounts; --kill-child takes PID 1 (and with it the whole PID
 // namespace) down when unshare dies.
-func startPod(name string) (*pod, error) {
+// start runs cmd.Start where Pdeathsig can be trusted (see holderThread).
+func startPod(name string, start func(*exec.Cmd) error) (*pod, error) {
 	cmd := exec.Command("unshare", "--pid", "--fork", "--kill-child", "--mount-proc",
 		"--mount", "--net", "--uts", "sh", "-c", holderScript, name)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := start(cmd); err != nil {
 		return nil, fmt.Errorf("pod %q: start unshare: %w", name, err)
 	}
 	p := &pod{name: name, holder: cmd, exited: make(chan struct{})}
@@ -74,6 +76,57 @@ func startPod(name string) (*pod, error) {
 	}
 	p.pid = pid
 	return p, nil
+}
+
+// holderThread starts pod holders from one OS thread that lives as long as
+// the server. The kernel sends Pdeathsig when the thread that forked a
+// process ends, not the process: Go may end any other thread at will, but
+// this one ends only when stop closes or this process dies, and then the
+// holders (and so their pods) are killed with it.
+type holderThread struct {
+	reqs chan holderReq
+	stop chan struct{}
+	done chan struct{}
+}
+
+type holderReq struct {
+	cmd *exec.Cmd
+	err chan error
+}
+
+func newHolderThread() *holderThread {
+	h := &holderThread{reqs: make(chan holderReq), stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		// Never unlocked: the thread exits with this goroutine.
+		goruntime.LockOSThread()
+		for {
+			select {
+			case r := <-h.reqs:
+				r.err <- r.cmd.Start()
+			case <-h.stop:
+				return
+			}
+		}
+	}()
+	return h
+}
+
+// start starts cmd on the holder thread.
+func (h *holderThread) start(cmd *exec.Cmd) error {
+	r := holderReq{cmd: cmd, err: make(chan error, 1)}
+	select {
+	case h.reqs <- r:
+		return <-r.err
+	case <-h.done:
+		return errors.New("the server is closed")
+	}
+}
+
+// close ends the thread once the pods are gone.
+func (h *holderThread) close() {
+	close(h.stop)
+	<-h.done
 }
 
 // childOf waits (bounded) until process parent has a child and returns its pid.
