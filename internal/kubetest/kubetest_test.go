@@ -133,6 +133,15 @@ func TestKubernetesExecServerStdoutStderrExitCode(t *testing.T) {
 			if out != "before\n" {
 				t.Fatalf("exit 3: stdout = %q", out)
 			}
+			// A killed command reads as 128 plus the signal, as with container runtimes.
+			_, _, err = c.run(t, kind, "dev", nil, "sh", "-c", "kill -9 $$")
+			if !errors.As(err, &ee) || ee.Code != 137 {
+				t.Fatalf("kill -9: err = %v, want exit code 137", err)
+			}
+			_, _, err = c.run(t, kind, "dev", nil, "no-such-command")
+			if err == nil || !strings.Contains(err.Error(), `exec: "no-such-command": executable file not found in $PATH`) {
+				t.Fatalf("missing command: %v", err)
+			}
 		})
 	}
 }

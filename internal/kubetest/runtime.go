@@ -186,6 +186,11 @@ func (r *runtime) Exec(ctx context.Context, containerID string, cmd []string, in
 	if len(cmd) == 0 {
 		return fmt.Errorf("pod %q: empty command", podName)
 	}
+	// The pod's files are this machine's, so the lookup here is the pod's;
+	// the message is the one container runtimes give.
+	if !strings.Contains(cmd[0], "/") && !inPodPath(cmd[0]) {
+		return fmt.Errorf("exec: %q: executable file not found in $PATH", cmd[0])
+	}
 
 	args := []string{"-t", strconv.Itoa(p.pid), "-p", "-m", "-n", "-u", "--"}
 	if tty {
@@ -196,7 +201,7 @@ func (r *runtime) Exec(ctx context.Context, containerID string, cmd []string, in
 	args = append(args, cmd...)
 	c := exec.Command("nsenter", args...)
 	c.Dir = "/"
-	c.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "HOSTNAME=" + podName}
+	c.Env = []string{"PATH=" + podPath, "HOME=/root", "HOSTNAME=" + podName}
 	if tty {
 		c.Env = append(c.Env, "TERM=xterm")
 	}
@@ -222,12 +227,32 @@ func (r *runtime) Exec(ctx context.Context, containerID string, cmd []string, in
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Exited() {
+		ws, ok := ee.Sys().(syscall.WaitStatus)
+		switch {
+		case ok && ws.Exited():
 			return utilexec.CodeExitError{Err: fmt.Errorf("command %q exited with status %d", cmd[0], ws.ExitStatus()), Code: ws.ExitStatus()}
+		case ok && ws.Signaled():
+			// nsenter re-raises its child's signal; container runtimes report
+			// a killed command as 128 plus the signal's number.
+			code := 128 + int(ws.Signal())
+			return utilexec.CodeExitError{Err: fmt.Errorf("command %q was killed by %v", cmd[0], ws.Signal()), Code: code}
 		}
 		return fmt.Errorf("pod %q: command %q ended: %v", podName, cmd[0], ee)
 	}
 	return err
+}
+
+// podPath is $PATH for commands in a pod, the usual one of container images.
+const podPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// inPodPath reports whether name is an executable file in podPath.
+func inPodPath(name string) bool {
+	for _, dir := range strings.Split(podPath, ":") {
+		if fi, err := os.Stat(dir + "/" + name); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // startPipes starts c with its own pipes. Wait returns when the command has
