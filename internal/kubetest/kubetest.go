@@ -102,7 +102,7 @@ func (s *Server) start() error {
 	cfg.Addr = streamLn.Addr().String()
 	cfg.BaseURL = s.streamURL
 	cfg.StreamIdleTimeout = 30 * time.Minute
-	if s.stream, err = streaming.NewServer(cfg, &runtime{s: s}); err != nil {
+	if s.stream, err = streaming.NewServer(cfg, &podRuntime{s: s}); err != nil {
 		_ = streamLn.Close()
 		return fmt.Errorf("kubetest: streaming server: %w", err)
 	}

@@ -5,6 +5,7 @@ package kubetest_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -319,6 +320,16 @@ func TestKubernetesExecServerPods(t *testing.T) {
 	list, err = c.cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 	if err != nil || len(list.Items) != 2 {
 		t.Fatalf("list all: %v, %v", list, err)
+	}
+	// kubectl get asks for rows to print.
+	raw, err := c.cs.CoreV1().RESTClient().Get().Namespace("default").Resource("pods").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
+	var table metav1.Table
+	if err == nil {
+		err = json.Unmarshal(raw, &table)
+	}
+	if err != nil || len(table.Rows) != 2 || table.Rows[1].Cells[0] != "web" || table.Rows[1].Cells[1] != "2/2" {
+		t.Fatalf("pods as a table: %s, %v", raw, err)
 	}
 	opts := &corev1.PodExecOptions{Command: []string{"hostname"}, Container: "sidecar", Stdout: true}
 	var out bytes.Buffer

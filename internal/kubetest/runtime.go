@@ -167,16 +167,16 @@ func (p *pod) kill() {
 	}
 }
 
-// runtime runs exec calls inside the pods of a Server; it is the
+// podRuntime runs exec calls inside the pods of a Server; it is the
 // streaming.Runtime behind the kubelet's streaming server.
-type runtime struct {
+type podRuntime struct {
 	s *Server
 }
 
 // Exec runs cmd in the namespaces of the pod named by containerID
 // ("pod/container"). A non-zero exit comes back as a utilexec.ExitError so
 // the streaming server reports the exit code to the client.
-func (r *runtime) Exec(ctx context.Context, containerID string, cmd []string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan remotecommandserver.TerminalSize) error {
+func (r *podRuntime) Exec(ctx context.Context, containerID string, cmd []string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan remotecommandserver.TerminalSize) error {
 	podName, _, _ := strings.Cut(containerID, "/")
 	p, done, err := r.s.beginExec(podName)
 	if err != nil {
@@ -371,12 +371,12 @@ func startTTY(c *exec.Cmd, in io.Reader, out io.Writer, resize <-chan remotecomm
 }
 
 // Attach is not offered: pods here have no main process to attach to.
-func (r *runtime) Attach(ctx context.Context, containerID string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan remotecommandserver.TerminalSize) error {
+func (r *podRuntime) Attach(ctx context.Context, containerID string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan remotecommandserver.TerminalSize) error {
 	return fmt.Errorf("container %q: attach is not supported by the test server", containerID)
 }
 
 // PortForward is not offered by the test server.
-func (r *runtime) PortForward(ctx context.Context, podSandboxID string, port int32, stream io.ReadWriteCloser) error {
+func (r *podRuntime) PortForward(ctx context.Context, podSandboxID string, port int32, stream io.ReadWriteCloser) error {
 	return fmt.Errorf("pod %q: port forwarding is not supported by the test server", podSandboxID)
 }
 
