@@ -55,8 +55,8 @@ const holderScript = `hostname "$0" 2>/dev/null; while :; do sleep 3600 & wait; 
 // startPod starts the holder of a new pod. unshare remounts /proc inside the
 // new mount namespace with private propagation, so nothing leaks to this
 // machine's mounts; --kill-child takes PID 1 (and with it the whole PID
-// namespace) down when unshare dies.
-// start runs cmd.Start where Pdeathsig can be trusted (see holderThread).
+// namespace) down when unshare dies. start runs cmd.Start on the thread
+// whose end kills the holder (see holderThread).
 func startPod(name string, start func(*exec.Cmd) error) (*pod, error) {
 	cmd := exec.Command("unshare", "--pid", "--fork", "--kill-child", "--mount-proc",
 		"--mount", "--net", "--uts", "sh", "-c", holderScript, name)
@@ -80,9 +80,9 @@ func startPod(name string, start func(*exec.Cmd) error) (*pod, error) {
 
 // holderThread starts pod holders from one OS thread that lives as long as
 // the server. The kernel sends Pdeathsig when the thread that forked a
-// process ends, not the process: Go may end any other thread at will, but
-// this one ends only when stop closes or this process dies, and then the
-// holders (and so their pods) are killed with it.
+// process ends, not when the process does, and Go may end other threads while
+// the process lives; this one ends only when stop closes or the process dies,
+// and the holders (and so their pods) die with it.
 type holderThread struct {
 	reqs chan holderReq
 	stop chan struct{}
