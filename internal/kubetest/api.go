@@ -12,13 +12,17 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/version"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -30,6 +34,10 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/pods", s.listPods)
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/pods/{name}", s.getPod)
 	mux.HandleFunc("/api/v1/namespaces/{ns}/pods/{name}/exec", s.exec)
+	mux.HandleFunc("GET /api", s.discovery)
+	mux.HandleFunc("GET /api/v1", s.discovery)
+	mux.HandleFunc("GET /apis", s.discovery)
+	mux.HandleFunc("GET /version", s.discovery)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{}, r.URL.Path))
 	})
@@ -41,6 +49,34 @@ func (s *Server) routes() http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// discovery answers the paths kubectl reads before it does anything: the
+// core group offers pods (get, list) and pods/exec, and no other group exists.
+func (s *Server) discovery(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/api":
+		writeJSON(w, metav1.APIVersions{
+			TypeMeta: metav1.TypeMeta{Kind: "APIVersions"},
+			Versions: []string{"v1"},
+			ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{
+				{ClientCIDR: "0.0.0.0/0", ServerAddress: strings.TrimPrefix(s.URL, "https://")},
+			},
+		})
+	case "/api/v1":
+		writeJSON(w, metav1.APIResourceList{
+			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+			GroupVersion: "v1",
+			APIResources: []metav1.APIResource{
+				{Name: "pods", SingularName: "pod", Namespaced: true, Kind: "Pod", Verbs: []string{"get", "list"}, ShortNames: []string{"po"}},
+				{Name: "pods/exec", Namespaced: true, Kind: "PodExecOptions", Verbs: []string{"create", "get"}},
+			},
+		})
+	case "/apis":
+		writeJSON(w, metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}})
+	case "/version":
+		writeJSON(w, version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2-kubetest", Platform: "linux/amd64"})
+	}
 }
 
 // writeStatus answers with err's Kubernetes Status body and code.
@@ -74,7 +110,39 @@ func (s *Server) getPod(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewNotFound(podsResource, name))
 		return
 	}
+	if wantsTable(r) {
+		writeJSON(w, s.podTable([]*pod{p}))
+		return
+	}
 	writeJSON(w, s.podObject(p))
+}
+
+// wantsTable reports whether the client (kubectl get) asks for rows to print.
+func wantsTable(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "as=Table")
+}
+
+// podTable is pods as kubectl get prints them.
+func (s *Server) podTable(pods []*pod) *metav1.Table {
+	t := &metav1.Table{
+		TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/v1"},
+		ColumnDefinitions: []metav1.TableColumnDefinition{
+			{Name: "Name", Type: "string", Format: "name"},
+			{Name: "Ready", Type: "string"},
+			{Name: "Status", Type: "string"},
+			{Name: "Restarts", Type: "integer"},
+			{Name: "Age", Type: "string"},
+		},
+		Rows: []metav1.TableRow{},
+	}
+	for _, p := range pods {
+		age := duration.HumanDuration(time.Since(p.created))
+		t.Rows = append(t.Rows, metav1.TableRow{
+			Cells:  []any{p.name, fmt.Sprintf("%d/%d", len(p.containers), len(p.containers)), "Running", 0, age},
+			Object: runtime.RawExtension{Object: s.podObject(p)},
+		})
+	}
+	return t
 }
 
 func (s *Server) listPods(w http.ResponseWriter, r *http.Request) {
@@ -98,6 +166,16 @@ func (s *Server) listPods(w http.ResponseWriter, r *http.Request) {
 	}
 	if list.Items == nil {
 		list.Items = []corev1.Pod{}
+	}
+	if wantsTable(r) {
+		var pods []*pod
+		for _, item := range list.Items {
+			if p := s.lookup(item.Name); p != nil {
+				pods = append(pods, p)
+			}
+		}
+		writeJSON(w, s.podTable(pods))
+		return
 	}
 	writeJSON(w, list)
 }

@@ -5,11 +5,13 @@ package kubetest_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +27,7 @@ import (
 	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/dshrun/dsh/internal/kubetest"
+	"github.com/dshrun/dsh/internal/syncbuf"
 )
 
 // executors are the ways client-go runs an exec: each one alone, and the
@@ -131,6 +134,15 @@ func TestKubernetesExecServerStdoutStderrExitCode(t *testing.T) {
 			if out != "before\n" {
 				t.Fatalf("exit 3: stdout = %q", out)
 			}
+			// A killed command reads as 128 plus the signal, as with container runtimes.
+			_, _, err = c.run(t, kind, "dev", nil, "sh", "-c", "kill -9 $$")
+			if !errors.As(err, &ee) || ee.Code != 137 {
+				t.Fatalf("kill -9: err = %v, want exit code 137", err)
+			}
+			_, _, err = c.run(t, kind, "dev", nil, "no-such-command")
+			if err == nil || !strings.Contains(err.Error(), `exec: "no-such-command": executable file not found in $PATH`) {
+				t.Fatalf("missing command: %v", err)
+			}
 		})
 	}
 }
@@ -143,22 +155,57 @@ func TestKubernetesExecServerStdin(t *testing.T) {
 			if err != nil || out != "HELLO\nWORLD\ndone\n" {
 				t.Fatalf("stdin: stdout %q, %v", out, err)
 			}
+			// A command that ends while the client still holds stdin open ends the call.
+			inR, inW := io.Pipe()
+			defer inW.Close()
+			ended := make(chan error, 1)
+			ex := c.executor(t, kind, "dev", &corev1.PodExecOptions{Command: []string{"echo", "bye"}, Stdin: true, Stdout: true})
+			go func() {
+				ended <- ex.StreamWithContext(context.Background(), remotecommand.StreamOptions{Stdin: inR, Stdout: io.Discard})
+			}()
+			select {
+			case err := <-ended:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("exec with stdin left open did not end 10s after its command")
+			}
 		})
 	}
 }
 
 // TestKubernetesExecServerPodNamespaces checks the command runs inside the
-// pod's own PID and UTS namespaces.
+// pod's own PID, UTS and network namespaces, and that orphans are reaped.
 func TestKubernetesExecServerPodNamespaces(t *testing.T) {
 	_, c := start(t)
-	out, _, err := c.run(t, "spdy", "dev", nil, "sh", "-c", "cat /proc/1/cmdline | tr '\\0' ' '; echo; readlink /proc/self/ns/pid")
+	out, _, err := c.run(t, "spdy", "dev", nil, "sh", "-c", "readlink /proc/self/ns/pid; hostname; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' \\n'")
 	if err != nil {
 		t.Fatal(err)
 	}
 	self, _ := os.Readlink("/proc/self/ns/pid")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 2 || lines[0] != "sleep infinity " || lines[1] == self {
-		t.Fatalf("in the pod: %q; want PID 1 \"sleep infinity\" and a PID namespace other than %s", out, self)
+	if len(lines) != 3 || lines[0] == self || lines[1] != "dev" || lines[2] != "lo" {
+		t.Fatalf("in the pod: %q; want a PID namespace other than %s, hostname dev, only lo", out, self)
+	}
+
+	// An orphan exits inside the pod; PID 1 must reap it.
+	if _, _, err := c.run(t, "spdy", "dev", nil, "sh", "-c", "sleep 0.1 & exit 0"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, _, err := c.run(t, "spdy", "dev", nil, "sh", "-c", "cat /proc/[0-9]*/stat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a zombie stays in the pod: %s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -224,6 +271,15 @@ func TestKubernetesExecServerErrors(t *testing.T) {
 	if !apierrors.IsNotFound(err) || err.Error() != `pods "nope" not found` {
 		t.Fatalf("get missing pod: %v", err)
 	}
+	bad := rest.CopyConfig(c.cfg)
+	bad.BearerToken = "wrong"
+	badCS, err := kubernetes.NewForConfig(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := badCS.CoreV1().Pods("default").Get(context.Background(), "dev", metav1.GetOptions{}); !apierrors.IsUnauthorized(err) {
+		t.Fatalf("wrong token: %v, want 401 Unauthorized", err)
+	}
 
 	s.Forbid("pods/exec")
 	for _, kind := range executors {
@@ -265,6 +321,16 @@ func TestKubernetesExecServerPods(t *testing.T) {
 	if err != nil || len(list.Items) != 2 {
 		t.Fatalf("list all: %v, %v", list, err)
 	}
+	// kubectl get asks for rows to print.
+	raw, err := c.cs.CoreV1().RESTClient().Get().Namespace("default").Resource("pods").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
+	var table metav1.Table
+	if err == nil {
+		err = json.Unmarshal(raw, &table)
+	}
+	if err != nil || len(table.Rows) != 2 || table.Rows[1].Cells[0] != "web" || table.Rows[1].Cells[1] != "2/2" {
+		t.Fatalf("pods as a table: %s, %v", raw, err)
+	}
 	opts := &corev1.PodExecOptions{Command: []string{"hostname"}, Container: "sidecar", Stdout: true}
 	var out bytes.Buffer
 	if err := c.executor(t, "spdy", "web", opts).StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out}); err != nil {
@@ -280,5 +346,187 @@ func TestKubernetesExecServerPods(t *testing.T) {
 	}
 	if _, err := c.cs.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("after delete: %v", err)
+	}
+}
+
+// sizes is a TerminalSizeQueue fed by the test.
+type sizes chan remotecommand.TerminalSize
+
+func (q sizes) Next() *remotecommand.TerminalSize {
+	s, ok := <-q
+	if !ok {
+		return nil
+	}
+	return &s
+}
+
+// waitFor polls until buf holds want, writing poke to w before each look.
+func waitFor(t *testing.T, buf *syncbuf.Buffer, want string, w io.Writer, poke string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(buf.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q within 10s; output %q", want, buf.String())
+		}
+		if poke != "" {
+			if _, err := io.WriteString(w, poke); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestKubernetesExecServerTTYResize(t *testing.T) {
+	_, c := start(t)
+	for _, kind := range executors {
+		t.Run(kind, func(t *testing.T) {
+			opts := &corev1.PodExecOptions{Command: []string{"sh"}, Stdin: true, Stdout: true, TTY: true}
+			inR, inW := io.Pipe()
+			defer inW.Close()
+			var out syncbuf.Buffer
+			q := make(sizes, 1)
+			q <- remotecommand.TerminalSize{Width: 100, Height: 40}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			ex := c.executor(t, kind, "dev", opts)
+			go func() {
+				done <- ex.StreamWithContext(ctx, remotecommand.StreamOptions{
+					Stdin: inR, Stdout: &out, Tty: true, TerminalSizeQueue: q,
+				})
+				close(q)
+			}()
+			// The first size and the first line travel apart, so ask until the size shows.
+			waitFor(t, &out, "40 100", inW, "stty size\n")
+			q <- remotecommand.TerminalSize{Width: 120, Height: 50}
+			waitFor(t, &out, "50 120", inW, "stty size\n")
+			if _, err := io.WriteString(inW, "tty; exit 4\n"); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				var ee exec.CodeExitError
+				if !errors.As(err, &ee) || ee.Code != 4 {
+					t.Fatalf("tty exit 4: %v; output %q", err, out.String())
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("tty exec did not end; output %q", out.String())
+			}
+			if !strings.Contains(out.String(), "/dev/pts/") {
+				t.Fatalf("tty: output %q has no /dev/pts/ terminal", out.String())
+			}
+		})
+	}
+}
+
+// alive reports whether process pid exists on this machine.
+func alive(pid int) bool {
+	return syscall.Kill(pid, 0) == nil
+}
+
+// startLong starts a long command in pod and returns once it printed "started".
+func startLong(t *testing.T, c *client, kind, pod string, ctx context.Context) (<-chan error, *syncbuf.Buffer) {
+	t.Helper()
+	opts := &corev1.PodExecOptions{Command: []string{"sh", "-c", "echo started; exec sleep 4321"}, Stdout: true, Stderr: true}
+	var out syncbuf.Buffer
+	done := make(chan error, 1)
+	ex := c.executor(t, kind, pod, opts)
+	go func() {
+		done <- ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
+	}()
+	waitFor(t, &out, "started", nil, "")
+	return done, &out
+}
+
+func TestKubernetesExecServerDeletePodEndsExec(t *testing.T) {
+	s, c := start(t)
+	for _, kind := range executors {
+		t.Run(kind, func(t *testing.T) {
+			p, err := s.AddPod("doomed", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done, out := startLong(t, c, kind, "doomed", context.Background())
+			began := time.Now()
+			if err := s.DeletePod("doomed"); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), `pod "doomed" was deleted`) {
+					t.Fatalf("exec in a deleted pod ended with %v, want an error saying the pod was deleted; output %q", err, out.String())
+				}
+				t.Logf("ended after %v: %v", time.Since(began), err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("exec in a deleted pod still running after 10s")
+			}
+			if alive(p.Pid) {
+				t.Fatalf("pod holder %d still alive", p.Pid)
+			}
+			_, _, err = c.run(t, kind, "doomed", nil, "true")
+			if err == nil || !strings.Contains(err.Error(), `pods "doomed" not found`) {
+				t.Fatalf("exec after delete: %v", err)
+			}
+		})
+	}
+}
+
+// TestKubernetesExecServerCancelEndsCommand checks a client that goes away
+// takes its command in the pod with it.
+func TestKubernetesExecServerCancelEndsCommand(t *testing.T) {
+	_, c := start(t)
+	for _, kind := range executors {
+		t.Run(kind, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			done, _ := startLong(t, c, kind, "dev", ctx)
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("cancelled exec still running after 10s")
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				out, _, err := c.run(t, "spdy", "dev", nil, "sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(out, "sleep 4321") {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the cancelled command still runs in the pod after 10s: %q", out)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	}
+}
+
+func TestKubernetesExecServerCloseKillsPods(t *testing.T) {
+	needRoot(t)
+	s, err := kubetest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.AddPod("dev", nil)
+	if err != nil {
+		s.Close()
+		t.Fatal(err)
+	}
+	c := newClient(t, s)
+	done, _ := startLong(t, c, "websocket", "dev", context.Background())
+	s.Close()
+	if alive(p.Pid) {
+		t.Fatalf("pod holder %d alive after Close", p.Pid)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("exec ended without an error when the server closed")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("exec still running 10s after Close")
 	}
 }

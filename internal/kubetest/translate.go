@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"sync"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
@@ -121,8 +120,11 @@ func writeExitStatus(w io.Writer, execErr error) error {
 		st.Message = fmt.Sprintf("command terminated with non-zero exit code: %v", ee)
 		st.Details = &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: "ExitCode", Message: fmt.Sprint(ee.Code)}}}
 	default:
-		st = apierrors.NewInternalError(execErr).ErrStatus
-		st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+		// The kubelet's error already reads as the API server's; pass it on as is.
+		st.Status = metav1.StatusFailure
+		st.Reason = metav1.StatusReasonInternalError
+		st.Code = http.StatusInternalServerError
+		st.Message = execErr.Error()
 	}
 	b, err := json.Marshal(st)
 	if err != nil {
