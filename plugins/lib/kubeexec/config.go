@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
@@ -161,4 +162,7 @@ func serviceDNSConfig() (*rest.Config, error) {
 
 // Quiet stops client-go's own log lines: a relay's stderr is the
 // command's, and what goes wrong is said once, in a sentence.
-func Quiet() { klog.SetLogger(logr.Discard()) }
+// Once: klog's logger may not change while client-go logs.
+func Quiet() { quiet.Do(func() { klog.SetLogger(logr.Discard()) }) }
+
+var quiet sync.Once
