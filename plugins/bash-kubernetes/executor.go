@@ -10,13 +10,14 @@ import (
 	"strings"
 	"sync"
 
+	"google.golang.org/protobuf/proto"
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/plugins/lib/kubeexec"
 	"github.com/dshrun/dsh/plugins/lib/localexec"
 	"github.com/dshrun/dsh/plugins/shell"
 	"github.com/dshrun/dsh/sdk"
-	"google.golang.org/protobuf/proto"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // config is the executor's config: the shared executor keys and the
