@@ -3,8 +3,10 @@
 // context or in-cluster, namespace, pod or label selector, container), the
 // choice of a running pod, the REST config and the exec client (WebSocket,
 // falling back to SPDY as kubectl does), one plain sentence for each API
-// server error, and the in-pod scripts that run a command and end its
-// whole tree. Executors and terminal backends build on it.
+// server error, the in-pod scripts that run a command and end its whole
+// tree, and the relay: the local process an executor starts through
+// ctx.subprocess for each command (Relay). Executors and terminal
+// backends build on it.
 package kubeexec
 
 import (
