@@ -77,7 +77,7 @@ func TestKubernetesTerminalTools(t *testing.T) {
 	f.Saw("the prompt, a command's output and the open's size in the pod; the wait settles as inferred_idle")
 
 	f = fault(t, "kubernetes terminal: an interrupt")
-	text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": "sleep 60; echo not-interrupted", "waitMs": 500})
+	text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": "sleep 60; echo not-inter''rupted", "waitMs": 500})
 	expect(t, "sleep 60", text, "[wait: ")
 	text, _ = callText(t, ctx, a, "terminal_signal", map[string]any{"session_id": id, "signal": "SIGINT"})
 	expect(t, "SIGINT", text, "[SIGINT sent to the program in front of "+id)
