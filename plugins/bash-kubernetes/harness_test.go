@@ -1,0 +1,134 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dshrun/dsh/internal/kubetest"
+	"github.com/dshrun/dsh/internal/syncbuf"
+	"github.com/dshrun/dsh/internal/testplugins"
+)
+
+var binDir string
+
+// TestMain builds the real binaries and this executor beside them, runs
+// the tests, and fails the run if any process of those binaries is left.
+func TestMain(m *testing.M) {
+	d, err := os.MkdirTemp("", "dsh-kubeexec-")
+	if err != nil {
+		panic(err)
+	}
+	if err := testplugins.Build(d); err == nil {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(d, "dsh-bash-kubernetes"), ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, berr := cmd.CombinedOutput(); berr != nil {
+			err = fmt.Errorf("go build: %v\n%s", berr, out)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = d
+	code := m.Run()
+	if left := testplugins.Running(d); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "processes left behind: %v\n", left)
+		code = 1
+	}
+	_ = os.RemoveAll(d)
+	os.Exit(code)
+}
+
+// composition is a session's composition: this executor on the test
+// server's pod, and the bash tools.
+func composition(s *kubetest.Server, pod string, extra string) string {
+	return fmt.Sprintf(`plugins:
+  - id: env
+    name: shell-env
+  - id: bash
+    name: bash-kubernetes
+    config:
+      kubeconfig: %s
+      context: kubetest
+      pod: %s
+      graceMs: 1000
+%s  - id: tools
+    name: tool-bash
+`, s.Kubeconfig, pod, extra)
+}
+
+type session struct {
+	cmd    *exec.Cmd
+	cs     *mcp.ClientSession
+	file   string
+	stderr *syncbuf.Buffer
+}
+
+func serve(t *testing.T, ctx context.Context, comp string) *session {
+	t.Helper()
+	s := &session{stderr: &syncbuf.Buffer{}, file: filepath.Join(t.TempDir(), "comp.yaml")}
+	if err := os.WriteFile(s.file, []byte(comp), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.cmd = exec.Command(filepath.Join(binDir, "dsh"), "serve", s.file)
+	s.cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir())
+	s.cmd.Dir = t.TempDir()
+	s.cmd.Stderr = s.stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "kubeexec", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 10 * time.Second}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\nstderr:\n%s", err, s.stderr)
+	}
+	s.cs = cs
+	t.Cleanup(func() {
+		_ = cs.Close()
+		if t.Failed() {
+			t.Logf("dsh stderr:\n%s", s.stderr)
+		}
+	})
+	return s
+}
+
+// call calls a tool and returns its text and whether it is an error.
+func (s *session) call(t *testing.T, ctx context.Context, tool string, args map[string]any) (string, bool) {
+	t.Helper()
+	if tool == "bash" {
+		args["description"] = "kubernetes executor test"
+	}
+	r, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s %v: %v\nstderr:\n%s", tool, args, err, s.stderr)
+	}
+	var out []string
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			out = append(out, tc.Text)
+		}
+	}
+	return strings.Join(out, "\n"), r.IsError
+}
+
+func (s *session) bash(t *testing.T, ctx context.Context, command string) (string, bool) {
+	t.Helper()
+	return s.call(t, ctx, "bash", map[string]any{"command": command})
+}
+
+// startPod starts a kubetest server with one pod.
+func startPod(t *testing.T, name string) *kubetest.Server {
+	t.Helper()
+	srv := kubetest.New(t)
+	if _, err := srv.AddPod(name, map[string]string{"app": name}); err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}

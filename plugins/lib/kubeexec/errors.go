@@ -1,0 +1,69 @@
+package kubeexec
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"syscall"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// Sentence is an error whose text is one plain sentence a model reads as
+// it is.
+type Sentence struct{ Text string }
+
+func (s *Sentence) Error() string { return s.Text }
+
+func sentence(format string, a ...any) error { return &Sentence{Text: fmt.Sprintf(format, a...)} }
+
+// Explain turns err, from the API server or the way to it, about pod
+// (""/container when not known yet), into one plain sentence: forbidden,
+// unauthorized, no such pod, no such container, connection refused, or the
+// connection lost. A Sentence comes back as it is.
+func (c *Conn) Explain(err error, pod, container string) error {
+	if err == nil {
+		return nil
+	}
+	var s *Sentence
+	if errors.As(err, &s) {
+		return s
+	}
+	where := c.Target.Where(c.Namespace)
+	if pod != "" {
+		where = "pod " + c.Namespace + "/" + pod
+	}
+	server := c.Config.Host
+	msg := err.Error()
+	switch {
+	case apierrors.IsForbidden(err) && strings.Contains(msg, "pods/exec"):
+		return sentence("Kubernetes does not allow this account to run commands in %s: it needs permission to create pods/exec in namespace %s.", where, c.Namespace)
+	case apierrors.IsForbidden(err):
+		return sentence("Kubernetes does not allow this account to read pods in namespace %s: it needs permission to get and list pods there.", c.Namespace)
+	case apierrors.IsUnauthorized(err):
+		return sentence("The Kubernetes API server at %s did not accept this account's credentials.", server)
+	case apierrors.IsNotFound(err) && pod != "":
+		return sentence("There is no pod %s in namespace %s.", pod, c.Namespace)
+	case apierrors.IsNotFound(err):
+		return sentence("The namespace %s or its pods cannot be found.", c.Namespace)
+	case apierrors.IsBadRequest(err) && strings.Contains(msg, "container"):
+		return sentence("The %s has no container %s, or it is not running.", where, container)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return sentence("The Kubernetes API server at %s refuses connections: the cluster may be down.", server)
+	}
+	var dns *net.DNSError
+	var ue *url.Error
+	if errors.As(err, &dns) || (errors.As(err, &ue) && ue.Timeout()) {
+		return sentence("The Kubernetes API server at %s cannot be reached.", server)
+	}
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		m := strings.TrimSpace(st.Status().Message)
+		if m != "" {
+			return sentence("Kubernetes refused the command in %s: %s.", where, strings.TrimSuffix(m, "."))
+		}
+	}
+	return sentence("The connection to %s was lost before the command's end was known.", where)
+}

@@ -1,0 +1,140 @@
+package kubeexec
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// MarkerVar is the variable that marks every process of one command in
+// the container: the command starts with MarkerVar=<its id> in its
+// environment, its children inherit it (setsid ones too), and ending the
+// command is killing each process whose /proc/PID/environ holds it. It
+// needs only a POSIX shell, tr and kill: no process groups, no pid files,
+// nothing of the command's own cooperation (a process that empties its
+// environment escapes).
+const MarkerVar = "DSH_EXEC_ID"
+
+// NewID is a fresh command id for MarkerVar.
+func NewID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Ack is the byte the wrapper writes first on stdout, once it has read the
+// header: the caller drops it, and sends the command's input only then
+// (a head -c that reads ahead, as busybox's does, cannot take the input
+// with the header).
+const Ack = '.'
+
+// endFunctions are the shell functions that find and end one command's
+// processes: marked prints their pids (a zombie's environ is empty, so a
+// dead process is never found again); end sends TERM, waits up to $1
+// tenths of a second for them to go, then sends KILL until none is left.
+const endFunctions = `marked() {
+	for p in /proc/[0-9]*; do
+		e=$({ tr '\0' '\n' <"$p/environ"; } 2>/dev/null) || continue
+		case "
+$e
+" in *"
+` + MarkerVar + `=$id
+"*) printf '%s\n' "${p#/proc/}" ;; esac
+	done
+}
+end() {
+	k=$(marked)
+	[ -n "$k" ] || return 0
+	kill -TERM $k 2>/dev/null
+	i=0
+	while [ "$i" -lt "$1" ]; do
+		sleep 0.1 2>/dev/null || sleep 1
+		k=$(marked)
+		[ -n "$k" ] || return 0
+		i=$((i + 1))
+	done
+	i=0
+	while [ "$i" -lt 50 ]; do
+		k=$(marked)
+		[ -n "$k" ] || return 0
+		kill -KILL $k 2>/dev/null
+		sleep 0.1 2>/dev/null || sleep 1
+		i=$((i + 1))
+	done
+}
+`
+
+// Wrapper is the in-pod script (sh -c Wrapper dsh ID HEADERLEN INPUTLEN
+// GRACE) that runs one command. Its stdin is, in order: the header
+// (Header: the directory, the command and its environment), the command's
+// input (INPUTLEN bytes, sent after Ack), then nothing until the caller
+// is done or gone. When that stream ends before the command does (the
+// caller was told to stop it, or died and its connection with it), the
+// watcher ends the command's tree: TERM, GRACE tenths of a second, KILL.
+// That is the dead-man switch: a caller killed outright leaves nothing
+// running, as long as the API server and kubelet close the exec's stdin
+// when its connection goes, which they do. What the command leaves
+// behind when it exits dies with it, as on the host. The exit status is
+// the command's; 125 is a header that did not arrive whole.
+const Wrapper = endFunctions + `id=$1 hl=$2 n=$3 g=$4
+h=$(head -c "$hl") && eval "$h" && [ "$ok" = 1 ] || { echo "dsh: the command did not arrive whole" >&2; exit 125; }
+printf .
+exec 3<&0
+{
+	if [ "$n" -gt 0 ]; then head -c "$n" <&3; fi
+	{ cat >/dev/null; end "$g"; } <&3 >/dev/null 2>&1 &
+} | (
+	if [ -n "$d" ]; then
+		case $d in "~" | "~/"*) d=$HOME${d#"~"} ;; esac
+		cd "$d" 2>/dev/null || { printf 'dsh: the working directory %s does not exist in the container or cannot be entered\n' "$d" >&2; exit 1; }
+	fi
+	if command -v bash >/dev/null 2>&1; then s=bash; else s=sh; fi
+	exec 3<&-
+	exec env "` + MarkerVar + `=$id" "$@" "$s" -c "$c"
+)
+st=$?
+exec 3<&-
+end 0
+exit "$st"
+`
+
+// KillScript (sh -c KillScript dsh ID GRACE) ends one command's tree from
+// a second exec: TERM, GRACE tenths of a second, KILL.
+const KillScript = endFunctions + `id=$1
+end "$2"
+`
+
+// WrapperArgv is the exec command of Wrapper for the command with id,
+// header and input lengths, and a grace in milliseconds.
+func WrapperArgv(id string, header, input int, graceMs int64) []string {
+	return []string{"sh", "-c", Wrapper, "dsh", id, strconv.Itoa(header), strconv.Itoa(input), strconv.FormatInt(tenths(graceMs), 10)}
+}
+
+// KillArgv is the exec command of KillScript.
+func KillArgv(id string, graceMs int64) []string {
+	return []string{"sh", "-c", KillScript, "dsh", id, strconv.FormatInt(tenths(graceMs), 10)}
+}
+
+func tenths(ms int64) int64 { return max(ms+99, 0) / 100 }
+
+// Header is the text Wrapper reads first: the working directory ("" is
+// the container's), the command, and its environment, all quoted for the
+// shell. Variables whose names env cannot take are left out.
+func Header(dir, command string, env map[string]string) string {
+	var b strings.Builder
+	b.WriteString("d=" + Quote(dir) + "\nc=" + Quote(command) + "\nset --")
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if k == "" || k[0] == '-' || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(env[k], 0) || k == MarkerVar {
+			continue
+		}
+		b.WriteString(" " + Quote(k+"="+env[k]))
+	}
+	b.WriteString("\nok=1\n")
+	return b.String()
+}
+
+// Quote is s as one shell word in single quotes.
+func Quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -1,0 +1,78 @@
+package kubeexec
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runWrapper runs Wrapper under the machine's sh as an exec would: header,
+// then the input after the ack, then hold stdin open until hold is closed.
+func runWrapper(t *testing.T, dir, command string, env map[string]string, input string, hold chan struct{}) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	id := NewID()
+	h := Header(dir, command, env)
+	argv := WrapperArgv(id, len(h), len(input), 500)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	ack := make(chan struct{})
+	cmd.Stdout = &ackWriter{w: &stdout, ack: ack}
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = time.Second // a sleep left behind must not hold the test
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		io.WriteString(in, h)
+		select {
+		case <-ack:
+		case <-ctx.Done():
+		}
+		io.WriteString(in, input)
+		if hold != nil {
+			<-hold
+		}
+		in.Close()
+	}()
+	err = cmd.Wait()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func TestWrapperRunsTheCommand(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
+	out, errOut, code := runWrapper(t, "/tmp", `echo "$0 $(pwd) $FOO"; cat; echo err >&2; exit 7`, map[string]string{"FOO": "it's x"}, "in\nput", hold)
+	if out != "bash /tmp it's x\nin\nput" || errOut != "err\n" || code != 7 {
+		t.Fatalf("stdout %q stderr %q code %d", out, errOut, code)
+	}
+}
+
+func TestWrapperEndsTheTreeWhenStdinEnds(t *testing.T) {
+	start := time.Now()
+	hold := make(chan struct{})
+	go func() { time.Sleep(time.Second); close(hold) }()
+	_, _, code := runWrapper(t, "", `setsid sleep 60 & sleep 60`, nil, "", hold)
+	if code != 143 || time.Since(start) > 10*time.Second {
+		t.Fatalf("code %d after %v", code, time.Since(start))
+	}
+	out, _ := exec.Command("sh", "-c", "ps -eo args | grep '^sleep 60' || true").Output()
+	if strings.TrimSpace(string(out)) != "" {
+		t.Fatalf("left running: %s", out)
+	}
+}
