@@ -73,38 +73,34 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 
 	"github.com/dshrun/dsh/core/subprocess"
 	"github.com/dshrun/dsh/core/terminals"
+	"github.com/dshrun/dsh/plugins/lib/kubeexec"
 	"github.com/dshrun/dsh/plugins/shellenv"
 	"github.com/dshrun/dsh/plugins/termbackend"
 	"github.com/dshrun/dsh/plugins/termbackend/terminalv1"
 	"github.com/dshrun/dsh/sdk"
 )
 
-// config is terminal-kubernetes's config.
+// config is terminal-kubernetes's config: the pod's (kubeexec.Target),
+// and the sessions'.
 type config struct {
-	Name          string `json:"name" default:"kubernetes" pattern:"^[A-Za-z0-9._-]{1,64}$" desc:"the backend name sessions are opened with (kubernetes)"`
-	Kubeconfig    string `json:"kubeconfig" desc:"the kubeconfig file (~/.kube/config)"`
-	Context       string `json:"context" desc:"the kubeconfig context (its current one)"`
-	InCluster     bool   `json:"inCluster" desc:"use the service account of the pod dsh runs in, not a kubeconfig"`
-	Namespace     string `json:"namespace" desc:"the pod's namespace (the context's, else default)"`
-	Pod           string `json:"pod" desc:"the pod sessions open in (or labelSelector)"`
-	LabelSelector string `json:"labelSelector" desc:"a label selector: sessions open in the first running pod it matches (or pod)"`
-	Container     string `json:"container" desc:"the container (the pod's default container, else its first)"`
-	Shell         string `json:"shell" default:"bash" pattern:"^(bash|sh)$" desc:"the shell in the container: bash, or sh"`
-	Cwd           string `json:"cwd" desc:"where sessions start in the container (its working directory)"`
-	Term          string `json:"term" default:"xterm-256color" desc:"TERM in the container (xterm-256color)"`
+	kubeexec.Target
+	Name  string `json:"name" default:"kubernetes" pattern:"^[A-Za-z0-9._-]{1,64}$" desc:"the backend name sessions are opened with (kubernetes)"`
+	Shell string `json:"shell" default:"bash" pattern:"^(bash|sh)$" desc:"the shell in the container: bash, or sh"`
+	Cwd   string `json:"cwd" desc:"where sessions start in the container (its working directory)"`
+	Term  string `json:"term" default:"xterm-256color" desc:"TERM in the container (xterm-256color)"`
 }
 
 type terminalKubernetes struct {
-	cfg config
-	sub *subprocess.Client
-	env *shellenv.Follower // ctx.shellEnv, when composed
+	cfg  config
+	conn *kubeexec.Conn // the cluster; the API server is asked at each open
+	sub  *subprocess.Client
+	env  *shellenv.Follower // ctx.shellEnv, when composed
 }
 
 var _ termbackend.Backend = (*terminalKubernetes)(nil)
@@ -135,50 +131,33 @@ func (p *terminalKubernetes) Apply(ctx context.Context, host *sdk.Host, raw json
 	if err != nil {
 		return err
 	}
-	switch {
-	case (cfg.Pod == "") == (cfg.LabelSelector == ""):
-		return errors.New("name the pod sessions open in: pod or labelSelector, one of them")
-	case cfg.InCluster && (cfg.Kubeconfig != "" || cfg.Context != ""):
-		return errors.New("inCluster uses the pod's service account: it takes no kubeconfig or context")
-	}
 	// A kubeconfig that cannot be read is a fault of the composition, told
 	// now; the cluster itself is asked only when a session opens.
-	if _, _, err := restConfig(p.targetOf(cfg)); err != nil {
+	conn, err := kubeexec.Connect(cfg.Target)
+	if err != nil {
 		return err
 	}
+	p.conn = conn
 	p.cfg = cfg
 	p.sub = subprocess.NewClient(host.Conn(subprocess.Key))
 	p.env = shellenv.NewClient(host.Conn(shellenv.Key)).Follow()
 	return terminals.NewClient(host.Conn(terminals.Key)).RegisterBackend(ctx, cfg.Name, cfg.Shell)
 }
 
-// targetOf is cfg's cluster, as the relay is handed it (its pod not yet
-// resolved).
-func (p *terminalKubernetes) targetOf(cfg config) target {
-	return target{Kubeconfig: cfg.Kubeconfig, Context: cfg.Context, InCluster: cfg.InCluster, Namespace: cfg.Namespace, Pod: cfg.Pod, Container: cfg.Container}
-}
-
 // resolveTimeout bounds the questions an open asks the API server.
 const resolveTimeout = 20 * time.Second
 
 func (p *terminalKubernetes) Start(ctx context.Context, req *termbackend.StartRequest) (*termbackend.Started, error) {
-	t := p.targetOf(p.cfg)
-	c, ns, err := restConfig(t)
-	if err != nil {
-		return nil, termbackend.CannotStart(err)
-	}
-	if t.Namespace == "" {
-		t.Namespace = ns
-	}
-	if t.Namespace == "" {
-		t.Namespace = "default"
-	}
 	rctx, cancel := context.WithTimeout(ctx, resolveTimeout)
-	t.Pod, t.Container, err = resolve(rctx, c, t.Namespace, p.cfg.Pod, p.cfg.LabelSelector, p.cfg.Container)
+	pod, container, err := p.conn.Pick(rctx)
 	cancel()
 	if err != nil {
 		return nil, termbackend.CannotStart(err)
 	}
+	// The relay opens the exec in the pod picked now, whatever the
+	// selector matches later: the session's shell is there.
+	t := p.conn.Target
+	t.Namespace, t.Pod, t.LabelSelector, t.Container = p.conn.Namespace, pod.Name, "", container
 	cwd := req.Cwd
 	if cwd == "" {
 		cwd = p.cfg.Cwd
@@ -251,16 +230,6 @@ func (p *terminalKubernetes) Send(ctx context.Context, req *termbackend.SendRequ
 		return false, termbackend.NotFound(err)
 	}
 	return written, err
-}
-
-// plainCause is err in words for a person: what the API server said, or
-// the error itself.
-func plainCause(err error) string {
-	msg := err.Error()
-	for _, w := range []string{"websocket: ", "spdy: ", "stream error: "} {
-		msg = strings.ReplaceAll(msg, w, "")
-	}
-	return msg
 }
 
 func main() {

@@ -14,14 +14,15 @@ import (
 
 	"golang.org/x/sys/unix"
 	"k8s.io/client-go/tools/remotecommand"
-	utilexec "k8s.io/client-go/util/exec"
+
+	"github.com/dshrun/dsh/plugins/lib/kubeexec"
 )
 
 // relaySpec is what a relay is handed on fd 3: where to open the exec and
 // what to run there.
 type relaySpec struct {
-	Target  target   `json:"target"`
-	Command []string `json:"command"`
+	Target  kubeexec.Target `json:"target"` // its pod and container resolved
+	Command []string        `json:"command"`
 }
 
 // The relay's two stages, named by the binary's first arguments.
@@ -121,15 +122,11 @@ func relayCopy() int {
 		fmt.Fprintf(os.Stderr, "dsh: the relay was started without its spec: %v\r\n", err)
 		return exitLost
 	}
-	where := fmt.Sprintf("pod %s/%s", spec.Target.Namespace, spec.Target.Pod)
-	if spec.Target.Container != "" {
-		where += " (container " + spec.Target.Container + ")"
-	}
-	c, _, err := restConfig(spec.Target)
-	var ex remotecommand.Executor
-	if err == nil {
-		ex, err = executor(c, spec.Target, spec.Command)
-	}
+	// client-go's own log lines would land on the session's screen.
+	kubeexec.Quiet()
+	t := spec.Target
+	where := "pod " + t.Namespace + "/" + t.Pod + " (container " + t.Container + ")"
+	conn, err := kubeexec.Connect(t)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "\r\ndsh: no shell could be opened in %s: %v\r\n", where, err)
 		return exitLost
@@ -156,22 +153,20 @@ func relayCopy() int {
 			}
 		}
 	}()
-	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{
-		Stdin:             in.pr,
-		Stdout:            os.Stdout,
-		Tty:               true,
-		TerminalSizeQueue: sizes,
+	code, err := conn.Exec(ctx, t.Pod, t.Container, kubeexec.ExecOptions{
+		Command: spec.Command,
+		Stdin:   in.pr,
+		Stdout:  os.Stdout,
+		TTY:     true,
+		Resize:  sizes,
 	})
-	var code utilexec.CodeExitError
 	switch {
 	case err == nil:
-		return 0
-	case errors.As(err, &code):
-		return code.ExitStatus()
+		return code
 	case ctx.Err() != nil:
 		return exitLost
 	}
-	fmt.Fprintf(os.Stderr, "\r\ndsh: the connection to the shell in %s was lost: %s\r\n", where, plainCause(err))
+	fmt.Fprintf(os.Stderr, "\r\ndsh: %v\r\n", conn.Explain(err, t.Pod, t.Container))
 	return exitLost
 }
 

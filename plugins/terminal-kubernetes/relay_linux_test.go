@@ -16,6 +16,7 @@ import (
 	"github.com/dshrun/dsh/host/termsessions/settle"
 	"github.com/dshrun/dsh/internal/kubetest"
 	"github.com/dshrun/dsh/internal/syncbuf"
+	"github.com/dshrun/dsh/plugins/lib/kubeexec"
 )
 
 // relayed is a relay on a terminal of the test's, its shell in a pod.
@@ -42,7 +43,7 @@ func startRelay(t *testing.T, srv *kubetest.Server, pod string) *relayed {
 	const nonce = "00112233aabbccdd"
 	ps1, printed := Prompt(shellBash, nonce)
 	spec, err := json.Marshal(relaySpec{
-		Target:  target{Kubeconfig: srv.Kubeconfig, Namespace: srv.Namespace, Pod: pod, Container: "main"},
+		Target:  kubeexec.Target{Kubeconfig: srv.Kubeconfig, Namespace: srv.Namespace, Pod: pod, Container: "main"},
 		Command: Command(shellBash, "xterm-256color", "", RC(shellBash, ps1, nil), nonce),
 	})
 	if err != nil {
@@ -184,7 +185,7 @@ func TestKubernetesRelayPodDeleted(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the relay did not exit after its pod was deleted")
 	}
-	r.waitFor("the line that says why", "dsh: the connection to the shell in pod default/doomed (container main) was lost: ")
+	r.waitFor("the line that says why", "\r\ndsh: The connection to pod default/doomed was lost")
 }
 
 // needKubetest skips where kubetest's pods cannot be made (they are

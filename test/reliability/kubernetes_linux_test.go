@@ -67,10 +67,10 @@ func TestKubernetesTerminalTools(t *testing.T) {
 		t.Fatalf("terminal_open: %s", text)
 	}
 	id := m[1]
-	// PID 1 of the pod is its holder, sleep infinity; the shell's facts and
-	// size are there.
-	text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": `echo "[$((6*7))|$(tr '\0' ' ' </proc/1/cmdline)|$DSH_COMPOSITION|$TERM]"; stty size`, "waitMs": 10000})
-	expect(t, "a command in the pod", text, "\n[42|sleep infinity |kube|xterm-256color]\n30 90\n", "[wait: inferred_idle — ")
+	// The pod's hostname is its name (its UTS namespace); the shell's
+	// facts and size are there.
+	text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": `echo "[$((6*7))|$(cat /proc/sys/kernel/hostname)|$DSH_COMPOSITION|$TERM]"; stty size`, "waitMs": 10000})
+	expect(t, "a command in the pod", text, "\n[42|web-1|kube|xterm-256color]\n30 90\n", "[wait: inferred_idle — ")
 	if !strings.HasSuffix(strings.TrimRight(text[:strings.Index(text, "[wait:")], "\n "), "$") {
 		t.Fatalf("no prompt after the command:\n%s", text)
 	}
@@ -102,7 +102,7 @@ func TestKubernetesTerminalTools(t *testing.T) {
 
 	// A new terminal, with no pod left: refused in words that say why.
 	text, r = callText(t, ctx, a, "terminal_open", map[string]any{})
-	if !r.IsError || !strings.Contains(text, `no running pod in namespace default matches "app=web"`) {
+	if !r.IsError || !strings.Contains(text, "No running pod in namespace default matches the label selector app=web") {
 		t.Fatalf("terminal_open without a pod: %s", text)
 	}
 }
@@ -127,8 +127,8 @@ func TestKubernetesPersistentBash(t *testing.T) {
 	if text, r := pbash(t, ctx, a, "cd "+dir+" && export KEPT=yes && f() { echo from-f; }"); text != noteFresh || r.IsError {
 		t.Fatalf("cd and export: %q", text)
 	}
-	text, _ := pbash(t, ctx, a, "pwd; echo $KEPT; f; echo $DSH_COMPOSITION; tr '\\0' ' ' </proc/1/cmdline; echo; stty size")
-	if text != dir+"\nyes\nfrom-f\nkube\nsleep infinity \n50 200" {
+	text, _ := pbash(t, ctx, a, "pwd; echo $KEPT; f; echo $DSH_COMPOSITION; cat /proc/sys/kernel/hostname; stty size")
+	if text != dir+"\nyes\nfrom-f\nkube\nworker\n50 200" {
 		t.Fatalf("the state of the shell: %q", text)
 	}
 	text, _ = pbash(t, ctx, a, "printf 'no newline'; false")
@@ -162,7 +162,7 @@ func TestKubernetesPersistentBash(t *testing.T) {
 	if took := time.Since(start); took > 30*time.Second {
 		t.Fatalf("the result came %s after the pod was deleted", took)
 	}
-	if !strings.Contains(text, "exited") && !strings.Contains(text, "ended") {
+	if !strings.Contains(text, "The connection to pod default/worker was lost") || !strings.Contains(text, "[the shell exited with code 255") {
 		t.Fatalf("the result says nothing of the shell's end: %q", text)
 	}
 	f.Saw("the result came %s after the delete: %q", time.Since(start).Round(100*time.Millisecond), text)
