@@ -3,10 +3,12 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,19 +29,53 @@ type relayed struct {
 	out     *syncbuf.Buffer
 	from    int // output before it was looked at already
 	printed string
-	exited  chan error
+	exited  chan struct{} // closed once the relay has exited, with err
+	err     error
+}
+
+// The plugin's binary, built once for the package's tests.
+var binary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// built is the path of this plugin's binary, built for the tests.
+func built(t *testing.T) string {
+	t.Helper()
+	binary.once.Do(func() {
+		dir, err := os.MkdirTemp("", "dsh-terminal-kubernetes-")
+		if err != nil {
+			binary.err = err
+			return
+		}
+		binary.path = filepath.Join(dir, "dsh-terminal-kubernetes")
+		build := exec.Command("go", "build", "-o", binary.path, ".")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			binary.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binary.err != nil {
+		t.Fatal(binary.err)
+	}
+	return binary.path
+}
+
+// TestMain removes the binary the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binary.path != "" {
+		_ = os.RemoveAll(filepath.Dir(binary.path))
+	}
+	os.Exit(code)
 }
 
 // startRelay builds this plugin and starts its relay, as a session's
 // terminal runs it, with a bash in pod of srv.
 func startRelay(t *testing.T, srv *kubetest.Server, pod string) *relayed {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "dsh-terminal-kubernetes")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := built(t)
 	const nonce = "00112233aabbccdd"
 	ps1, printed := Prompt(shellBash, nonce)
 	spec, err := json.Marshal(relaySpec{
@@ -56,7 +92,7 @@ func startRelay(t *testing.T, srv *kubetest.Server, pod string) *relayed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &relayed{t: t, cmd: cmd, master: f, out: &syncbuf.Buffer{}, printed: string(printed), exited: make(chan error, 1)}
+	r := &relayed{t: t, cmd: cmd, master: f, out: &syncbuf.Buffer{}, printed: string(printed), exited: make(chan struct{})}
 	go func() {
 		buf := make([]byte, 4096)
 		for {
@@ -67,7 +103,10 @@ func startRelay(t *testing.T, srv *kubetest.Server, pod string) *relayed {
 			}
 		}
 	}()
-	go func() { r.exited <- cmd.Wait() }()
+	go func() {
+		r.err = cmd.Wait()
+		close(r.exited)
+	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		select {
@@ -149,10 +188,10 @@ func TestKubernetesRelay(t *testing.T) {
 	r.waitFor("the prompt after an interrupt", r.printed)
 	r.typeLine("exit 7")
 	select {
-	case err := <-r.exited:
+	case <-r.exited:
 		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 7 {
-			t.Fatalf("the relay's exit: %v, want the shell's status 7", err)
+		if !errors.As(r.err, &ee) || ee.ExitCode() != 7 {
+			t.Fatalf("the relay's exit: %v, want the shell's status 7", r.err)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatalf("the relay did not exit after the shell did: %q", r.out.String()[r.from:])
@@ -177,10 +216,10 @@ func TestKubernetesRelayPodDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-r.exited:
+	case <-r.exited:
 		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != exitLost {
-			t.Fatalf("the relay's exit: %v, want %d", err, exitLost)
+		if !errors.As(r.err, &ee) || ee.ExitCode() != exitLost {
+			t.Fatalf("the relay's exit: %v, want %d", r.err, exitLost)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the relay did not exit after its pod was deleted")
