@@ -13,22 +13,23 @@
 // that says why). The session lives on across this plugin's reloads and
 // crashes, as the relay is the host's process, not this plugin's.
 //
-// Config (see config for the defaults):
+// Config (the pod's keys are kubeexec.Target's):
 //
 //	name           the backend name (kubernetes)
-//	kubeconfig     the kubeconfig file (~/.kube/config); a plugin's
-//	               environment has no KUBECONFIG, so name it here
+//	kubeconfig     the kubeconfig file (~/.kube/config: a plugin's
+//	               environment has no KUBECONFIG, so name another here)
 //	context        the kubeconfig context (its current one)
-//	inCluster      use the pod's service account instead of a kubeconfig
-//	               (https://kubernetes.default.svc, its token and CA)
+//	inCluster      use the service account of the pod dsh runs in, not a
+//	               kubeconfig
 //	namespace      the pod's namespace (the context's, else default)
 //	pod            the pod, or
-//	labelSelector  a selector: each session opens in the first running
-//	               pod that matches
+//	labelSelector  a label selector: each session opens in the first
+//	               running pod, by name, that it matches then, and stays
+//	               in that pod
 //	container      the container (the pod's default-container
 //	               annotation, else its first)
-//	shell          bash (the default: the dialect tool-bash-persistent
-//	               needs) or sh
+//	shell          bash (the default, and the dialect
+//	               tool-bash-persistent needs) or sh
 //	cwd            where sessions start in the container (the
 //	               container's working directory)
 //	term           TERM in the container (xterm-256color)
@@ -36,8 +37,8 @@
 // What the image needs: sh, and bash for shell bash (an exec carries no
 // environment, so a POSIX sh sets TERM, changes directory and becomes the
 // shell), and /dev/fd (the rc text comes on fd 3, from a here-document).
-// What the cluster needs: the user (or the service account) may get pods
-// (list them too, for a labelSelector) and create pods/exec.
+// Nothing of dsh's runs in the pod. What the cluster needs: the account
+// may get pods (and list them, for a labelSelector) and create pods/exec.
 //
 // How it differs from a local shell:
 //
@@ -54,7 +55,8 @@
 //     Ctrl-Z (and SIGQUIT Ctrl-\); SIGTERM and SIGHUP end the exec. What
 //     the pod's runtime does with a shell whose exec ended is its own
 //     (most end it with a hangup). SIGKILL for the foreground is refused,
-//     as the relay is the foreground.
+//     as the relay is the foreground. A wait's detail names the relay
+//     (dsh-terminal-kubernetes), not the program in the pod.
 //   - The working directory. The host checks a directory an open names on
 //     this machine before the backend sees it; here it is a directory in
 //     the container.
@@ -76,6 +78,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/dshrun/dsh/core/subprocess"
 	"github.com/dshrun/dsh/core/terminals"
@@ -158,6 +161,11 @@ func (p *terminalKubernetes) Start(ctx context.Context, req *termbackend.StartRe
 	// selector matches later: the session's shell is there.
 	t := p.conn.Target
 	t.Namespace, t.Pod, t.LabelSelector, t.Container = p.conn.Namespace, pod.Name, "", container
+	if !t.InCluster && t.Kubeconfig == "" && os.Getenv("KUBECONFIG") == "" {
+		// The relay's environment is the host's, whose KUBECONFIG could
+		// name another cluster: it reads the file this plugin read.
+		t.Kubeconfig = clientcmd.RecommendedHomeFile
+	}
 	cwd := req.Cwd
 	if cwd == "" {
 		cwd = p.cfg.Cwd
