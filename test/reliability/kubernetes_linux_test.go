@@ -137,6 +137,18 @@ func TestKubernetesPersistentBash(t *testing.T) {
 	}
 	f.Saw("cwd, exports and functions carry over in the pod's shell; exit codes come back")
 
+	f = fault(t, "kubernetes persistent bash: a command that waits for input")
+	// No read of a terminal in the pod can be seen: the command runs to
+	// its timeout, and the shell goes with it.
+	text, _ = pbash(t, ctx, a, "echo asking; read v", "timeoutMs", 1500)
+	if !strings.HasPrefix(text, "asking\n") || !strings.Contains(text, "[timed out after 1500ms: the shell was closed with everything it ran;") {
+		t.Fatalf("a command that reads: %q", text)
+	}
+	if text, _ = pbash(t, ctx, a, "echo fresh"); text != noteFresh+"\nfresh" {
+		t.Fatalf("the call after a timeout: %q", text)
+	}
+	f.Saw("it ran to its timeout, and the next command ran in a fresh shell in the pod")
+
 	f = fault(t, "kubernetes persistent bash: the pod deleted mid-command")
 	done := make(chan string, 1)
 	go func() {
