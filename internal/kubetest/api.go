@@ -12,13 +12,16 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/version"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -107,7 +110,39 @@ func (s *Server) getPod(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewNotFound(podsResource, name))
 		return
 	}
+	if wantsTable(r) {
+		writeJSON(w, s.podTable([]*pod{p}))
+		return
+	}
 	writeJSON(w, s.podObject(p))
+}
+
+// wantsTable reports whether the client (kubectl get) asks for rows to print.
+func wantsTable(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "as=Table")
+}
+
+// podTable is pods as kubectl get prints them.
+func (s *Server) podTable(pods []*pod) *metav1.Table {
+	t := &metav1.Table{
+		TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/v1"},
+		ColumnDefinitions: []metav1.TableColumnDefinition{
+			{Name: "Name", Type: "string", Format: "name"},
+			{Name: "Ready", Type: "string"},
+			{Name: "Status", Type: "string"},
+			{Name: "Restarts", Type: "integer"},
+			{Name: "Age", Type: "string"},
+		},
+		Rows: []metav1.TableRow{},
+	}
+	for _, p := range pods {
+		age := duration.HumanDuration(time.Since(p.created))
+		t.Rows = append(t.Rows, metav1.TableRow{
+			Cells:  []any{p.name, fmt.Sprintf("%d/%d", len(p.containers), len(p.containers)), "Running", 0, age},
+			Object: runtime.RawExtension{Object: s.podObject(p)},
+		})
+	}
+	return t
 }
 
 func (s *Server) listPods(w http.ResponseWriter, r *http.Request) {
@@ -131,6 +166,16 @@ func (s *Server) listPods(w http.ResponseWriter, r *http.Request) {
 	}
 	if list.Items == nil {
 		list.Items = []corev1.Pod{}
+	}
+	if wantsTable(r) {
+		var pods []*pod
+		for _, item := range list.Items {
+			if p := s.lookup(item.Name); p != nil {
+				pods = append(pods, p)
+			}
+		}
+		writeJSON(w, s.podTable(pods))
+		return
 	}
 	writeJSON(w, list)
 }

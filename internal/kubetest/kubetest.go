@@ -48,6 +48,7 @@ type Server struct {
 	streamURL  *url.URL
 	stopStream func() error
 	calls      calls
+	holders    *holderThread
 	served     sync.WaitGroup
 
 	mu        sync.Mutex
@@ -83,6 +84,7 @@ func New(t testing.TB) *Server {
 }
 
 func (s *Server) start() error {
+	s.holders = newHolderThread()
 	s.Token = randomHex(16)
 	var err error
 	if s.dir, err = os.MkdirTemp("", "kubetest-"); err != nil {
@@ -100,7 +102,7 @@ func (s *Server) start() error {
 	cfg.Addr = streamLn.Addr().String()
 	cfg.BaseURL = s.streamURL
 	cfg.StreamIdleTimeout = 30 * time.Minute
-	if s.stream, err = streaming.NewServer(cfg, &runtime{s: s}); err != nil {
+	if s.stream, err = streaming.NewServer(cfg, &podRuntime{s: s}); err != nil {
 		_ = streamLn.Close()
 		return fmt.Errorf("kubetest: streaming server: %w", err)
 	}
@@ -148,6 +150,9 @@ func (s *Server) Close() {
 
 	for _, p := range pods {
 		p.kill()
+	}
+	if s.holders != nil {
+		s.holders.close()
 	}
 	waitBounded(&s.execs, 10*time.Second)
 	if s.api != nil {
@@ -200,7 +205,7 @@ func (s *Server) AddPod(name string, labels map[string]string, containers ...str
 	if exists {
 		return nil, fmt.Errorf("kubetest: pod %q already exists", name)
 	}
-	p, err := startPod(name)
+	p, err := startPod(name, s.holders.start)
 	if err != nil {
 		return nil, fmt.Errorf("kubetest: %w", err)
 	}

@@ -5,6 +5,7 @@ package kubetest_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -133,6 +134,15 @@ func TestKubernetesExecServerStdoutStderrExitCode(t *testing.T) {
 			if out != "before\n" {
 				t.Fatalf("exit 3: stdout = %q", out)
 			}
+			// A killed command reads as 128 plus the signal, as with container runtimes.
+			_, _, err = c.run(t, kind, "dev", nil, "sh", "-c", "kill -9 $$")
+			if !errors.As(err, &ee) || ee.Code != 137 {
+				t.Fatalf("kill -9: err = %v, want exit code 137", err)
+			}
+			_, _, err = c.run(t, kind, "dev", nil, "no-such-command")
+			if err == nil || !strings.Contains(err.Error(), `exec: "no-such-command": executable file not found in $PATH`) {
+				t.Fatalf("missing command: %v", err)
+			}
 		})
 	}
 }
@@ -144,6 +154,22 @@ func TestKubernetesExecServerStdin(t *testing.T) {
 			out, _, err := c.run(t, kind, "dev", strings.NewReader("hello\nworld\n"), "sh", "-c", "tr a-z A-Z; echo done")
 			if err != nil || out != "HELLO\nWORLD\ndone\n" {
 				t.Fatalf("stdin: stdout %q, %v", out, err)
+			}
+			// A command that ends while the client still holds stdin open ends the call.
+			inR, inW := io.Pipe()
+			defer inW.Close()
+			ended := make(chan error, 1)
+			ex := c.executor(t, kind, "dev", &corev1.PodExecOptions{Command: []string{"echo", "bye"}, Stdin: true, Stdout: true})
+			go func() {
+				ended <- ex.StreamWithContext(context.Background(), remotecommand.StreamOptions{Stdin: inR, Stdout: io.Discard})
+			}()
+			select {
+			case err := <-ended:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("exec with stdin left open did not end 10s after its command")
 			}
 		})
 	}
@@ -245,6 +271,15 @@ func TestKubernetesExecServerErrors(t *testing.T) {
 	if !apierrors.IsNotFound(err) || err.Error() != `pods "nope" not found` {
 		t.Fatalf("get missing pod: %v", err)
 	}
+	bad := rest.CopyConfig(c.cfg)
+	bad.BearerToken = "wrong"
+	badCS, err := kubernetes.NewForConfig(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := badCS.CoreV1().Pods("default").Get(context.Background(), "dev", metav1.GetOptions{}); !apierrors.IsUnauthorized(err) {
+		t.Fatalf("wrong token: %v, want 401 Unauthorized", err)
+	}
 
 	s.Forbid("pods/exec")
 	for _, kind := range executors {
@@ -285,6 +320,16 @@ func TestKubernetesExecServerPods(t *testing.T) {
 	list, err = c.cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 	if err != nil || len(list.Items) != 2 {
 		t.Fatalf("list all: %v, %v", list, err)
+	}
+	// kubectl get asks for rows to print.
+	raw, err := c.cs.CoreV1().RESTClient().Get().Namespace("default").Resource("pods").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
+	var table metav1.Table
+	if err == nil {
+		err = json.Unmarshal(raw, &table)
+	}
+	if err != nil || len(table.Rows) != 2 || table.Rows[1].Cells[0] != "web" || table.Rows[1].Cells[1] != "2/2" {
+		t.Fatalf("pods as a table: %s, %v", raw, err)
 	}
 	opts := &corev1.PodExecOptions{Command: []string{"hostname"}, Container: "sidecar", Stdout: true}
 	var out bytes.Buffer
@@ -345,8 +390,9 @@ func TestKubernetesExecServerTTYResize(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			done := make(chan error, 1)
+			ex := c.executor(t, kind, "dev", opts)
 			go func() {
-				done <- c.executor(t, kind, "dev", opts).StreamWithContext(ctx, remotecommand.StreamOptions{
+				done <- ex.StreamWithContext(ctx, remotecommand.StreamOptions{
 					Stdin: inR, Stdout: &out, Tty: true, TerminalSizeQueue: q,
 				})
 				close(q)
@@ -385,8 +431,9 @@ func startLong(t *testing.T, c *client, kind, pod string, ctx context.Context) (
 	opts := &corev1.PodExecOptions{Command: []string{"sh", "-c", "echo started; exec sleep 4321"}, Stdout: true, Stderr: true}
 	var out syncbuf.Buffer
 	done := make(chan error, 1)
+	ex := c.executor(t, kind, pod, opts)
 	go func() {
-		done <- c.executor(t, kind, pod, opts).StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
+		done <- ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
 	}()
 	waitFor(t, &out, "started", nil, "")
 	return done, &out

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,12 +55,13 @@ const holderScript = `hostname "$0" 2>/dev/null; while :; do sleep 3600 & wait; 
 // startPod starts the holder of a new pod. unshare remounts /proc inside the
 // new mount namespace with private propagation, so nothing leaks to this
 // machine's mounts; --kill-child takes PID 1 (and with it the whole PID
-// namespace) down when unshare dies.
-func startPod(name string) (*pod, error) {
+// namespace) down when unshare dies. start runs cmd.Start on the thread
+// whose end kills the holder (see holderThread).
+func startPod(name string, start func(*exec.Cmd) error) (*pod, error) {
 	cmd := exec.Command("unshare", "--pid", "--fork", "--kill-child", "--mount-proc",
 		"--mount", "--net", "--uts", "sh", "-c", holderScript, name)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := start(cmd); err != nil {
 		return nil, fmt.Errorf("pod %q: start unshare: %w", name, err)
 	}
 	p := &pod{name: name, holder: cmd, exited: make(chan struct{})}
@@ -74,6 +76,57 @@ func startPod(name string) (*pod, error) {
 	}
 	p.pid = pid
 	return p, nil
+}
+
+// holderThread starts pod holders from one OS thread that lives as long as
+// the server. The kernel sends Pdeathsig when the thread that forked a
+// process ends, not when the process does, and Go may end other threads while
+// the process lives; this one ends only when stop closes or the process dies,
+// and the holders (and so their pods) die with it.
+type holderThread struct {
+	reqs chan holderReq
+	stop chan struct{}
+	done chan struct{}
+}
+
+type holderReq struct {
+	cmd *exec.Cmd
+	err chan error
+}
+
+func newHolderThread() *holderThread {
+	h := &holderThread{reqs: make(chan holderReq), stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		// Never unlocked: the thread exits with this goroutine.
+		goruntime.LockOSThread()
+		for {
+			select {
+			case r := <-h.reqs:
+				r.err <- r.cmd.Start()
+			case <-h.stop:
+				return
+			}
+		}
+	}()
+	return h
+}
+
+// start starts cmd on the holder thread.
+func (h *holderThread) start(cmd *exec.Cmd) error {
+	r := holderReq{cmd: cmd, err: make(chan error, 1)}
+	select {
+	case h.reqs <- r:
+		return <-r.err
+	case <-h.done:
+		return errors.New("the server is closed")
+	}
+}
+
+// close ends the thread once the pods are gone.
+func (h *holderThread) close() {
+	close(h.stop)
+	<-h.done
 }
 
 // childOf waits (bounded) until process parent has a child and returns its pid.
@@ -114,16 +167,16 @@ func (p *pod) kill() {
 	}
 }
 
-// runtime runs exec calls inside the pods of a Server; it is the
+// podRuntime runs exec calls inside the pods of a Server; it is the
 // streaming.Runtime behind the kubelet's streaming server.
-type runtime struct {
+type podRuntime struct {
 	s *Server
 }
 
 // Exec runs cmd in the namespaces of the pod named by containerID
 // ("pod/container"). A non-zero exit comes back as a utilexec.ExitError so
 // the streaming server reports the exit code to the client.
-func (r *runtime) Exec(ctx context.Context, containerID string, cmd []string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan remotecommandserver.TerminalSize) error {
+func (r *podRuntime) Exec(ctx context.Context, containerID string, cmd []string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan remotecommandserver.TerminalSize) error {
 	podName, _, _ := strings.Cut(containerID, "/")
 	p, done, err := r.s.beginExec(podName)
 	if err != nil {
@@ -132,6 +185,11 @@ func (r *runtime) Exec(ctx context.Context, containerID string, cmd []string, in
 	defer done()
 	if len(cmd) == 0 {
 		return fmt.Errorf("pod %q: empty command", podName)
+	}
+	// The pod's files are this machine's, so the lookup here is the pod's;
+	// the message is the one container runtimes give.
+	if !strings.Contains(cmd[0], "/") && !inPodPath(cmd[0]) {
+		return fmt.Errorf("exec: %q: executable file not found in $PATH", cmd[0])
 	}
 
 	args := []string{"-t", strconv.Itoa(p.pid), "-p", "-m", "-n", "-u", "--"}
@@ -143,7 +201,7 @@ func (r *runtime) Exec(ctx context.Context, containerID string, cmd []string, in
 	args = append(args, cmd...)
 	c := exec.Command("nsenter", args...)
 	c.Dir = "/"
-	c.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "HOSTNAME=" + podName}
+	c.Env = []string{"PATH=" + podPath, "HOME=/root", "HOSTNAME=" + podName}
 	if tty {
 		c.Env = append(c.Env, "TERM=xterm")
 	}
@@ -169,12 +227,32 @@ func (r *runtime) Exec(ctx context.Context, containerID string, cmd []string, in
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Exited() {
+		ws, ok := ee.Sys().(syscall.WaitStatus)
+		switch {
+		case ok && ws.Exited():
 			return utilexec.CodeExitError{Err: fmt.Errorf("command %q exited with status %d", cmd[0], ws.ExitStatus()), Code: ws.ExitStatus()}
+		case ok && ws.Signaled():
+			// nsenter re-raises its child's signal; container runtimes report
+			// a killed command as 128 plus the signal's number.
+			code := 128 + int(ws.Signal())
+			return utilexec.CodeExitError{Err: fmt.Errorf("command %q was killed by %v", cmd[0], ws.Signal()), Code: code}
 		}
 		return fmt.Errorf("pod %q: command %q ended: %v", podName, cmd[0], ee)
 	}
 	return err
+}
+
+// podPath is $PATH for commands in a pod, the usual one of container images.
+const podPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// inPodPath reports whether name is an executable file in podPath.
+func inPodPath(name string) bool {
+	for _, dir := range strings.Split(podPath, ":") {
+		if fi, err := os.Stat(dir + "/" + name); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // startPipes starts c with its own pipes. Wait returns when the command has
@@ -247,8 +325,12 @@ func startTTY(c *exec.Cmd, in io.Reader, out io.Writer, resize <-chan remotecomm
 		return nil, err
 	}
 	finished := make(chan struct{})
-	if resize != nil {
+	resized := make(chan struct{}) // closed when resizing has stopped, before ptmx closes
+	if resize == nil {
+		close(resized)
+	} else {
 		go func() {
+			defer close(resized)
 			for {
 				select {
 				case size, ok := <-resize:
@@ -277,6 +359,7 @@ func startTTY(c *exec.Cmd, in io.Reader, out io.Writer, resize <-chan remotecomm
 	return func() error {
 		err := c.Wait()
 		close(finished)
+		<-resized
 		// A background process may hold the terminal open; do not wait for it forever.
 		select {
 		case <-copied:
@@ -288,12 +371,12 @@ func startTTY(c *exec.Cmd, in io.Reader, out io.Writer, resize <-chan remotecomm
 }
 
 // Attach is not offered: pods here have no main process to attach to.
-func (r *runtime) Attach(ctx context.Context, containerID string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan remotecommandserver.TerminalSize) error {
+func (r *podRuntime) Attach(ctx context.Context, containerID string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan remotecommandserver.TerminalSize) error {
 	return fmt.Errorf("container %q: attach is not supported by the test server", containerID)
 }
 
 // PortForward is not offered by the test server.
-func (r *runtime) PortForward(ctx context.Context, podSandboxID string, port int32, stream io.ReadWriteCloser) error {
+func (r *podRuntime) PortForward(ctx context.Context, podSandboxID string, port int32, stream io.ReadWriteCloser) error {
 	return fmt.Errorf("pod %q: port forwarding is not supported by the test server", podSandboxID)
 }
 
