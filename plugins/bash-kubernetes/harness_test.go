@@ -17,6 +17,7 @@ import (
 	"github.com/dshrun/dsh/internal/kubetest"
 	"github.com/dshrun/dsh/internal/syncbuf"
 	"github.com/dshrun/dsh/internal/testplugins"
+	"github.com/dshrun/dsh/plugins/lib/kubeexec"
 )
 
 var binDir string
@@ -24,6 +25,7 @@ var binDir string
 // TestMain builds the real binaries and this executor beside them, runs
 // the tests, and fails the run if any process of those binaries is left.
 func TestMain(m *testing.M) {
+	kubeexec.Quiet() // the test server's own client-go logging
 	d, err := os.MkdirTemp("", "dsh-kubeexec-")
 	if err != nil {
 		panic(err)
@@ -131,4 +133,50 @@ func startPod(t *testing.T, name string) *kubetest.Server {
 		t.Fatal(err)
 	}
 	return srv
+}
+
+func mcpCall(tool string, args map[string]any) *mcp.CallToolParams {
+	return &mcp.CallToolParams{Name: tool, Arguments: args}
+}
+
+// edit replaces the composition (written aside, then renamed over it)
+// and waits until the host has reloaded it.
+func (s *session) edit(t *testing.T, yaml string) {
+	t.Helper()
+	before := strings.Count(s.stderr.String(), "hot reload: ")
+	tmp := s.file + ".next"
+	if err := os.WriteFile(tmp, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	future := time.Now().Add(2 * time.Second)
+	if err := os.Chtimes(tmp, future, future); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, s.file); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if log := s.stderr.String(); strings.Count(log, "hot reload: ") > before {
+			last := log[strings.LastIndex(log, "hot reload: "):]
+			line, _, _ := strings.Cut(last, "\n")
+			t.Logf("%s", line)
+			return
+		}
+	}
+	t.Fatalf("dsh serve did not act on the edit\nstderr:\n%s", s.stderr)
+}
+
+// executorPid is this executor's pid in the host's last status table.
+func (s *session) executorPid(t *testing.T) string {
+	t.Helper()
+	pid := ""
+	for _, line := range strings.Split(s.stderr.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 3 && f[1] == "bash-kubernetes" {
+			pid = f[3]
+		}
+	}
+	if pid == "" {
+		t.Fatalf("no status of bash-kubernetes:\n%s", s.stderr)
+	}
+	return pid
 }

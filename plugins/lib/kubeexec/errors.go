@@ -37,21 +37,28 @@ func (c *Conn) Explain(err error, pod, container string) error {
 	}
 	server := c.Config.Host
 	msg := err.Error()
+	// The SPDY client gives an API server's refusal of the upgrade as text
+	// ("unable to upgrade connection: <the Status message>"), not as a
+	// Status: the text tells the same cases apart.
+	upgrade, refused := strings.CutPrefix(msg, "unable to upgrade connection: ")
+	has := func(s string) bool { return refused && strings.Contains(upgrade, s) }
 	switch {
-	case apierrors.IsForbidden(err) && strings.Contains(msg, "pods/exec"):
+	case (apierrors.IsForbidden(err) || has(" is forbidden")) && strings.Contains(msg, "pods/exec"):
 		return sentence("Kubernetes does not allow this account to run commands in %s: it needs permission to create pods/exec in namespace %s.", where, c.Namespace)
-	case apierrors.IsForbidden(err):
+	case apierrors.IsForbidden(err) || has(" is forbidden"):
 		return sentence("Kubernetes does not allow this account to read pods in namespace %s: it needs permission to get and list pods there.", c.Namespace)
-	case apierrors.IsUnauthorized(err):
+	case apierrors.IsUnauthorized(err) || has("Unauthorized"):
 		return sentence("The Kubernetes API server at %s did not accept this account's credentials.", server)
-	case apierrors.IsNotFound(err) && pod != "":
+	case has("is not valid for pod") || (apierrors.IsBadRequest(err) && strings.Contains(msg, "container")):
+		return sentence("The %s has no container %s, or it is not running.", where, container)
+	case (apierrors.IsNotFound(err) || has(" not found")) && pod != "":
 		return sentence("There is no pod %s in namespace %s.", pod, c.Namespace)
 	case apierrors.IsNotFound(err):
 		return sentence("The namespace %s or its pods cannot be found.", c.Namespace)
-	case apierrors.IsBadRequest(err) && strings.Contains(msg, "container"):
-		return sentence("The %s has no container %s, or it is not running.", where, container)
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return sentence("The Kubernetes API server at %s refuses connections: the cluster may be down.", server)
+	case refused:
+		return sentence("Kubernetes refused the command in %s: %s.", where, strings.TrimSuffix(strings.TrimSpace(upgrade), "."))
 	}
 	var dns *net.DNSError
 	var ue *url.Error

@@ -75,6 +75,7 @@ func Relay(job io.Reader, stdout, stderr io.Writer) int {
 	}()
 	go r.watch(ctx, cancel)
 
+	errw := &tailWriter{w: stderr}
 	header := Header(j.Dir, j.Command, j.Env)
 	pr, pw := io.Pipe()
 	go r.feed(ctx, pw, header)
@@ -82,7 +83,7 @@ func Relay(job io.Reader, stdout, stderr io.Writer) int {
 		Command: WrapperArgv(j.ID, len(header), len(j.Stdin), j.GraceMs),
 		Stdin:   pr,
 		Stdout:  &ackWriter{w: stdout, ack: r.ack},
-		Stderr:  stderr,
+		Stderr:  errw,
 	})
 	cancel()
 	_ = pr.Close()
@@ -98,10 +99,10 @@ func Relay(job io.Reader, stdout, stderr io.Writer) int {
 	}
 	switch {
 	case gone != "":
-		fmt.Fprintf(stderr, "\nThe pod %s/%s is gone (%s), and the command with it.\n", c.Namespace, j.Pod, gone)
+		errw.line(fmt.Sprintf("The pod %s/%s is gone (%s), and the command with it.", c.Namespace, j.Pod, gone))
 		return ExitLost
 	case err != nil && sig == nil:
-		fmt.Fprintf(stderr, "\n%v\n", c.Explain(err, j.Pod, j.Container))
+		errw.line(c.Explain(err, j.Pod, j.Container).Error())
 		return ExitLost
 	}
 	if s, ok := sig.(syscall.Signal); ok && (code == 128+int(s) || code == 128+int(syscall.SIGTERM) || code == 128+int(syscall.SIGKILL) || err != nil) {
@@ -243,4 +244,32 @@ func (a *ackWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return n, nil
+}
+
+// tailWriter passes the command's stderr on and remembers whether it
+// ended a line, so the relay's own sentence starts on a line of its own.
+type tailWriter struct {
+	w       io.Writer
+	mu      sync.Mutex
+	partial bool
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(p) > 0 {
+		t.partial = p[len(p)-1] != '\n'
+	}
+	return t.w.Write(p)
+}
+
+// line writes s as a line of its own.
+func (t *tailWriter) line(s string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.partial {
+		s = "\n" + s
+	}
+	_, _ = io.WriteString(t.w, s+"\n")
+	t.partial = false
 }

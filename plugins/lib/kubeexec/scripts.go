@@ -79,17 +79,22 @@ end() {
 // when its connection goes, which they do. What the command leaves
 // behind when it exits dies with it, as on the host. The exit status is
 // the command's; 125 is a header that did not arrive whole.
-const Wrapper = endFunctions + `id=$1 hl=$2 n=$3 g=$4
-h=$(head -c "$hl") && eval "$h" && [ "$ok" = 1 ] || { echo "dsh: the command did not arrive whole" >&2; exit 125; }
+var Wrapper = endFunctions + "w=" + Quote(watcher) + `
+id=$1 hl=$2 n=$3 g=$4
+h=$(head -c "$hl") && eval "$h" && [ "$ok" = 1 ] || { echo "The command did not arrive whole in the container." >&2; exit 125; }
 printf .
 exec 3<&0
 {
 	if [ "$n" -gt 0 ]; then head -c "$n" <&3; fi
-	{ cat >/dev/null; end "$g"; } <&3 >/dev/null 2>&1 &
+	if command -v setsid >/dev/null 2>&1; then
+		setsid sh -c "$w" dsh "$id" "$g" <&3 >/dev/null 2>&1 &
+	else
+		{ cat >/dev/null; end "$g"; } <&3 >/dev/null 2>&1 &
+	fi
 } | (
 	if [ -n "$d" ]; then
 		case $d in "~" | "~/"*) d=$HOME${d#"~"} ;; esac
-		cd "$d" 2>/dev/null || { printf 'dsh: the working directory %s does not exist in the container or cannot be entered\n' "$d" >&2; exit 1; }
+		cd "$d" 2>/dev/null || { printf 'The working directory %s does not exist in the container or cannot be entered.\n' "$d" >&2; exit 1; }
 	fi
 	if command -v bash >/dev/null 2>&1; then s=bash; else s=sh; fi
 	exec 3<&-
@@ -99,6 +104,16 @@ st=$?
 exec 3<&-
 end 0
 exit "$st"
+`
+
+// watcher is the dead-man switch on its own (sh -c watcher dsh ID
+// GRACE): it waits for its stdin to end, then ends the command. Where
+// setsid is installed, Wrapper starts it in a session of its own, so a
+// runtime that kills the exec's process group when the connection goes
+// does not take the watcher with it.
+const watcher = endFunctions + `id=$1
+cat >/dev/null
+end "$2"
 `
 
 // KillScript (sh -c KillScript dsh ID GRACE) ends one command's tree from
