@@ -88,6 +88,27 @@ func TestKubernetesTerminalTools(t *testing.T) {
 	}
 	f.Saw("SIGINT became Ctrl-C in the pod's terminal: the sleep ended, the shell took the next line")
 
+	f = fault(t, "kubernetes terminal: the shell's exit, and an exec refused")
+	open := func() string {
+		t.Helper()
+		text, r := callText(t, ctx, a, "terminal_open", map[string]any{})
+		m := termIDRE.FindStringSubmatch(text)
+		if r.IsError || m == nil {
+			t.Fatalf("terminal_open: %s", text)
+		}
+		return m[1]
+	}
+	id2 := open()
+	text = sendTerm(t, ctx, a, map[string]any{"session_id": id2, "text": "exit 3", "waitMs": 10000})
+	expect(t, "exit 3", text, "[session "+id2+" exited with code 3: close it with terminal_close]")
+	callText(t, ctx, a, "terminal_close", map[string]any{"session_id": id2})
+	srv.Forbid("pods/exec")
+	id2 = open()
+	text = sendTerm(t, ctx, a, map[string]any{"session_id": id2, "text": "", "submit": false, "waitMs": 10000})
+	expect(t, "an exec refused", text, "dsh: Kubernetes does not allow this account to run commands in pod default/web-1", "[session "+id2+" exited with code 255: close it with terminal_close]")
+	callText(t, ctx, a, "terminal_close", map[string]any{"session_id": id2})
+	f.Saw("exit 3 ended the session with code 3; a refused exec ended it with a line that says why")
+
 	f = fault(t, "kubernetes terminal: the pod deleted mid-session")
 	text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": "sleep 600", "waitMs": 300})
 	start := time.Now()
