@@ -13,7 +13,8 @@ import (
 
 // kubeComp is a composition whose terminals are shells in a pod of srv
 // (found by podKey, "pod: NAME" or "labelSelector: SEL"), with the
-// terminal tools and the persistent bash.
+// terminal tools, the persistent bash, and termdrive's term tool (which
+// resizes a terminal, as no tool of the model's does).
 func kubeComp(srv *kubetest.Server, podKey string) string {
 	return fmt.Sprintf(`
 plugins:
@@ -32,6 +33,8 @@ plugins:
     name: tool-terminal
   - id: persistent-bash
     name: tool-bash-persistent
+  - id: drive
+    name: termdrive
 `, srv.Kubeconfig, srv.Namespace, podKey)
 }
 
@@ -75,6 +78,20 @@ func TestKubernetesTerminalTools(t *testing.T) {
 		t.Fatalf("no prompt after the command:\n%s", text)
 	}
 	f.Saw("the prompt, a command's output and the open's size in the pod; the wait settles as inferred_idle")
+
+	f = fault(t, "kubernetes terminal: a resize")
+	if text, r := callText(t, ctx, a, "term", map[string]any{"op": "resize", "id": id, "cols": 132, "rows": 43}); r.IsError {
+		t.Fatalf("resize: %s", text)
+	}
+	// The size and the typed line reach the pod apart, in no set order:
+	// the line is typed again until the size shows.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(text, "\n43 132\n"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("stty size after a resize to 132×43:\n%s", text)
+		}
+		text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": "stty size", "waitMs": 10000})
+	}
+	f.Saw("stty size in the pod saw the new size")
 
 	f = fault(t, "kubernetes terminal: an interrupt")
 	text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": "sleep 60; echo not-inter''rupted", "waitMs": 500})
