@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/dshrun/dsh/internal/kubetest"
 )
 
@@ -36,6 +38,17 @@ plugins:
   - id: drive
     name: termdrive
 `, srv.Kubeconfig, srv.Namespace, podKey)
+}
+
+// atPrompt fails the test unless the registry finds session id at its
+// shell's prompt (the prompt's bytes, as the backend said, end the
+// output) with no mark of it shown (a mark printed as text would show).
+func atPrompt(t *testing.T, ctx context.Context, cs *mcp.ClientSession, id string) {
+	t.Helper()
+	text, _ := callText(t, ctx, cs, "term", map[string]any{"op": "read", "id": id})
+	if !strings.Contains(text, `"atPrompt":true`) || strings.Contains(text, "dsh=") {
+		t.Fatalf("session %s is not at a recognised prompt: %s", id, text)
+	}
 }
 
 // needKubetest skips where kubetest's pods cannot be made (they are
@@ -77,6 +90,7 @@ func TestKubernetesTerminalTools(t *testing.T) {
 	if !strings.HasSuffix(strings.TrimRight(text[:strings.Index(text, "[wait:")], "\n "), "$") {
 		t.Fatalf("no prompt after the command:\n%s", text)
 	}
+	atPrompt(t, ctx, a, id)
 	f.Saw("the prompt, a command's output and the open's size in the pod; the wait settles as inferred_idle")
 
 	f = fault(t, "kubernetes terminal: a resize")
@@ -223,5 +237,36 @@ func TestKubernetesPersistentBash(t *testing.T) {
 	text, _ = pbash(t, ctx, a, "echo $KEPT; echo again")
 	if text != noteFresh+"\n\nagain" {
 		t.Fatalf("the call after the pod came back: %q", text)
+	}
+}
+
+// A POSIX sh in the pod (shell: sh): its prompt is recognised, a command's
+// output comes back, the facts are exported, and the session is an sh one.
+func TestKubernetesTerminalSh(t *testing.T) {
+	needKubetest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv := kubetest.New(t)
+	if _, err := srv.AddPod("plain", nil); err != nil {
+		t.Fatal(err)
+	}
+	s := startHTTP(t, kubeComp(srv, "pod: plain\n      shell: sh\n      cwd: /tmp"))
+	a := s.connect(t, ctx)
+	text, r := callText(t, ctx, a, "terminal_open", map[string]any{})
+	m := termIDRE.FindStringSubmatch(text)
+	if r.IsError || m == nil || !strings.Contains(text, "open: sh in /tmp,") {
+		t.Fatalf("terminal_open: %s", text)
+	}
+	text = sendTerm(t, ctx, a, map[string]any{"session_id": m[1], "text": `echo "[$((6*7))|$PWD|$DSH_COMPOSITION|$ENV]"; readlink /proc/$$/exe`, "waitMs": 10000})
+	// A line typed before sh's first prompt is echoed ahead of it, so
+	// the output may follow that prompt on its line.
+	expect(t, "a command in sh", text, "[42|/tmp|kube|]\n", "[wait: inferred_idle — ")
+	if !strings.HasSuffix(strings.TrimRight(text[:strings.Index(text, "[wait:")], "\n "), "$") {
+		t.Fatalf("no prompt after the command:\n%s", text)
+	}
+	atPrompt(t, ctx, a, m[1])
+	// The shell is sh (dash, busybox or bash as sh), not bash by that name.
+	if strings.Contains(text, "/bash\n") {
+		t.Fatalf("the shell is bash:\n%s", text)
 	}
 }
