@@ -52,11 +52,13 @@
 //     so a command that waits for input there runs to its timeout.
 //   - Signals. A signal for the foreground becomes the key the
 //     container's terminal turns into it: SIGINT is Ctrl-C, SIGTSTP
-//     Ctrl-Z (and SIGQUIT Ctrl-\); SIGTERM and SIGHUP end the exec. What
-//     the pod's runtime does with a shell whose exec ended is its own
-//     (most end it with a hangup). SIGKILL for the foreground is refused,
-//     as the relay is the foreground. A wait's detail names the relay
-//     (dsh-terminal-kubernetes), not the program in the pod.
+//     Ctrl-Z (and SIGQUIT Ctrl-\). No signal can be sent into the pod, so
+//     SIGTERM and SIGHUP end the exec, as they end kubectl's: the session
+//     exits with 128 and the signal's number, after a line that says so.
+//     What the pod's runtime does with a shell whose exec ended is its
+//     own (most end it with a hangup). SIGKILL for the foreground is
+//     refused, as the relay is the foreground. A wait's detail names the
+//     relay (dsh-terminal-kubernetes), not the program in the pod.
 //   - The working directory. The host checks a directory an open names on
 //     this machine before the backend sees it; here it is a directory in
 //     the container.
@@ -249,5 +251,6 @@ func main() {
 			os.Exit(relayCopy())
 		}
 	}
+	kubeexec.Quiet()
 	sdk.Serve(&terminalKubernetes{})
 }

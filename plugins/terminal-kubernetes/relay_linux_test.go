@@ -227,6 +227,31 @@ func TestKubernetesRelayPodDeleted(t *testing.T) {
 	r.waitFor("the line that says why", "\r\ndsh: The connection to pod default/doomed was lost")
 }
 
+// A SIGTERM for the relay ends the exec, with a line that says so, and
+// the relay exits as a process ended by it.
+func TestKubernetesRelaySIGTERM(t *testing.T) {
+	needKubetest(t)
+	srv := kubetest.New(t)
+	if _, err := srv.AddPod("p", nil); err != nil {
+		t.Fatal(err)
+	}
+	r := startRelay(t, srv, "p")
+	r.waitFor("the first prompt", r.printed)
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.exited:
+		var ee *exec.ExitError
+		if !errors.As(r.err, &ee) || ee.ExitCode() != 128+int(syscall.SIGTERM) {
+			t.Fatalf("the relay's exit: %v, want %d", r.err, 128+int(syscall.SIGTERM))
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the relay did not exit after a SIGTERM")
+	}
+	r.waitFor("the line that says why", "dsh: SIGTERM ended the connection to pod default/p (container main): no signal can be sent into the pod")
+}
+
 // needKubetest skips where kubetest's pods cannot be made (they are
 // namespaces of this machine, made by root).
 func needKubetest(t *testing.T) {

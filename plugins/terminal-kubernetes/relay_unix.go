@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -81,8 +82,9 @@ var keys = map[os.Signal]string{syscall.SIGINT: "\x03", syscall.SIGTSTP: "\x1a",
 // terminal the size of this one, copies the terminal to it and it to the
 // terminal, types the key of each interrupt it is sent, passes each size
 // the terminal takes (SIGWINCH) on, and ends the exec on SIGTERM or
-// SIGHUP. It exits with the shell's exit status, or 255 with a line
-// saying why when the connection ended without one.
+// SIGHUP. It exits with the shell's exit status; 128 and the signal's
+// number after one of those (with a line that says so); or 255 with a
+// line saying why when the connection ended without a status.
 func relayCopy() int {
 	f := os.NewFile(specFD, "spec")
 	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
@@ -114,6 +116,7 @@ func relayCopy() int {
 	sizes.push(0)
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTSTP, syscall.SIGQUIT, syscall.SIGWINCH, syscall.SIGTERM, syscall.SIGHUP)
+	var ended atomic.Value // the signal that ended the exec
 	go func() {
 		for s := range sigs {
 			switch {
@@ -122,6 +125,7 @@ func relayCopy() int {
 			case keys[s] != "":
 				in.write([]byte(keys[s]))
 			default:
+				ended.CompareAndSwap(nil, s)
 				cancel()
 			}
 		}
@@ -133,11 +137,14 @@ func relayCopy() int {
 		TTY:     true,
 		Resize:  sizes,
 	})
-	switch {
-	case err == nil:
+	if s, ok := ended.Load().(syscall.Signal); ok {
+		// No signal reaches a process in the pod: the connection ends
+		// instead, as kubectl's does when it is signalled.
+		fmt.Fprintf(os.Stderr, "\r\ndsh: %s ended the connection to %s: no signal can be sent into the pod\r\n", unix.SignalName(s), where)
+		return 128 + int(s)
+	}
+	if err == nil {
 		return code
-	case ctx.Err() != nil:
-		return exitLost
 	}
 	fmt.Fprintf(os.Stderr, "\r\ndsh: %v\r\n", conn.Explain(err, t.Pod, t.Container))
 	return exitLost
