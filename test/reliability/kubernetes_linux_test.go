@@ -133,12 +133,29 @@ func TestKubernetesTerminalTools(t *testing.T) {
 	text = sendTerm(t, ctx, a, map[string]any{"session_id": id2, "text": "exit 3", "waitMs": 10000})
 	expect(t, "exit 3", text, "[session "+id2+" exited with code 3: close it with terminal_close]")
 	callText(t, ctx, a, "terminal_close", map[string]any{"session_id": id2})
+	// A close ends the connection, and with it (as this API server's
+	// runtime does) what the shell ran in the pod.
+	id2 = open()
+	text = sendTerm(t, ctx, a, map[string]any{"session_id": id2, "text": "sleep 4242 & echo started-$!", "waitMs": 10000})
+	expect(t, "a job in the pod", text, "started-")
+	for deadline := time.Now().Add(20 * time.Second); !sleeping("4242"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no sleep 4242 on this machine after it started in the pod:\n%s", text)
+		}
+	}
+	text, _ = callText(t, ctx, a, "terminal_close", map[string]any{"session_id": id2})
+	expect(t, "close", text, "[terminal "+id2+" closed")
+	for deadline := time.Now().Add(20 * time.Second); sleeping("4242"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the job in the pod outlived its session's close by 20s")
+		}
+	}
 	srv.Forbid("pods/exec")
 	id2 = open()
 	text = sendTerm(t, ctx, a, map[string]any{"session_id": id2, "text": "", "submit": false, "waitMs": 10000})
 	expect(t, "an exec refused", text, "dsh: Kubernetes does not allow this account to run commands in pod default/web-1", "[session "+id2+" exited with code 255: close it with terminal_close]")
 	callText(t, ctx, a, "terminal_close", map[string]any{"session_id": id2})
-	f.Saw("exit 3 ended the session with code 3; a refused exec ended it with a line that says why")
+	f.Saw("exit 3 ended the session with code 3; a close ended a job in the pod; a refused exec ended the session with a line that says why")
 
 	f = fault(t, "kubernetes terminal: the pod deleted mid-session")
 	text = sendTerm(t, ctx, a, map[string]any{"session_id": id, "text": "sleep 600", "waitMs": 300})
