@@ -123,7 +123,9 @@ func relayCopy() int {
 			case s == syscall.SIGWINCH:
 				sizes.push(0)
 			case keys[s] != "":
-				in.write([]byte(keys[s]))
+				// Not in this loop: a write waits while the exec takes
+				// no input, and a SIGTERM must still end it.
+				go in.write([]byte(keys[s]))
 			default:
 				ended.CompareAndSwap(nil, s)
 				cancel()
@@ -182,12 +184,12 @@ func (in *input) write(b []byte) {
 // sizeQueue hands the terminal's sizes to the exec: the latest one only,
 // as a size queued and not yet sent is out of date once another comes.
 type sizeQueue struct {
-	ctx context.Context
-	ch  chan remotecommand.TerminalSize
+	done <-chan struct{} // closed once the exec is over
+	ch   chan remotecommand.TerminalSize
 }
 
 func newSizeQueue(ctx context.Context) *sizeQueue {
-	return &sizeQueue{ctx: ctx, ch: make(chan remotecommand.TerminalSize, 1)}
+	return &sizeQueue{done: ctx.Done(), ch: make(chan remotecommand.TerminalSize, 1)}
 }
 
 // push queues the size of terminal fd.
@@ -209,7 +211,7 @@ func (q *sizeQueue) Next() *remotecommand.TerminalSize {
 	select {
 	case s := <-q.ch:
 		return &s
-	case <-q.ctx.Done():
+	case <-q.done:
 		return nil
 	}
 }
