@@ -172,6 +172,14 @@ func (p *terminalKubernetes) Start(ctx context.Context, req *termbackend.StartRe
 	if cwd == "" {
 		cwd = p.cfg.Cwd
 	}
+	shown := cwd // the session's directory as the registry shows it
+	for _, c := range pod.Spec.Containers {
+		if shown == "" && c.Name == container {
+			// Where the exec starts, when the pod says (else the image's
+			// WORKDIR, which only the node knows).
+			shown = c.WorkingDir
+		}
+	}
 	facts := map[string]string{}
 	snap, err := p.env.Snapshot(ctx)
 	switch {
@@ -210,7 +218,7 @@ func (p *terminalKubernetes) Start(ctx context.Context, req *termbackend.StartRe
 	return &termbackend.Started{
 		ProcessId: st.Id,
 		Pid:       st.Pid,
-		Cwd:       cwd,
+		Cwd:       shown,
 		Dialect:   &termbackend.Dialect{Name: p.cfg.Shell, Prompt: printed},
 	}, nil
 }
