@@ -4,18 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"strings"
 	"sync"
+
+	"google.golang.org/protobuf/proto"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/plugins/lib/kubeexec"
 	"github.com/dshrun/dsh/plugins/lib/localexec"
 	"github.com/dshrun/dsh/plugins/shell"
 	"github.com/dshrun/dsh/sdk"
-	"google.golang.org/protobuf/proto"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // config is the executor's config: the shared executor keys and the
@@ -165,7 +167,7 @@ func (e *executor) probe(ctx context.Context) string {
 	if err != nil {
 		return ""
 	}
-	code, err := conn.Exec(ctx, pod.Name, container, kubeexec.ExecOptions{Command: []string{"sh", "-c", "command -v bash >/dev/null 2>&1"}})
+	code, err := conn.Exec(ctx, pod.Name, container, kubeexec.ExecOptions{Command: []string{"sh", "-c", "command -v bash >/dev/null 2>&1"}, Stdout: io.Discard})
 	switch {
 	case err != nil:
 		return ""

@@ -22,33 +22,11 @@ import (
 
 var binDir string
 
-// TestMain builds the real binaries and this executor beside them, runs
-// the tests, and fails the run if any process of those binaries is left.
+// TestMain builds the real binaries (this executor among them), runs the
+// tests, and fails the run if any process of those binaries is left.
 func TestMain(m *testing.M) {
 	kubeexec.Quiet() // the test server's own client-go logging
-	d, err := os.MkdirTemp("", "dsh-kubeexec-")
-	if err != nil {
-		panic(err)
-	}
-	if err := testplugins.Build(d); err == nil {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(d, "dsh-bash-kubernetes"), ".")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, berr := cmd.CombinedOutput(); berr != nil {
-			err = fmt.Errorf("go build: %v\n%s", berr, out)
-		}
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = d
-	code := m.Run()
-	if left := testplugins.Running(d); len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "processes left behind: %v\n", left)
-		code = 1
-	}
-	_ = os.RemoveAll(d)
-	os.Exit(code)
+	testplugins.Main(m, "dsh-kubeexec-", &binDir)
 }
 
 // composition is a session's composition: this executor on the test

@@ -300,3 +300,37 @@ func relayPids() []int {
 	}
 	return pids
 }
+
+// With a label selector, commands run in a running pod it matches; a
+// background job killed ends its tree in the pod.
+func TestKubernetesSelectorAndJobKill(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	srv := startPod(t, "web-b")
+	if _, err := srv.AddPod("other", map[string]string{"app": "other"}); err != nil {
+		t.Fatal(err)
+	}
+	comp := strings.Replace(composition(srv, "x", ""), "pod: x", "labelSelector: app=web-b", 1)
+	s := serve(t, ctx, comp)
+	if got, _ := s.bash(t, ctx, "hostname"); got != "web-b" {
+		t.Fatalf("the pod picked: %q", got)
+	}
+	started, _ := s.call(t, ctx, "bash", map[string]any{
+		"command":           "setsid sleep 4646 & sleep 4646",
+		"run_in_background": true,
+	})
+	jid := regexp.MustCompile(`\bj[0-9]+\b`).FindString(started)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got, _ := s.bash(t, ctx, scanPod("sleep 4646"))
+		if strings.Count(got, "left:") >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job never started: %q (start: %q)", got, started)
+		}
+	}
+	if got, isErr := s.call(t, ctx, "job_kill", map[string]any{"job_id": jid}); isErr {
+		t.Fatalf("job_kill: %q", got)
+	}
+	nothingLeft(t, ctx, s, "sleep 4646")
+}

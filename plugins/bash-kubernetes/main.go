@@ -42,7 +42,14 @@
 //
 // The commands get the environment the executor builds (the model-friendly
 // overrides, the caller's env, the DSH_* facts) and the container's own;
-// nothing of this machine's environment is sent.
+// nothing of this machine's environment is sent. Where the image has no
+// bash, sh runs the commands, and the executor's resolve says so: the
+// command's SHELL is sh (unless the caller sets SHELL).
+//
+// The relays read the kubeconfig with this machine's environment as the
+// host gives it to commands (credentials withheld): a kubeconfig whose
+// user is an exec credential plugin needing such a variable cannot
+// authenticate; a token, a certificate or a token file can.
 package main
 
 import (

@@ -3,8 +3,10 @@
 // context or in-cluster, namespace, pod or label selector, container), the
 // choice of a running pod, the REST config and the exec client (WebSocket,
 // falling back to SPDY as kubectl does), one plain sentence for each API
-// server error, and the in-pod scripts that run a command and end its
-// whole tree. Executors and terminal backends build on it.
+// server error, the in-pod scripts that run a command and end its whole
+// tree, and the relay: the local process an executor starts through
+// ctx.subprocess for each command (Relay). Executors and terminal
+// backends build on it.
 package kubeexec
 
 import (
@@ -12,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
@@ -90,6 +93,9 @@ func Connect(t Target) (*Conn, error) {
 		ns = "default"
 	}
 	cfg.UserAgent = "dsh"
+	// client-go's default (5 a second) would make a quick run of commands,
+	// one pod lookup each, wait for its own rate limiter.
+	cfg.QPS, cfg.Burst = 50, 100
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
@@ -158,4 +164,7 @@ func serviceDNSConfig() (*rest.Config, error) {
 
 // Quiet stops client-go's own log lines: a relay's stderr is the
 // command's, and what goes wrong is said once, in a sentence.
-func Quiet() { klog.SetLogger(logr.Discard()) }
+// Once: klog's logger may not change while client-go logs.
+func Quiet() { quiet.Do(func() { klog.SetLogger(logr.Discard()) }) }
+
+var quiet sync.Once

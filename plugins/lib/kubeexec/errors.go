@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -58,7 +59,7 @@ func (c *Conn) Explain(err error, pod, container string) error {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return sentence("The Kubernetes API server at %s refuses connections: the cluster may be down.", server)
 	case refused:
-		return sentence("Kubernetes refused the command in %s: %s.", where, strings.TrimSuffix(strings.TrimSpace(upgrade), "."))
+		return sentence("Kubernetes refused the command in %s: %s.", where, plain(upgrade))
 	}
 	var dns *net.DNSError
 	var ue *url.Error
@@ -69,8 +70,18 @@ func (c *Conn) Explain(err error, pod, container string) error {
 	if errors.As(err, &st) {
 		m := strings.TrimSpace(st.Status().Message)
 		if m != "" {
-			return sentence("Kubernetes refused the command in %s: %s.", where, strings.TrimSuffix(m, "."))
+			return sentence("Kubernetes refused the command in %s: %s.", where, plain(m))
 		}
 	}
 	return sentence("The connection to %s was lost before the command's end was known.", where)
+}
+
+// transportWords is how a kubelet's or runtime's error names its call
+// ("rpc error: code = InvalidArgument desc = ..."): nothing the reader
+// needs.
+var transportWords = regexp.MustCompile(`rpc error: code = \w+ desc = `)
+
+// plain is a server's message as the end of a sentence.
+func plain(m string) string {
+	return strings.TrimSuffix(strings.TrimSpace(transportWords.ReplaceAllString(m, "")), ".")
 }

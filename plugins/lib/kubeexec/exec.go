@@ -132,6 +132,9 @@ func (c *Conn) Executor(pod, container string, o ExecOptions) (remotecommand.Exe
 // and gives its exit code. err is the failure to run it or to learn how
 // it ended (the exit code is then -1).
 func (c *Conn) Exec(ctx context.Context, pod, container string, o ExecOptions) (int, error) {
+	if o.TTY {
+		o.Stderr = nil // a terminal has one output; asking for more fails the exec
+	}
 	ex, err := c.Executor(pod, container, o)
 	if err != nil {
 		return -1, err

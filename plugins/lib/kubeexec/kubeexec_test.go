@@ -85,3 +85,21 @@ func TestKubernetesExecAndErrors(t *testing.T) {
 		t.Errorf("pick of no container: %v", err)
 	}
 }
+
+// A refusal this package has no sentence of its own for reads as the
+// server's words, without the runtime's call names.
+func TestKubernetesRefusalInPlainWords(t *testing.T) {
+	Quiet()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := kubetest.New(t)
+	if _, err := srv.AddPod("web", nil); err != nil {
+		t.Fatal(err)
+	}
+	c := connect(t, srv, "web")
+	_, err := c.Exec(ctx, "web", "main", ExecOptions{Command: []string{"true"}})
+	want := "Kubernetes refused the command in pod default/web: one of stdin, stdout, or stderr must be set."
+	if got := c.Explain(err, "web", "main"); got == nil || got.Error() != want {
+		t.Fatalf("got %v (from %v)", got, err)
+	}
+}

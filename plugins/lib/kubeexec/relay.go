@@ -111,9 +111,7 @@ func Relay(job io.Reader, stdout, stderr io.Writer) int {
 		if code == 128+int(syscall.SIGKILL) {
 			died = syscall.SIGKILL
 		}
-		signal.Reset(died)
-		_ = syscall.Kill(os.Getpid(), died)
-		time.Sleep(time.Second)
+		dieOf(died)
 	}
 	if err != nil {
 		return ExitLost

@@ -1,10 +1,14 @@
+//go:build linux
+
 package kubeexec
 
 import (
 	"bytes"
 	"context"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -74,5 +78,24 @@ func TestWrapperEndsTheTreeWhenStdinEnds(t *testing.T) {
 	out, _ := exec.Command("sh", "-c", "ps -eo args | grep '^sleep 60' || true").Output()
 	if strings.TrimSpace(string(out)) != "" {
 		t.Fatalf("left running: %s", out)
+	}
+}
+
+// Where the container has no bash, sh runs the command.
+func TestWrapperFallsBackToSh(t *testing.T) {
+	bin := t.TempDir()
+	for _, p := range []string{"sh", "head", "cat", "tr", "env", "kill", "sleep"} {
+		path, err := exec.LookPath(p)
+		if err != nil {
+			t.Skipf("no %s here", p)
+		}
+		if err := os.Symlink(path, filepath.Join(bin, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin)
+	out, errOut, code := runWrapper(t, "", `echo "$0"`, nil, "", nil)
+	if out != "sh\n" || errOut != "" || code != 0 {
+		t.Fatalf("stdout %q stderr %q code %d", out, errOut, code)
 	}
 }
