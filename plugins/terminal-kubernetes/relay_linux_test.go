@@ -151,6 +151,27 @@ func TestKubernetesRelay(t *testing.T) {
 	}
 	r := startRelay(t, srv, "p")
 	r.waitFor("the first prompt", r.printed)
+	// The spec, and the prompt's nonce in it, came on fd 3: it is in
+	// neither stage's environment or command line.
+	first := r.cmd.Process.Pid
+	// A child is listed under the thread that started it.
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", first))
+	var kids []string
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		kids = append(kids, strings.Fields(string(b))...)
+	}
+	if len(kids) != 1 {
+		t.Fatalf("the relay's children: %q", kids)
+	}
+	for _, pid := range []string{fmt.Sprint(first), kids[0]} {
+		for _, f := range []string{"environ", "cmdline"} {
+			b, err := os.ReadFile("/proc/" + pid + "/" + f)
+			if err != nil || strings.Contains(string(b), specVar) || strings.Contains(string(b), "00112233aabbccdd") {
+				t.Fatalf("/proc/%s/%s holds the spec: %q %v", pid, f, b, err)
+			}
+		}
+	}
 	r.typeLine("stty size")
 	r.waitFor("the size at the start", "24 80\r\n")
 	r.waitFor("the prompt", r.printed)
