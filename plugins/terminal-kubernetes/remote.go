@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -37,6 +38,10 @@ func RC(shell, ps1 string, facts map[string]string) string {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
+		if !shellName.MatchString(k) {
+			// Not a variable a shell can hold (and text the rc would run).
+			continue
+		}
 		b.WriteString("export " + k + "=" + shellQuote(facts[k]) + "\n")
 	}
 	b.WriteString("PS1=" + shellQuote(ps1) + "\n")
@@ -73,6 +78,9 @@ func Command(shell, term, dir, rc, nonce string) []string {
 	b.WriteString(rc + end + "\n")
 	return []string{"sh", "-c", b.String()}
 }
+
+// shellName is a name a POSIX shell variable may have.
+var shellName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // shellQuote is s in single quotes.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

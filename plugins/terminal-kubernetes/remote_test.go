@@ -28,7 +28,7 @@ func TestKubernetesShellCommand(t *testing.T) {
 			const nonce = "0123456789abcdef"
 			dir := t.TempDir()
 			ps1, printed := Prompt(shell, nonce)
-			argv := Command(shell, "xterm-test", dir, RC(shell, ps1, map[string]string{"DSH_FACT": "it's"}), nonce)
+			argv := Command(shell, "xterm-test", dir, RC(shell, ps1, map[string]string{"DSH_FACT": "it's", "X;echo INJECTED;Y": "v"}), nonce)
 			cmd := exec.Command(argv[0], argv[1:]...)
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
 			f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 200, Rows: 24})
@@ -64,6 +64,9 @@ func TestKubernetesShellCommand(t *testing.T) {
 			waitFor("the shell's command line", []byte(want))
 			if shell == shellBash {
 				waitFor("the prompt after PS1 changed", printed)
+			}
+			if strings.Contains(out.String(), "INJECTED\r\n") {
+				t.Fatalf("a fact's name ran as a command: %q", out.String())
 			}
 			if rest := strings.ReplaceAll(out.String(), string(printed), ""); strings.Contains(rest, nonce) {
 				t.Fatalf("the nonce outside the prompt: %q", rest)
