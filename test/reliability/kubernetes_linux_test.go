@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dshrun/dsh/internal/kubetest"
+	"github.com/dshrun/dsh/internal/testplugins"
 )
 
 // kubeComp is a composition whose terminals are shells in a pod of srv
@@ -286,4 +289,35 @@ func TestKubernetesTerminalSh(t *testing.T) {
 	if strings.Contains(text, "/bash\n") {
 		t.Fatalf("the shell is bash:\n%s", text)
 	}
+}
+
+// compositions/kubernetes.yaml as it ships, pointed at the test server by
+// the variables it reads: the bash tool and a terminal both run in the
+// pod; without DSH_KUBE_POD it is refused with the sentence it gives.
+func TestKubernetesComposition(t *testing.T) {
+	needKubetest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv := kubetest.New(t)
+	if _, err := srv.AddPod("dev", map[string]string{"app": "dev"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(testplugins.Root(), "compositions", "kubernetes.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := exec.CommandContext(ctx, filepath.Join(binDir, "dsh"), "validate", writeComp(t, string(b))).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "set DSH_KUBE_POD to the pod the commands run in") {
+		t.Fatalf("validate without DSH_KUBE_POD: %v\n%s", err, out)
+	}
+
+	s := startServeIn(t, ctx, t.TempDir(), string(b), "KUBECONFIG="+srv.Kubeconfig, "DSH_KUBE_POD=dev")
+	text, _ := s.bash(t, ctx, map[string]any{"command": "echo \"[$(cat /proc/sys/kernel/hostname)|$DSH_COMPOSITION]\"; exit 4"})
+	if !strings.Contains(text, "[dev|kubernetes]") || !strings.Contains(text, "[exit code: 4]") {
+		t.Fatalf("bash in the pod: %q", text)
+	}
+	id := openTerm(t, ctx, s.cs)
+	text = sendTerm(t, ctx, s.cs, map[string]any{"session_id": id, "text": `echo "<$(cat /proc/sys/kernel/hostname)>"`, "waitMs": 10000})
+	expect(t, "a terminal in the pod", text, "\n<dev>\n")
 }
