@@ -23,6 +23,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,6 +57,7 @@ type Server struct {
 	forbidden map[string]bool
 	closed    bool
 	execs     sync.WaitGroup
+	keepExecs atomic.Bool
 }
 
 // Start starts a server with no pods. Close stops it.
@@ -241,6 +243,13 @@ func (s *Server) DeletePod(name string) error {
 	p.kill()
 	return nil
 }
+
+// KeepExecsOnDisconnect(true) makes an exec whose client goes away leave
+// its processes running, as containerd and CRI-O do: only its stdin closes
+// (and its output, so a write fails). By default the test server kills
+// them. Tests of a client's own clean-up turn it on, so that clean-up is
+// what they see work.
+func (s *Server) KeepExecsOnDisconnect(keep bool) { s.keepExecs.Store(keep) }
 
 // Forbid makes later requests on resource ("pods", "pods/exec") answer 403
 // with a Kubernetes Status body, as when RBAC denies them.

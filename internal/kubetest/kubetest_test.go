@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -499,6 +500,53 @@ func TestKubernetesExecServerCancelEndsCommand(t *testing.T) {
 					t.Fatalf("the cancelled command still runs in the pod after 10s: %q", out)
 				}
 				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestKubernetesExecServerKeepsExecsOnDisconnect checks the runtimes' way:
+// a client that goes away closes its command's stdin, and leaves running
+// what does not read it.
+func TestKubernetesExecServerKeepsExecsOnDisconnect(t *testing.T) {
+	s, c := start(t)
+	s.KeepExecsOnDisconnect(true)
+	for i, kind := range executors {
+		t.Run(kind, func(t *testing.T) {
+			sleep := "sleep 432" + string(rune('5'+i))         // each subtest its own
+			mark := filepath.Join(t.TempDir(), "stdin-closed") // the pod sees this machine's files
+			opts := &corev1.PodExecOptions{Command: []string{"sh", "-c", sleep + " & echo started; cat >/dev/null; touch " + mark + "; wait"}, Stdin: true, Stdout: true, Stderr: true}
+			var out syncbuf.Buffer
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			pr, pw := io.Pipe()
+			defer pw.Close()
+			ex := c.executor(t, kind, "dev", opts)
+			go func() {
+				done <- ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: pr, Stdout: &out, Stderr: &out})
+			}()
+			waitFor(t, &out, "started", nil, "")
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("cancelled exec still running after 10s")
+			}
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				if _, err := os.Stat(mark); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the command's stdin did not close when its client went away")
+				}
+			}
+			time.Sleep(300 * time.Millisecond) // what a kill would take
+			out2, _, err := c.run(t, "spdy", "dev", nil, "sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out2, sleep) {
+				t.Fatalf("the command was killed when its client went away: %q", out2)
 			}
 		})
 	}

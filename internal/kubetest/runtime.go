@@ -216,9 +216,14 @@ func (r *podRuntime) Exec(ctx context.Context, containerID string, cmd []string,
 		return fmt.Errorf("pod %q: start %q: %w", podName, cmd[0], err)
 	}
 
-	// A cancelled call (client gone, server closing) ends every process the
-	// command started.
-	stop := context.AfterFunc(ctx, func() { killTree(c.Process.Pid) })
+	// A cancelled call (client gone, server closing) closes the command's
+	// stdin and its output; unless the server is told to keep them, as
+	// container runtimes do, it also ends every process the command started.
+	stop := context.AfterFunc(ctx, func() {
+		if !r.s.keepExecs.Load() {
+			killTree(c.Process.Pid)
+		}
+	})
 	defer stop()
 
 	err = wait()

@@ -103,10 +103,13 @@ func (s *session) bash(t *testing.T, ctx context.Context, command string) (strin
 	return s.call(t, ctx, "bash", map[string]any{"command": command})
 }
 
-// startPod starts a kubetest server with one pod.
+// startPod starts a kubetest server with one pod. As in a cluster, an
+// exec whose client goes away leaves its processes running: ending a
+// command's tree is this executor's work.
 func startPod(t *testing.T, name string) *kubetest.Server {
 	t.Helper()
 	srv := kubetest.New(t)
+	srv.KeepExecsOnDisconnect(true)
 	if _, err := srv.AddPod(name, map[string]string{"app": name}); err != nil {
 		t.Fatal(err)
 	}

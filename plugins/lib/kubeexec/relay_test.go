@@ -63,6 +63,7 @@ func TestKubernetesRelay(t *testing.T) {
 func TestKubernetesRelayConnectionLost(t *testing.T) {
 	Quiet()
 	srv := kubetest.New(t)
+	srv.KeepExecsOnDisconnect(true) // the command's end is the relay's work
 	if _, err := srv.AddPod("web", nil); err != nil {
 		t.Fatal(err)
 	}
