@@ -105,6 +105,21 @@ func TestKubernetesTimeoutKillsTheTree(t *testing.T) {
 	nothingLeft(t, ctx, s, "sleep 4242")
 }
 
+// A timeout sends the command TERM once: its trap runs once.
+func TestKubernetesTimeoutTermsOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv := startPod(t, "web")
+	s := serve(t, ctx, composition(srv, "web", ""))
+	got, isErr := s.call(t, ctx, "bash", map[string]any{
+		"command":   "trap 'echo got-term; sleep 0.3; exit 7' TERM; echo up; sleep 100",
+		"timeoutMs": 1000,
+	})
+	if !strings.HasPrefix(got, "up\ngot-term\n") || strings.Count(got, "got-term") != 1 || !strings.Contains(got, "timed out") || !isErr {
+		t.Fatalf("a trapped TERM: %q (isError %v)", got, isErr)
+	}
+}
+
 // A cancelled call ends the command's tree in the pod; the next command
 // runs.
 func TestKubernetesCancel(t *testing.T) {

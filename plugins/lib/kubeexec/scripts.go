@@ -87,9 +87,9 @@ exec 3<&0
 {
 	if [ "$n" -gt 0 ]; then head -c "$n" <&3; fi
 	if command -v setsid >/dev/null 2>&1; then
-		setsid sh -c "$w" dsh "$id" "$g" <&3 >/dev/null 2>&1 &
+		setsid sh -c "$w" dsh-watch "$id" "$g" <&3 >/dev/null 2>&1 &
 	else
-		{ cat >/dev/null; end "$g"; } <&3 >/dev/null 2>&1 &
+		sh -c "$w" dsh-watch "$id" "$g" <&3 >/dev/null 2>&1 &
 	fi
 } | (
 	if [ -n "$d" ]; then
@@ -106,20 +106,37 @@ end 0
 exit "$st"
 `
 
-// watcher is the dead-man switch on its own (sh -c watcher dsh ID
-// GRACE): it waits for its stdin to end, then ends the command. Where
-// setsid is installed, Wrapper starts it in a session of its own, so a
-// runtime that kills the exec's process group when the connection goes
-// does not take the watcher with it.
+// watcher is the dead-man switch on its own (sh -c watcher dsh-watch
+// ID GRACE): it waits for its stdin to end (or its cat to be killed),
+// then ends the command. Where setsid is installed, Wrapper starts it in
+// a session of its own, so a runtime that kills the exec's process group
+// when the connection goes does not take the watcher with it.
 const watcher = endFunctions + `id=$1
 cat >/dev/null
 end "$2"
 `
 
 // KillScript (sh -c KillScript dsh ID GRACE) ends one command's tree from
-// a second exec: TERM, GRACE tenths of a second, KILL.
+// a second exec. Where the command's watcher runs, it only ends the
+// watcher's cat, so the watcher alone sends TERM (a TERM trap runs once,
+// however the stop reached the pod); otherwise it ends the tree itself:
+// TERM, GRACE tenths of a second, KILL.
 const KillScript = endFunctions + `id=$1
-end "$2"
+w=
+for p in /proc/[0-9]*; do
+	a=$({ tr '\0' '\n' <"$p/cmdline"; } 2>/dev/null) || continue
+	case "$a" in *"
+dsh-watch
+$id
+"*) w="$w ${p#/proc/}" ;; esac
+done
+[ -n "$w" ] || { end "$2"; exit 0; }
+for p in /proc/[0-9]*; do
+	s=$({ cat "$p/stat"; } 2>/dev/null) || continue
+	for q in $w; do
+		case "$s" in *" (cat) "?" $q "*) kill -TERM "${p#/proc/}" 2>/dev/null ;; esac
+	done
+done
 `
 
 // WrapperArgv is the exec command of Wrapper for the command with id,
