@@ -46,6 +46,18 @@ func TestKubernetesRunsCommands(t *testing.T) {
 	}
 }
 
+// A command longer than Linux takes in one argument runs in the pod.
+func TestKubernetesLongCommand(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv := startPod(t, "web")
+	s := serve(t, ctx, composition(srv, "web", ""))
+	got, isErr := s.bash(t, ctx, ": "+strings.Repeat("x", 300000)+"; echo ok")
+	if got != "ok" || isErr {
+		t.Fatalf("a long command: %q (isError %v)", got[:min(len(got), 300)], isErr)
+	}
+}
+
 // A 100 MB flood comes back capped, the rest in the host's spill file,
 // in bounded time.
 func TestKubernetesFlood(t *testing.T) {

@@ -98,7 +98,18 @@ exec 3<&0
 	fi
 	if command -v bash >/dev/null 2>&1; then s=bash; else s=sh; fi
 	exec 3<&-
-	exec env "` + MarkerVar + `=$id" "$@" "$s" -c "$c"
+	if [ -n "$big" ] && ! env "$@" true 2>/dev/null; then
+		echo "The command's environment is too large for a program in the container to start with (Linux takes at most 128 KiB in one variable, and about 2 MiB in all)." >&2
+		exit 126
+	fi
+	if [ -z "$long" ]; then
+		exec env "` + MarkerVar + `=$id" "$@" "$s" -c "$c"
+	fi
+	exec 5<&0
+	printf '%s\n' "$c" | {
+		exec 4<&0 <&5 5<&-
+		exec env "` + MarkerVar + `=$id" "$@" "$s" -c 'eval "$(cat <&4)" 4<&-' "$s"
+	}
 )
 st=$?
 exec 3<&-
@@ -154,19 +165,46 @@ func tenths(ms int64) int64 { return max(ms+99, 0) / 100 }
 
 // Header is the text Wrapper reads first: the working directory ("" is
 // the container's), the command, and its environment, all quoted for the
-// shell. Variables whose names env cannot take are left out.
+// shell. Variables whose names env cannot take are left out. A command
+// longer than ArgvMax is marked long: the shell reads it on a descriptor,
+// since Linux takes at most 128 KiB in one argument. An environment near
+// Linux's limits is marked big: the wrapper tries it before the command,
+// so a refusal is a sentence.
 func Header(dir, command string, env map[string]string) string {
 	var b strings.Builder
 	b.WriteString("d=" + Quote(dir) + "\nc=" + Quote(command) + "\nset --")
+	size := 0
+	if len(command) <= ArgvMax {
+		size = len(command)
+	}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		if k == "" || k[0] == '-' || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(env[k], 0) || k == MarkerVar {
 			continue
 		}
 		b.WriteString(" " + Quote(k+"="+env[k]))
+		size += len(k) + len(env[k]) + 2
+		if len(k)+len(env[k])+2 > ArgMax {
+			size += bigEnv
+		}
+	}
+	if len(command) > ArgvMax {
+		b.WriteString("\nlong=1")
+	}
+	if size > bigEnv {
+		b.WriteString("\nbig=1")
 	}
 	b.WriteString("\nok=1\n")
 	return b.String()
 }
+
+// ArgvMax is the longest command the wrapper passes to the shell as an
+// argument; a longer one it reads on a descriptor. ArgMax is the most
+// Linux takes in one argument or variable (with its NUL).
+const (
+	ArgvMax = 64 << 10
+	ArgMax  = 128 << 10
+	bigEnv  = 1 << 20 // past this the environment is tried first
+)
 
 // Quote is s as one shell word in single quotes.
 func Quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -99,3 +99,23 @@ func TestWrapperFallsBackToSh(t *testing.T) {
 		t.Fatalf("stdout %q stderr %q code %d", out, errOut, code)
 	}
 }
+
+// A command longer than Linux takes in one argument runs, as bash -c
+// would run it; an environment too large to start a program with is one
+// sentence.
+func TestKubernetesWrapperLongCommand(t *testing.T) {
+	long := ": " + strings.Repeat("x", 300000) + "; echo \"ok $0\"; read -r line; echo \"in $line\"; exit 4"
+	out, errOut, code := runWrapper(t, "", long, nil, "input\n", nil)
+	if out != "ok bash\nin input\n" || errOut != "" || code != 4 {
+		t.Fatalf("a long command: %q %q %d", out, errOut, code)
+	}
+	out, errOut, code = runWrapper(t, "", "echo hi", map[string]string{"BIG": strings.Repeat("y", 200000)}, "", nil)
+	want := "The command's environment is too large for a program in the container to start with (Linux takes at most 128 KiB in one variable, and about 2 MiB in all).\n"
+	if out != "" || errOut != want || code != 126 {
+		t.Fatalf("a large environment: %q %q %d", out, errOut, code)
+	}
+	out, _, code = runWrapper(t, "", "echo \"${#MID}\"", map[string]string{"MID": strings.Repeat("y", 100000)}, "", nil)
+	if out != "100000\n" || code != 0 {
+		t.Fatalf("a variable under the limit: %q %d", out, code)
+	}
+}
