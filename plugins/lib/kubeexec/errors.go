@@ -22,8 +22,8 @@ func sentence(format string, a ...any) error { return &Sentence{Text: fmt.Sprint
 
 // Explain turns err, from the API server or the way to it, about pod
 // (""/container when not known yet), into one plain sentence: forbidden,
-// unauthorized, no such pod, no such container, connection refused, or the
-// connection lost. A Sentence comes back as it is.
+// unauthorized, no such pod, no such container, no shell in it, connection
+// refused, or the connection lost. A Sentence comes back as it is.
 func (c *Conn) Explain(err error, pod, container string) error {
 	if err == nil {
 		return nil
@@ -61,6 +61,13 @@ func (c *Conn) Explain(err error, pod, container string) error {
 	case refused:
 		return sentence("Kubernetes refused the command in %s: %s.", where, plain(upgrade))
 	}
+	if m := notFound.FindStringSubmatch(msg); m != nil {
+		in := where
+		if container != "" {
+			in = "container " + container + " of " + where
+		}
+		return sentence("The %s has no %s on its PATH, and commands there run through %s (an image without a shell cannot run them).", in, m[1], m[1])
+	}
 	var dns *net.DNSError
 	var ue *url.Error
 	if errors.As(err, &dns) || (errors.As(err, &ue) && ue.Timeout()) {
@@ -75,6 +82,10 @@ func (c *Conn) Explain(err error, pod, container string) error {
 	}
 	return sentence("The connection to %s was lost before the command's end was known.", where)
 }
+
+// notFound is how a runtime (containerd, CRI-O, the test server) says the
+// exec's program is not in the container.
+var notFound = regexp.MustCompile(`exec: "([^"]+)": executable file not found in \$PATH`)
 
 // transportWords is how a kubelet's or runtime's error names its call
 // ("rpc error: code = InvalidArgument desc = ..."): nothing the reader

@@ -5,9 +5,12 @@ package kubeexec
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/dshrun/dsh/internal/kubetest"
 )
@@ -101,5 +104,20 @@ func TestKubernetesRefusalInPlainWords(t *testing.T) {
 	want := "Kubernetes refused the command in pod default/web: one of stdin, stdout, or stderr must be set."
 	if got := c.Explain(err, "web", "main"); got == nil || got.Error() != want {
 		t.Fatalf("got %v (from %v)", got, err)
+	}
+}
+
+// An image without sh reads as such, in the words of the test server and
+// of containerd.
+func TestKubernetesNoShell(t *testing.T) {
+	c := &Conn{Target: Target{Pod: "web"}, Namespace: "default", Config: &rest.Config{Host: "https://k8s:6443"}}
+	want := "The container main of pod default/web has no sh on its PATH, and commands there run through sh (an image without a shell cannot run them)."
+	for _, text := range []string{
+		`Internal error occurred: error executing command in container: exec: "sh": executable file not found in $PATH`,
+		`Internal error occurred: error executing command in container: failed to exec in container: failed to start exec "0f3c": OCI runtime exec failed: exec failed: unable to start container process: exec: "sh": executable file not found in $PATH: unknown`,
+	} {
+		if got := c.Explain(errors.New(text), "web", "main"); got == nil || got.Error() != want {
+			t.Errorf("%s: %v", text, got)
+		}
 	}
 }
