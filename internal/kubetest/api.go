@@ -42,6 +42,14 @@ func (s *Server) routes() http.Handler {
 		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{}, r.URL.Path))
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for s.hang.Load() {
+			// A stopped server: the request waits, its client gives up.
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.Token)) != 1 {
 			writeStatus(w, apierrors.NewUnauthorized("Unauthorized"))

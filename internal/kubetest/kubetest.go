@@ -58,6 +58,7 @@ type Server struct {
 	closed    bool
 	execs     sync.WaitGroup
 	keepExecs atomic.Bool
+	hang      atomic.Bool
 }
 
 // Start starts a server with no pods. Close stops it.
@@ -250,6 +251,11 @@ func (s *Server) DeletePod(name string) error {
 // them. Tests of a client's own clean-up turn it on, so that clean-up is
 // what they see work.
 func (s *Server) KeepExecsOnDisconnect(keep bool) { s.keepExecs.Store(keep) }
+
+// Hang(true) makes the API server answer nothing, as a stopped one: each
+// request waits until Hang(false) or until its client gives up. Exec calls
+// already running go on.
+func (s *Server) Hang(hang bool) { s.hang.Store(hang) }
 
 // Forbid makes later requests on resource ("pods", "pods/exec") answer 403
 // with a Kubernetes Status body, as when RBAC denies them.

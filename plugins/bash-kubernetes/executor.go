@@ -9,6 +9,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	"k8s.io/client-go/tools/clientcmd"
@@ -141,7 +142,7 @@ func (e *executor) Resolve(ctx context.Context, req *shell.ExecRequest) (*shell.
 	}
 	spec.Workdir = wd
 	spec.MaxProcesses, spec.MaxMemoryBytes = -1, -1
-	if e.probe(ctx) == "sh" {
+	if e.probe(ctx, spec.TimeoutMs) == "sh" {
 		if _, set := spec.Env["SHELL"]; !set {
 			env := make(map[string]string, len(spec.Env)+1)
 			for k, v := range spec.Env {
@@ -155,14 +156,18 @@ func (e *executor) Resolve(ctx context.Context, req *shell.ExecRequest) (*shell.
 }
 
 // probe is the container's shell, bash or sh, asked once per config; ""
-// while the pod cannot be reached (the command then says why).
-func (e *executor) probe(ctx context.Context) string {
+// while the pod cannot be reached (the command then says why). It waits
+// half the command's lookup time at most: the pod lookup for the command
+// itself has the whole.
+func (e *executor) probe(ctx context.Context, timeoutMs int64) string {
 	e.mu.Lock()
 	sh, conn := e.shell, e.conn
 	e.mu.Unlock()
 	if sh != "" || conn == nil {
 		return sh
 	}
+	ctx, cancel := lookupContext(ctx, timeoutMs/2)
+	defer cancel()
 	pod, container, err := conn.Pick(ctx)
 	if err != nil {
 		return ""
@@ -213,7 +218,9 @@ func (e *executor) confine(ctx context.Context, spec *shell.ExecSpec, req *subpr
 	if conn == nil {
 		return nil, shell.CannotRun("The Kubernetes executor has no config yet.")
 	}
-	pod, container, err := conn.Pick(ctx)
+	lctx, cancel := lookupContext(ctx, spec.TimeoutMs)
+	defer cancel()
+	pod, container, err := conn.Pick(lctx)
 	if err != nil {
 		return nil, shell.CannotRun(err.Error())
 	}
@@ -239,4 +246,19 @@ func (e *executor) confine(ctx context.Context, spec *shell.ExecSpec, req *subpr
 	req.Stdin, req.HasStdin = nil, false
 	req.MaxProcesses, req.MaxMemoryBytes = 0, 0
 	return nil, nil
+}
+
+// lookupMax is the longest the pod lookup before a command waits for the
+// API server, whatever the command's timeout.
+const lookupMax = 20 * time.Second
+
+// lookupContext bounds a lookup before a command by the command's timeout
+// (and lookupMax): a stopped API server is said to be unreachable no later
+// than the command would have timed out.
+func lookupContext(ctx context.Context, timeoutMs int64) (context.Context, context.CancelFunc) {
+	d := lookupMax
+	if t := time.Duration(timeoutMs) * time.Millisecond; t > 0 && t < d {
+		d = t
+	}
+	return context.WithTimeout(ctx, d)
 }

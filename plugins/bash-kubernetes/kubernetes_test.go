@@ -237,6 +237,26 @@ func TestKubernetesPodDeletedMidCall(t *testing.T) {
 	}
 }
 
+// A stopped API server is said to be unreachable within the command's
+// timeout, and the next command runs once it is back.
+func TestKubernetesAPIServerStopped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv := startPod(t, "web")
+	s := serve(t, ctx, composition(srv, "web", ""))
+	srv.Hang(true)
+	start := time.Now()
+	got, isErr := s.call(t, ctx, "bash", map[string]any{"command": "echo hi", "timeoutMs": 3000})
+	took := time.Since(start)
+	if !strings.Contains(got, "The Kubernetes API server at "+srv.URL+" cannot be reached.") || !isErr || took > 8*time.Second {
+		t.Fatalf("after %v: %q (isError %v)", took, got, isErr)
+	}
+	srv.Hang(false)
+	if got, isErr := s.bash(t, ctx, "echo back"); got != "back" || isErr {
+		t.Fatalf("once the server is back: %q (isError %v)", got, isErr)
+	}
+}
+
 // An account that may not exec reads one plain sentence.
 func TestKubernetesForbidden(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
