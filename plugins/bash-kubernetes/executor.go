@@ -119,6 +119,10 @@ func (e *executor) state() (*kubeexec.Conn, string, string) {
 // asks the container once whether it has bash; where it has not, the
 // command's SHELL says sh, as that is what runs it.
 func (e *executor) Resolve(ctx context.Context, req *shell.ExecRequest) (*shell.ExecSpec, error) {
+	if strings.ContainsRune(req.Command, 0) {
+		// The shell in the pod would run it cut short at the NUL.
+		return nil, shell.Invalid("The command holds a NUL character, which a shell cannot take.")
+	}
 	r := proto.Clone(req).(*shell.ExecRequest)
 	r.Workdir = ""
 	spec, err := e.Executor.Resolve(ctx, r)

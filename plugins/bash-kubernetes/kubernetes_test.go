@@ -40,6 +40,14 @@ func TestKubernetesRunsCommands(t *testing.T) {
 	if got != "/usr\nnosub" {
 		t.Fatalf("workdir: %q", got)
 	}
+	got, isErr = s.call(t, ctx, "bash", map[string]any{"command": "pwd", "workdir": "-P"})
+	if !strings.Contains(got, "The working directory -P does not exist in the container") || !isErr {
+		t.Fatalf("workdir -P: %q", got)
+	}
+	got, isErr = s.bash(t, ctx, "echo before\x00; echo after")
+	if !strings.Contains(got, "The command holds a NUL character, which a shell cannot take.") || strings.Contains(got, "before") || !isErr {
+		t.Fatalf("a NUL: %q (isError %v)", got, isErr)
+	}
 	got, isErr = s.call(t, ctx, "bash", map[string]any{"command": "pwd", "workdir": "/no/such/dir"})
 	if !strings.Contains(got, "/no/such/dir does not exist in the container") || !isErr {
 		t.Fatalf("a missing workdir: %q", got)

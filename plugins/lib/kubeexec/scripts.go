@@ -94,7 +94,9 @@ exec 3<&0
 } | (
 	if [ -n "$d" ]; then
 		case $d in "~" | "~/"*) d=$HOME${d#"~"} ;; esac
-		cd "$d" 2>/dev/null || { printf 'The working directory %s does not exist in the container or cannot be entered.\n' "$d" >&2; exit 1; }
+		# ./ keeps a directory such as -P or - from reading as an option.
+		case $d in /*) e=$d ;; *) e=./$d ;; esac
+		cd "$e" 2>/dev/null || { printf 'The working directory %s does not exist in the container or cannot be entered.\n' "$d" >&2; exit 1; }
 	fi
 	if command -v bash >/dev/null 2>&1; then s=bash; else s=sh; fi
 	exec 3<&-

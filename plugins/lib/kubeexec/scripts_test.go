@@ -119,3 +119,14 @@ func TestKubernetesWrapperLongCommand(t *testing.T) {
 		t.Fatalf("a variable under the limit: %q %d", out, code)
 	}
 }
+
+// A working directory that looks like an option of cd is a directory.
+func TestKubernetesWrapperDashWorkdir(t *testing.T) {
+	for _, dir := range []string{"-P", "-"} {
+		out, errOut, code := runWrapper(t, dir, "pwd", nil, "", nil)
+		want := "The working directory " + dir + " does not exist in the container or cannot be entered.\n"
+		if out != "" || errOut != want || code != 1 {
+			t.Errorf("workdir %s: %q %q %d", dir, out, errOut, code)
+		}
+	}
+}
