@@ -3,10 +3,13 @@ package kubeexec
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -56,7 +59,7 @@ func Relay(job io.Reader, stdout, stderr io.Writer) int {
 	}
 	c, err := Connect(j.Target)
 	if err != nil {
-		fmt.Fprintf(stderr, "%v.\n", err)
+		fmt.Fprintln(stderr, unusable(j.Target, err))
 		return ExitLost
 	}
 	r := &relay{c: c, j: j, ack: make(chan struct{}), stop: make(chan struct{})}
@@ -270,4 +273,31 @@ func (t *tailWriter) line(s string) {
 	}
 	_, _ = io.WriteString(t.w, s+"\n")
 	t.partial = false
+}
+
+// unusable is the sentence for a target whose config no longer loads in
+// the relay: a kubeconfig removed or broken since the executor read it.
+func unusable(t Target, err error) string {
+	if t.InCluster {
+		return fmt.Sprintf("The service account of the pod dsh runs in cannot be used: %s.", plain(causeOf(err).Error()))
+	}
+	where := "The default kubeconfig"
+	if t.Kubeconfig != "" {
+		where = "The kubeconfig " + t.Kubeconfig
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return where + " does not exist."
+	}
+	if t.Context != "" {
+		where += " (context " + t.Context + ")"
+	}
+	return fmt.Sprintf("%s cannot be used: %s.", where, plain(causeOf(err).Error()))
+}
+
+// causeOf is err without restConfig's "config: <where>: " prefix.
+func causeOf(err error) error {
+	if inner := errors.Unwrap(err); inner != nil && strings.HasPrefix(err.Error(), "config: ") {
+		return inner
+	}
+	return err
 }

@@ -148,3 +148,24 @@ func TestKubernetesRelayConnectionLost(t *testing.T) {
 		}
 	}
 }
+
+// A kubeconfig gone since the executor read it is one sentence.
+func TestKubernetesRelayKubeconfigGone(t *testing.T) {
+	Quiet()
+	path := filepath.Join(t.TempDir(), "kc")
+	j := Job{Target: Target{Kubeconfig: path, Context: "kubetest", Pod: "web"}, Pod: "web", Container: "main", ID: NewID(), Command: "true"}
+	b, _ := json.Marshal(j)
+	var out, errOut bytes.Buffer
+	code := Relay(bytes.NewReader(b), &out, &errOut)
+	if code != ExitLost || errOut.String() != "The kubeconfig "+path+" does not exist.\n" {
+		t.Fatalf("%d %q", code, errOut.String())
+	}
+	if err := os.WriteFile(path, []byte("not: [a kubeconfig"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	errOut.Reset()
+	code = Relay(bytes.NewReader(b), &out, &errOut)
+	if got := errOut.String(); code != ExitLost || !strings.HasPrefix(got, "The kubeconfig "+path+" (context kubetest) cannot be used: ") || strings.Contains(got, "config: ") || strings.Count(got, "\n") != 1 {
+		t.Fatalf("%d %q", code, got)
+	}
+}
