@@ -91,11 +91,8 @@ end() {
 // That is the dead-man switch: a caller killed outright leaves nothing
 // running, as long as the API server and kubelet close the exec's stdin
 // when its connection goes, which they do. What the command leaves
-// behind when it exits dies with it, as on the host: a scan the wrapper
-// leaves running as it exits ends it (so a command that leaves nothing
-// costs no scan before its end), and the watcher's once the caller is
-// done. The exit status is the command's; 125 is a header that did not
-// arrive whole.
+// behind when it exits dies with it, as on the host. The exit status is
+// the command's; 125 is a header that did not arrive whole.
 var Wrapper = endFunctions + "w=" + Quote(watcher) + `
 id=$1 hl=$2 n=$3 g=$4
 h=$(head -c "$hl") && eval "$h" && [ "$ok" = 1 ] || { echo "The command did not arrive whole in the container." >&2; exit 125; }
@@ -119,7 +116,7 @@ exec 3<&0
 )
 st=$?
 exec 3<&-
-end 0 </dev/null >/dev/null 2>&1 &
+end 0
 exit "$st"
 `
 
