@@ -13,7 +13,8 @@ import (
 // the container: the command starts with MarkerVar=<its id> in its
 // environment, its children inherit it (setsid ones too), and ending the
 // command is killing each process whose /proc/PID/environ holds it. It
-// needs only a POSIX shell, tr and kill: no process groups, no pid files,
+// needs only a POSIX shell, tr and kill (head and grep make the scan one
+// pass where installed): no process groups, no pid files,
 // nothing of the command's own cooperation (a process that empties its
 // environment escapes).
 const MarkerVar = "DSH_EXEC_ID"
@@ -41,11 +42,12 @@ const Ack = '.'
 // them one tr each.
 const endFunctions = `marked() {
 	if command -v grep >/dev/null 2>&1; then
+		p=
 		head -c 67108864 /dev/null /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' |
 			grep -e '^==> /proc/[0-9]*/environ <==$' -e "^` + MarkerVar + `=$id\$" | while IFS= read -r l; do
 				case $l in
 				"==> "*) p=${l#"==> /proc/"}; p=${p%/environ*} ;;
-				*) printf '%s\n' "$p" ;;
+				*) [ -z "$p" ] || printf '%s\n' "$p" ;;
 				esac
 			done
 		return
