@@ -13,7 +13,7 @@ import (
 // build beside them.
 var (
 	Test = []string{"probe", "noop", "oldproto", "newproto", "baddesc", "chatty", "termdrive"}
-	Real = []string{"shell-env", "bash-local", "bash-sandbox", "pwsh-local", "pwsh-sandbox", "tool-bash", "tool-pwsh", "terminal-bash", "tool-terminal", "tool-bash-persistent", "tool-pwsh-persistent", "hooks-claude-code", "hooks-codex", "bash-kubernetes"}
+	Real = []string{"shell-env", "bash-local", "bash-sandbox", "pwsh-local", "pwsh-sandbox", "tool-bash", "tool-pwsh", "terminal-bash", "terminal-kubernetes", "tool-terminal", "tool-bash-persistent", "tool-pwsh-persistent", "hooks-claude-code", "hooks-codex", "bash-kubernetes"}
 )
 
 // Root is the module's root directory.
