@@ -66,6 +66,21 @@ func TestKubernetesLongCommand(t *testing.T) {
 	}
 }
 
+// What a command leaves behind when it exits dies with it: one holding
+// its output (else the call would wait for it) and one that does not.
+func TestKubernetesLeftBehindDies(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv := startPod(t, "web")
+	s := serve(t, ctx, composition(srv, "web", ""))
+	start := time.Now()
+	got, isErr := s.bash(t, ctx, "sleep 4343 & setsid sleep 4343 >/dev/null 2>&1 & echo ok")
+	if got != "ok" || isErr || time.Since(start) > 10*time.Second {
+		t.Fatalf("after %v: %q (isError %v)", time.Since(start), got, isErr)
+	}
+	nothingLeft(t, ctx, s, "sleep 4343")
+}
+
 // A 100 MB flood comes back capped, the rest in the host's spill file,
 // in bounded time.
 func TestKubernetesFlood(t *testing.T) {
@@ -86,6 +101,7 @@ func TestKubernetesFlood(t *testing.T) {
 
 // scanPod is a command listing the pod's processes whose command line
 // holds marker (the scan's own does not: its pattern is split).
+// A process that ends while the scan runs is passed over in silence.
 func scanPod(marker string) string {
 	return `for p in /proc/[0-9]*; do c=$({ tr '\0' ' ' <$p/cmdline; } 2>/dev/null); case "$c" in *"` + marker[:2] + `""` + marker[2:] + `"*) echo "left: $c";; esac; done; echo scanned`
 }

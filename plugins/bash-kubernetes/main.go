@@ -11,7 +11,8 @@
 // host's stop all work as for bash-local. Stopping a relay ends the
 // command's whole tree in the container (setsid children too): every
 // process of it carries DSH_EXEC_ID=<id> in its environment, and a script
-// needing only sh, tr and kill finds and kills them (TERM, the grace,
+// needing only sh, tr and kill (and grep, where installed, to scan the
+// container's processes in one pass) finds and kills them (TERM, the grace,
 // KILL). A relay killed outright ends its connection, and with it the
 // exec's stdin: a watcher in the container then does the same. A pod
 // deleted or a connection lost is a sentence on stderr, exit code 255.

@@ -17,7 +17,10 @@ import (
 	"sync"
 
 	"github.com/go-logr/logr"
-	"k8s.io/client-go/kubernetes"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -67,14 +70,33 @@ func (t Target) Where(namespace string) string {
 	return "a pod of namespace " + namespace + " matching " + t.LabelSelector
 }
 
-// Conn is a target reached: its REST config, a clientset and the
-// namespace resolved.
+// Conn is a target reached: its REST config, a client of the core API
+// group and the namespace resolved.
 type Conn struct {
 	Target    Target
 	Namespace string
 	Config    *rest.Config
-	Client    kubernetes.Interface
+	// Core is a client of the core API group (pods and their exec). It
+	// knows only that group's types: client-go's clientset knows every
+	// group's, and registering them all would cost each relay a few
+	// milliseconds of its start.
+	Core rest.Interface
 }
+
+// coreScheme knows the core API group's types, and the options pods are
+// read and exec'd with.
+var coreScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := corev1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	metav1.AddToGroupVersion(s, corev1.SchemeGroupVersion)
+	return s
+}()
+
+// coreParams encodes options (ListOptions, PodExecOptions) as a request's
+// query.
+var coreParams = runtime.NewParameterCodec(coreScheme)
 
 // Connect loads t's REST config and makes a client. Nothing is asked of
 // the API server yet.
@@ -96,11 +118,15 @@ func Connect(t Target) (*Conn, error) {
 	// client-go's default (5 a second) would make a quick run of commands,
 	// one pod lookup each, wait for its own rate limiter.
 	cfg.QPS, cfg.Burst = 50, 100
-	cs, err := kubernetes.NewForConfig(cfg)
+	core := rest.CopyConfig(cfg)
+	core.GroupVersion = &corev1.SchemeGroupVersion
+	core.APIPath = "/api"
+	core.NegotiatedSerializer = serializer.NewCodecFactory(coreScheme).WithoutConversion()
+	rc, err := rest.RESTClientFor(core)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return &Conn{Target: t, Namespace: ns, Config: cfg, Client: cs}, nil
+	return &Conn{Target: t, Namespace: ns, Config: cfg, Core: rc}, nil
 }
 
 // serviceAccountNamespace holds an in-cluster pod's namespace.

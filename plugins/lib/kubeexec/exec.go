@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 	"k8s.io/streaming/pkg/httpstream"
@@ -29,13 +28,16 @@ const DefaultContainerAnnotation = "kubectl.kubernetes.io/default-container"
 func (c *Conn) Pick(ctx context.Context) (*corev1.Pod, string, error) {
 	var pod *corev1.Pod
 	if c.Target.Pod != "" {
-		p, err := c.Client.CoreV1().Pods(c.Namespace).Get(ctx, c.Target.Pod, metav1.GetOptions{})
+		p, err := c.pod(ctx, c.Target.Pod)
 		if err != nil {
 			return nil, "", c.Explain(err, c.Target.Pod, c.Target.Container)
 		}
 		pod = p
 	} else {
-		list, err := c.Client.CoreV1().Pods(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: c.Target.LabelSelector})
+		list := &corev1.PodList{}
+		err := c.Core.Get().Namespace(c.Namespace).Resource("pods").
+			VersionedParams(&metav1.ListOptions{LabelSelector: c.Target.LabelSelector}, coreParams).
+			Do(ctx).Into(list)
 		if err != nil {
 			return nil, "", c.Explain(err, "", c.Target.Container)
 		}
@@ -104,7 +106,7 @@ type ExecOptions struct {
 // Executor is the exec client for one pod's container: WebSocket, falling
 // back to SPDY where the API server cannot upgrade to it (as kubectl).
 func (c *Conn) Executor(pod, container string, o ExecOptions) (remotecommand.Executor, error) {
-	req := c.Client.CoreV1().RESTClient().Post().
+	req := c.Core.Post().
 		Resource("pods").Namespace(c.Namespace).Name(pod).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{
 			Container: container,
@@ -113,7 +115,7 @@ func (c *Conn) Executor(pod, container string, o ExecOptions) (remotecommand.Exe
 			Stdout:    o.Stdout != nil,
 			Stderr:    o.Stderr != nil && !o.TTY,
 			TTY:       o.TTY,
-		}, scheme.ParameterCodec)
+		}, coreParams)
 	u := req.URL()
 	ws, err := remotecommand.NewWebSocketExecutor(c.Config, http.MethodGet, u.String())
 	if err != nil {
@@ -170,7 +172,7 @@ func ExitCode(err error) (int, error) {
 // running): deleted, being deleted, replaced, stopped. A pod that cannot
 // be asked about is not said to be gone.
 func (c *Conn) Gone(ctx context.Context, pod string, uid string) string {
-	p, err := c.Client.CoreV1().Pods(c.Namespace).Get(ctx, pod, metav1.GetOptions{})
+	p, err := c.pod(ctx, pod)
 	switch {
 	case apierrors.IsNotFound(err):
 		return "deleted"
@@ -184,4 +186,13 @@ func (c *Conn) Gone(ctx context.Context, pod string, uid string) string {
 		return "no longer running"
 	}
 	return ""
+}
+
+// pod is the pod of that name in the namespace.
+func (c *Conn) pod(ctx context.Context, name string) (*corev1.Pod, error) {
+	p := &corev1.Pod{}
+	if err := c.Core.Get().Namespace(c.Namespace).Resource("pods").Name(name).Do(ctx).Into(p); err != nil {
+		return nil, err
+	}
+	return p, nil
 }

@@ -13,7 +13,8 @@ import (
 // the container: the command starts with MarkerVar=<its id> in its
 // environment, its children inherit it (setsid ones too), and ending the
 // command is killing each process whose /proc/PID/environ holds it. It
-// needs only a POSIX shell, tr and kill: no process groups, no pid files,
+// needs only a POSIX shell, tr and kill (head and grep make the scan one
+// pass where installed): no process groups, no pid files,
 // nothing of the command's own cooperation (a process that empties its
 // environment escapes).
 const MarkerVar = "DSH_EXEC_ID"
@@ -35,7 +36,22 @@ const Ack = '.'
 // processes: marked prints their pids (a zombie's environ is empty, so a
 // dead process is never found again); end sends TERM, waits up to $1
 // tenths of a second for them to go, then sends KILL until none is left.
+// Where grep is installed, marked reads every environ through one head,
+// tr and grep (head names each file before its bytes), so a scan costs
+// the same few processes however many the container runs; else it reads
+// them one tr each.
 const endFunctions = `marked() {
+	if command -v grep >/dev/null 2>&1; then
+		p=
+		head -c 67108864 /dev/null /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' |
+			grep -e '^==> /proc/[0-9]*/environ <==$' -e "^` + MarkerVar + `=$id\$" | while IFS= read -r l; do
+				case $l in
+				"==> "*) p=${l#"==> /proc/"}; p=${p%/environ*} ;;
+				*) [ -z "$p" ] || printf '%s\n' "$p" ;;
+				esac
+			done
+		return
+	fi
 	for p in /proc/[0-9]*; do
 		e=$({ tr '\0' '\n' <"$p/environ"; } 2>/dev/null) || continue
 		case "

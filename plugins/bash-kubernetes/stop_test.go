@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hostPids are the processes of this machine whose command line holds s
+// (a kubetest pod's processes are this machine's too).
+func hostPids(s string) []string {
+	var pids []string
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		if d.Name()[0] < '0' || d.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), s) {
+			pids = append(pids, d.Name())
+		}
+	}
+	return pids
+}
+
+// A background job in the pod ends when the host stops: its relay is the
+// host's process, and the command in the pod goes with it (setsid
+// children too).
+func TestKubernetesJobEndsWithTheHost(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	srv := startPod(t, "web")
+	s := serve(t, ctx, composition(srv, "web", ""))
+	started, _ := s.call(t, ctx, "bash", map[string]any{
+		"command":           "setsid sleep 4747 & sleep 4747",
+		"run_in_background": true,
+	})
+	if regexp.MustCompile(`\bj[0-9]+\b`).FindString(started) == "" {
+		t.Fatalf("start: %q", started)
+	}
+	for deadline := time.Now().Add(15 * time.Second); len(hostPids("sleep 4747")) < 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the job never ran in the pod (start: %q)", started)
+		}
+	}
+	// The client goes: dsh serve on stdio stops.
+	if err := s.cs.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); len(hostPids("sleep 4747")) > 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("left in the pod after the host stopped: %v", hostPids("sleep 4747"))
+		}
+	}
+}
