@@ -104,17 +104,19 @@ func TestWrapperFallsBackToSh(t *testing.T) {
 // would run it; an environment too large to start a program with is one
 // sentence.
 func TestKubernetesWrapperLongCommand(t *testing.T) {
+	hold := make(chan struct{}) // stdin's end would end the command
+	defer close(hold)
 	long := ": " + strings.Repeat("x", 300000) + "; echo \"ok $0\"; read -r line; echo \"in $line\"; exit 4"
-	out, errOut, code := runWrapper(t, "", long, nil, "input\n", nil)
+	out, errOut, code := runWrapper(t, "", long, nil, "input\n", hold)
 	if out != "ok bash\nin input\n" || errOut != "" || code != 4 {
 		t.Fatalf("a long command: %q %q %d", out, errOut, code)
 	}
-	out, errOut, code = runWrapper(t, "", "echo hi", map[string]string{"BIG": strings.Repeat("y", 200000)}, "", nil)
+	out, errOut, code = runWrapper(t, "", "echo hi", map[string]string{"BIG": strings.Repeat("y", 200000)}, "", hold)
 	want := "The command's environment is too large for a program in the container to start with (Linux takes at most 128 KiB in one variable, and about 2 MiB in all).\n"
 	if out != "" || errOut != want || code != 126 {
 		t.Fatalf("a large environment: %q %q %d", out, errOut, code)
 	}
-	out, _, code = runWrapper(t, "", "echo \"${#MID}\"", map[string]string{"MID": strings.Repeat("y", 100000)}, "", nil)
+	out, _, code = runWrapper(t, "", "echo \"${#MID}\"", map[string]string{"MID": strings.Repeat("y", 100000)}, "", hold)
 	if out != "100000\n" || code != 0 {
 		t.Fatalf("a variable under the limit: %q %d", out, code)
 	}
@@ -122,8 +124,10 @@ func TestKubernetesWrapperLongCommand(t *testing.T) {
 
 // A working directory that looks like an option of cd is a directory.
 func TestKubernetesWrapperDashWorkdir(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
 	for _, dir := range []string{"-P", "-"} {
-		out, errOut, code := runWrapper(t, dir, "pwd", nil, "", nil)
+		out, errOut, code := runWrapper(t, dir, "pwd", nil, "", hold)
 		want := "The working directory " + dir + " does not exist in the container or cannot be entered.\n"
 		if out != "" || errOut != want || code != 1 {
 			t.Errorf("workdir %s: %q %q %d", dir, out, errOut, code)
