@@ -141,18 +141,38 @@ func TestKubernetesTimeoutKillsTheTree(t *testing.T) {
 	nothingLeft(t, ctx, s, "sleep 4242")
 }
 
-// A timeout sends the command TERM once: its trap runs once.
-func TestKubernetesTimeoutTermsOnce(t *testing.T) {
+// Stopping a command sends it TERM once: its trap runs once. The stop is
+// a job_kill once the trap is set (a timeout could come before it is).
+func TestKubernetesStopTermsOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	srv := startPod(t, "web")
 	s := serve(t, ctx, composition(srv, "web", ""))
-	got, isErr := s.call(t, ctx, "bash", map[string]any{
-		"command":   "trap 'echo got-term; sleep 0.3; exit 7' TERM; echo up; sleep 100",
-		"timeoutMs": 1000,
+	started, _ := s.call(t, ctx, "bash", map[string]any{
+		"command":           "trap 'echo got-term; sleep 0.3; exit 7' TERM; echo up; sleep 100",
+		"run_in_background": true,
 	})
-	if !strings.HasPrefix(got, "up\ngot-term\n") || strings.Count(got, "got-term") != 1 || !strings.Contains(got, "timed out") || !isErr {
-		t.Fatalf("a trapped TERM: %q (isError %v)", got, isErr)
+	jid := regexp.MustCompile(`\bj[0-9]+\b`).FindString(started)
+	var out string
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out, "up"); time.Sleep(50 * time.Millisecond) {
+		more, _ := s.call(t, ctx, "job_output", map[string]any{"job_id": jid})
+		if time.Now().After(deadline) {
+			t.Fatalf("the job's first output: %q (start: %q)", out, started)
+		}
+		out += more
+	}
+	if got, isErr := s.call(t, ctx, "job_kill", map[string]any{"job_id": jid}); isErr {
+		t.Fatalf("job_kill: %q", got)
+	}
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out, "[job "+jid+" finished]"); time.Sleep(50 * time.Millisecond) {
+		more, _ := s.call(t, ctx, "job_output", map[string]any{"job_id": jid})
+		if time.Now().After(deadline) {
+			t.Fatalf("the job's end: %q", out)
+		}
+		out += strings.ReplaceAll(more, "[job "+jid+" is still running]", "")
+	}
+	if strings.Count(out, "got-term") != 1 || !strings.Contains(out, "[exit code: 7]") {
+		t.Fatalf("a trapped TERM: %q", out)
 	}
 }
 

@@ -32,6 +32,17 @@ func NewID() string {
 // with the header).
 const Ack = '.'
 
+// procDirs and environs are /proc's process directories (and their
+// environ files) as globs that list them in the order of their pids, one
+// digit, then two, and so on, not a glob's order by name (10 before 9).
+// So TERM reaches a shell before the child it waits for, where pids have
+// not wrapped: a shell whose last command dies of TERM first could exit
+// before its TERM trap runs.
+const (
+	procDirs = "/proc/[0-9] /proc/[1-9][0-9] /proc/[1-9][0-9][0-9] /proc/[1-9][0-9][0-9][0-9] /proc/[1-9][0-9][0-9][0-9][0-9] /proc/[1-9][0-9][0-9][0-9][0-9][0-9] /proc/[1-9][0-9][0-9][0-9][0-9][0-9][0-9]"
+	environs = "/proc/[0-9]/environ /proc/[1-9][0-9]/environ /proc/[1-9][0-9][0-9]/environ /proc/[1-9][0-9][0-9][0-9]/environ /proc/[1-9][0-9][0-9][0-9][0-9]/environ /proc/[1-9][0-9][0-9][0-9][0-9][0-9]/environ /proc/[1-9][0-9][0-9][0-9][0-9][0-9][0-9]/environ"
+)
+
 // endFunctions are the shell functions that find and end one command's
 // processes: marked prints their pids (a zombie's environ is empty, so a
 // dead process is never found again); end sends TERM, waits up to $1
@@ -43,7 +54,7 @@ const Ack = '.'
 const endFunctions = `marked() {
 	if command -v grep >/dev/null 2>&1; then
 		p=
-		head -c 67108864 /dev/null /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' |
+		head -c 67108864 /dev/null ` + environs + ` 2>/dev/null | tr '\0' '\n' |
 			grep -e '^==> /proc/[0-9]*/environ <==$' -e "^` + MarkerVar + `=$id\$" | while IFS= read -r l; do
 				case $l in
 				"==> "*) p=${l#"==> /proc/"}; p=${p%/environ*} ;;
@@ -52,7 +63,7 @@ const endFunctions = `marked() {
 			done
 		return
 	fi
-	for p in /proc/[0-9]*; do
+	for p in ` + procDirs + `; do
 		e=$({ tr '\0' '\n' <"$p/environ"; } 2>/dev/null) || continue
 		case "
 $e
