@@ -56,3 +56,20 @@ func TestKubernetesJobEndsWithTheHost(t *testing.T) {
 		}
 	}
 }
+
+// What reaches the pod's command of the environment: the DSH_* facts of
+// ctx.shellEnv and the executor's overrides, never this machine's
+// variables, credentials least of all.
+func TestKubernetesEnvironmentSent(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv := startPod(t, "web")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t-of-the-host")
+	t.Setenv("PLAIN_TEST_HOST_VAR", "of-the-host")
+	s := serve(t, ctx, strings.Replace(composition(srv, "web", ""), "    name: shell-env\n",
+		"    name: shell-env\n    config:\n      facts:\n        DSH_PROJECT: kube-env\n", 1))
+	got, _ := s.bash(t, ctx, `echo "[${AWS_SECRET_ACCESS_KEY-unset}|${PLAIN_TEST_HOST_VAR-unset}|${DSH_PROJECT-unset}|$NO_COLOR]"; env | grep -c s3cr3t || true`)
+	if got != "[unset|unset|kube-env|1]\n0" {
+		t.Fatalf("the environment in the pod: %q", got)
+	}
+}
