@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/dshrun/dsh/internal/kubetest"
+	"github.com/dshrun/dsh/plugins/lib/kubeexec"
 )
 
 // kubernetesCalls: the bash tool's `true` through bash-kubernetes against
@@ -33,6 +34,7 @@ func kubernetesCalls(dir string, n int) {
 		fmt.Printf("  skipped: the test exec server runs pods in new namespaces and needs root\n\n")
 		return
 	}
+	kubeexec.Quiet() // the kubelet code's own logging of closed connections
 	srv, err := kubetest.Start()
 	check(err)
 	defer srv.Close()
