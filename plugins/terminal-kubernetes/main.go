@@ -10,7 +10,10 @@
 // copies the terminal to it and it to the terminal, hands each size the
 // terminal takes to the container's terminal, and exits with the shell's
 // exit status (255 when the connection ended without one, after a line
-// that says why). The session lives on across this plugin's reloads and
+// that says why). Its processes in the container are marked
+// (kubeexec.MarkerVar), and a second exec beside the shell's, whose input
+// ends with the relay, ends them all then: a runtime leaves an exec's
+// processes running when its client goes. The session lives on across this plugin's reloads and
 // crashes, as the relay is the host's process, not this plugin's.
 //
 // Config (the pod's keys are kubeexec.Target's):
@@ -194,7 +197,8 @@ func (p *terminalKubernetes) Start(ctx context.Context, req *termbackend.StartRe
 	_, _ = rand.Read(b[:])
 	nonce := hex.EncodeToString(b[:])
 	ps1, printed := Prompt(p.cfg.Shell, nonce)
-	spec, err := json.Marshal(relaySpec{Target: t, Command: Command(p.cfg.Shell, p.cfg.Term, cwd, RC(p.cfg.Shell, ps1, facts), nonce)})
+	id := kubeexec.NewID()
+	spec, err := json.Marshal(relaySpec{Target: t, ID: id, Command: Command(p.cfg.Shell, p.cfg.Term, cwd, RC(p.cfg.Shell, ps1, facts), nonce, id)})
 	if err != nil {
 		return nil, err
 	}

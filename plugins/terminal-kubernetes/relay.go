@@ -7,6 +7,8 @@ import "github.com/dshrun/dsh/plugins/lib/kubeexec"
 type relaySpec struct {
 	Target  kubeexec.Target `json:"target"` // its pod and container resolved
 	Command []string        `json:"command"`
+	// ID marks the session's processes in the container (Command's id).
+	ID string `json:"id"`
 }
 
 // The relay's two stages, named by the binary's first arguments.

@@ -80,7 +80,7 @@ func startRelay(t *testing.T, srv *kubetest.Server, pod string) *relayed {
 	ps1, printed := Prompt(shellBash, nonce)
 	spec, err := json.Marshal(relaySpec{
 		Target:  kubeexec.Target{Kubeconfig: srv.Kubeconfig, Namespace: srv.Namespace, Pod: pod, Container: "main"},
-		Command: Command(shellBash, "xterm-256color", "", RC(shellBash, ps1, nil), nonce),
+		Command: Command(shellBash, "xterm-256color", "", RC(shellBash, ps1, nil), nonce, ""),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
@@ -132,6 +133,15 @@ func relayCopy() int {
 			}
 		}
 	}()
+	// The dead-man switch: an exec beside the shell's whose input ends
+	// with this process, however it ends, and which then ends every
+	// marked process of the session in the container.
+	if spec.ID != "" {
+		hold, _ := io.Pipe()
+		go func() {
+			_, _ = conn.Exec(ctx, t.Pod, t.Container, kubeexec.ExecOptions{Command: kubeexec.WatcherArgv(spec.ID, endGraceMs), Stdin: hold, Stdout: io.Discard, Stderr: io.Discard})
+		}()
+	}
 	code, err := conn.Exec(ctx, t.Pod, t.Container, kubeexec.ExecOptions{
 		Command: spec.Command,
 		Stdin:   in.pr,
@@ -139,6 +149,7 @@ func relayCopy() int {
 		TTY:     true,
 		Resize:  sizes,
 	})
+	endSession(conn, t, spec.ID)
 	if s, ok := ended.Load().(syscall.Signal); ok {
 		// No signal reaches a process in the pod: the connection ends
 		// instead, as kubectl's does when it is signalled.
@@ -215,3 +226,22 @@ func (q *sizeQueue) Next() *remotecommand.TerminalSize {
 		return nil
 	}
 }
+
+// endSession ends what is left of the session in the container: a
+// container runtime keeps an exec's processes running when its client
+// goes, so a shell whose connection ended, or the jobs a shell that
+// exited left behind, would outlive the session. It is bounded, as the
+// host gives a stopping relay a grace before it kills it.
+func endSession(conn *kubeexec.Conn, t kubeexec.Target, id string) {
+	if id == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), endBound)
+	defer cancel()
+	_, _ = conn.Exec(ctx, t.Pod, t.Container, kubeexec.ExecOptions{Command: kubeexec.KillArgv(id, endGraceMs), Stdout: io.Discard, Stderr: io.Discard})
+}
+
+const (
+	endGraceMs = 1000            // TERM, then KILL after this
+	endBound   = 2 * time.Second // the whole of it
+)

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/dshrun/dsh/plugins/lib/kubeexec"
 )
 
 // The shells a session may run in the container (config.Shell).
@@ -63,10 +65,18 @@ func RC(shell, ps1 string, facts map[string]string) string {
 // with it the prompt's nonce) is on the command line of the sh alone, for
 // the moment before it becomes the shell: the interactive shell and its
 // children find it in neither their environment nor their command line.
-func Command(shell, term, dir, rc, nonce string) []string {
+//
+// id, when set, marks every process of the session in the container
+// (kubeexec.MarkerVar), so that the relay can end them all when the
+// session ends: a container runtime leaves an exec's processes running
+// when its client goes.
+func Command(shell, term, dir, rc, nonce, id string) []string {
 	end := "__DSH_RC_" + nonce + "__"
 	var b strings.Builder
 	b.WriteString("export TERM=" + shellQuote(term) + "\n")
+	if id != "" {
+		b.WriteString("export " + kubeexec.MarkerVar + "=" + shellQuote(id) + "\n")
+	}
 	if dir != "" {
 		b.WriteString("cd -- " + shellQuote(dir) + " || exit 1\n")
 	}

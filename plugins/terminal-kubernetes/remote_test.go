@@ -28,7 +28,7 @@ func TestKubernetesShellCommand(t *testing.T) {
 			const nonce = "0123456789abcdef"
 			dir := t.TempDir()
 			ps1, printed := Prompt(shell, nonce)
-			argv := Command(shell, "xterm-test", dir, RC(shell, ps1, map[string]string{"DSH_FACT": "it's", "X;echo INJECTED;Y": "v"}), nonce)
+			argv := Command(shell, "xterm-test", dir, RC(shell, ps1, map[string]string{"DSH_FACT": "it's", "X;echo INJECTED;Y": "v"}), nonce, "")
 			cmd := exec.Command(argv[0], argv[1:]...)
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
 			f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 200, Rows: 24})

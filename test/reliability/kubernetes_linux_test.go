@@ -73,6 +73,7 @@ func TestKubernetesTerminalTools(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	srv := kubetest.New(t)
+	srv.KeepExecsOnDisconnect(true) // as container runtimes do: the session's end is the relay's work
 	if _, err := srv.AddPod("web-1", map[string]string{"app": "web"}); err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +137,9 @@ func TestKubernetesTerminalTools(t *testing.T) {
 	text = sendTerm(t, ctx, a, map[string]any{"session_id": id2, "text": "exit 3", "waitMs": 10000})
 	expect(t, "exit 3", text, "[session "+id2+" exited with code 3: close it with terminal_close]")
 	callText(t, ctx, a, "terminal_close", map[string]any{"session_id": id2})
-	// A close ends the connection, and with it (as this API server's
-	// runtime does) what the shell ran in the pod.
+	// A close kills the relay outright; the runtime leaves the exec's
+	// processes running (KeepExecsOnDisconnect), and the relay's watcher
+	// in the pod ends what the shell ran there.
 	id2 = open()
 	text = sendTerm(t, ctx, a, map[string]any{"session_id": id2, "text": "sleep 4242 & echo started-$!", "waitMs": 10000})
 	expect(t, "a job in the pod", text, "started-")
@@ -188,6 +190,7 @@ func TestKubernetesPersistentBash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	srv := kubetest.New(t)
+	srv.KeepExecsOnDisconnect(true) // as container runtimes do: the session's end is the relay's work
 	if _, err := srv.AddPod("worker", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -267,6 +270,7 @@ func TestKubernetesTerminalSh(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	srv := kubetest.New(t)
+	srv.KeepExecsOnDisconnect(true) // as container runtimes do: the session's end is the relay's work
 	if _, err := srv.AddPod("plain", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -299,6 +303,7 @@ func TestKubernetesComposition(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	srv := kubetest.New(t)
+	srv.KeepExecsOnDisconnect(true) // as container runtimes do: the session's end is the relay's work
 	if _, err := srv.AddPod("dev", map[string]string{"app": "dev"}); err != nil {
 		t.Fatal(err)
 	}

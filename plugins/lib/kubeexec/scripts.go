@@ -185,6 +185,29 @@ func WrapperArgv(id string, header, input int, graceMs int64) []string {
 	return []string{"sh", "-c", Wrapper, "dsh", id, strconv.Itoa(header), strconv.Itoa(input), strconv.FormatInt(tenths(graceMs), 10)}
 }
 
+// watcherExec runs the watcher as an exec of its own (sh -c watcherExec
+// dsh ID GRACE), in a session of its own where setsid is installed: the
+// dead-man switch of a session whose own exec has no input to spare for
+// it (a terminal's, whose input is the shell's).
+var watcherExec = "w=" + Quote(watcher) + `
+exec 3<&0
+if command -v setsid >/dev/null 2>&1; then
+	setsid sh -c "$w" dsh-watch "$1" "$2" <&3 >/dev/null 2>&1 &
+else
+	sh -c "$w" dsh-watch "$1" "$2" <&3 >/dev/null 2>&1 &
+fi
+exec 3<&-
+wait
+`
+
+// WatcherArgv is the exec command of a watcher on its own: once the
+// exec's input ends (its caller is done or gone), it ends the processes
+// marked with id: TERM, the grace, KILL. KillScript ends it as it ends a
+// command's watcher.
+func WatcherArgv(id string, graceMs int64) []string {
+	return []string{"sh", "-c", watcherExec, "dsh", id, strconv.FormatInt(tenths(graceMs), 10)}
+}
+
 // KillArgv is the exec command of KillScript.
 func KillArgv(id string, graceMs int64) []string {
 	return []string{"sh", "-c", KillScript, "dsh", id, strconv.FormatInt(tenths(graceMs), 10)}
