@@ -13,8 +13,9 @@
 // that says why). Its processes in the container are marked
 // (kubeexec.MarkerVar), and a second exec beside the shell's, whose input
 // ends with the relay, ends them all then: a runtime leaves an exec's
-// processes running when its client goes. The session lives on across this plugin's reloads and
-// crashes, as the relay is the host's process, not this plugin's.
+// processes running when its client goes. The session lives on across
+// this plugin's reloads and crashes, as the relay is the host's process,
+// not this plugin's.
 //
 // Config (the pod's keys are kubeexec.Target's):
 //
