@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"strings"
@@ -148,12 +149,11 @@ func (e *executor) Resolve(ctx context.Context, req *shell.ExecRequest) (*shell.
 	spec.MaxProcesses, spec.MaxMemoryBytes = -1, -1
 	if e.probe(ctx, spec.TimeoutMs) == "sh" {
 		if _, set := spec.Env["SHELL"]; !set {
-			env := make(map[string]string, len(spec.Env)+1)
-			for k, v := range spec.Env {
-				env[k] = v
+			spec.Env = maps.Clone(spec.Env)
+			if spec.Env == nil {
+				spec.Env = map[string]string{}
 			}
-			env["SHELL"] = "sh"
-			spec.Env = env
+			spec.Env["SHELL"] = "sh"
 		}
 	}
 	return spec, nil
