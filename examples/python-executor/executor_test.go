@@ -135,15 +135,7 @@ func ppidOf(stat []byte) string {
 }
 
 // gone reports whether pid has ended (a zombie has).
-func gone(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	s := string(stat)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && strings.HasPrefix(s[i+1:], " Z")
-}
+func gone(pid int) bool { return !testplugins.Alive(pid) }
 
 var jobRE = regexp.MustCompile(`\bj[0-9]+\b`)
 
@@ -212,7 +204,11 @@ func TestPythonExecutor(t *testing.T) {
 			}
 		}
 		ccancel()
-		<-done
+		select {
+		case <-done:
+		case <-ctx.Done():
+			t.Fatal("the cancelled call did not return")
+		}
 		for deadline := time.Now().Add(15 * time.Second); !gone(pid); time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Exit codes, stdout and stderr apart, input, the working directory and
@@ -74,8 +76,9 @@ func TestKubernetesLeftBehindDies(t *testing.T) {
 	srv := startPod(t, "web")
 	s := serve(t, ctx, composition(srv, "web", ""))
 	start := time.Now()
-	got, isErr := s.bash(t, ctx, "sleep 4343 & setsid sleep 4343 >/dev/null 2>&1 & echo ok")
-	if got != "ok" || isErr || time.Since(start) > 10*time.Second {
+	// The scan inside the command shows both ran before it ended.
+	got, isErr := s.bash(t, ctx, "sleep 4343 & setsid sleep 4343 >/dev/null 2>&1 & sleep 0.2; "+scanPod("sleep 4343")+"; echo ok")
+	if strings.Count(got, "left: sleep 4343 \n") != 2 || !strings.HasSuffix(got, "scanned\nok") || isErr || time.Since(start) > 10*time.Second {
 		t.Fatalf("after %v: %q (isError %v)", time.Since(start), got, isErr)
 	}
 	nothingLeft(t, ctx, s, "sleep 4343")
@@ -347,8 +350,19 @@ func TestKubernetesRelayKilled(t *testing.T) {
 	mark := filepath.Join(t.TempDir(), "started")
 	done := make(chan string, 1)
 	go func() {
-		got, _ := s.bash(t, ctx, "setsid sleep 4444 & sleep 4444 & touch "+mark+"; wait")
-		done <- got
+		// Not s.bash: a goroutine of its own may not end the test.
+		r, err := s.cs.CallTool(ctx, mcpCall("bash", map[string]any{"command": "setsid sleep 4444 & sleep 4444 & touch " + mark + "; wait", "description": "relay killed"}))
+		if err != nil {
+			done <- "call failed: " + err.Error()
+			return
+		}
+		var text []string
+		for _, c := range r.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				text = append(text, tc.Text)
+			}
+		}
+		done <- strings.Join(text, "\n")
 	}()
 	for !exists(mark) {
 		if ctx.Err() != nil {

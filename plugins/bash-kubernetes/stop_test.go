@@ -4,31 +4,15 @@ package main
 
 import (
 	"context"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-)
 
-// hostPids are the processes of this machine whose command line holds s
-// (a kubetest pod's processes are this machine's too).
-func hostPids(s string) []string {
-	var pids []string
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		if d.Name()[0] < '0' || d.Name()[0] > '9' {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
-		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), s) {
-			pids = append(pids, d.Name())
-		}
-	}
-	return pids
-}
+	"github.com/dshrun/dsh/internal/testplugins"
+)
 
 // A background job in the pod ends when the host stops: its relay is the
 // host's process, and the command in the pod goes with it (setsid
@@ -45,7 +29,7 @@ func TestKubernetesJobEndsWithTheHost(t *testing.T) {
 	if regexp.MustCompile(`\bj[0-9]+\b`).FindString(started) == "" {
 		t.Fatalf("start: %q", started)
 	}
-	for deadline := time.Now().Add(15 * time.Second); len(hostPids("sleep 4747")) < 2; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(15 * time.Second); len(testplugins.Matching("sleep 4747")) < 2; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the job never ran in the pod (start: %q)", started)
 		}
@@ -54,9 +38,9 @@ func TestKubernetesJobEndsWithTheHost(t *testing.T) {
 	if err := s.cs.Close(); err != nil {
 		t.Logf("close: %v", err)
 	}
-	for deadline := time.Now().Add(20 * time.Second); len(hostPids("sleep 4747")) > 0; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); len(testplugins.Matching("sleep 4747")) > 0; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("left in the pod after the host stopped: %v", hostPids("sleep 4747"))
+			t.Fatalf("left in the pod after the host stopped: %v", testplugins.Matching("sleep 4747"))
 		}
 	}
 }
@@ -119,9 +103,9 @@ func TestKubernetesExecutorCrash(t *testing.T) {
 	if got, isErr := s.call(t, ctx, "job_kill", map[string]any{"job_id": jid}); isErr {
 		t.Fatalf("job_kill after the crash: %q", got)
 	}
-	for deadline := time.Now().Add(20 * time.Second); len(hostPids("sleep 4848")) > 0; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); len(testplugins.Matching("sleep 4848")) > 0; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the job is left in the pod after job_kill: %v", hostPids("sleep 4848"))
+			t.Fatalf("the job is left in the pod after job_kill: %v", testplugins.Matching("sleep 4848"))
 		}
 	}
 }

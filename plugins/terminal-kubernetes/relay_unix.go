@@ -87,6 +87,11 @@ var keys = map[os.Signal]string{syscall.SIGINT: "\x03", syscall.SIGTSTP: "\x1a",
 // number after one of those (with a line that says so); or 255 with a
 // line saying why when the connection ended without a status.
 func relayCopy() int {
+	// Signals are held from the start: one forwarded while the connection
+	// is made (a credential plugin may take seconds) is handled once the
+	// exec is there, not the default death.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTSTP, syscall.SIGQUIT, syscall.SIGWINCH, syscall.SIGTERM, syscall.SIGHUP)
 	f := os.NewFile(specFD, "spec")
 	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
 	f.Close()
@@ -110,13 +115,11 @@ func relayCopy() int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	in := &input{r: os.Stdin}
+	in := &input{r: os.Stdin, gone: cancel}
 	in.pr, in.pw = io.Pipe()
 	go in.copy()
 	sizes := newSizeQueue(ctx)
 	sizes.push(0)
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTSTP, syscall.SIGQUIT, syscall.SIGWINCH, syscall.SIGTERM, syscall.SIGHUP)
 	var ended atomic.Value // the signal that ended the exec
 	go func() {
 		for s := range sigs {
@@ -166,10 +169,11 @@ func relayCopy() int {
 // input is what the exec reads: the terminal's bytes and the keys of the
 // interrupts, one write at a time.
 type input struct {
-	r  io.Reader
-	mu sync.Mutex
-	pr *io.PipeReader
-	pw *io.PipeWriter
+	r    io.Reader
+	gone func() // ends the exec: the terminal is gone
+	mu   sync.Mutex
+	pr   *io.PipeReader
+	pw   *io.PipeWriter
 }
 
 func (in *input) copy() {
@@ -180,7 +184,11 @@ func (in *input) copy() {
 			in.write(buf[:n])
 		}
 		if err != nil {
+			// In raw mode a read fails only when the terminal is gone; an
+			// input that ends does not end a shell on a terminal, so the
+			// exec is ended here (and the watcher in the pod with it).
 			in.pw.CloseWithError(err)
+			in.gone()
 			return
 		}
 	}

@@ -44,11 +44,11 @@ func RC(shell, ps1 string, facts map[string]string) string {
 			// Not a variable a shell can hold (and text the rc would run).
 			continue
 		}
-		b.WriteString("export " + k + "=" + shellQuote(facts[k]) + "\n")
+		b.WriteString("export " + k + "=" + kubeexec.Quote(facts[k]) + "\n")
 	}
-	b.WriteString("PS1=" + shellQuote(ps1) + "\n")
+	b.WriteString("PS1=" + kubeexec.Quote(ps1) + "\n")
 	if shell == shellBash {
-		b.WriteString("PROMPT_COMMAND=" + shellQuote("PS1="+shellQuote(ps1)) + "\n")
+		b.WriteString("PROMPT_COMMAND=" + kubeexec.Quote("PS1="+kubeexec.Quote(ps1)) + "\n")
 	} else {
 		b.WriteString("unset ENV\n")
 	}
@@ -73,12 +73,12 @@ func RC(shell, ps1 string, facts map[string]string) string {
 func Command(shell, term, dir, rc, nonce, id string) []string {
 	end := "__DSH_RC_" + nonce + "__"
 	var b strings.Builder
-	b.WriteString("export TERM=" + shellQuote(term) + "\n")
+	b.WriteString("export TERM=" + kubeexec.Quote(term) + "\n")
 	if id != "" {
-		b.WriteString("export " + kubeexec.MarkerVar + "=" + shellQuote(id) + "\n")
+		b.WriteString("export " + kubeexec.MarkerVar + "=" + kubeexec.Quote(id) + "\n")
 	}
 	if dir != "" {
-		b.WriteString("cd -- " + shellQuote(dir) + " || exit 1\n")
+		b.WriteString("cd -- " + kubeexec.Quote(dir) + " || exit 1\n")
 	}
 	if shell == shellSh {
 		b.WriteString("export ENV=/dev/fd/3\nexec sh -i 3<<'" + end + "'\n")
@@ -91,6 +91,3 @@ func Command(shell, term, dir, rc, nonce, id string) []string {
 
 // shellName is a name a POSIX shell variable may have.
 var shellName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// shellQuote is s in single quotes.
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
