@@ -82,7 +82,11 @@ func New(t testing.TB) *Server {
 	if err != nil {
 		t.Fatalf("kubetest: %v", err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(func() {
+		if stuck := s.close(); stuck != "" {
+			t.Errorf("kubetest: %s still running 10s into Close", stuck)
+		}
+	})
 	return s
 }
 
@@ -140,11 +144,14 @@ func (s *Server) start() error {
 
 // Close kills every pod, ends the exec calls in flight and stops both
 // servers. Every pod's processes are gone when it returns.
-func (s *Server) Close() {
+func (s *Server) Close() { s.close() }
+
+// close is Close, saying what it gave up waiting for ("" for nothing).
+func (s *Server) close() (stuck string) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return
+		return ""
 	}
 	s.closed = true
 	pods := s.pods
@@ -157,21 +164,27 @@ func (s *Server) Close() {
 	if s.holders != nil {
 		s.holders.close()
 	}
-	waitBounded(&s.execs, 10*time.Second)
+	if !waitBounded(&s.execs, 10*time.Second) {
+		stuck = "exec calls"
+	}
 	if s.api != nil {
 		_ = s.api.Close()
 	}
 	if s.stopStream != nil {
 		_ = s.stopStream()
 	}
-	waitBounded(&s.served, 10*time.Second)
+	if !waitBounded(&s.served, 10*time.Second) && stuck == "" {
+		stuck = "the servers"
+	}
 	if s.dir != "" {
 		_ = os.RemoveAll(s.dir)
 	}
+	return stuck
 }
 
-// waitBounded waits for wg, at most d: a stuck peer must not hang Close.
-func waitBounded(wg *sync.WaitGroup, d time.Duration) {
+// waitBounded waits for wg, at most d (a stuck peer must not hang Close),
+// and reports whether it was done.
+func waitBounded(wg *sync.WaitGroup, d time.Duration) bool {
 	done := make(chan struct{})
 	go func() {
 		wg.Wait()
@@ -179,7 +192,9 @@ func waitBounded(wg *sync.WaitGroup, d time.Duration) {
 	}()
 	select {
 	case <-done:
+		return true
 	case <-time.After(d):
+		return false
 	}
 }
 

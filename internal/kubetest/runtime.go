@@ -164,6 +164,10 @@ func (p *pod) kill() {
 	case <-p.exited:
 	case <-time.After(10 * time.Second):
 		_ = syscall.Kill(-p.holder.Process.Pid, syscall.SIGKILL)
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+		}
 	}
 }
 
