@@ -14,6 +14,8 @@ import (
 	"errors"
 	"slices"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/dshrun/dsh/core/sandbox/sandboxv1"
 )
 
@@ -50,13 +52,17 @@ const (
 // ForMode is the complete per-call policy a command confined in mode gets
 // under the composition's policy base (what Wrap is asked to apply):
 // writable and cache roots only in workspace-write, the network always in
-// danger-full-access, base's protected paths and unix sockets.
+// danger-full-access (else base's, with its proxy rules), base's protected
+// paths and unix sockets.
 func ForMode(base *Policy, mode string) *Policy {
 	p := &Policy{
 		DefaultMode:    mode,
 		Network:        base.GetNetwork() || mode == DangerFullAccess,
 		ProtectedPaths: slices.Clone(base.GetProtectedPaths()),
 		UnixSockets:    slices.Clone(base.GetUnixSockets()),
+	}
+	if !p.Network && base.GetNetworkRules() != nil {
+		p.NetworkRules = proto.Clone(base.GetNetworkRules()).(*NetworkRules)
 	}
 	if mode == WorkspaceWrite {
 		p.WorkspaceRoot, p.WritableRoots = base.GetWorkspaceRoot(), slices.Clone(base.GetWritableRoots())
@@ -94,6 +100,10 @@ type (
 	Settled = sandboxv1.Settled
 	// Undone is one path undone, and why.
 	Undone = sandboxv1.Undone
+	// NetworkRules are what the host's proxy lets a command reach.
+	NetworkRules = sandboxv1.NetworkRules
+	// NetworkDenial is one host the proxy refused, and why.
+	NetworkDenial = sandboxv1.NetworkDenial
 )
 
 // The seams' errors.

@@ -231,9 +231,13 @@ type SandboxInfo struct {
 	// sandbox removed what the command created that it may not have: a new
 	// git directory, a protected path that did not exist) or "errors" (an
 	// EACCES, EPERM or EROFS on a path outside the policy, or a seccomp kill).
-	DenialSource  string `protobuf:"bytes,6,opt,name=denial_source,json=denialSource,proto3" json:"denial_source,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DenialSource string `protobuf:"bytes,6,opt,name=denial_source,json=denialSource,proto3" json:"denial_source,omitempty"`
+	// Hosts (host:port) the sandbox's proxy refused the command, and those
+	// it reached.
+	NetworkDenied  []string `protobuf:"bytes,7,rep,name=network_denied,json=networkDenied,proto3" json:"network_denied,omitempty"`
+	NetworkReached []string `protobuf:"bytes,8,rep,name=network_reached,json=networkReached,proto3" json:"network_reached,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SandboxInfo) Reset() {
@@ -308,6 +312,20 @@ func (x *SandboxInfo) GetDenialSource() string {
 	return ""
 }
 
+func (x *SandboxInfo) GetNetworkDenied() []string {
+	if x != nil {
+		return x.NetworkDenied
+	}
+	return nil
+}
+
+func (x *SandboxInfo) GetNetworkReached() []string {
+	if x != nil {
+		return x.NetworkReached
+	}
+	return nil
+}
+
 var File_core_output_outputv1_output_proto protoreflect.FileDescriptor
 
 const file_core_output_outputv1_output_proto_rawDesc = "" +
@@ -330,14 +348,16 @@ const file_core_output_outputv1_output_proto_rawDesc = "" +
 	"spillError\"6\n" +
 	"\bLimitHit\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value\"\xc8\x01\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value\"\x98\x02\n" +
 	"\vSandboxInfo\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x16\n" +
 	"\x06denied\x18\x02 \x01(\bR\x06denied\x12 \n" +
 	"\venforcement\x18\x03 \x01(\tR\venforcement\x12#\n" +
 	"\rrunner_failed\x18\x04 \x01(\bR\frunnerFailed\x12!\n" +
 	"\fdenied_paths\x18\x05 \x03(\tR\vdeniedPaths\x12#\n" +
-	"\rdenial_source\x18\x06 \x01(\tR\fdenialSourceB5Z3github.com/dshrun/dsh/core/output/outputv1;outputv1b\x06proto3"
+	"\rdenial_source\x18\x06 \x01(\tR\fdenialSource\x12%\n" +
+	"\x0enetwork_denied\x18\a \x03(\tR\rnetworkDenied\x12'\n" +
+	"\x0fnetwork_reached\x18\b \x03(\tR\x0enetworkReachedB5Z3github.com/dshrun/dsh/core/output/outputv1;outputv1b\x06proto3"
 
 var (
 	file_core_output_outputv1_output_proto_rawDescOnce sync.Once

@@ -78,7 +78,11 @@ type Policy struct {
 	// package managers write to: no protected path is kept in them and no
 	// git directory made in them is undone. None is, holds or is inside the
 	// workspace or a writable root.
-	CacheRoots    []string `protobuf:"bytes,7,rep,name=cache_roots,json=cacheRoots,proto3" json:"cache_roots,omitempty"`
+	CacheRoots []string `protobuf:"bytes,7,rep,name=cache_roots,json=cacheRoots,proto3" json:"cache_roots,omitempty"`
+	// With network false: the network is reached only through the host's
+	// proxy, under these rules (a composition's `network:` map). Absent:
+	// no network at all (or all of it, with network true).
+	NetworkRules  *NetworkRules `protobuf:"bytes,8,opt,name=network_rules,json=networkRules,proto3" json:"network_rules,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -162,6 +166,88 @@ func (x *Policy) GetCacheRoots() []string {
 	return nil
 }
 
+func (x *Policy) GetNetworkRules() *NetworkRules {
+	if x != nil {
+		return x.NetworkRules
+	}
+	return nil
+}
+
+// NetworkRules are what the host's proxy lets a confined command reach.
+type NetworkRules struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Domain patterns ("example.com", "*.example.com", optionally ":port")
+	// and IP literals; a request matching none is refused.
+	Allow []string `protobuf:"bytes,1,rep,name=allow,proto3" json:"allow,omitempty"`
+	// The same syntax; wins over allow.
+	Deny []string `protobuf:"bytes,2,rep,name=deny,proto3" json:"deny,omitempty"`
+	// "full" (or "") or "limited" (plain HTTP GET, HEAD and OPTIONS only).
+	Mode string `protobuf:"bytes,3,opt,name=mode,proto3" json:"mode,omitempty"`
+	// Names resolved to these addresses without asking DNS, as the user
+	// wrote them (trusted even when local; never the metadata address).
+	Hosts         map[string]string `protobuf:"bytes,4,rep,name=hosts,proto3" json:"hosts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkRules) Reset() {
+	*x = NetworkRules{}
+	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkRules) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkRules) ProtoMessage() {}
+
+func (x *NetworkRules) ProtoReflect() protoreflect.Message {
+	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkRules.ProtoReflect.Descriptor instead.
+func (*NetworkRules) Descriptor() ([]byte, []int) {
+	return file_core_sandbox_sandboxv1_sandbox_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *NetworkRules) GetAllow() []string {
+	if x != nil {
+		return x.Allow
+	}
+	return nil
+}
+
+func (x *NetworkRules) GetDeny() []string {
+	if x != nil {
+		return x.Deny
+	}
+	return nil
+}
+
+func (x *NetworkRules) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *NetworkRules) GetHosts() map[string]string {
+	if x != nil {
+		return x.Hosts
+	}
+	return nil
+}
+
 type WrapRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The exact command line to confine.
@@ -177,7 +263,7 @@ type WrapRequest struct {
 
 func (x *WrapRequest) Reset() {
 	*x = WrapRequest{}
-	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[2]
+	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -189,7 +275,7 @@ func (x *WrapRequest) String() string {
 func (*WrapRequest) ProtoMessage() {}
 
 func (x *WrapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[2]
+	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -202,7 +288,7 @@ func (x *WrapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WrapRequest.ProtoReflect.Descriptor instead.
 func (*WrapRequest) Descriptor() ([]byte, []int) {
-	return file_core_sandbox_sandboxv1_sandbox_proto_rawDescGZIP(), []int{2}
+	return file_core_sandbox_sandboxv1_sandbox_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *WrapRequest) GetArgv() []string {
@@ -240,7 +326,7 @@ type Wrapped struct {
 	// The layers in force, e.g. "landlock,mount,network,seccomp".
 	Enforcement string `protobuf:"bytes,4,opt,name=enforcement,proto3" json:"enforcement,omitempty"`
 	// Names the command's watch for Settle; empty when nothing needs
-	// settling (read-only mode).
+	// settling (read-only mode without the proxy).
 	Settle        string `protobuf:"bytes,5,opt,name=settle,proto3" json:"settle,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -248,7 +334,7 @@ type Wrapped struct {
 
 func (x *Wrapped) Reset() {
 	*x = Wrapped{}
-	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[3]
+	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -260,7 +346,7 @@ func (x *Wrapped) String() string {
 func (*Wrapped) ProtoMessage() {}
 
 func (x *Wrapped) ProtoReflect() protoreflect.Message {
-	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[3]
+	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -273,7 +359,7 @@ func (x *Wrapped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wrapped.ProtoReflect.Descriptor instead.
 func (*Wrapped) Descriptor() ([]byte, []int) {
-	return file_core_sandbox_sandboxv1_sandbox_proto_rawDescGZIP(), []int{3}
+	return file_core_sandbox_sandboxv1_sandbox_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Wrapped) GetArgv() []string {
@@ -325,7 +411,7 @@ type SettleRequest struct {
 
 func (x *SettleRequest) Reset() {
 	*x = SettleRequest{}
-	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[4]
+	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -337,7 +423,7 @@ func (x *SettleRequest) String() string {
 func (*SettleRequest) ProtoMessage() {}
 
 func (x *SettleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[4]
+	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -350,7 +436,7 @@ func (x *SettleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleRequest.ProtoReflect.Descriptor instead.
 func (*SettleRequest) Descriptor() ([]byte, []int) {
-	return file_core_sandbox_sandboxv1_sandbox_proto_rawDescGZIP(), []int{4}
+	return file_core_sandbox_sandboxv1_sandbox_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SettleRequest) GetSettle() string {
@@ -372,14 +458,18 @@ type Settled struct {
 	// What the command created that it may not have, now removed.
 	Undone []*Undone `protobuf:"bytes,1,rep,name=undone,proto3" json:"undone,omitempty"`
 	// With keep: the watch going on, to settle next.
-	Settle        string `protobuf:"bytes,2,opt,name=settle,proto3" json:"settle,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Settle string `protobuf:"bytes,2,opt,name=settle,proto3" json:"settle,omitempty"`
+	// Through the proxy, since the last settle of this watch: the hosts
+	// (host:port) reached, and those refused with the rule that refused them.
+	NetworkReached []string         `protobuf:"bytes,3,rep,name=network_reached,json=networkReached,proto3" json:"network_reached,omitempty"`
+	NetworkDenied  []*NetworkDenial `protobuf:"bytes,4,rep,name=network_denied,json=networkDenied,proto3" json:"network_denied,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Settled) Reset() {
 	*x = Settled{}
-	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[5]
+	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -391,7 +481,7 @@ func (x *Settled) String() string {
 func (*Settled) ProtoMessage() {}
 
 func (x *Settled) ProtoReflect() protoreflect.Message {
-	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[5]
+	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -404,7 +494,7 @@ func (x *Settled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settled.ProtoReflect.Descriptor instead.
 func (*Settled) Descriptor() ([]byte, []int) {
-	return file_core_sandbox_sandboxv1_sandbox_proto_rawDescGZIP(), []int{5}
+	return file_core_sandbox_sandboxv1_sandbox_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Settled) GetUndone() []*Undone {
@@ -421,6 +511,75 @@ func (x *Settled) GetSettle() string {
 	return ""
 }
 
+func (x *Settled) GetNetworkReached() []string {
+	if x != nil {
+		return x.NetworkReached
+	}
+	return nil
+}
+
+func (x *Settled) GetNetworkDenied() []*NetworkDenial {
+	if x != nil {
+		return x.NetworkDenied
+	}
+	return nil
+}
+
+// NetworkDenial is one host the proxy refused.
+type NetworkDenial struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// host:port as the command asked for it.
+	Host string `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	// The rule, in words: e.g. `not in allow`, `denied by deny "*.evil.test"`.
+	Why           string `protobuf:"bytes,2,opt,name=why,proto3" json:"why,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkDenial) Reset() {
+	*x = NetworkDenial{}
+	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkDenial) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkDenial) ProtoMessage() {}
+
+func (x *NetworkDenial) ProtoReflect() protoreflect.Message {
+	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkDenial.ProtoReflect.Descriptor instead.
+func (*NetworkDenial) Descriptor() ([]byte, []int) {
+	return file_core_sandbox_sandboxv1_sandbox_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *NetworkDenial) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *NetworkDenial) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
 type Undone struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The path the command created.
@@ -433,7 +592,7 @@ type Undone struct {
 
 func (x *Undone) Reset() {
 	*x = Undone{}
-	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[6]
+	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -445,7 +604,7 @@ func (x *Undone) String() string {
 func (*Undone) ProtoMessage() {}
 
 func (x *Undone) ProtoReflect() protoreflect.Message {
-	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[6]
+	mi := &file_core_sandbox_sandboxv1_sandbox_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -458,7 +617,7 @@ func (x *Undone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Undone.ProtoReflect.Descriptor instead.
 func (*Undone) Descriptor() ([]byte, []int) {
-	return file_core_sandbox_sandboxv1_sandbox_proto_rawDescGZIP(), []int{6}
+	return file_core_sandbox_sandboxv1_sandbox_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Undone) GetPath() string {
@@ -480,7 +639,7 @@ var File_core_sandbox_sandboxv1_sandbox_proto protoreflect.FileDescriptor
 const file_core_sandbox_sandboxv1_sandbox_proto_rawDesc = "" +
 	"\n" +
 	"$core/sandbox/sandboxv1/sandbox.proto\x12\x0edsh.sandbox.v1\"\x12\n" +
-	"\x10GetPolicyRequest\"\x80\x02\n" +
+	"\x10GetPolicyRequest\"\xc3\x02\n" +
 	"\x06Policy\x12!\n" +
 	"\fdefault_mode\x18\x01 \x01(\tR\vdefaultMode\x12%\n" +
 	"\x0eworkspace_root\x18\x02 \x01(\tR\rworkspaceRoot\x12%\n" +
@@ -489,7 +648,17 @@ const file_core_sandbox_sandboxv1_sandbox_proto_rawDesc = "" +
 	"\x0fprotected_paths\x18\x05 \x03(\tR\x0eprotectedPaths\x12!\n" +
 	"\funix_sockets\x18\x06 \x03(\tR\vunixSockets\x12\x1f\n" +
 	"\vcache_roots\x18\a \x03(\tR\n" +
-	"cacheRoots\"e\n" +
+	"cacheRoots\x12A\n" +
+	"\rnetwork_rules\x18\b \x01(\v2\x1c.dsh.sandbox.v1.NetworkRulesR\fnetworkRules\"\xc5\x01\n" +
+	"\fNetworkRules\x12\x14\n" +
+	"\x05allow\x18\x01 \x03(\tR\x05allow\x12\x12\n" +
+	"\x04deny\x18\x02 \x03(\tR\x04deny\x12\x12\n" +
+	"\x04mode\x18\x03 \x01(\tR\x04mode\x12=\n" +
+	"\x05hosts\x18\x04 \x03(\v2'.dsh.sandbox.v1.NetworkRules.HostsEntryR\x05hosts\x1a8\n" +
+	"\n" +
+	"HostsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"e\n" +
 	"\vWrapRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\tR\x04mode\x12.\n" +
@@ -502,10 +671,15 @@ const file_core_sandbox_sandboxv1_sandbox_proto_rawDesc = "" +
 	"\x06settle\x18\x05 \x01(\tR\x06settle\";\n" +
 	"\rSettleRequest\x12\x16\n" +
 	"\x06settle\x18\x01 \x01(\tR\x06settle\x12\x12\n" +
-	"\x04keep\x18\x02 \x01(\bR\x04keep\"Q\n" +
+	"\x04keep\x18\x02 \x01(\bR\x04keep\"\xc0\x01\n" +
 	"\aSettled\x12.\n" +
 	"\x06undone\x18\x01 \x03(\v2\x16.dsh.sandbox.v1.UndoneR\x06undone\x12\x16\n" +
-	"\x06settle\x18\x02 \x01(\tR\x06settle\".\n" +
+	"\x06settle\x18\x02 \x01(\tR\x06settle\x12'\n" +
+	"\x0fnetwork_reached\x18\x03 \x03(\tR\x0enetworkReached\x12D\n" +
+	"\x0enetwork_denied\x18\x04 \x03(\v2\x1d.dsh.sandbox.v1.NetworkDenialR\rnetworkDenied\"5\n" +
+	"\rNetworkDenial\x12\x12\n" +
+	"\x04host\x18\x01 \x01(\tR\x04host\x12\x10\n" +
+	"\x03why\x18\x02 \x01(\tR\x03why\".\n" +
 	"\x06Undone\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x10\n" +
 	"\x03why\x18\x02 \x01(\tR\x03why2P\n" +
@@ -527,30 +701,36 @@ func file_core_sandbox_sandboxv1_sandbox_proto_rawDescGZIP() []byte {
 	return file_core_sandbox_sandboxv1_sandbox_proto_rawDescData
 }
 
-var file_core_sandbox_sandboxv1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_core_sandbox_sandboxv1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_core_sandbox_sandboxv1_sandbox_proto_goTypes = []any{
 	(*GetPolicyRequest)(nil), // 0: dsh.sandbox.v1.GetPolicyRequest
 	(*Policy)(nil),           // 1: dsh.sandbox.v1.Policy
-	(*WrapRequest)(nil),      // 2: dsh.sandbox.v1.WrapRequest
-	(*Wrapped)(nil),          // 3: dsh.sandbox.v1.Wrapped
-	(*SettleRequest)(nil),    // 4: dsh.sandbox.v1.SettleRequest
-	(*Settled)(nil),          // 5: dsh.sandbox.v1.Settled
-	(*Undone)(nil),           // 6: dsh.sandbox.v1.Undone
+	(*NetworkRules)(nil),     // 2: dsh.sandbox.v1.NetworkRules
+	(*WrapRequest)(nil),      // 3: dsh.sandbox.v1.WrapRequest
+	(*Wrapped)(nil),          // 4: dsh.sandbox.v1.Wrapped
+	(*SettleRequest)(nil),    // 5: dsh.sandbox.v1.SettleRequest
+	(*Settled)(nil),          // 6: dsh.sandbox.v1.Settled
+	(*NetworkDenial)(nil),    // 7: dsh.sandbox.v1.NetworkDenial
+	(*Undone)(nil),           // 8: dsh.sandbox.v1.Undone
+	nil,                      // 9: dsh.sandbox.v1.NetworkRules.HostsEntry
 }
 var file_core_sandbox_sandboxv1_sandbox_proto_depIdxs = []int32{
-	1, // 0: dsh.sandbox.v1.WrapRequest.policy:type_name -> dsh.sandbox.v1.Policy
-	6, // 1: dsh.sandbox.v1.Settled.undone:type_name -> dsh.sandbox.v1.Undone
-	0, // 2: dsh.sandbox.v1.SandboxPolicy.Get:input_type -> dsh.sandbox.v1.GetPolicyRequest
-	2, // 3: dsh.sandbox.v1.Sandbox.Wrap:input_type -> dsh.sandbox.v1.WrapRequest
-	4, // 4: dsh.sandbox.v1.Sandbox.Settle:input_type -> dsh.sandbox.v1.SettleRequest
-	1, // 5: dsh.sandbox.v1.SandboxPolicy.Get:output_type -> dsh.sandbox.v1.Policy
-	3, // 6: dsh.sandbox.v1.Sandbox.Wrap:output_type -> dsh.sandbox.v1.Wrapped
-	5, // 7: dsh.sandbox.v1.Sandbox.Settle:output_type -> dsh.sandbox.v1.Settled
-	5, // [5:8] is the sub-list for method output_type
-	2, // [2:5] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	2, // 0: dsh.sandbox.v1.Policy.network_rules:type_name -> dsh.sandbox.v1.NetworkRules
+	9, // 1: dsh.sandbox.v1.NetworkRules.hosts:type_name -> dsh.sandbox.v1.NetworkRules.HostsEntry
+	1, // 2: dsh.sandbox.v1.WrapRequest.policy:type_name -> dsh.sandbox.v1.Policy
+	8, // 3: dsh.sandbox.v1.Settled.undone:type_name -> dsh.sandbox.v1.Undone
+	7, // 4: dsh.sandbox.v1.Settled.network_denied:type_name -> dsh.sandbox.v1.NetworkDenial
+	0, // 5: dsh.sandbox.v1.SandboxPolicy.Get:input_type -> dsh.sandbox.v1.GetPolicyRequest
+	3, // 6: dsh.sandbox.v1.Sandbox.Wrap:input_type -> dsh.sandbox.v1.WrapRequest
+	5, // 7: dsh.sandbox.v1.Sandbox.Settle:input_type -> dsh.sandbox.v1.SettleRequest
+	1, // 8: dsh.sandbox.v1.SandboxPolicy.Get:output_type -> dsh.sandbox.v1.Policy
+	4, // 9: dsh.sandbox.v1.Sandbox.Wrap:output_type -> dsh.sandbox.v1.Wrapped
+	6, // 10: dsh.sandbox.v1.Sandbox.Settle:output_type -> dsh.sandbox.v1.Settled
+	8, // [8:11] is the sub-list for method output_type
+	5, // [5:8] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_core_sandbox_sandboxv1_sandbox_proto_init() }
@@ -564,7 +744,7 @@ func file_core_sandbox_sandboxv1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_core_sandbox_sandboxv1_sandbox_proto_rawDesc), len(file_core_sandbox_sandboxv1_sandbox_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

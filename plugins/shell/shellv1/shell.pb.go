@@ -38,7 +38,10 @@ type SandboxPolicy struct {
 	UnixSockets    []string `protobuf:"bytes,5,rep,name=unix_sockets,json=unixSockets,proto3" json:"unix_sockets,omitempty"`
 	// Writable like the writable roots, but caches: the runner keeps no
 	// protected path in them and undoes no git directory made in them.
-	CacheRoots    []string `protobuf:"bytes,6,rep,name=cache_roots,json=cacheRoots,proto3" json:"cache_roots,omitempty"`
+	CacheRoots []string `protobuf:"bytes,6,rep,name=cache_roots,json=cacheRoots,proto3" json:"cache_roots,omitempty"`
+	// Hosts the command may reach through the sandbox's proxy beyond the
+	// policy's allow list, for this run only (an approved escalation).
+	NetworkAllow  []string `protobuf:"bytes,7,rep,name=network_allow,json=networkAllow,proto3" json:"network_allow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -111,6 +114,13 @@ func (x *SandboxPolicy) GetUnixSockets() []string {
 func (x *SandboxPolicy) GetCacheRoots() []string {
 	if x != nil {
 		return x.CacheRoots
+	}
+	return nil
+}
+
+func (x *SandboxPolicy) GetNetworkAllow() []string {
+	if x != nil {
+		return x.NetworkAllow
 	}
 	return nil
 }
@@ -1009,7 +1019,7 @@ var File_plugins_shell_shellv1_shell_proto protoreflect.FileDescriptor
 
 const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\n" +
-	"!plugins/shell/shellv1/shell.proto\x12\fdsh.shell.v1\x1a!core/output/outputv1/output.proto\"\xd1\x01\n" +
+	"!plugins/shell/shellv1/shell.proto\x12\fdsh.shell.v1\x1a!core/output/outputv1/output.proto\"\xf6\x01\n" +
 	"\rSandboxPolicy\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12%\n" +
 	"\x0ewritable_roots\x18\x02 \x03(\tR\rwritableRoots\x12\x18\n" +
@@ -1017,7 +1027,8 @@ const file_plugins_shell_shellv1_shell_proto_rawDesc = "" +
 	"\x0fprotected_paths\x18\x04 \x03(\tR\x0eprotectedPaths\x12!\n" +
 	"\funix_sockets\x18\x05 \x03(\tR\vunixSockets\x12\x1f\n" +
 	"\vcache_roots\x18\x06 \x03(\tR\n" +
-	"cacheRoots\"\xac\x04\n" +
+	"cacheRoots\x12#\n" +
+	"\rnetwork_allow\x18\a \x03(\tR\fnetworkAllow\"\xac\x04\n" +
 	"\vExecRequest\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\tR\acommand\x12\x18\n" +
 	"\aworkdir\x18\x02 \x01(\tR\aworkdir\x12\x1d\n" +
