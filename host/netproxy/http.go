@@ -21,8 +21,8 @@ import (
 func (p *Proxy) ServeHTTP(l net.Listener) error {
 	srv := &http.Server{
 		Handler:           httpHandler{p},
-		ReadHeaderTimeout: handshakeTimeout,
-		IdleTimeout:       idleTimeout,
+		ReadHeaderTimeout: p.handshake,
+		IdleTimeout:       p.idle,
 		ErrorLog:          discard,
 	}
 	p.mu.Lock()
