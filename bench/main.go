@@ -67,12 +67,13 @@ func main() {
 	swaps := flag.Int("swaps", 3, "executor reloads under load")
 	outRounds := flag.Int("output-rounds", 9, "1 GiB runs (each interleaved with a cat baseline)")
 	sandboxRuns := flag.Int("sandbox-calls", 300, "bash tool calls of true per executor, sandboxed and not")
+	netRuns := flag.Int("network-calls", 200, "bash tool calls of a curl GET, through the sandbox's proxy and direct (and ten times as many in-process GETs)")
 	kubeRuns := flag.Int("kubernetes-calls", 100, "bash tool calls of true through bash-kubernetes, bash-local and a bare exec each")
 	termRounds := flag.Int("terminal-rounds", 30, "terminal opens and sends (each interleaved with a direct pty bash)")
 	sessions := flag.Int("sessions", 50, "MCP sessions over HTTP in the scale section")
 	jobsEach := flag.Int("jobs", 16, "live background jobs per session in the scale section")
 	binDir := flag.String("bin", filepath.Join(testplugins.Root(), "bin"), "the binaries `make build` made, measured at rest")
-	only := flag.String("only", "", "run only these sections (comma-separated: start,calls,run,output,mcp,tsclient,sandbox,kubernetes,hooks,terminals,persistent,reload,transcript,scale,rest)")
+	only := flag.String("only", "", "run only these sections (comma-separated: start,calls,run,output,mcp,tsclient,sandbox,network,kubernetes,hooks,terminals,persistent,reload,transcript,scale,rest)")
 	flag.Parse()
 	want := func(name string) bool {
 		return *only == "" || strings.Contains(","+*only+",", ","+name+",")
@@ -105,6 +106,9 @@ func main() {
 	}
 	if want("sandbox") {
 		sandboxCalls(dir, *sandboxRuns)
+	}
+	if want("network") {
+		networkCalls(dir, *netRuns)
 	}
 	if want("kubernetes") {
 		kubernetesCalls(dir, *kubeRuns)
