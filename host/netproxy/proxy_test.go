@@ -387,6 +387,13 @@ func TestHeadersKeepAliveStreaming(t *testing.T) {
 		t.Errorf("an end-to-end header was lost: %q", out)
 	}
 
+	// No protocol switch over plain HTTP: the server never sees the Upgrade.
+	out, errs, code = curl(t, "-i", "-x", "http://"+tp.httpAddr,
+		"-H", "Connection: Upgrade", "-H", "Upgrade: websocket", u)
+	if code != 0 || !strings.HasPrefix(out, "HTTP/1.1 200") || strings.Contains(out, "X-Got-Upgrade") {
+		t.Errorf("curl with Upgrade: exit %d, out %q, err %q", code, out, errs)
+	}
+
 	// Keep-alive: the second request goes over the first's connection.
 	c := tp.httpClient(t)
 	var reused []bool
