@@ -239,7 +239,7 @@ func TestAddressChecks(t *testing.T) {
 		Resolver: res,
 		Rules: Rules{
 			Allow: []string{"rebind.test", "mapped.test", "meta2.test", "meta.test", "multi.test", "localhost",
-				"denied.test", "nowhere.test", "127.0.0.1:" + ps, "[::ffff:127.0.0.1]:1"},
+				"denied.test", "nowhere.test", "127.0.0.1:" + ps, "169.254.169.254", "[::ffff:127.0.0.1]:1"},
 			Deny:  []string{"10.9.9.9"},
 			Hosts: map[string]string{"meta.test": "169.254.169.254"},
 		},
@@ -252,6 +252,7 @@ func TestAddressChecks(t *testing.T) {
 		{"meta2.test", "meta2.test resolves to 169.254.169.254, a cloud metadata address"},
 		{"denied.test", `denied.test resolves to 10.9.9.9, denied by deny "10.9.9.9"`},
 		{"[::ffff:127.0.0.1]", "not in allow"},
+		{"169.254.169.254", "169.254.169.254 is a cloud metadata address"}, // named literally, still refused
 	} {
 		resp, body := get(t, c, "GET", fmt.Sprintf("http://%s:%d/", tc.host, port))
 		h := strings.Trim(tc.host, "[]")
@@ -385,6 +386,13 @@ func TestHeadersKeepAliveStreaming(t *testing.T) {
 	}
 	if !strings.Contains(out, "X-Got-X-Kept: 1") {
 		t.Errorf("an end-to-end header was lost: %q", out)
+	}
+
+	// No protocol switch over plain HTTP: the server never sees the Upgrade.
+	out, errs, code = curl(t, "-i", "-x", "http://"+tp.httpAddr,
+		"-H", "Connection: Upgrade", "-H", "Upgrade: websocket", u)
+	if code != 0 || !strings.HasPrefix(out, "HTTP/1.1 200") || strings.Contains(out, "X-Got-Upgrade") {
+		t.Errorf("curl with Upgrade: exit %d, out %q, err %q", code, out, errs)
 	}
 
 	// Keep-alive: the second request goes over the first's connection.
@@ -594,4 +602,41 @@ func TestSilentClientDropped(t *testing.T) {
 
 func isReset(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "connection reset")
+}
+
+func TestIPv6(t *testing.T) {
+	l, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "v6 "+r.URL.Path) }))
+	s.Listener.Close()
+	s.Listener = l
+	s.Start()
+	defer s.Close()
+	port := portOf(t, l.Addr().String())
+	tp := startProxy(t, Config{Rules: Rules{
+		Allow: []string{fmt.Sprintf("[::1]:%d", port), "six.test"},
+		Hosts: map[string]string{"six.test": "::1"},
+	}})
+	resp, body := get(t, tp.httpClient(t), "GET", fmt.Sprintf("http://[::1]:%d/a", port))
+	if resp.StatusCode != 200 || body != "v6 /a" {
+		t.Errorf("http://[::1]: %d %q", resp.StatusCode, body)
+	}
+	c, rep := socks(t, tp.socksAddr, 1, "::1", port) // address type 4
+	if rep != socksSucceeded {
+		t.Fatalf("SOCKS5 to ::1: %#x", rep)
+	}
+	fmt.Fprintf(c, "GET /b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(wait))
+	if out, _ := io.ReadAll(c); !strings.HasSuffix(string(out), "v6 /b") {
+		t.Errorf("through SOCKS5 to ::1: %q", out)
+	}
+	out, errs, code := curl(t, "--socks5-hostname", tp.socksAddr, fmt.Sprintf("http://six.test:%d/c", port))
+	if code != 0 || out != "v6 /c" {
+		t.Errorf("curl to six.test: exit %d, out %q, err %q", code, out, errs)
+	}
+	if ev := tp.lastEvent(t, "six.test"); ev.Addr != fmt.Sprintf("[::1]:%d", port) {
+		t.Errorf("event %+v", ev)
+	}
 }
