@@ -150,6 +150,12 @@ func networkSession(t *testing.T, runner string) {
 	if err := os.Mkdir(filepath.Join(ws, "npm"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// A confined command's /tmp is its owner's own: the authority's
+	// certificate goes where it can read it.
+	caFile := filepath.Join(ws, "git-ca.pem")
+	if pem, err := os.ReadFile(git.CAFile); err != nil || os.WriteFile(caFile, pem, 0o644) != nil {
+		t.Fatalf("the git server's authority: %v", err)
+	}
 	network := fmt.Sprintf(`    allow: [registry.test, "git.test:%d", "*.pkgs.test", localhost, meta.test]
     deny: [evil.pkgs.test]
     mode: full
@@ -179,7 +185,7 @@ func networkSession(t *testing.T, runner string) {
 		t.Fatalf("the registry saw %v", reg.Requests())
 	}
 	next()
-	text, _ = run(fmt.Sprintf("GIT_SSL_CAINFO=%s git -c http.sslCAInfo=%[1]s clone -q %s && cat repo/%s", git.CAFile, git.URL("git.test"), git.File))
+	text, _ = run(fmt.Sprintf("GIT_SSL_CAINFO=%s git -c http.sslCAInfo=%[1]s clone -q %s && cat repo/%s", caFile, git.URL("git.test"), git.File))
 	expect(t, "git clone through CONNECT", text, strings.TrimSpace(git.Content))
 	if got, err := os.ReadFile(filepath.Join(ws, "repo", git.File)); err != nil || string(got) != git.Content {
 		t.Fatalf("git clone: the work tree holds %q (%v)\n%s", got, err, text)
@@ -305,13 +311,13 @@ func networkSession(t *testing.T, runner string) {
 	logged("network reached", "other.test")
 	f.Saw("%s / %s", strings.TrimSpace(reached), strings.TrimSpace(refused))
 
-	limitedSession(t, ctx, runner, git)
+	limitedSession(t, ctx, runner, git, caFile)
 }
 
 // limitedSession: mode limited lets plain GET through, refuses a POST
 // before it leaves, and refuses CONNECT and SOCKS5, whose content the
 // proxy cannot see.
-func limitedSession(t *testing.T, ctx context.Context, runner string, git *nettest.GitServer) {
+func limitedSession(t *testing.T, ctx context.Context, runner string, git *nettest.GitServer, caFile string) {
 	echo := nettest.Echo(t)
 	ws := t.TempDir()
 	s := startServe(t, ctx, netComp(ws, runner, `    allow: [echo.test, git.test]
@@ -334,7 +340,7 @@ func limitedSession(t *testing.T, ctx context.Context, runner string, git *nette
 	}
 	s.commandsRun(t, ctx, 1)
 	before := len(git.Requests())
-	text = run(fmt.Sprintf("curl -sS --max-time 20 --cacert %s %s/HEAD; echo rc=$?", git.CAFile, git.URL("git.test")))
+	text = run(fmt.Sprintf("curl -sS --max-time 20 --cacert %s %s/HEAD; echo rc=$?", caFile, git.URL("git.test")))
 	expect(t, "CONNECT in limited mode", text, "403")
 	if strings.Contains(text, "rc=0") || len(git.Requests()) != before {
 		t.Fatalf("CONNECT in limited mode: %q; the server saw %v", text, git.Requests()[before:])
