@@ -107,6 +107,16 @@ func python(t *testing.T) string {
 	return testneeds.Command(t, "python3")
 }
 
+// lineWith is the first line of text that holds s, or "".
+func lineWith(text, s string) string {
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, s) {
+			return line
+		}
+	}
+	return ""
+}
+
 // refused403 checks a curl -sS -D - through the proxy was refused: status
 // 403, X-Dsh-Denied, the body naming host, and why containing rule.
 func refused403(t *testing.T, what, text, host, rule string) {
@@ -227,7 +237,7 @@ func networkSession(t *testing.T, runner string) {
 		t.Fatalf("a refused host over SOCKS5: %q; the server saw %v", socksRefused, denied.Requests())
 	}
 	next()
-	f.Saw("allowed, refused by allow and deny, SOCKS5: %q", strings.SplitN(socksRefused, "\n", 2)[0])
+	f.Saw("allowed, refused by allow and deny, SOCKS5: %q", lineWith(socksRefused, "curl:"))
 
 	f = fault(t, "network ("+runner+"): around the proxy: a direct connection, DNS, UDP, a raw socket")
 	text, _ = run(fmt.Sprintf("curl -sS --max-time 10 --noproxy '*' http://127.0.0.1:%d/direct; echo rc=$?", echo.Port))
@@ -309,7 +319,7 @@ func networkSession(t *testing.T, runner string) {
 	}
 	reached, refused := logged("network reached", "registry.test"), logged("network refused", "denied.test")
 	logged("network reached", "other.test")
-	f.Saw("%s / %s", strings.TrimSpace(reached), strings.TrimSpace(refused))
+	f.Saw("%s / %s", reached[strings.Index(reached, "network reached"):], refused[strings.Index(refused, "network refused"):])
 
 	limitedSession(t, ctx, runner, git, caFile)
 }
@@ -361,5 +371,5 @@ func limitedSession(t *testing.T, ctx context.Context, runner string, git *nette
 		t.Fatalf("SOCKS5 in limited mode: %q", text)
 	}
 	s.commandsRun(t, ctx, 1)
-	f.Saw("GET reached, POST refused unseen, CONNECT and SOCKS5 refused: %q", strings.SplitN(text, "\n", 2)[0])
+	f.Saw("GET reached, POST refused unseen, CONNECT and SOCKS5 refused: %q", lineWith(text, "curl:"))
 }
