@@ -22,7 +22,8 @@ import (
 // binaries: the bash tool's `curl` GET of a local server under bash-sandbox
 // (landlock) with a network map that allows it, so the request goes
 // through the host's proxy, against the same GET under `network: true`
-// (the host's network, no proxy), interleaved call by call in one run.
+// (the host's network, no proxy), interleaved call by call in one run, and
+// a bare `true` in each.
 // In process: a Go client's GET through a netproxy.Proxy against the same
 // GET direct, over a kept-alive connection and over a new one each.
 func networkCalls(dir string, n int) {
@@ -52,21 +53,24 @@ plugins:
 `, ws, network, filepath.Join(dir, "dsh-shell-env"), filepath.Join(dir, "dsh-bash-sandbox"), filepath.Join(dir, "dsh-tool-bash"))), 0o600))
 		return f
 	}
+	// Each session runs the GET and a bare `true` in turn: the difference
+	// of the `true` rows is what the proxied network costs a command that
+	// does not use it (its namespace, listeners and settling).
 	type server struct {
-		name, command string
-		cs            *mcp.ClientSession
-		ts            []time.Duration
+		name, get string
+		cs        *mcp.ClientSession
+		gets, nop []time.Duration
 	}
 	servers := []*server{
-		{name: "network: true (direct)", command: fmt.Sprintf("curl -sS --noproxy '*' http://127.0.0.1:%d/", port)},
-		{name: "network map (proxied)", command: fmt.Sprintf("curl -sS http://bench.test:%d/", port)},
+		{name: "network: true", get: fmt.Sprintf("curl -sS --noproxy '*' http://127.0.0.1:%d/", port)},
+		{name: "network map", get: fmt.Sprintf("curl -sS http://bench.test:%d/", port)},
 	}
 	comps := []string{
 		comp("network-direct", " true"),
 		comp("network-proxied", "\n    allow: [bench.test]\n    hosts: {bench.test: 127.0.0.1}"),
 	}
-	call := func(s *server) error {
-		r, err := s.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": s.command, "description": "bench", "workdir": ws}})
+	call := func(s *server, command, want string) error {
+		r, err := s.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": command, "description": "bench", "workdir": ws}})
 		if err != nil {
 			return err
 		}
@@ -76,8 +80,8 @@ plugins:
 				text = append(text, tc.Text)
 			}
 		}
-		if r.IsError || strings.Join(text, "\n") != "ok" {
-			return fmt.Errorf("%q", strings.Join(text, "\n"))
+		if got := strings.Join(text, "\n"); r.IsError || got != want {
+			return fmt.Errorf("%s: %q", command, got)
 		}
 		return nil
 	}
@@ -95,7 +99,7 @@ plugins:
 		s.cs = cs
 		defer s.cs.Close()
 		for j := 0; j < 5 && err == nil; j++ {
-			err = call(s) // warm up
+			err = call(s, s.get, "ok") // warm up
 		}
 		if err != nil {
 			fmt.Printf("network: %s not measured: %v\n", s.name, err)
@@ -103,19 +107,27 @@ plugins:
 		}
 		live = append(live, s)
 	}
+	timed := func(f func() error) time.Duration {
+		t := time.Now()
+		check(f())
+		return time.Since(t)
+	}
 	for i := 0; i < n; i++ {
 		for _, s := range live {
-			t := time.Now()
-			check(call(s))
-			s.ts = append(s.ts, time.Since(t))
+			s.gets = append(s.gets, timed(func() error { return call(s, s.get, "ok") }))
+			s.nop = append(s.nop, timed(func() error { return call(s, "true", "") }))
 		}
 	}
-	fmt.Println("bash tool `curl` GET of a local server over MCP under bash-sandbox (landlock): through the proxy against direct")
+	fmt.Println("bash tool calls over MCP under bash-sandbox (landlock): a network map (through the proxy) against network: true (direct)")
 	for _, s := range live {
-		row(s.name, s.ts)
+		row(s.name+", curl GET", s.gets)
+		row(s.name+", true", s.nop)
 	}
 	if len(live) == 2 {
-		fmt.Printf("  proxied: %+.2f ms (median)\n", float64(median(live[1].ts)-median(live[0].ts))/float64(time.Millisecond))
+		d, p := live[0], live[1]
+		ms := func(a, b []time.Duration) float64 { return float64(median(a)-median(b)) / float64(time.Millisecond) }
+		fmt.Printf("  network map against network: true (median): curl GET %+.2f ms; true %+.2f ms (what a command pays that does not use the network)\n",
+			ms(p.gets, d.gets), ms(p.nop, d.nop))
 	}
 
 	proxyOverhead(port, n*10)
