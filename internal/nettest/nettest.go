@@ -58,8 +58,9 @@ func (s *server) record(h http.Handler) http.Handler {
 	})
 }
 
-// start serves h on 127.0.0.1 (over TLS when tls is true, with the
-// caller's certificate set on the returned server before it starts).
+// start serves h on 127.0.0.1, recording each request, until the test
+// ends; with configure, over TLS, configure setting the certificate
+// before it starts.
 func (s *server) start(t testing.TB, h http.Handler, configure func(*httptest.Server)) *httptest.Server {
 	t.Helper()
 	ts := httptest.NewUnstartedServer(s.record(h))
