@@ -26,7 +26,8 @@ import (
 //     them, the host's runtime directory and cgroups hidden, in
 //     workspace-write the owner's temporary folder on /tmp and /dev/shm
 //     (tmp_linux.go), a /dev of its own and no device nodes elsewhere,
-//     the command's root not the namespace's;
+//     the command's root not the namespace's; when the policy names unix
+//     sockets, the host's other sockets covered (socketsns_linux.go);
 //  4. no new privileges;
 //  5. Landlock: read everywhere, write only in the writable roots and the
 //     terminal and null devices; no signals and no abstract unix sockets
@@ -34,7 +35,8 @@ import (
 //  6. capabilities: the bounding set dropped and SECBIT_NOROOT, so a
 //     command run as root gains none at exec;
 //  7. seccomp (seccomp_linux.go): a denylist for sockets that are not the
-//     network's, namespaces, mounts, other processes and kernel surface.
+//     network's (unix sockets unless the policy names some), namespaces,
+//     mounts, other processes and kernel surface.
 //
 // Each layer stands alone where it can: the probes in escape_linux_test.go
 // say which hold what.
@@ -125,11 +127,6 @@ func prepare(p *sandbox.Policy, mode string, opt Options, skip layers) (*Confine
 		}
 	}
 	writable = slices.Compact(slices.Sorted(slices.Values(writable)))
-	if len(p.UnixSockets) > 0 {
-		// Let through, a unix socket at a path reaches whatever listens
-		// there; telling paths apart takes Landlock's resolve_unix (ABI 9).
-		return nil, fmt.Errorf("sandbox: the policy lets commands reach unix sockets (%v), which this runner cannot confine to those paths: that needs Landlock ABI 9; it refuses rather than open every unix socket", p.UnixSockets)
-	}
 	abi, err := llsyscall.LandlockGetABIVersion()
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: landlock is not available (the runner needs ABI %d): %w", landlockABI, err)
@@ -137,7 +134,10 @@ func prepare(p *sandbox.Policy, mode string, opt Options, skip layers) (*Confine
 	if abi < landlockABI {
 		return nil, fmt.Errorf("sandbox: landlock: the runner needs ABI %d, this kernel has %d", landlockABI, abi)
 	}
-	filter, err := seccompFilter()
+	// Named unix sockets: socket(AF_UNIX) is let through, the mount
+	// namespace covers the host's other sockets (socketsns_linux.go).
+	sockets := len(p.UnixSockets) > 0
+	filter, err := seccompFilter(sockets)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: seccomp: %w", err)
 	}
@@ -148,11 +148,23 @@ func prepare(p *sandbox.Policy, mode string, opt Options, skip layers) (*Confine
 		return nil, fmt.Errorf("sandbox: mount namespace: %w", err)
 	}
 	plan.keepCgroups = skip&layerHideCgroups != 0
+	if sockets {
+		if err := plan.planSockets(p.UnixSockets); err != nil {
+			return nil, fmt.Errorf("sandbox: mount namespace: %w", err)
+		}
+	}
 	tmpStates, err := plan.planTmp(opt.Tmp, mode)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: mount namespace: %w", err)
 	}
 	watched = append(watched, tmpStates...)
+	if sockets {
+		socketStates, err := plan.socketStates()
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: mount namespace: %w", err)
+		}
+		watched = append(watched, socketStates...)
+	}
 	rules := []landlock.Rule{
 		landlock.RODirs("/"),
 		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx").WithIoctlDev().IgnoreIfMissing(),
@@ -181,7 +193,7 @@ func prepare(p *sandbox.Policy, mode string, opt Options, skip layers) (*Confine
 		// A command of another confinement moved them meanwhile: what was
 		// mounted may not be what was planned.
 		c.Close()
-		return nil, errors.New("sandbox: protected paths changed while the sandbox was being prepared; prepare again")
+		return nil, errors.New("sandbox: protected paths or unix sockets changed while the sandbox was being prepared; prepare again")
 	}
 	return c, nil
 }
