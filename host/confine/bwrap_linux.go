@@ -247,7 +247,12 @@ func (b *Bubblewrap) Wrap(p *sandbox.Policy, mode string, opt Options, argv []st
 		return nil, err
 	}
 	for _, s := range sockets {
-		if (under(hides, s) && !under(shows, s)) || tmp.hidden(s) {
+		if under(hides, s) && !under(shows, s) {
+			continue
+		}
+		// Behind the owner's /tmp, but for the writable roots and the
+		// hidden directories showing something, bound back over it.
+		if tmp.hidden(s) && !under(roots, s) && !under(hides, s) {
 			continue
 		}
 		args = append(args, "--ro-bind", "/dev/null", s)

@@ -103,8 +103,18 @@ type Confinement struct {
 // do not exist now are neither protected nor hidden: Stale says when that
 // changed.
 func Prepare(p *sandbox.Policy, mode string, opt Options) (*Confinement, error) {
-	return prepare(p, mode, opt, 0)
+	// A host socket to cover that goes away meanwhile (its owner removed
+	// it) makes one try stale; the next lists the sockets again.
+	for attempt := 1; ; attempt++ {
+		c, err := prepare(p, mode, opt, 0)
+		if !errors.Is(err, errChanged) || attempt == 3 {
+			return c, err
+		}
+	}
 }
+
+// errChanged is a namespace found stale as soon as it was made.
+var errChanged = errors.New("sandbox: protected paths or unix sockets changed while the sandbox was being prepared; prepare again")
 
 // prepare is Prepare without the layers in skip.
 func prepare(p *sandbox.Policy, mode string, opt Options, skip layers) (*Confinement, error) {
@@ -193,7 +203,7 @@ func prepare(p *sandbox.Policy, mode string, opt Options, skip layers) (*Confine
 		// A command of another confinement moved them meanwhile: what was
 		// mounted may not be what was planned.
 		c.Close()
-		return nil, errors.New("sandbox: protected paths or unix sockets changed while the sandbox was being prepared; prepare again")
+		return nil, errChanged
 	}
 	return c, nil
 }
