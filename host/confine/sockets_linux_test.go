@@ -2,6 +2,8 @@ package confine
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"fmt"
 	"net"
 	"os"
@@ -25,6 +27,7 @@ type socketWorld struct {
 	ws, rt, tmp string
 	named       map[string]*listener // path -> server
 	others      map[string]*listener
+	lis         map[string]net.Listener
 	policy      *sandbox.Policy
 	py          string
 }
@@ -36,7 +39,7 @@ func newSocketWorld(t *testing.T) *socketWorld {
 		t.Fatal(err)
 	}
 	w := &socketWorld{ws: filepath.Join(base, "ws"), rt: filepath.Join(base, "rt"), tmp: filepath.Join(base, "owner-tmp"),
-		named: map[string]*listener{}, others: map[string]*listener{}, py: testneeds.Command(t, "python3")}
+		named: map[string]*listener{}, others: map[string]*listener{}, lis: map[string]net.Listener{}, py: testneeds.Command(t, "python3")}
 	outside := filepath.Join(base, "outside")
 	for _, d := range []string{w.ws, w.rt, outside + "/allowed", w.tmp + "/tmp", w.tmp + "/shm"} {
 		must(t, os.MkdirAll(d, 0o755))
@@ -59,6 +62,7 @@ func (w *socketWorld) listen(t *testing.T, path string) *listener {
 	}
 	l := &listener{name: path}
 	l.serve(t, lis)
+	w.lis[path] = lis
 	return l
 }
 
@@ -221,7 +225,10 @@ func TestLandlockSocketsBoundAgain(t *testing.T) {
 	}
 	// One at a time: either makes the namespace stale.
 	for _, s := range []string{covered, named} {
-		must(t, os.Remove(s))
+		must(t, w.lis[s].Close()) // which removes it
+		if err := os.Remove(s); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
 		w.listen(t, s)
 		if res := socketRun(t, r, m, w.policy, opt, w.ws, probe); string(res.Stdout.Data) != want {
 			t.Errorf("after %s was bound again:\n%s\nwant %q", s, output(res), want)
