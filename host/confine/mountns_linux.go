@@ -85,6 +85,9 @@ type pathState struct {
 	path     string
 	exists   bool
 	dev, ino uint64
+	// bound is a unix socket's change time (its bind): a socket removed
+	// and bound again often gets the freed inode number back.
+	bound unix.Timespec
 }
 
 func stateOf(path string) (pathState, fs.FileInfo, error) {
@@ -94,7 +97,11 @@ func stateOf(path string) (pathState, fs.FileInfo, error) {
 	switch {
 	case err == nil:
 		fi, _ := os.Lstat(path)
-		return pathState{path: path, exists: true, dev: st.Dev, ino: st.Ino}, fi, nil
+		ps := pathState{path: path, exists: true, dev: st.Dev, ino: st.Ino}
+		if st.Mode&unix.S_IFMT == unix.S_IFSOCK {
+			ps.bound = st.Ctim
+		}
+		return ps, fi, nil
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
 		return pathState{path: path}, nil, nil
 	default:
