@@ -242,7 +242,7 @@ func (b *Bubblewrap) Wrap(p *sandbox.Policy, mode string, opt Options, argv []st
 		}
 		args = append(args, "--remount-ro", h)
 	}
-	sockets, err := coveredSockets(allowed)
+	sockets, _, err := coveredSockets(allowed)
 	if err != nil {
 		return nil, err
 	}

@@ -54,6 +54,7 @@ type mountPlan struct {
 	show     []string // directories inside a hidden one bound back read-only
 	// The unix sockets when the policy names some (socketsns_linux.go).
 	covers  []string // the host's other sockets: the null device mounted on each
+	young   []string // the others too young to be covered yet
 	reveal  []string // named ones under a hidden directory: bound back in it
 	named   []string // as the policy names them
 	allowed []string // those that exist, resolved

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
+	"time"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsyscall "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -88,6 +90,11 @@ type Confinement struct {
 	filter  []unix.SockFilter
 	// watched is what the namespace's paths were at Prepare (see Stale).
 	watched []pathState
+	// young are host sockets too young to be covered at Prepare, all
+	// settled at settled; youngGone says none of them stayed.
+	young     []pathState
+	settled   time.Time
+	youngGone atomic.Bool
 	// planned is the mount namespace's plan; fresh makes new namespaces
 	// of it per command instead of entering the prepared ones (only the
 	// benchmark's comparison sets it: its devpts is not the ruleset's, so
@@ -175,6 +182,7 @@ func prepare(p *sandbox.Policy, mode string, opt Options, skip layers) (*Confine
 		}
 		watched = append(watched, socketStates...)
 	}
+	young, settled := plan.youngSockets()
 	rules := []landlock.Rule{
 		landlock.RODirs("/"),
 		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx").WithIoctlDev().IgnoreIfMissing(),
@@ -198,7 +206,7 @@ func prepare(p *sandbox.Policy, mode string, opt Options, skip layers) (*Confine
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	c := &Confinement{ruleset: fd, flags: flags, network: p.Network, ns: ns, filter: filter, watched: watched, planned: plan, skip: skip}
+	c := &Confinement{ruleset: fd, flags: flags, network: p.Network, ns: ns, filter: filter, watched: watched, young: young, settled: settled, planned: plan, skip: skip}
 	if c.Stale() {
 		// A command of another confinement moved them meanwhile: what was
 		// mounted may not be what was planned.
@@ -219,13 +227,25 @@ func (c *Confinement) Close() error {
 // longer what it holds: a protected path or a hidden directory appeared
 // or went, or one of them or a writable root was replaced (a rename over
 // a protected file outside the sandbox detaches its mount in the
-// namespace). The caller prepares again.
+// namespace), or, when the policy names unix sockets, a socket covered
+// or bound back was bound again or one too young to be covered has
+// settled (socketsns_linux.go). The caller prepares again.
 func (c *Confinement) Stale() bool {
 	for _, was := range c.watched {
 		now, _, err := stateOf(was.path)
 		if err != nil || now != was {
 			return true
 		}
+	}
+	// A host socket too young to be covered at Prepare that is still
+	// there once settled: the next namespace covers it.
+	if len(c.young) > 0 && !c.youngGone.Load() && time.Now().After(c.settled) {
+		for _, was := range c.young {
+			if now, _, err := stateOf(was.path); err == nil && now == was {
+				return true
+			}
+		}
+		c.youngGone.Store(true)
 	}
 	return false
 }

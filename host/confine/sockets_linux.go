@@ -25,19 +25,18 @@ import (
 var socketSettle = 10 * time.Second
 
 // hostSockets are the unix sockets bound at a path in this network
-// namespace (their paths as bound, resolved), that exist as sockets now
-// and have for socketSettle.
-func hostSockets() ([]string, error) {
+// namespace (their paths as bound, resolved) that exist as sockets now:
+// settled, those that have for socketSettle; young, the others.
+func hostSockets() (settled, young []string, err error) {
 	f, err := os.Open("/proc/net/unix")
 	if err != nil {
-		return nil, fmt.Errorf("the unix sockets to cover: %w", err)
+		return nil, nil, fmt.Errorf("the unix sockets to cover: %w", err)
 	}
 	defer f.Close()
 	paths, err := socketPaths(f)
 	if err != nil {
-		return nil, fmt.Errorf("the unix sockets to cover: /proc/net/unix: %w", err)
+		return nil, nil, fmt.Errorf("the unix sockets to cover: /proc/net/unix: %w", err)
 	}
-	var out []string
 	for _, p := range paths {
 		real, err := filepath.EvalSymlinks(p)
 		if err != nil {
@@ -50,11 +49,12 @@ func hostSockets() ([]string, error) {
 		// The change time is the bind's (or a chmod right after it), and
 		// no one can set it back.
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && time.Since(time.Unix(st.Ctim.Unix())) < socketSettle {
+			young = append(young, real)
 			continue
 		}
-		out = append(out, real)
+		settled = append(settled, real)
 	}
-	return sortedSet(out), nil
+	return sortedSet(settled), sortedSet(young), nil
 }
 
 // socketPaths parses /proc/net/unix: "Num RefCount Protocol Flags Type St
@@ -88,17 +88,23 @@ func socketPaths(r io.Reader) ([]string, error) {
 
 // coveredSockets are the host's settled sockets (hostSockets) a policy
 // naming allowed (resolved) does not let through: not one of them nor
-// under one, and not under the /dev and /proc both runners make anew.
-func coveredSockets(allowed []string) ([]string, error) {
-	sockets, err := hostSockets()
+// under one, and not under the /dev and /proc both runners make anew;
+// young, the sockets that will be once settled.
+func coveredSockets(allowed []string) (covered, young []string, err error) {
+	settled, unsettled, err := hostSockets()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []string
-	for _, s := range sockets {
-		if !fresh(s) && !under(allowed, s) {
-			out = append(out, s)
+	keep := func(s string) bool { return !fresh(s) && !under(allowed, s) }
+	for _, s := range settled {
+		if keep(s) {
+			covered = append(covered, s)
 		}
 	}
-	return out, nil
+	for _, s := range unsettled {
+		if keep(s) {
+			young = append(young, s)
+		}
+	}
+	return covered, young, nil
 }

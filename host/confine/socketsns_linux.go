@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,8 +26,11 @@ import (
 // unmounts what was mounted on a removed file in other namespaces), and a
 // named socket bound back holds the file it was made with. Each of those
 // paths is watched (Stale), so the next command gets a namespace made
-// again. What neither runner covers: sockets bound less than socketSettle
-// before the namespace was made, or after it.
+// again; so does a socket too young to be covered when it was made, once
+// it has settled (as bubblewrap covers it from then on). What neither
+// runner covers: sockets bound less than socketSettle before a command's
+// namespace was made (for this runner: the namespace the command gets,
+// maybe made for an earlier one), or after it.
 
 // planSockets plans the covers and bind-backs for a policy naming the
 // unix sockets named (absolute, clean: sockets or directories holding
@@ -36,12 +40,13 @@ func (pl *mountPlan) planSockets(named []string) error {
 	if err != nil {
 		return err
 	}
-	covers, err := coveredSockets(allowed)
+	covers, young, err := coveredSockets(allowed)
 	if err != nil {
 		return err
 	}
 	hidden := func(s string) bool { return under(pl.hide, s) && !under(pl.show, s) }
 	pl.covers = slices.DeleteFunc(covers, hidden)
+	pl.young = slices.DeleteFunc(young, hidden)
 	pl.named, pl.allowed = slices.Clone(named), allowed
 	var reveal []string
 	for _, a := range allowed {
@@ -86,6 +91,21 @@ func (pl *mountPlan) socketStates() ([]pathState, error) {
 		return nil, err
 	}
 	return states, nil
+}
+
+// youngSockets are the states of the sockets to cover once settled, and
+// when the last of them will be (see Confinement.Stale); none, zero.
+func (pl *mountPlan) youngSockets() ([]pathState, time.Time) {
+	var states []pathState
+	for _, s := range pl.young {
+		if st, _, err := stateOf(s); err == nil && st.exists {
+			states = append(states, st)
+		}
+	}
+	if len(states) == 0 {
+		return nil, time.Time{}
+	}
+	return states, time.Now().Add(socketSettle)
 }
 
 // coverSockets mounts the null device on each socket to cover: a clone

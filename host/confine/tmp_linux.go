@@ -85,7 +85,8 @@ func (pl *mountPlan) planTmp(dir, mode string) ([]pathState, error) {
 		}
 	}
 	keep = outermost(sortedSet(keep))
-	pl.covers = slices.DeleteFunc(pl.covers, func(s string) bool { return within(tmpDir, s) && !under(keep, s) })
+	unseen := func(s string) bool { return within(tmpDir, s) && !under(keep, s) }
+	pl.covers, pl.young = slices.DeleteFunc(pl.covers, unseen), slices.DeleteFunc(pl.young, unseen)
 	pl.tmp = &privateTmp{dir: dir, keep: keep}
 	return states, nil
 }
