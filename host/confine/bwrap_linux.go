@@ -1,19 +1,16 @@
 package confine
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/dshrun/dsh/core/sandbox"
@@ -245,12 +242,17 @@ func (b *Bubblewrap) Wrap(p *sandbox.Policy, mode string, opt Options, argv []st
 		}
 		args = append(args, "--remount-ro", h)
 	}
-	sockets, err := hostSockets()
+	sockets, _, err := coveredSockets(allowed)
 	if err != nil {
 		return nil, err
 	}
 	for _, s := range sockets {
-		if fresh(s) || under(allowed, s) || (under(hides, s) && !under(shows, s)) || tmp.hidden(s) {
+		if under(hides, s) && !under(shows, s) {
+			continue
+		}
+		// Behind the owner's /tmp, but for the writable roots and the
+		// hidden directories showing something, bound back over it.
+		if tmp.hidden(s) && !under(roots, s) && !under(hides, s) {
 			continue
 		}
 		args = append(args, "--ro-bind", "/dev/null", s)
@@ -342,72 +344,4 @@ func outermost(sorted []string) []string {
 		}
 	}
 	return out
-}
-
-// socketSettle is how long a socket must have existed to be covered. bwrap
-// cannot mount over a path that is gone, and fails the whole start, so the
-// sockets that come and go (test suites', go-plugin's brokers') are left
-// alone; the services worth covering have been there longer.
-var socketSettle = 10 * time.Second
-
-// hostSockets are the unix sockets bound at a path in this network
-// namespace (their paths as bound, resolved), that exist as sockets now
-// and have for socketSettle.
-func hostSockets() ([]string, error) {
-	f, err := os.Open("/proc/net/unix")
-	if err != nil {
-		return nil, fmt.Errorf("the unix sockets to cover: %w", err)
-	}
-	defer f.Close()
-	paths, err := socketPaths(f)
-	if err != nil {
-		return nil, fmt.Errorf("the unix sockets to cover: /proc/net/unix: %w", err)
-	}
-	var out []string
-	for _, p := range paths {
-		real, err := filepath.EvalSymlinks(p)
-		if err != nil {
-			continue // gone, or not reachable by that name
-		}
-		fi, err := os.Stat(real)
-		if err != nil || fi.Mode().Type() != fs.ModeSocket {
-			continue
-		}
-		// The change time is the bind's (or a chmod right after it), and
-		// no one can set it back.
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && time.Since(time.Unix(st.Ctim.Unix())) < socketSettle {
-			continue
-		}
-		out = append(out, real)
-	}
-	return sortedSet(out), nil
-}
-
-// socketPaths parses /proc/net/unix: "Num RefCount Protocol Flags Type St
-// Inode Path", the path last and only for bound sockets; abstract ones
-// start with "@" and are left out, as are relative paths.
-func socketPaths(r io.Reader) ([]string, error) {
-	var out []string
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for first := true; sc.Scan(); first = false {
-		if first {
-			continue // the header
-		}
-		line := sc.Text()
-		// Skip the seven fixed fields; the path may hold spaces.
-		rest := strings.TrimLeft(line, " ")
-		for range 7 {
-			i := strings.IndexByte(rest, ' ')
-			if i < 0 {
-				rest = ""
-				break
-			}
-			rest = strings.TrimLeft(rest[i:], " ")
-		}
-		if strings.HasPrefix(rest, "/") {
-			out = append(out, rest)
-		}
-	}
-	return out, sc.Err()
 }

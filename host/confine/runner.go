@@ -222,11 +222,6 @@ func (r *Runner) wrapWith(req *sandbox.WrapRequest, opt Options) (*sandbox.Wrapp
 	r.mu.Unlock()
 	switch choice {
 	case "", "auto":
-		if len(req.Policy.UnixSockets) > 0 {
-			// Landlock before ABI 9 cannot tell the allowed sockets from
-			// the others, so the landlock runner refuses such a policy.
-			return r.wrapBubblewrap(req, opt)
-		}
 		w, err := r.wrapLandlock(req, opt)
 		if err == nil || !errors.Is(r.landlockAvailable(), errNoLandlock) {
 			return w, err
@@ -349,6 +344,11 @@ func (r *Runner) wrapLandlock(req *sandbox.WrapRequest, opt Options) (*sandbox.W
 	if !req.Policy.Network {
 		layers = append(layers, "network")
 	}
+	if len(req.Policy.UnixSockets) > 0 {
+		// socket(AF_UNIX) let through, the host's other sockets covered
+		// in the mount namespace (socketsns_linux.go).
+		layers = append(layers, "unix-socket-covers")
+	}
 	return &sandbox.Wrapped{Argv: req.Argv, Confinement: token, Runner: sandbox.RunnerLandlock, Enforcement: strings.Join(layers, ",")}, nil
 }
 
@@ -370,9 +370,10 @@ func (r *Runner) wrapBubblewrap(req *sandbox.WrapRequest, opt Options) (*sandbox
 	if len(req.Policy.UnixSockets) > 0 {
 		// The policy names sockets: bubblewrap lets every unix socket
 		// through but those it covers (Bubblewrap.Wrap), so a socket
-		// bound less than socketSettle ago is reachable. Letting only the
-		// named ones through is the place for a filter that reads
-		// connect's address (a seccomp user notification).
+		// bound less than socketSettle ago is reachable, as under the
+		// landlock runner. Letting only the named ones through is the
+		// place for a filter that reads connect's address (a seccomp user
+		// notification) or Landlock's resolve_unix (ABI 9).
 		return w, nil
 	}
 	// No unix socket at all, whatever its age: a seccomp filter on the
