@@ -163,7 +163,11 @@ func networkSession(t *testing.T, runner string) {
 	// A confined command's /tmp is its owner's own: the authority's
 	// certificate goes where it can read it.
 	caFile := filepath.Join(ws, "git-ca.pem")
-	if pem, err := os.ReadFile(git.CAFile); err != nil || os.WriteFile(caFile, pem, 0o644) != nil {
+	pem, err := os.ReadFile(git.CAFile)
+	if err == nil {
+		err = os.WriteFile(caFile, pem, 0o644)
+	}
+	if err != nil {
 		t.Fatalf("the git server's authority: %v", err)
 	}
 	network := fmt.Sprintf(`    allow: [registry.test, "git.test:%d", "*.pkgs.test", localhost, meta.test, 169.254.169.254]
@@ -308,16 +312,23 @@ func networkSession(t *testing.T, runner string) {
 	f.Saw("approved: reached once; refused: %q", lastLine(text))
 
 	f = fault(t, "network ("+runner+"): the host's log")
-	logged := func(what, host string) string {
+	// The line of the host's log that holds every one of words.
+	logged := func(words ...string) string {
+		t.Helper()
+	lines:
 		for _, line := range strings.Split(s.stderr.String(), "\n") {
-			if strings.Contains(line, what) && strings.Contains(line, host) && strings.Contains(line, "owner") {
-				return line
+			for _, w := range append(words, "owner=") {
+				if !strings.Contains(line, w) {
+					continue lines
+				}
 			}
+			return line
 		}
-		t.Fatalf("no %q line naming %s and its owner in the host's log:\n%s", what, host, s.stderr)
+		t.Fatalf("no line with %q and its owner in the host's log:\n%s", words, s.stderr)
 		return ""
 	}
 	reached, refused := logged("network reached", "registry.test"), logged("network refused", "denied.test")
+	logged("network reached", "git.test", "CONNECT")
 	logged("network reached", "other.test")
 	f.Saw("%s / %s", reached[strings.Index(reached, "network reached"):], refused[strings.Index(refused, "network refused"):])
 
