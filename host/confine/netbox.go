@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/dshrun/dsh/core/sandbox"
 	"github.com/dshrun/dsh/host/netproxy"
@@ -117,6 +118,13 @@ func (b *netBox) close() error {
 	return err
 }
 
+// settleQuiet is how long the proxy must have told nothing for a settle
+// to read what it told; settleQuietMax bounds the wait.
+const (
+	settleQuiet    = 20 * time.Millisecond
+	settleQuietMax = 500 * time.Millisecond
+)
+
 // historySize is how many events a netproxy.Proxy keeps.
 const historySize = 1024
 
@@ -125,6 +133,15 @@ const historySize = 1024
 // that failed all the same (a name that does not resolve, a host that
 // does not answer) is among the refused, with its error as why.
 func (b *netBox) settle(mark uint64) (reached []string, denied []*sandbox.NetworkDenial, next uint64) {
+	// An attempt is told when it ends: a tunnel or request the command
+	// closed as it ended may be told a moment later. Wait until the
+	// proxy has been quiet for a moment (bounded).
+	for last, deadline := b.proxy.Mark(), time.Now().Add(settleQuietMax); ; last = b.proxy.Mark() {
+		time.Sleep(settleQuiet)
+		if b.proxy.Mark() == last || time.Now().After(deadline) {
+			break
+		}
+	}
 	evs := b.proxy.Since(mark)
 	next = mark + uint64(len(evs))
 	if len(evs) >= historySize {
