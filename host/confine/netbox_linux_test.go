@@ -384,3 +384,67 @@ func noProxyGoroutines(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Bubblewrap.Wrap alone puts a proxied policy's command in a network
+// namespace of bwrap's, with no proxy: only the Runner, which enters the
+// proxy's namespace before bwrap starts, leaves --unshare-net out, and
+// gives the command the proxy's variables; bwrap's other namespaces stay.
+func TestBubblewrapProxiedArgs(t *testing.T) {
+	b := &Bubblewrap{Path: "/usr/bin/bwrap"}
+	p := &sandbox.Policy{NetworkRules: &sandbox.NetworkRules{Allow: []string{"example.com"}}}
+	alone, err := b.Wrap(p, sandbox.ReadOnly, Options{}, []string{"true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined, err := b.wrap(p, sandbox.ReadOnly, Options{}, []string{"true"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(alone, "--unshare-net") || slices.Contains(alone, "HTTP_PROXY") {
+		t.Errorf("Wrap alone: %q", alone)
+	}
+	if slices.Contains(joined, "--unshare-net") {
+		t.Errorf("joined: bwrap makes a network namespace: %q", joined)
+	}
+	for _, want := range []string{"--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--cap-drop"} {
+		if !slices.Contains(joined, want) {
+			t.Errorf("joined: no %s: %q", want, joined)
+		}
+	}
+	set := map[string]string{}
+	for i, a := range joined {
+		if a == "--setenv" {
+			set[joined[i+1]] = joined[i+2]
+		}
+	}
+	for k, v := range proxyEnv() {
+		if set[k] != v {
+			t.Errorf("joined: %s=%q, want %q", k, set[k], v)
+		}
+	}
+	// The same policy with the network on is not proxied.
+	on, err := b.wrap(&sandbox.Policy{Network: true, NetworkRules: p.NetworkRules}, sandbox.ReadOnly, Options{}, []string{"true"}, true)
+	if err != nil || slices.Contains(on, "HTTP_PROXY") || slices.Contains(on, "--unshare-net") {
+		t.Errorf("network on: %q %v", on, err)
+	}
+}
+
+// Rules the proxy cannot take are refused at Wrap, under either runner,
+// naming the entry.
+func TestProxiedWrapRefusesBadRules(t *testing.T) {
+	for _, runner := range []string{sandbox.RunnerLandlock, sandbox.RunnerBubblewrap} {
+		t.Run(runner, func(t *testing.T) {
+			r := runnerFor(t, runner)
+			p := &sandbox.Policy{NetworkRules: &sandbox.NetworkRules{Allow: []string{"exa mple.com"}}}
+			w, err := r.Wrap(t.Context(), &sandbox.WrapRequest{Argv: []string{"true"}, Mode: sandbox.ReadOnly, Policy: p})
+			if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "exa mple.com") {
+				t.Fatalf("%+v %v", w, err)
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if len(r.nets) != 0 || len(r.prepared) != 0 {
+				t.Errorf("a refused wrap left %v %v", r.nets, r.prepared)
+			}
+		})
+	}
+}

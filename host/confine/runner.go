@@ -300,6 +300,11 @@ func check(p *sandbox.Policy, mode string) error {
 	if mode == sandbox.WorkspaceWrite && p.WorkspaceRoot == "" {
 		return unavailable("sandbox: %s needs a workspace root", mode)
 	}
+	if proxied(p) {
+		if err := rulesOf(p).Check(); err != nil {
+			return unavailable("sandbox: the network rules: %v", err)
+		}
+	}
 	for _, list := range [][]string{{p.WorkspaceRoot}, p.WritableRoots, p.CacheRoots, p.ProtectedPaths, p.UnixSockets} {
 		for _, path := range list {
 			if path != "" && (!filepath.IsAbs(path) || filepath.Clean(path) != path) {
@@ -429,15 +434,11 @@ func (r *Runner) wrapLandlock(req *sandbox.WrapRequest, opt Options) (*sandbox.W
 // boxIn starts the proxy of p for owner on the listeners listen opens,
 // and registers it for Settle. r.mu is held.
 func (r *Runner) boxIn(p *sandbox.Policy, owner string, listen func() (proxyListeners, error)) (*netBox, error) {
-	rules := rulesOf(p)
-	if err := rules.Check(); err != nil {
-		return nil, unavailable("sandbox: the network rules: %v", err)
-	}
 	lis, err := listen()
 	if err != nil {
 		return nil, unavailable("sandbox: the network proxy's listeners: %v", err)
 	}
-	box, err := r.openBox(rules, owner, lis)
+	box, err := r.openBox(rulesOf(p), owner, lis)
 	if err != nil {
 		return nil, unavailable("sandbox: %v", err)
 	}
