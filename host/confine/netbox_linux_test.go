@@ -437,7 +437,7 @@ func TestProxiedWrapRefusesBadRules(t *testing.T) {
 			r := runnerFor(t, runner)
 			p := &sandbox.Policy{NetworkRules: &sandbox.NetworkRules{Allow: []string{"exa mple.com"}}}
 			w, err := r.Wrap(t.Context(), &sandbox.WrapRequest{Argv: []string{"true"}, Mode: sandbox.ReadOnly, Policy: p})
-			if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "exa mple.com") {
+			if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "the network rules") || !strings.Contains(err.Error(), "exa mple.com") {
 				t.Fatalf("%+v %v", w, err)
 			}
 			r.mu.Lock()
