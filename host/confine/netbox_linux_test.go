@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
 	"slices"
 	"sort"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/dshrun/dsh/core/sandbox"
 	"github.com/dshrun/dsh/host/netproxy"
@@ -50,6 +52,21 @@ func (n netRun) wrap(owner, mode string) *sandbox.Wrapped {
 func (n netRun) run(owner, mode, script string) (procs.Result, *sandbox.Settled) {
 	n.t.Helper()
 	w := n.wrap(owner, mode)
+	res := n.runWrapped(w, owner, script)
+	if w.Settle == "" {
+		n.t.Fatalf("a proxied policy without a watch to settle: %+v", w)
+	}
+	st, err := n.r.Settle(n.t.Context(), &sandbox.SettleRequest{Settle: w.Settle})
+	if err != nil {
+		n.t.Fatalf("settle %q: %v", w.Settle, err)
+	}
+	return res, st
+}
+
+// runWrapped runs script under w (made for bash -c true) for owner.
+func (n netRun) runWrapped(w *sandbox.Wrapped, owner, script string) procs.Result {
+	n.t.Helper()
+	w = proto.Clone(w).(*sandbox.Wrapped)
 	w.Argv[len(w.Argv)-1] = script // bash -c <script>, wrapped or not
 	if w.Runner == sandbox.RunnerBubblewrap && w.Argv[0] == "bash" {
 		n.t.Fatalf("bubblewrap did not wrap: %q", w.Argv)
@@ -76,14 +93,7 @@ func (n netRun) run(owner, mode, script string) (procs.Result, *sandbox.Settled)
 	case <-time.After(90 * time.Second):
 		n.t.Fatalf("%q did not end", script)
 	}
-	if w.Settle == "" {
-		n.t.Fatalf("a proxied policy without a watch to settle: %+v", w)
-	}
-	st, err := n.r.Settle(n.t.Context(), &sandbox.SettleRequest{Settle: w.Settle})
-	if err != nil {
-		n.t.Fatalf("settle %q: %v", w.Settle, err)
-	}
-	return p.Result(), st
+	return p.Result()
 }
 
 // events collects what the runner tells of the network.
@@ -164,14 +174,22 @@ func TestProxiedNetwork(t *testing.T) {
 			if !strings.Contains(w.Enforcement, "network-proxy") || slices.Contains(strings.Split(w.Enforcement, ","), "network") || w.Settle == "" {
 				t.Fatalf("a proxied read-only wrap: %+v", w)
 			}
+			v6 := ""
+			if _, err := os.Stat("/proc/net/if_inet6"); err == nil {
+				v6 = fmt.Sprintf("curl -sS --max-time 20 --proxy 'http://[::1]:3128' http://pkg.test:%d/; echo", port)
+			}
 			res, st := n.run("alice", sandbox.ReadOnly, fmt.Sprintf(`set -e
+%[3]s
 curl -sS --max-time 20 http://pkg.test:%[1]d/; echo
 curl -sS --max-time 20 -k https://tls.test:%[2]d/; echo
 curl -sS --max-time 20 --proxy "$ALL_PROXY" http://pkg.test:%[1]d/; echo
 curl -s --max-time 20 -o /dev/null -w '%%{http_code}\n' http://other.test:%[1]d/
 curl -s --max-time 20 -o /dev/null -w '%%{http_code}\n' http://x.evil.test:%[1]d/
-curl -s --max-time 20 -o /dev/null -w '%%{http_code}\n' http://other.test:%[1]d/`, port, tlsPort))
+curl -s --max-time 20 -o /dev/null -w '%%{http_code}\n' http://other.test:%[1]d/`, port, tlsPort, v6))
 			out := ok(t, "curl through the proxy", res)
+			if v6 != "" {
+				out = strings.TrimPrefix(out, "hello from the host\n")
+			}
 			if want := "hello from the host\nhello over tls\nhello from the host\n403\n403\n403"; out != want {
 				t.Fatalf("through the proxy:\n%s\nwant\n%s\nstderr %s", out, want, res.Stderr.Data)
 			}
@@ -190,7 +208,11 @@ curl -s --max-time 20 -o /dev/null -w '%%{http_code}\n' http://other.test:%[1]d/
 				t.Errorf("denied: %v", st.NetworkDenied)
 			}
 			// The runner told each attempt, the owner's.
-			if got := evs.of("pkg.test"); len(got) != 2 || !got[0].Allowed || got[0].Owner != "alice" || got[0].Port != port {
+			wantPkg := 2
+			if v6 != "" {
+				wantPkg = 3
+			}
+			if got := evs.of("pkg.test"); len(got) != wantPkg || !got[0].Allowed || got[0].Owner != "alice" || got[0].Port != port {
 				t.Errorf("pkg.test's events: %+v", got)
 			}
 			if got := evs.of("other.test"); len(got) != 2 || got[0].Allowed || got[0].Rule != "not in allow" {
@@ -268,6 +290,20 @@ curl -s --max-time 20 -o /dev/null -w '%%{http_code}\n' http://other.test:%[1]d/
 			ok(t, "workspace-write through the proxy", res)
 			if len(st.Undone) == 0 || len(st.NetworkReached) != 1 || len(st.NetworkDenied) != 1 {
 				t.Errorf("workspace-write settle: %v", st)
+			}
+
+			// A watch kept (a terminal's) goes on for both: each settle
+			// tells what came since the last.
+			w = n.wrap("alice", sandbox.WorkspaceWrite)
+			ok(t, "first", n.runWrapped(w, "alice", fmt.Sprintf("git init -q kept && curl -sS --max-time 20 http://pkg.test:%d/", port)))
+			st, err = r.Settle(t.Context(), &sandbox.SettleRequest{Settle: w.Settle, Keep: true})
+			if err != nil || len(st.Undone) == 0 || !slices.Equal(st.NetworkReached, []string{"pkg.test:" + strconv.Itoa(port)}) || !strings.Contains(st.Settle, "+") {
+				t.Fatalf("the first settle of a kept watch: %v %v", st, err)
+			}
+			ok(t, "second", n.runWrapped(w, "alice", fmt.Sprintf("curl -s -o /dev/null --max-time 20 http://other.test:%d/", port)))
+			st, err = r.Settle(t.Context(), &sandbox.SettleRequest{Settle: st.Settle})
+			if err != nil || len(st.Undone) != 0 || len(st.NetworkReached) != 0 || len(st.NetworkDenied) != 1 {
+				t.Fatalf("the kept watch's next settle: %v %v", st, err)
 			}
 
 			// Each owner its own proxy; a policy without rules is no
