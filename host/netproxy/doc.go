@@ -54,8 +54,9 @@
 // `X-Dsh-Denied: <rule>` and a text/plain body `dsh sandbox: network access
 // to HOST denied: <rule>`. A name that does not resolve or a host that does
 // not answer: 502 with the reason. Over SOCKS5: reply 0x02 (not allowed by
-// ruleset) for a refusal, 0x04 for a resolution failure, 0x05 or 0x04 for a
-// failed dial, 0x07 for BIND and UDP ASSOCIATE.
+// ruleset) for a refusal, 0x04 for a resolution failure, 0x05 for a dial
+// refused, 0x03 or 0x04 for another failed dial, 0x07 for BIND and UDP
+// ASSOCIATE.
 //
 // # Connections
 //

@@ -11,6 +11,7 @@ import (
 	"net/http/httptrace"
 	"net/http/httputil"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -21,8 +22,8 @@ import (
 func (p *Proxy) ServeHTTP(l net.Listener) error {
 	srv := &http.Server{
 		Handler:           httpHandler{p},
-		ReadHeaderTimeout: handshakeTimeout,
-		IdleTimeout:       idleTimeout,
+		ReadHeaderTimeout: p.handshake,
+		IdleTimeout:       p.idle,
 		ErrorLog:          discard,
 	}
 	p.mu.Lock()
@@ -136,6 +137,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, host string, por
 			pr.Out.Header.Del("Proxy-Authorization")
 		},
 		Transport:     p.transport,
+		BufferPool:    bufferPool{},
 		FlushInterval: 100 * time.Millisecond,
 		ErrorLog:      discard,
 		ModifyResponse: func(resp *http.Response) error {
@@ -257,3 +259,12 @@ func (p *Proxy) openTunnel(client net.Conn, brw *bufio.ReadWriter, upstream net.
 	}
 	return early + tunnel(client, upstream)
 }
+
+// bufferPool lends the reverse proxy its copy buffers, rather than a new
+// 32 KiB one per request.
+type bufferPool struct{}
+
+var buffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { buffers.Put(&b) }

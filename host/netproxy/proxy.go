@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// Timeouts, variables so that tests can shorten them.
+// Timeouts, variables so that tests can shorten them; New reads them.
 var (
 	// handshakeTimeout bounds how long a new client connection may take to
 	// send its request head (HTTP) or greeting and request (SOCKS5).
@@ -74,6 +74,8 @@ type Proxy struct {
 
 	transport *http.Transport
 
+	handshake, idle time.Duration // handshakeTimeout and idleTimeout when New ran
+
 	ctx    context.Context // done when the Proxy is closed
 	cancel context.CancelFunc
 
@@ -103,6 +105,8 @@ func New(cfg Config) (*Proxy, error) {
 		servers:   map[*http.Server]struct{}{},
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[net.Conn]struct{}{},
+		handshake: handshakeTimeout,
+		idle:      idleTimeout,
 	}
 	if p.resolver == nil {
 		p.resolver = net.DefaultResolver

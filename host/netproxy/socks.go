@@ -72,7 +72,7 @@ func (p *Proxy) ServeSOCKS(l net.Listener) error {
 }
 
 func (p *Proxy) serveSOCKSConn(c net.Conn) {
-	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	c.SetDeadline(time.Now().Add(p.handshake))
 	var head [2]byte
 	if _, err := io.ReadFull(c, head[:]); err != nil || head[0] != 5 {
 		return
