@@ -2,11 +2,13 @@ package confine
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dshrun/dsh/core/sandbox"
@@ -75,6 +77,7 @@ type netBox struct {
 	proxy   *netproxy.Proxy
 	lis     []net.Listener
 	serving sync.WaitGroup
+	live    atomic.Int64 // connections to the proxy not yet closed
 }
 
 // proxyListeners are the listeners of a namespace: HTTP ones first.
@@ -96,10 +99,10 @@ func startBox(id, owner string, rules netproxy.Rules, lis proxyListeners, onEven
 	}
 	b := &netBox{id: id, owner: owner, proxy: p, lis: slices.Concat(lis.http, lis.socks)}
 	for _, l := range lis.http {
-		b.serving.Go(func() { _ = p.ServeHTTP(l) })
+		b.serving.Go(func() { _ = p.ServeHTTP(countingListener{l, &b.live}) })
 	}
 	for _, l := range lis.socks {
-		b.serving.Go(func() { _ = p.ServeSOCKS(l) })
+		b.serving.Go(func() { _ = p.ServeSOCKS(countingListener{l, &b.live}) })
 	}
 	return b, nil
 }
@@ -118,28 +121,26 @@ func (b *netBox) close() error {
 	return err
 }
 
-// settleQuiet is how long the proxy must have told nothing for a settle
-// to read what it told; settleQuietMax bounds the wait.
-const (
-	settleQuiet    = 20 * time.Millisecond
-	settleQuietMax = 500 * time.Millisecond
-)
+// settleDrain bounds how long a settle waits for the connections to the
+// proxy to end (a command's background process may hold one).
+const settleDrain = 2 * time.Second
 
 // historySize is how many events a netproxy.Proxy keeps.
 const historySize = 1024
 
 // settle is what the proxy reached and refused since mark, each host
-// once, and the mark to settle from next. An attempt the rules allowed
+// once, and the mark to settle from next. A tunnel is told when it ends,
+// which may be a round trip after the command closed its end (the far
+// side closes its own): without keep, the command is gone and this waits
+// (bounded) until no connection to the proxy is left, so that every
+// attempt of its is told; with keep, what is told later is the next
+// settle's. An attempt the rules allowed
 // that failed all the same (a name that does not resolve, a host that
 // does not answer) is among the refused, with its error as why.
-func (b *netBox) settle(mark uint64) (reached []string, denied []*sandbox.NetworkDenial, next uint64) {
-	// An attempt is told when it ends: a tunnel or request the command
-	// closed as it ended may be told a moment later. Wait until the
-	// proxy has been quiet for a moment (bounded).
-	for last, deadline := b.proxy.Mark(), time.Now().Add(settleQuietMax); ; last = b.proxy.Mark() {
-		time.Sleep(settleQuiet)
-		if b.proxy.Mark() == last || time.Now().After(deadline) {
-			break
+func (b *netBox) settle(mark uint64, keep bool) (reached []string, denied []*sandbox.NetworkDenial, next uint64) {
+	if !keep {
+		for deadline := time.Now().Add(settleDrain); b.live.Load() > 0 && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
 		}
 	}
 	evs := b.proxy.Since(mark)
@@ -195,4 +196,57 @@ func (r *Runner) OnNetwork(f func(netproxy.Event)) {
 		return
 	}
 	r.onNetwork.Store(&f)
+}
+
+// countingListener counts the connections it accepted that are not
+// closed yet: the proxy closes a client's connection after telling its
+// attempt.
+type countingListener struct {
+	net.Listener
+	live *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.live.Add(1)
+	return &countedConn{Conn: c, live: l.live}, nil
+}
+
+// countedConn is an accepted connection that counts its Close, and keeps
+// what the proxy's tunnels use of a TCP connection: the half close, and
+// the kernel's copy where one side's type allows it.
+type countedConn struct {
+	net.Conn
+	live   *atomic.Int64
+	closed sync.Once
+}
+
+func (c *countedConn) Close() error {
+	err := c.Conn.Close()
+	c.closed.Do(func() { c.live.Add(-1) })
+	return err
+}
+
+func (c *countedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Close()
+}
+
+func (c *countedConn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
+}
+
+func (c *countedConn) WriteTo(w io.Writer) (int64, error) {
+	if wt, ok := c.Conn.(io.WriterTo); ok {
+		return wt.WriteTo(w)
+	}
+	return io.Copy(w, struct{ io.Reader }{c.Conn})
 }

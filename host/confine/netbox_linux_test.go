@@ -484,3 +484,50 @@ func TestProxiedWrapRefusesBadRules(t *testing.T) {
 		})
 	}
 }
+
+// A tunnel is told when both its ends are closed: a settle right after
+// the command ended still tells the one whose far end closed a while
+// after the command closed its own.
+func TestProxiedSettleWaitsForTunnels(t *testing.T) {
+	// The far end: says hi, reads to the end, and closes 300 ms later.
+	slow, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	go func() {
+		for {
+			c, err := slow.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.Write([]byte("hi"))
+				io.Copy(io.Discard, c)
+				time.Sleep(300 * time.Millisecond)
+			}()
+		}
+	}()
+	port := slow.Addr().(*net.TCPAddr).Port
+	for _, runner := range []string{sandbox.RunnerLandlock, sandbox.RunnerBubblewrap} {
+		t.Run(runner, func(t *testing.T) {
+			r := runnerFor(t, runner)
+			ws := t.TempDir()
+			n := netRun{t: t, r: r, m: newManager(t), dir: ws, base: &sandbox.Policy{
+				NetworkRules: &sandbox.NetworkRules{Allow: []string{"slow.test"}, Hosts: map[string]string{"slow.test": "127.0.0.1"}},
+			}}
+			// CONNECT, then the tunnel's first bytes (the proxy's answer, 39
+			// bytes, and hi), then the command ends.
+			res, st := n.run("alice", sandbox.ReadOnly, fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/3128
+printf 'CONNECT slow.test:%d HTTP/1.1\r\nHost: slow.test\r\n\r\n' >&3
+head -c 41 <&3 | tail -c 2`, port))
+			if out := ok(t, "a tunnel", res); out != "hi" {
+				t.Fatalf("through the tunnel: %q", out)
+			}
+			if want := []string{"slow.test:" + strconv.Itoa(port)}; !slices.Equal(st.NetworkReached, want) {
+				t.Errorf("reached: %q, want %q", st.NetworkReached, want)
+			}
+		})
+	}
+}

@@ -246,7 +246,7 @@ func (r *Runner) Settle(_ context.Context, req *sandbox.SettleRequest) (*sandbox
 		} else {
 			var reached []string
 			var denied []*sandbox.NetworkDenial
-			reached, denied, next = pt.box.settle(pt.mark)
+			reached, denied, next = pt.box.settle(pt.mark, req.GetKeep())
 			out.NetworkReached = append(out.NetworkReached, reached...)
 			out.NetworkDenied = append(out.NetworkDenied, denied...)
 		}
