@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,7 +44,9 @@ import (
 //     for PTYs) and a /proc of its own PID namespace: no other process can
 //     be seen, signalled or read (/proc/PID/environ);
 //   - no network but its own loopback (up) when the policy's network is
-//     off, which also cuts off abstract unix sockets;
+//     off, which also cuts off abstract unix sockets; for a proxied policy
+//     under the Runner, a namespace the host made holding only its
+//     loopback and the proxy's listeners (netbox.go);
 //   - user, IPC (no SysV shared memory or semaphores of the host's), UTS
 //     and cgroup namespaces of its own, no capabilities (the bounding set
 //     empty too), no_new_privs, no further user namespaces, a new session
@@ -130,7 +133,18 @@ func probe(argv []string) ([]byte, error) {
 // are directories the command must not see (the host's runtime directory).
 // Paths that do not exist are left out (a writable root, a protected path,
 // a hidden directory); a relative one is an error.
+//
+// A proxied policy (network off, proxy rules) is wrapped with no network
+// at all but its loopback, as without rules: its proxy's namespace is the
+// Runner's to make and enter (bwrapNet).
 func (b *Bubblewrap) Wrap(p *sandbox.Policy, mode string, opt Options, argv []string) ([]string, error) {
+	return b.wrap(p, mode, opt, argv, false)
+}
+
+// wrap is Wrap; joined says that the thread that forks bwrap is in the
+// proxied policy's namespace already (bwrapNet): bwrap then makes none,
+// and the command gets the proxy's variables.
+func (b *Bubblewrap) wrap(p *sandbox.Policy, mode string, opt Options, argv []string, joined bool) ([]string, error) {
 	if b == nil || b.Path == "" {
 		return nil, errors.New("no bwrap binary (FindBubblewrap finds one)")
 	}
@@ -194,7 +208,12 @@ func (b *Bubblewrap) Wrap(p *sandbox.Policy, mode string, opt Options, argv []st
 		"--unshare-user", "--disable-userns",
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 	}
-	if !p.Network {
+	switch {
+	case joined && proxied(p):
+		for _, k := range slices.Sorted(maps.Keys(proxyEnv())) {
+			args = append(args, "--setenv", k, proxyEnv()[k])
+		}
+	case !p.Network:
 		args = append(args, "--unshare-net")
 	}
 	args = append(args, "--cap-drop", "ALL", "--new-session", "--die-with-parent",

@@ -22,7 +22,8 @@ import (
 //
 //  1. inherited descriptors: none but the command's stdio;
 //  2. the policy's network namespace when the network is off (nothing but
-//     its loopback, up), and its IPC namespace;
+//     its loopback, up; for a proxied policy, the host's proxy listening
+//     on it: netbox.go), and its IPC namespace;
 //  3. the policy's mount namespace (mountns_linux.go): everything
 //     read-only but the writable roots, protected paths read-only inside
 //     them, the host's runtime directory and cgroups hidden, in
