@@ -9,9 +9,13 @@ import (
 
 // CheckHost says, in a sentence, why h is not a host a command may be let
 // reach through the proxy beyond its rules (nil when it is): a host name
-// (example.com), an IPv4 address or a bracketed IPv6 one, with wildcard
-// also *.example.com, each optionally with :port.
+// (example.com), an IPv4 address or an IPv6 one (in brackets to take a
+// port), with wildcard also *.example.com, each optionally with :port: a
+// subset of what the proxy's rules take.
 func CheckHost(h string, wildcard bool) error {
+	if a, err := netip.ParseAddr(h); err == nil && a.Is6() && a.Zone() == "" {
+		return nil // a bare IPv6 address, without a port
+	}
 	host, port := h, ""
 	if strings.HasPrefix(h, "[") {
 		end := strings.Index(h, "]")

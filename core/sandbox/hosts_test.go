@@ -9,7 +9,7 @@ import (
 // address, a wildcard domain where wildcards are taken, with a port or
 // none; anything else is refused in a sentence that names it.
 func TestCheckHost(t *testing.T) {
-	for _, h := range []string{"example.com", "Registry.NPMjs.org:443", "localhost", "10.0.0.1", "10.0.0.1:8080", "[::1]", "[2001:db8::1]:443", "a-b.c0.io"} {
+	for _, h := range []string{"example.com", "Registry.NPMjs.org:443", "localhost", "10.0.0.1", "10.0.0.1:8080", "[::1]", "[2001:db8::1]:443", "::1", "2001:db8::1", "a-b.c0.io"} {
 		if err := CheckHost(h, false); err != nil {
 			t.Errorf("%q: %v", h, err)
 		}
@@ -37,7 +37,8 @@ func TestCheckHost(t *testing.T) {
 		"*":                     `is not a host`,
 		"*.":                    `is not a host`,
 		"foo.*.com":             `is not a host`,
-		"::1":                   `is not a host`,
+		"::1:":                  `is not a host`,
+		"fe80::1%eth0":          `is not a host`,
 		"[::1":                  `is not a host`,
 		"[10.0.0.1]":            `is not a host`,
 		"[::1]x":                `is not a host`,
