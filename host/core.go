@@ -155,7 +155,7 @@ func runnerOf(section *composition.Sandbox) string {
 func (h *Host) confineOptions(owner string) confine.Options {
 	spill := h.sub.OwnerSpillDir(owner)
 	_ = os.MkdirAll(spill, 0o700) // a mount point before any file spills
-	opt := confine.Options{Show: []string{spill}, Tmp: h.ownerTemp(owner)}
+	opt := confine.Options{Show: []string{spill}, Tmp: h.ownerTemp(owner), Owner: owner}
 	if self := selfBinary(); self != "" {
 		opt.ReadOnly = append(opt.ReadOnly, self)
 	}

@@ -290,6 +290,7 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 		byID:     map[string]*entry{},
 		applied:  comp,
 	}
+	h.runner.OnNetwork(h.logNetwork)
 	h.tools.KeepWhileDown(h.wantsTool)
 	h.jobs = jobtable.New(jobtable.Config{Open: h.openJobProcess, Logger: opts.Logger.Named("jobs")})
 	h.terms = termsessions.New(termsessions.Config{Sub: sub, Logger: opts.Logger.Named("terminals"), SandboxSettle: h.settleTerminal})

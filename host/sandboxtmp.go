@@ -19,12 +19,13 @@ func (h *Host) ownerTemp(owner string) string {
 	return dir
 }
 
-// releaseTemp closes owner's confinements and removes its folder.
+// releaseTemp closes owner's confinements and network proxies, and
+// removes its folder.
 func (h *Host) releaseTemp(owner string) error {
 	if h.temps == nil {
-		return nil
+		return h.runner.Release(owner, "")
 	}
-	return errors.Join(h.runner.Release(h.temps.Path(owner)), h.temps.Release(owner))
+	return errors.Join(h.runner.Release(owner, h.temps.Path(owner)), h.temps.Release(owner))
 }
 
 func (h *Host) closeTemps() error {

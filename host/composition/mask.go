@@ -154,6 +154,11 @@ func (c *Composition) Masked() map[string]any {
 			"unixSockets":    orEmpty(sb.UnixSockets),
 			"runner":         sb.Runner,
 		}
+		if r := sb.NetworkRules; r != nil {
+			out["sandbox"].(map[string]any)["network"] = map[string]any{
+				"allow": orEmpty(r.Allow), "deny": orEmpty(r.Deny), "mode": r.Mode, "hosts": r.Hosts,
+			}
+		}
 	}
 	return out
 }

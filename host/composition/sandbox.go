@@ -22,6 +22,10 @@ type Sandbox struct {
 	WritableRoots []string // more writable roots, beside the workspace
 	CacheRoots    []string // writable like them; no protected paths in them (caches.go)
 	Network       bool     // network reachable from confined commands
+	// NetworkRules, when the section's network is a map: commands reach
+	// the network only through the host's proxy, under these rules
+	// (Network is then false).
+	NetworkRules *NetworkRules
 	// ProtectedPaths stay read-only inside the writable roots: .git/config,
 	// .git/hooks, .claude, .codex, .envrc, .vscode and .idea of each root,
 	// the composition file, and those the section adds.
@@ -164,12 +168,8 @@ func (p *parser) sandbox(c *Composition, kp pair, v any) {
 				}
 			}
 		case "network":
-			b, ok := m[sp.name].(bool)
-			if !ok {
-				p.errorf(sp.val, "sandbox.network must be true or false, got %s", describe(m[sp.name]))
-				continue
-			}
-			sb.Network, networkSet = b, true
+			p.network(sb, sp, m[sp.name])
+			networkSet = true
 		case "protectedPaths":
 			list, _ := strs(sp)
 			for _, s := range list {
@@ -239,6 +239,10 @@ func (s *Sandbox) String() string {
 	if s == nil {
 		return "no sandbox section"
 	}
-	return fmt.Sprintf("%s, workspace %s, %d more writable roots, %d cache roots, network %v, %d protected paths, %d unix sockets, runner %s",
-		s.DefaultMode, s.WorkspaceRoot, len(s.WritableRoots), len(s.CacheRoots), s.Network, len(s.ProtectedPaths), len(s.UnixSockets), s.Runner)
+	network := fmt.Sprint(s.Network)
+	if s.NetworkRules != nil {
+		network = s.NetworkRules.String()
+	}
+	return fmt.Sprintf("%s, workspace %s, %d more writable roots, %d cache roots, network %s, %d protected paths, %d unix sockets, runner %s",
+		s.DefaultMode, s.WorkspaceRoot, len(s.WritableRoots), len(s.CacheRoots), network, len(s.ProtectedPaths), len(s.UnixSockets), s.Runner)
 }

@@ -100,7 +100,7 @@ plugins: []
 		{"sandbox:\n  workspaceRoot: comp.yaml\nplugins: []\n", "is not a directory"},
 		{"sandbox:\n  runner: docker\nplugins: []\n", `comp.yaml:2:11: sandbox.runner: want one of auto, landlock, bubblewrap, got the string "docker"`},
 		{"sandbox:\n  defaultMode: strict\nplugins: []\n", `comp.yaml:2:16: sandbox.defaultMode: want one of read-only, workspace-write, danger-full-access, got the string "strict"`},
-		{"sandbox:\n  network: maybe\nplugins: []\n", "sandbox.network must be true or false"},
+		{"sandbox:\n  network: maybe\nplugins: []\n", "sandbox.network must be true, false or a map"},
 		{"sandbox:\n  roots: [a]\nplugins: []\n", `unknown sandbox key "roots"`},
 		{"sandbox: on\nplugins: []\n", "sandbox must be a map"},
 	} {

@@ -1,19 +1,17 @@
 package confine
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/dshrun/dsh/core/sandbox"
@@ -46,7 +44,9 @@ import (
 //     for PTYs) and a /proc of its own PID namespace: no other process can
 //     be seen, signalled or read (/proc/PID/environ);
 //   - no network but its own loopback (up) when the policy's network is
-//     off, which also cuts off abstract unix sockets;
+//     off, which also cuts off abstract unix sockets; for a proxied policy
+//     under the Runner, a namespace the host made holding only its
+//     loopback and the proxy's listeners (netbox.go);
 //   - user, IPC (no SysV shared memory or semaphores of the host's), UTS
 //     and cgroup namespaces of its own, no capabilities (the bounding set
 //     empty too), no_new_privs, no further user namespaces, a new session
@@ -133,7 +133,18 @@ func probe(argv []string) ([]byte, error) {
 // are directories the command must not see (the host's runtime directory).
 // Paths that do not exist are left out (a writable root, a protected path,
 // a hidden directory); a relative one is an error.
+//
+// A proxied policy (network off, proxy rules) is wrapped with no network
+// at all but its loopback, as without rules: its proxy's namespace is the
+// Runner's to make and enter (bwrapNet).
 func (b *Bubblewrap) Wrap(p *sandbox.Policy, mode string, opt Options, argv []string) ([]string, error) {
+	return b.wrap(p, mode, opt, argv, false)
+}
+
+// wrap is Wrap; joined says that the thread that forks bwrap is in the
+// proxied policy's namespace already (bwrapNet): bwrap then makes none,
+// and the command gets the proxy's variables.
+func (b *Bubblewrap) wrap(p *sandbox.Policy, mode string, opt Options, argv []string, joined bool) ([]string, error) {
 	if b == nil || b.Path == "" {
 		return nil, errors.New("no bwrap binary (FindBubblewrap finds one)")
 	}
@@ -197,7 +208,12 @@ func (b *Bubblewrap) Wrap(p *sandbox.Policy, mode string, opt Options, argv []st
 		"--unshare-user", "--disable-userns",
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 	}
-	if !p.Network {
+	switch {
+	case joined && proxied(p):
+		for _, k := range slices.Sorted(maps.Keys(proxyEnv())) {
+			args = append(args, "--setenv", k, proxyEnv()[k])
+		}
+	case !p.Network:
 		args = append(args, "--unshare-net")
 	}
 	args = append(args, "--cap-drop", "ALL", "--new-session", "--die-with-parent",
@@ -245,12 +261,17 @@ func (b *Bubblewrap) Wrap(p *sandbox.Policy, mode string, opt Options, argv []st
 		}
 		args = append(args, "--remount-ro", h)
 	}
-	sockets, err := hostSockets()
+	sockets, _, err := coveredSockets(allowed)
 	if err != nil {
 		return nil, err
 	}
 	for _, s := range sockets {
-		if fresh(s) || under(allowed, s) || (under(hides, s) && !under(shows, s)) || tmp.hidden(s) {
+		if under(hides, s) && !under(shows, s) {
+			continue
+		}
+		// Behind the owner's /tmp, but for the writable roots and the
+		// hidden directories showing something, bound back over it.
+		if tmp.hidden(s) && !under(roots, s) && !under(hides, s) {
 			continue
 		}
 		args = append(args, "--ro-bind", "/dev/null", s)
@@ -342,72 +363,4 @@ func outermost(sorted []string) []string {
 		}
 	}
 	return out
-}
-
-// socketSettle is how long a socket must have existed to be covered. bwrap
-// cannot mount over a path that is gone, and fails the whole start, so the
-// sockets that come and go (test suites', go-plugin's brokers') are left
-// alone; the services worth covering have been there longer.
-var socketSettle = 10 * time.Second
-
-// hostSockets are the unix sockets bound at a path in this network
-// namespace (their paths as bound, resolved), that exist as sockets now
-// and have for socketSettle.
-func hostSockets() ([]string, error) {
-	f, err := os.Open("/proc/net/unix")
-	if err != nil {
-		return nil, fmt.Errorf("the unix sockets to cover: %w", err)
-	}
-	defer f.Close()
-	paths, err := socketPaths(f)
-	if err != nil {
-		return nil, fmt.Errorf("the unix sockets to cover: /proc/net/unix: %w", err)
-	}
-	var out []string
-	for _, p := range paths {
-		real, err := filepath.EvalSymlinks(p)
-		if err != nil {
-			continue // gone, or not reachable by that name
-		}
-		fi, err := os.Stat(real)
-		if err != nil || fi.Mode().Type() != fs.ModeSocket {
-			continue
-		}
-		// The change time is the bind's (or a chmod right after it), and
-		// no one can set it back.
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && time.Since(time.Unix(st.Ctim.Unix())) < socketSettle {
-			continue
-		}
-		out = append(out, real)
-	}
-	return sortedSet(out), nil
-}
-
-// socketPaths parses /proc/net/unix: "Num RefCount Protocol Flags Type St
-// Inode Path", the path last and only for bound sockets; abstract ones
-// start with "@" and are left out, as are relative paths.
-func socketPaths(r io.Reader) ([]string, error) {
-	var out []string
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for first := true; sc.Scan(); first = false {
-		if first {
-			continue // the header
-		}
-		line := sc.Text()
-		// Skip the seven fixed fields; the path may hold spaces.
-		rest := strings.TrimLeft(line, " ")
-		for range 7 {
-			i := strings.IndexByte(rest, ' ')
-			if i < 0 {
-				rest = ""
-				break
-			}
-			rest = strings.TrimLeft(rest[i:], " ")
-		}
-		if strings.HasPrefix(rest, "/") {
-			out = append(out, rest)
-		}
-	}
-	return out, sc.Err()
 }

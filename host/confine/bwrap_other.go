@@ -24,5 +24,9 @@ func (b *Bubblewrap) Wrap(*sandbox.Policy, string, Options, []string) ([]string,
 	return nil, fmt.Errorf("bubblewrap runs on Linux only, not %s: %w", runtime.GOOS, errors.ErrUnsupported)
 }
 
+func (b *Bubblewrap) wrap(p *sandbox.Policy, mode string, opt Options, argv []string, _ bool) ([]string, error) {
+	return b.Wrap(p, mode, opt, argv)
+}
+
 // Vanished is false off Linux: nothing was wrapped.
 func (b *Bubblewrap) Vanished([]string, int, []byte) bool { return false }

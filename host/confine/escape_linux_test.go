@@ -369,7 +369,7 @@ func TestPrepareRefuses(t *testing.T) {
 		opt  Options
 		want string
 	}{
-		{"unix sockets", &sandbox.Policy{WorkspaceRoot: ws, UnixSockets: []string{"/run/agent.sock"}}, sandbox.WorkspaceWrite, Options{}, "unix sockets"},
+		{"a relative unix socket", &sandbox.Policy{WorkspaceRoot: ws, UnixSockets: []string{"run/agent.sock"}}, sandbox.WorkspaceWrite, Options{}, "unix socket \"run/agent.sock\" is not absolute"},
 		{"a protected symlink", &sandbox.Policy{WorkspaceRoot: ws, ProtectedPaths: []string{filepath.Join(ws, ".claude")}}, sandbox.WorkspaceWrite, Options{}, "symlink"},
 		{"a relative protected path", &sandbox.Policy{WorkspaceRoot: ws, ProtectedPaths: []string{".git/config"}}, sandbox.WorkspaceWrite, Options{}, "absolute"},
 		{"a relative root", &sandbox.Policy{WorkspaceRoot: "ws"}, sandbox.WorkspaceWrite, Options{}, "absolute"},
@@ -454,7 +454,7 @@ func runBPF(t *testing.T, prog []unix.SockFilter, nr, arch uint32, args ...uint6
 // The seccomp program decides as its comment says, for each syscall it
 // names and for the architecture checks no probe here can reach.
 func TestSeccompProgram(t *testing.T) {
-	prog, err := seccompFilter()
+	prog, err := seccompFilter(false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,6 +505,27 @@ func TestSeccompProgram(t *testing.T) {
 	if runtime.GOARCH == "amd64" {
 		if got := runBPF(t, prog, x32SyscallBit|unix.SYS_SOCKET, auditArch, unix.AF_UNIX); got != unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS) {
 			t.Errorf("an x32 syscall: %#x, want ENOSYS", got)
+		}
+	}
+	// A policy naming unix sockets: socket(AF_UNIX) goes through, the
+	// other families are decided as before.
+	prog, err = seccompFilter(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []uint64
+		want uint32
+	}{
+		{"socket unix", []uint64{unix.AF_UNIX, unix.SOCK_STREAM | unix.SOCK_CLOEXEC}, allow},
+		{"socket inet stream", []uint64{unix.AF_INET, unix.SOCK_STREAM}, allow},
+		{"socket inet raw", []uint64{unix.AF_INET, unix.SOCK_RAW}, eperm},
+		{"socket packet", []uint64{unix.AF_PACKET, unix.SOCK_RAW}, eperm},
+		{"socket netlink audit", []uint64{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_AUDIT}, eperm},
+	} {
+		if got := runBPF(t, prog, unix.SYS_SOCKET, auditArch, tc.args...); got != tc.want {
+			t.Errorf("with named sockets, %s: %#x, want %#x", tc.name, got, tc.want)
 		}
 	}
 }

@@ -52,6 +52,12 @@ type mountPlan struct {
 	readOnly []string // protected paths that exist inside a writable root: read-only self-binds
 	hide     []string // directories covered by an empty read-only tmpfs
 	show     []string // directories inside a hidden one bound back read-only
+	// The unix sockets when the policy names some (socketsns_linux.go).
+	covers  []string // the host's other sockets: the null device mounted on each
+	young   []string // the others too young to be covered yet
+	reveal  []string // named ones under a hidden directory: bound back in it
+	named   []string // as the policy names them
+	allowed []string // those that exist, resolved
 	// keepCgroups leaves cgroup file systems visible (tests only).
 	keepCgroups bool
 	tmp         *privateTmp // the owner's temporary folder; nil for none
@@ -80,6 +86,9 @@ type pathState struct {
 	path     string
 	exists   bool
 	dev, ino uint64
+	// bound is a unix socket's change time (its bind): a socket removed
+	// and bound again often gets the freed inode number back.
+	bound unix.Timespec
 }
 
 func stateOf(path string) (pathState, fs.FileInfo, error) {
@@ -89,7 +98,11 @@ func stateOf(path string) (pathState, fs.FileInfo, error) {
 	switch {
 	case err == nil:
 		fi, _ := os.Lstat(path)
-		return pathState{path: path, exists: true, dev: st.Dev, ino: st.Ino}, fi, nil
+		ps := pathState{path: path, exists: true, dev: st.Dev, ino: st.Ino}
+		if st.Mode&unix.S_IFMT == unix.S_IFSOCK {
+			ps.bound = st.Ctim
+		}
+		return ps, fi, nil
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
 		return pathState{path: path}, nil, nil
 	default:
@@ -367,6 +380,12 @@ func (pl *mountPlan) build() (int, error) {
 			return -1, fmt.Errorf("protect %s: %w", p, err)
 		}
 	}
+	// After the roots and protected paths, before anything is cloned to
+	// be mounted elsewhere (shown directories, what /tmp keeps): the
+	// covers come along.
+	if err := pl.coverSockets(); err != nil {
+		return -1, err
+	}
 	var cgroups []string
 	if !pl.keepCgroups {
 		var err error
@@ -374,14 +393,16 @@ func (pl *mountPlan) build() (int, error) {
 			return -1, err
 		}
 	}
-	// What is shown inside a hidden directory is cloned before the cover.
-	shown := make([]int, 0, len(pl.show))
+	// What is shown inside a hidden directory (and the named unix sockets
+	// there) is cloned before the cover; outer before inner.
+	back := slices.SortedStableFunc(slices.Values(slices.Concat(pl.show, pl.reveal)), func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
+	shown := make([]int, 0, len(back))
 	defer func() {
 		for _, fd := range shown {
 			unix.Close(fd)
 		}
 	}()
-	for _, d := range pl.show {
+	for _, d := range back {
 		fd, err := unix.OpenTree(unix.AT_FDCWD, d, unix.OPEN_TREE_CLONE|unix.O_CLOEXEC|unix.AT_RECURSIVE)
 		if err != nil {
 			return -1, fmt.Errorf("clone shown directory %s: %w", d, err)
@@ -397,7 +418,7 @@ func (pl *mountPlan) build() (int, error) {
 		}
 	}
 	for _, h := range pl.hide {
-		if err := hideDir(h, pl.show, shown); err != nil {
+		if err := hideDir(h, back, shown); err != nil {
 			return -1, fmt.Errorf("hide %s: %w", h, err)
 		}
 	}
@@ -428,8 +449,9 @@ func (pl *mountPlan) build() (int, error) {
 }
 
 // hideDir covers h with an empty tmpfs, binds back the shown directories
-// inside it (show, their clones in fds) on directories made for them, then
-// makes the tmpfs read-only.
+// and named unix sockets inside it (show, their clones in fds) on
+// directories or empty files made for them, then makes the tmpfs
+// read-only.
 func hideDir(h string, show []string, fds []int) error {
 	if err := unix.Mount("tmpfs", h, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=16k,mode=0555"); err != nil {
 		return fmt.Errorf("tmpfs: %w", err)
@@ -438,8 +460,21 @@ func hideDir(h string, show []string, fds []int) error {
 		if d == h || !within(h, d) {
 			continue
 		}
-		if err := os.MkdirAll(d, 0o555); err != nil {
+		isDir, err := isDirFD(fds[i])
+		if err != nil {
 			return fmt.Errorf("show %s: %w", d, err)
+		}
+		dir := d
+		if !isDir {
+			dir = filepath.Dir(d)
+		}
+		if err := os.MkdirAll(dir, 0o555); err != nil {
+			return fmt.Errorf("show %s: %w", d, err)
+		}
+		if !isDir {
+			if err := os.WriteFile(d, nil, 0o444); err != nil {
+				return fmt.Errorf("show %s: %w", d, err)
+			}
 		}
 		if err := unix.MoveMount(fds[i], "", unix.AT_FDCWD, d, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 			return fmt.Errorf("show %s: %w", d, err)

@@ -17,4 +17,7 @@ type Options struct {
 	// for none): in workspace-write mode its tmp is the command's /tmp
 	// and TMPDIR, its shm the command's /dev/shm.
 	Tmp string
+	// Owner is whose commands these are (the host's owner id): a proxied
+	// policy's proxy is the owner's own, its events tagged with it.
+	Owner string
 }

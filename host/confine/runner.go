@@ -6,13 +6,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dshrun/dsh/core/sandbox"
+	"github.com/dshrun/dsh/host/netproxy"
 	"github.com/dshrun/dsh/internal/seam"
 )
 
@@ -37,7 +40,11 @@ type Runner struct {
 	prepared map[string]confinement // by token
 	retired  []confinement          // replaced while a spawn may still use them
 	guards   map[string]*guard      // by guardKey: one per set of writable roots and protected paths
+	nets     map[string]*netBox     // by id: the proxies of proxied confinements, for Settle
 	closed   bool
+
+	boxSeq    atomic.Uint64
+	onNetwork atomic.Pointer[func(netproxy.Event)]
 
 	landlockOnce sync.Once
 	landlockErr  error
@@ -48,7 +55,9 @@ type Runner struct {
 
 // wrapper is a runner that confines by wrapping the command line.
 type wrapper interface {
-	Wrap(p *sandbox.Policy, mode string, opt Options, argv []string) ([]string, error)
+	// wrap is Bubblewrap.Wrap; joined: the thread that forks bwrap is
+	// in the proxied policy's namespace already.
+	wrap(p *sandbox.Policy, mode string, opt Options, argv []string, joined bool) ([]string, error)
 }
 
 var _ sandbox.Sandboxes = (*Runner)(nil)
@@ -56,7 +65,7 @@ var _ sandbox.Sandboxes = (*Runner)(nil)
 // NewRunner confines with choice ("auto", "landlock" or "bubblewrap";
 // "" is auto); opt is added to every policy.
 func NewRunner(choice string, opt Options) *Runner {
-	return &Runner{opt: opt, choice: choice, prepared: map[string]confinement{}, guards: map[string]*guard{}}
+	return &Runner{opt: opt, choice: choice, prepared: map[string]confinement{}, guards: map[string]*guard{}, nets: map[string]*netBox{}}
 }
 
 // SetChoice changes the runner for the commands wrapped from now on.
@@ -81,7 +90,7 @@ func (r *Runner) Close() error {
 	for _, g := range r.guards {
 		g.close()
 	}
-	r.prepared, r.retired, r.guards, r.closed = map[string]confinement{}, nil, map[string]*guard{}, true
+	r.prepared, r.retired, r.guards, r.nets, r.closed = map[string]confinement{}, nil, map[string]*guard{}, map[string]*netBox{}, true
 	return errors.Join(errs...)
 }
 
@@ -121,6 +130,7 @@ func (r *Runner) wrap(req *sandbox.WrapRequest, add Options) (*sandbox.Wrapped, 
 		Show:     append(slices.Clone(r.opt.Show), add.Show...),
 		ReadOnly: append(slices.Clone(r.opt.ReadOnly), add.ReadOnly...),
 		Tmp:      add.Tmp,
+		Owner:    add.Owner,
 	}
 	if len(req.Argv) == 0 {
 		return nil, unavailable("sandbox: nothing to confine (an empty command line)")
@@ -150,9 +160,14 @@ func (r *Runner) wrap(req *sandbox.WrapRequest, add Options) (*sandbox.Wrapped, 
 	if err != nil || g == nil {
 		return w, err
 	}
-	w.Settle = fmt.Sprintf("%s.%d", key, g.mark())
+	// One watch for both: the guard's, then the proxy's (wrapWith's).
+	w.Settle = strings.Join(slices.DeleteFunc([]string{fmt.Sprintf("%s.%d", key, g.mark()), w.Settle}, func(s string) bool { return s == "" }), settleSep)
 	return w, nil
 }
+
+// settleSep joins the parts of a settle token: the guard's watch
+// ("g<key>.<mark>") and the proxy's ("n<id>.<mark>").
+const settleSep = "+"
 
 // guardFor is the guard of p's writable roots and protected paths, made
 // (the roots walked once) on first use. Cache roots are not among them:
@@ -193,25 +208,52 @@ func (r *Runner) guardFor(p *sandbox.Policy) (*guard, string) {
 
 // Settle undoes what the command a Wrap confined created that it may not
 // have: a new git directory or .git file, a git directory's control entry
-// that did not exist, a protected path that did not exist. With keep the
+// that did not exist, a protected path that did not exist; and, for a
+// proxied policy, tells what its proxy reached and refused since the
+// wrap (or the last settle of the watch), each host once. With keep the
 // watch goes on under the token returned (each token is settled once:
 // until then what may be the command's is kept).
 func (r *Runner) Settle(_ context.Context, req *sandbox.SettleRequest) (*sandbox.Settled, error) {
-	key, markText, ok := strings.Cut(req.GetSettle(), ".")
-	mark, err := strconv.ParseUint(markText, 10, 64)
-	r.mu.Lock()
-	g := r.guards[key]
-	r.mu.Unlock()
-	if !ok || err != nil || g == nil {
-		return nil, unavailable("sandbox: the host holds no watch %q to settle (wrap the command again)", req.GetSettle())
+	type part struct {
+		key  string
+		mark uint64
+		g    *guard
+		box  *netBox
 	}
+	var parts []part
+	r.mu.Lock()
+	for _, text := range strings.Split(req.GetSettle(), settleSep) {
+		key, markText, ok := strings.Cut(text, ".")
+		mark, err := strconv.ParseUint(markText, 10, 64)
+		pt := part{key: key, mark: mark, g: r.guards[key], box: r.nets[key]}
+		if !ok || err != nil || (pt.g == nil && pt.box == nil) {
+			r.mu.Unlock()
+			return nil, unavailable("sandbox: the host holds no watch %q to settle (wrap the command again)", req.GetSettle())
+		}
+		parts = append(parts, pt)
+	}
+	r.mu.Unlock()
 	out := &sandbox.Settled{}
-	undone, next := g.settle(mark, req.GetKeep())
-	for _, u := range undone {
-		out.Undone = append(out.Undone, &sandbox.Undone{Path: u.path, Why: u.why})
+	var kept []string
+	for _, pt := range parts {
+		var next uint64
+		if pt.g != nil {
+			var undone []undone
+			undone, next = pt.g.settle(pt.mark, req.GetKeep())
+			for _, u := range undone {
+				out.Undone = append(out.Undone, &sandbox.Undone{Path: u.path, Why: u.why})
+			}
+		} else {
+			var reached []string
+			var denied []*sandbox.NetworkDenial
+			reached, denied, next = pt.box.settle(pt.mark, req.GetKeep())
+			out.NetworkReached = append(out.NetworkReached, reached...)
+			out.NetworkDenied = append(out.NetworkDenied, denied...)
+		}
+		kept = append(kept, fmt.Sprintf("%s.%d", pt.key, next))
 	}
 	if req.GetKeep() {
-		out.Settle = fmt.Sprintf("%s.%d", key, next)
+		out.Settle = strings.Join(kept, settleSep)
 	}
 	return out, nil
 }
@@ -222,11 +264,6 @@ func (r *Runner) wrapWith(req *sandbox.WrapRequest, opt Options) (*sandbox.Wrapp
 	r.mu.Unlock()
 	switch choice {
 	case "", "auto":
-		if len(req.Policy.UnixSockets) > 0 {
-			// Landlock before ABI 9 cannot tell the allowed sockets from
-			// the others, so the landlock runner refuses such a policy.
-			return r.wrapBubblewrap(req, opt)
-		}
 		w, err := r.wrapLandlock(req, opt)
 		if err == nil || !errors.Is(r.landlockAvailable(), errNoLandlock) {
 			return w, err
@@ -257,6 +294,11 @@ func check(p *sandbox.Policy, mode string) error {
 	}
 	if mode == sandbox.WorkspaceWrite && p.WorkspaceRoot == "" {
 		return unavailable("sandbox: %s needs a workspace root", mode)
+	}
+	if proxied(p) {
+		if err := rulesOf(p).Check(); err != nil {
+			return unavailable("sandbox: the network rules: %v", err)
+		}
 	}
 	for _, list := range [][]string{{p.WorkspaceRoot}, p.WritableRoots, p.CacheRoots, p.ProtectedPaths, p.UnixSockets} {
 		for _, path := range list {
@@ -316,6 +358,25 @@ func Token(p *sandbox.Policy, mode string, opt Options) string {
 	field(p.WorkspaceRoot)
 	fmt.Fprintf(h, "%v;", p.Network)
 	field(opt.Tmp)
+	if proxied(p) {
+		// Each owner's proxy is its own, and so is each set of rules.
+		nr := p.GetNetworkRules()
+		field("proxied")
+		field(opt.Owner)
+		field(nr.GetMode())
+		for _, list := range [][]string{nr.GetAllow(), nr.GetDeny()} {
+			fmt.Fprintf(h, "%d;", len(list))
+			for _, s := range list {
+				field(s)
+			}
+		}
+		hosts := nr.GetHosts()
+		fmt.Fprintf(h, "%d;", len(hosts))
+		for _, k := range slices.Sorted(maps.Keys(hosts)) {
+			field(k)
+			field(hosts[k])
+		}
+	}
 	for _, list := range [][]string{p.WritableRoots, p.CacheRoots, p.ProtectedPaths, p.UnixSockets, opt.Hide, opt.Show, opt.ReadOnly} {
 		fmt.Fprintf(h, "%d;", len(list))
 		for _, s := range list {
@@ -340,16 +401,49 @@ func (r *Runner) wrapLandlock(req *sandbox.WrapRequest, opt Options) (*sandbox.W
 		if err != nil {
 			return nil, unavailable("sandbox: %v", err)
 		}
+		var box *netBox
+		if proxied(req.Policy) {
+			// The proxy listens in the namespace just built.
+			if box, err = r.boxIn(req.Policy, opt.Owner, func() (proxyListeners, error) { return proxyListenersOf(next) }); err != nil {
+				next.Close()
+				return nil, err
+			}
+		}
 		if ok {
 			r.retired = append(r.retired, c)
 		}
-		r.prepared[token] = hold(next, opt.Tmp, req.Mode)
+		r.prepared[token] = hold(next, opt, req.Mode, box)
 	}
+	w := &sandbox.Wrapped{Argv: req.Argv, Confinement: token, Runner: sandbox.RunnerLandlock}
 	layers := []string{"landlock", "mount", "seccomp", "capabilities"}
-	if !req.Policy.Network {
+	if h, ok := r.prepared[token].(*held); ok && h.box != nil {
+		layers = append(layers, "network-proxy")
+		w.Settle = h.box.watch()
+	} else if !req.Policy.Network {
 		layers = append(layers, "network")
 	}
-	return &sandbox.Wrapped{Argv: req.Argv, Confinement: token, Runner: sandbox.RunnerLandlock, Enforcement: strings.Join(layers, ",")}, nil
+	if len(req.Policy.UnixSockets) > 0 {
+		// socket(AF_UNIX) let through, the host's other sockets covered
+		// in the mount namespace (socketsns_linux.go).
+		layers = append(layers, "unix-socket-covers")
+	}
+	w.Enforcement = strings.Join(layers, ",")
+	return w, nil
+}
+
+// boxIn starts the proxy of p for owner on the listeners listen opens,
+// and registers it for Settle. r.mu is held.
+func (r *Runner) boxIn(p *sandbox.Policy, owner string, listen func() (proxyListeners, error)) (*netBox, error) {
+	lis, err := listen()
+	if err != nil {
+		return nil, unavailable("sandbox: the network proxy's listeners: %v", err)
+	}
+	box, err := r.openBox(rulesOf(p), owner, lis)
+	if err != nil {
+		return nil, unavailable("sandbox: %v", err)
+	}
+	r.nets[box.id] = box
+	return box, nil
 }
 
 func (r *Runner) bubblewrap() (wrapper, error) {
@@ -362,17 +456,21 @@ func (r *Runner) wrapBubblewrap(req *sandbox.WrapRequest, opt Options) (*sandbox
 	if err != nil {
 		return nil, unavailable("sandbox: %v", err)
 	}
-	argv, err := b.Wrap(req.Policy, req.Mode, opt, req.Argv)
+	argv, err := b.wrap(req.Policy, req.Mode, opt, req.Argv, proxied(req.Policy))
 	if err != nil {
 		return nil, unavailable("sandbox: %v", err)
 	}
 	w := &sandbox.Wrapped{Argv: argv, Runner: sandbox.RunnerBubblewrap, Enforcement: "bubblewrap"}
+	if proxied(req.Policy) {
+		return r.bwrapProxied(req, opt, w)
+	}
 	if len(req.Policy.UnixSockets) > 0 {
 		// The policy names sockets: bubblewrap lets every unix socket
 		// through but those it covers (Bubblewrap.Wrap), so a socket
-		// bound less than socketSettle ago is reachable. Letting only the
-		// named ones through is the place for a filter that reads
-		// connect's address (a seccomp user notification).
+		// bound less than socketSettle ago is reachable, as under the
+		// landlock runner. Letting only the named ones through is the
+		// place for a filter that reads connect's address (a seccomp user
+		// notification) or Landlock's resolve_unix (ABI 9).
 		return w, nil
 	}
 	// No unix socket at all, whatever its age: a seccomp filter on the
@@ -390,6 +488,41 @@ func (r *Runner) wrapBubblewrap(req *sandbox.WrapRequest, opt Options) (*sandbox
 		r.prepared[socketRuleToken] = c
 	}
 	w.Confinement, w.Enforcement = socketRuleToken, "bubblewrap,seccomp"
+	return w, nil
+}
+
+// bwrapProxied is w, a proxied policy's bwrap command line, with the
+// confinement that puts bwrap in the namespace of the proxy (one per
+// token, as the landlock runner's).
+func (r *Runner) bwrapProxied(req *sandbox.WrapRequest, opt Options, w *sandbox.Wrapped) (*sandbox.Wrapped, error) {
+	withRule := len(req.Policy.UnixSockets) == 0
+	token := "b" + Token(req.Policy, req.Mode, opt)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, unavailable("sandbox: the host is shutting down")
+	}
+	h, ok := r.prepared[token].(*held)
+	if !ok {
+		var c confinement
+		box, err := r.boxIn(req.Policy, opt.Owner, func() (proxyListeners, error) {
+			var lis proxyListeners
+			var err error
+			c, lis, err = newBwrapNet(withRule)
+			return lis, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		// TMPDIR is bwrap's --setenv; the proxy's variables are both.
+		h = hold(c, opt, sandbox.ReadOnly, box)
+		r.prepared[token] = h
+	}
+	w.Confinement, w.Settle = token, h.box.watch()
+	w.Enforcement = "bubblewrap,network-proxy"
+	if withRule {
+		w.Enforcement = "bubblewrap,seccomp,network-proxy"
+	}
 	return w, nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
+	"time"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsyscall "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -20,13 +22,15 @@ import (
 //
 //  1. inherited descriptors: none but the command's stdio;
 //  2. the policy's network namespace when the network is off (nothing but
-//     its loopback, up), and its IPC namespace;
+//     its loopback, up; for a proxied policy, the host's proxy listening
+//     on it: netbox.go), and its IPC namespace;
 //  3. the policy's mount namespace (mountns_linux.go): everything
 //     read-only but the writable roots, protected paths read-only inside
 //     them, the host's runtime directory and cgroups hidden, in
 //     workspace-write the owner's temporary folder on /tmp and /dev/shm
 //     (tmp_linux.go), a /dev of its own and no device nodes elsewhere,
-//     the command's root not the namespace's;
+//     the command's root not the namespace's; when the policy names unix
+//     sockets, the host's other sockets covered (socketsns_linux.go);
 //  4. no new privileges;
 //  5. Landlock: read everywhere, write only in the writable roots and the
 //     terminal and null devices; no signals and no abstract unix sockets
@@ -34,7 +38,8 @@ import (
 //  6. capabilities: the bounding set dropped and SECBIT_NOROOT, so a
 //     command run as root gains none at exec;
 //  7. seccomp (seccomp_linux.go): a denylist for sockets that are not the
-//     network's, namespaces, mounts, other processes and kernel surface.
+//     network's (unix sockets unless the policy names some), namespaces,
+//     mounts, other processes and kernel surface.
 //
 // Each layer stands alone where it can: the probes in escape_linux_test.go
 // say which hold what.
@@ -86,6 +91,11 @@ type Confinement struct {
 	filter  []unix.SockFilter
 	// watched is what the namespace's paths were at Prepare (see Stale).
 	watched []pathState
+	// young are host sockets too young to be covered at Prepare, all
+	// settled at settled; youngGone says none of them stayed.
+	young     []pathState
+	settled   time.Time
+	youngGone atomic.Bool
 	// planned is the mount namespace's plan; fresh makes new namespaces
 	// of it per command instead of entering the prepared ones (only the
 	// benchmark's comparison sets it: its devpts is not the ruleset's, so
@@ -101,8 +111,18 @@ type Confinement struct {
 // do not exist now are neither protected nor hidden: Stale says when that
 // changed.
 func Prepare(p *sandbox.Policy, mode string, opt Options) (*Confinement, error) {
-	return prepare(p, mode, opt, 0)
+	// A host socket to cover that goes away meanwhile (its owner removed
+	// it) makes one try stale; the next lists the sockets again.
+	for attempt := 1; ; attempt++ {
+		c, err := prepare(p, mode, opt, 0)
+		if !errors.Is(err, errChanged) || attempt == 3 {
+			return c, err
+		}
+	}
 }
+
+// errChanged is a namespace found stale as soon as it was made.
+var errChanged = errors.New("sandbox: protected paths or unix sockets changed while the sandbox was being prepared; prepare again")
 
 // prepare is Prepare without the layers in skip.
 func prepare(p *sandbox.Policy, mode string, opt Options, skip layers) (*Confinement, error) {
@@ -125,11 +145,6 @@ func prepare(p *sandbox.Policy, mode string, opt Options, skip layers) (*Confine
 		}
 	}
 	writable = slices.Compact(slices.Sorted(slices.Values(writable)))
-	if len(p.UnixSockets) > 0 {
-		// Let through, a unix socket at a path reaches whatever listens
-		// there; telling paths apart takes Landlock's resolve_unix (ABI 9).
-		return nil, fmt.Errorf("sandbox: the policy lets commands reach unix sockets (%v), which this runner cannot confine to those paths: that needs Landlock ABI 9; it refuses rather than open every unix socket", p.UnixSockets)
-	}
 	abi, err := llsyscall.LandlockGetABIVersion()
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: landlock is not available (the runner needs ABI %d): %w", landlockABI, err)
@@ -137,7 +152,10 @@ func prepare(p *sandbox.Policy, mode string, opt Options, skip layers) (*Confine
 	if abi < landlockABI {
 		return nil, fmt.Errorf("sandbox: landlock: the runner needs ABI %d, this kernel has %d", landlockABI, abi)
 	}
-	filter, err := seccompFilter()
+	// Named unix sockets: socket(AF_UNIX) is let through, the mount
+	// namespace covers the host's other sockets (socketsns_linux.go).
+	sockets := len(p.UnixSockets) > 0
+	filter, err := seccompFilter(sockets)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: seccomp: %w", err)
 	}
@@ -148,11 +166,24 @@ func prepare(p *sandbox.Policy, mode string, opt Options, skip layers) (*Confine
 		return nil, fmt.Errorf("sandbox: mount namespace: %w", err)
 	}
 	plan.keepCgroups = skip&layerHideCgroups != 0
+	if sockets {
+		if err := plan.planSockets(p.UnixSockets); err != nil {
+			return nil, fmt.Errorf("sandbox: mount namespace: %w", err)
+		}
+	}
 	tmpStates, err := plan.planTmp(opt.Tmp, mode)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: mount namespace: %w", err)
 	}
 	watched = append(watched, tmpStates...)
+	if sockets {
+		socketStates, err := plan.socketStates()
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: mount namespace: %w", err)
+		}
+		watched = append(watched, socketStates...)
+	}
+	young, settled := plan.youngSockets()
 	rules := []landlock.Rule{
 		landlock.RODirs("/"),
 		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx").WithIoctlDev().IgnoreIfMissing(),
@@ -176,12 +207,12 @@ func prepare(p *sandbox.Policy, mode string, opt Options, skip layers) (*Confine
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	c := &Confinement{ruleset: fd, flags: flags, network: p.Network, ns: ns, filter: filter, watched: watched, planned: plan, skip: skip}
+	c := &Confinement{ruleset: fd, flags: flags, network: p.Network, ns: ns, filter: filter, watched: watched, young: young, settled: settled, planned: plan, skip: skip}
 	if c.Stale() {
 		// A command of another confinement moved them meanwhile: what was
 		// mounted may not be what was planned.
 		c.Close()
-		return nil, errors.New("sandbox: protected paths changed while the sandbox was being prepared; prepare again")
+		return nil, errChanged
 	}
 	return c, nil
 }
@@ -197,13 +228,25 @@ func (c *Confinement) Close() error {
 // longer what it holds: a protected path or a hidden directory appeared
 // or went, or one of them or a writable root was replaced (a rename over
 // a protected file outside the sandbox detaches its mount in the
-// namespace). The caller prepares again.
+// namespace), or, when the policy names unix sockets, a socket covered
+// or bound back was bound again or one too young to be covered has
+// settled (socketsns_linux.go). The caller prepares again.
 func (c *Confinement) Stale() bool {
 	for _, was := range c.watched {
 		now, _, err := stateOf(was.path)
 		if err != nil || now != was {
 			return true
 		}
+	}
+	// A host socket too young to be covered at Prepare that is still
+	// there once settled: the next namespace covers it.
+	if len(c.young) > 0 && !c.youngGone.Load() && time.Now().After(c.settled) {
+		for _, was := range c.young {
+			if now, _, err := stateOf(was.path); err == nil && now == was {
+				return true
+			}
+		}
+		c.youngGone.Store(true)
 	}
 	return false
 }

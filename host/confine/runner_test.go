@@ -79,16 +79,19 @@ func TestRunnerWrap(t *testing.T) {
 			t.Errorf("%+v: %+v %v", bad, w, err)
 		}
 	}
-	// Unix sockets by name: landlock cannot, so auto takes bubblewrap and
-	// landlock alone refuses.
+	// Unix sockets by name: auto keeps landlock, which says it covers the
+	// host's other sockets; bubblewrap chosen leaves its filter off.
 	withSockets := &sandbox.Policy{WorkspaceRoot: ws, UnixSockets: []string{ws + "/agent.sock"}}
-	if _, err := NewRunner("landlock", Options{}).Wrap(ctx, req(sandbox.WorkspaceWrite, withSockets)); !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "unix sockets") {
-		t.Fatalf("landlock with unix sockets: %v", err)
+	w, err = r.Wrap(ctx, req(sandbox.WorkspaceWrite, withSockets))
+	if err != nil || w.Runner != sandbox.RunnerLandlock || w.Confinement == "" || !strings.Contains(w.Enforcement, "unix-socket-covers") {
+		t.Fatalf("auto with unix sockets: %+v %v", w, err)
 	}
 	testneeds.Command(t, "bwrap")
-	w, err = r.Wrap(ctx, req(sandbox.WorkspaceWrite, withSockets))
+	bw := NewRunner(sandbox.RunnerBubblewrap, Options{})
+	defer bw.Close()
+	w, err = bw.Wrap(ctx, req(sandbox.WorkspaceWrite, withSockets))
 	if err != nil || w.Runner != sandbox.RunnerBubblewrap || w.Confinement != "" || w.Argv[0] == "bash" {
-		t.Fatalf("auto with unix sockets: %+v %v", w, err)
+		t.Fatalf("bubblewrap with unix sockets: %+v %v", w, err)
 	}
 	r.SetChoice("bubblewrap")
 	if w, err = r.Wrap(ctx, req(sandbox.ReadOnly, pol)); err != nil || w.Runner != sandbox.RunnerBubblewrap {

@@ -7,8 +7,11 @@ package confine
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync/atomic"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/dshrun/dsh/core/sandbox"
 	"github.com/dshrun/dsh/host/composition"
@@ -49,7 +52,7 @@ func PolicyOf(section *composition.Sandbox) *sandbox.Policy {
 	if section == nil {
 		return nil
 	}
-	return &sandbox.Policy{
+	p := &sandbox.Policy{
 		DefaultMode:    section.DefaultMode,
 		WorkspaceRoot:  section.WorkspaceRoot,
 		WritableRoots:  slices.Clone(section.WritableRoots),
@@ -58,6 +61,10 @@ func PolicyOf(section *composition.Sandbox) *sandbox.Policy {
 		ProtectedPaths: slices.Clone(section.ProtectedPaths),
 		UnixSockets:    slices.Clone(section.UnixSockets),
 	}
+	if r := section.NetworkRules; r != nil {
+		p.NetworkRules = &sandbox.NetworkRules{Allow: slices.Clone(r.Allow), Deny: slices.Clone(r.Deny), Mode: r.Mode, Hosts: maps.Clone(r.Hosts)}
+	}
+	return p
 }
 
 func equal(a, b *sandbox.Policy) bool {
@@ -66,5 +73,6 @@ func equal(a, b *sandbox.Policy) bool {
 	}
 	return a.DefaultMode == b.DefaultMode && a.WorkspaceRoot == b.WorkspaceRoot && a.Network == b.Network &&
 		slices.Equal(a.WritableRoots, b.WritableRoots) && slices.Equal(a.ProtectedPaths, b.ProtectedPaths) &&
-		slices.Equal(a.UnixSockets, b.UnixSockets) && slices.Equal(a.CacheRoots, b.CacheRoots)
+		slices.Equal(a.UnixSockets, b.UnixSockets) && slices.Equal(a.CacheRoots, b.CacheRoots) &&
+		proto.Equal(a.NetworkRules, b.NetworkRules)
 }

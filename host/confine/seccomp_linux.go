@@ -21,13 +21,15 @@ import (
 //     network off, the command's network namespace holds nothing but its
 //     own loopback, which it may serve itself on; seccomp cannot tell a
 //     loopback address from another (it sees no sockaddr).
-//   - unix sockets (socket(AF_UNIX)): one at a path reaches host services
-//     whatever the network (a container engine's socket, the system bus),
-//     and only Landlock's resolve_unix (ABI 9) could tell the allowed paths
-//     apart, so Prepare refuses a policy that allows some. socketpair(AF_UNIX)
-//     stays allowed: an unnamed pair reaches nothing but itself, like a
-//     pipe. Abstract unix sockets are also scoped by Landlock (ABI 6) and
-//     by the network namespace.
+//   - unix sockets (socket(AF_UNIX)) when the policy names none: one at a
+//     path reaches host services whatever the network (a container
+//     engine's socket, the system bus). When it names some, socket(AF_UNIX)
+//     is let through and the mount namespace covers the host's other
+//     sockets instead (sockets_linux.go, socketsns_linux.go): Landlock
+//     tells socket paths apart only from ABI 9 (resolve_unix).
+//     socketpair(AF_UNIX) stays allowed: an unnamed pair reaches nothing
+//     but itself, like a pipe. Abstract unix sockets are also scoped by
+//     Landlock (ABI 6) and by the network namespace.
 //   - clone and unshare with namespace flags, setns, and every mount call:
 //     the mount namespace must stay as built.
 //   - ptrace, process_vm_readv/writev, pidfd_getfd, io_uring, bpf,
@@ -110,8 +112,9 @@ func filterPrologue() (*bpfAsm, error) {
 	return &a, nil
 }
 
-// seccompFilter is the program.
-func seccompFilter() ([]unix.SockFilter, error) {
+// seccompFilter is the program; unixSockets lets socket(AF_UNIX) through
+// (the policy names sockets the command may reach).
+func seccompFilter(unixSockets bool) ([]unix.SockFilter, error) {
 	a, err := filterPrologue()
 	if err != nil {
 		return nil, err
@@ -129,6 +132,9 @@ func seccompFilter() ([]unix.SockFilter, error) {
 
 	a.label("socket")
 	a.load(offArg(0))
+	if unixSockets {
+		a.jeq(unix.AF_UNIX, "allow", "")
+	}
 	a.jeq(unix.AF_INET, "inet", "")
 	a.jeq(unix.AF_INET6, "inet", "")
 	a.jeq(unix.AF_NETLINK, "netlink", "")

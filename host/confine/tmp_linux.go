@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -69,14 +70,24 @@ func (pl *mountPlan) planTmp(dir, mode string) ([]pathState, error) {
 		if !within(tmpDir, h) {
 			continue
 		}
-		for _, s := range pl.show {
+		for _, s := range slices.Concat(pl.show, pl.reveal) {
 			if s != h && within(h, s) {
 				keep = append(keep, h)
 				break
 			}
 		}
 	}
-	pl.tmp = &privateTmp{dir: dir, keep: outermost(sortedSet(keep))}
+	// The named unix sockets (socketsns_linux.go) under /tmp are bound
+	// back; of the covers, only those /tmp still shows matter.
+	for _, a := range pl.allowed {
+		if within(tmpDir, a) && !under(pl.hide, a) {
+			keep = append(keep, a)
+		}
+	}
+	keep = outermost(sortedSet(keep))
+	unseen := func(s string) bool { return within(tmpDir, s) && !under(keep, s) }
+	pl.covers, pl.young = slices.DeleteFunc(pl.covers, unseen), slices.DeleteFunc(pl.young, unseen)
+	pl.tmp = &privateTmp{dir: dir, keep: keep}
 	return states, nil
 }
 
@@ -145,12 +156,28 @@ func (t *privateTmp) cover(fds []int) error {
 		return fmt.Errorf("mount the temporary folder on /tmp: %w", err)
 	}
 	for i, k := range t.keep {
-		at, err := mountPoint(k)
+		// A directory, or a unix socket the policy names.
+		isDir, err := isDirFD(kept[i])
 		if err != nil {
 			return fmt.Errorf("keep %s in /tmp: %w", k, err)
 		}
-		err = unix.MoveMount(kept[i], "", at, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
-		unix.Close(at)
+		if isDir {
+			var at int
+			if at, err = mountPoint(k); err != nil {
+				return fmt.Errorf("keep %s in /tmp: %w", k, err)
+			}
+			err = unix.MoveMount(kept[i], "", at, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+			unix.Close(at)
+		} else {
+			var at int
+			if at, err = mountPoint(filepath.Dir(k)); err != nil {
+				return fmt.Errorf("keep %s in /tmp: %w", k, err)
+			}
+			if err = emptyFileAt(at, filepath.Base(k)); err == nil {
+				err = unix.MoveMount(kept[i], "", at, filepath.Base(k), unix.MOVE_MOUNT_F_EMPTY_PATH)
+			}
+			unix.Close(at)
+		}
 		if err != nil {
 			return fmt.Errorf("keep %s in /tmp: %w", k, err)
 		}

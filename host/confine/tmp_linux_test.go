@@ -87,7 +87,7 @@ func (o *owners) wrap(owner, mode, script string) (*sandbox.Wrapped, error) {
 // release ends owner as the host does.
 func (o *owners) release(owner string) {
 	o.t.Helper()
-	if err := errors.Join(o.r.Release(o.temps.Path(owner)), o.temps.Release(owner)); err != nil {
+	if err := errors.Join(o.r.Release(owner, o.temps.Path(owner)), o.temps.Release(owner)); err != nil {
 		o.t.Fatal(err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 var packages = map[string]string{
 	"bwrap":   "bubblewrap", // the sandbox's bubblewrap runner
 	"gcc":     "gcc",        // cgo, which the race detector needs
+	"curl":    "curl",       // the network proxy: a real HTTP and SOCKS5 client
 	"git":     "git",
 	"less":    "less", // terminals: a pager
 	"node":    "nodejs",
