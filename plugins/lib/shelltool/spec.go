@@ -67,7 +67,7 @@ func sandboxLine(mode shell.SandboxMode, at Place) string {
 	case mode == shell.ReadOnly:
 		where = fmt.Sprintf(" and may not write files (with `sandbox_permissions: %s` a command may write in the workspace, `%s`)", shell.WorkspaceWrite, at.Workspace)
 	}
-	return fmt.Sprintf("\n- Commands run in a %s sandbox%s. A denied file access is reported as `[sandbox: file access denied under %s mode]`; to run one command with more access, repeat it with `sandbox_permissions` and a `justification`.", mode, where, mode)
+	return fmt.Sprintf("\n- Commands run in a %s sandbox%s. A denied file access is reported as `[sandbox: file access denied under %s mode]`, after the line that says how the command ended; to run one command with more access, repeat it with `sandbox_permissions` and a `justification`.", mode, where, mode)
 }
 
 // networkLine is the description's line about the sandbox's network.
