@@ -25,6 +25,9 @@ var ServiceName = approvalv1.Approval_ServiceDesc.ServiceName
 // Kinds of request.
 const (
 	KindSandboxEscalation = "sandbox_escalation"
+	// KindNetworkEscalation asks that one command reach Request.hosts
+	// through the sandbox's proxy beyond the policy's allow list.
+	KindNetworkEscalation = "network_escalation"
 	KindHookAsk           = "hook_ask"
 )
 

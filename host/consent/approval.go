@@ -82,7 +82,7 @@ func (s *Service) Approve(ctx context.Context, req *approval.Request) (*approval
 		msg = "approval granted"
 	}
 	s.Policy.log.Info(msg, "approved", d.Approved, "decided_by", d.DecidedBy, "reason", d.Reason, "asked_because", why,
-		"kind", req.Kind, "owner", owner, "plugin", s.Caller, "tool", req.Tool, "command", req.Command, "target_mode", req.TargetMode)
+		"kind", req.Kind, "owner", owner, "plugin", s.Caller, "tool", req.Tool, "command", req.Command, "target_mode", req.TargetMode, "hosts", req.Hosts)
 	return d, nil
 }
 

@@ -57,6 +57,17 @@ func TestDecide(t *testing.T) {
 			t.Errorf("%q: a denial that does not say so: %q", c.cmd, d.Reason)
 		}
 	}
+	// Hosts asked for are no mode: a rule for a mode never grants them; a
+	// rule without one covers the command, whatever it asks.
+	hosts := func(cmd string) *approval.Request {
+		return &approval.Request{Kind: approval.KindNetworkEscalation, Tool: "bash", Command: cmd, Hosts: []string{"registry.npmjs.org"}}
+	}
+	if d, why := p.Decide(hosts("npm install")); d != nil || why != "no approval rule matches" {
+		t.Errorf("hosts under a mode's rule: %+v %q", d, why)
+	}
+	if d, _ := p.Decide(hosts("make deps")); d == nil || !d.Approved || !strings.Contains(d.Reason, "rule 4") {
+		t.Errorf("hosts under a rule without a mode: %+v", d)
+	}
 	// otherwise: deny; no section at all: deny.
 	p.Set(&composition.Approval{Otherwise: "deny"})
 	if d, _ := p.Decide(req("ls", "")); d == nil || d.Approved || d.DecidedBy != approval.ByPolicy {

@@ -123,7 +123,7 @@ func (a *callAsker) Ask(ctx context.Context, owner string, req *approval.Request
 	ectx, cancel := context.WithCancel(a.ctx)
 	defer cancel()
 	defer context.AfterFunc(ctx, cancel)()
-	a.s.log.Debug("asking the user", "owner", owner, "command", req.Command, "target_mode", req.TargetMode)
+	a.s.log.Debug("asking the user", "owner", owner, "command", req.Command, "target_mode", req.TargetMode, "hosts", req.Hosts)
 	res, err := a.req.Session.Elicit(ectx, params)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -172,7 +172,7 @@ func (a *callAsker) inRounds(ctx context.Context, req *approval.Request, params 
 	}
 	a.asked = &question{key: key, owner: a.owner, tool: a.req.Params.Name, args: canonical(a.req.Params.Arguments), params: params, expires: expires, earlier: a.answers}
 	a.stop()
-	a.s.log.Debug("the question goes back with the result", "owner", a.owner, "command", req.Command, "target_mode", req.TargetMode)
+	a.s.log.Debug("the question goes back with the result", "owner", a.owner, "command", req.Command, "target_mode", req.TargetMode, "hosts", req.Hosts)
 	return nil, consent.ErrAskedLater
 }
 
@@ -287,6 +287,12 @@ func elicitParams(called string, req *approval.Request) *mcp.ElicitParams {
 	switch req.Kind {
 	case approval.KindSandboxEscalation:
 		fmt.Fprintf(&b, "%s asks to run a command with more access than its sandbox gives (%s):\n\n", tool, shown(req.TargetMode))
+	case approval.KindNetworkEscalation:
+		hosts := make([]string, len(req.Hosts))
+		for i, h := range req.Hosts {
+			hosts[i] = shown(h)
+		}
+		fmt.Fprintf(&b, "%s asks to let a command reach hosts its sandbox's network rules do not allow (%s):\n\n", tool, strings.Join(hosts, ", "))
 	default:
 		fmt.Fprintf(&b, "%s asks for your approval before it runs:\n\n", tool)
 	}
@@ -327,7 +333,7 @@ func shown(s string) string {
 // questionKey identifies what was asked.
 func questionKey(req *approval.Request) string {
 	h := sha256.New()
-	for _, f := range []string{req.Kind, req.Tool, req.Command, req.TargetMode, req.Reason} {
+	for _, f := range append([]string{req.Kind, req.Tool, req.Command, req.TargetMode, req.Reason}, req.Hosts...) {
 		fmt.Fprintf(h, "%d:%s", len(f), f)
 	}
 	return hex.EncodeToString(h.Sum(nil))

@@ -41,6 +41,22 @@ func TestQuestionShowsTheCommandAsItIs(t *testing.T) {
 	}
 }
 
+// A network escalation names the hosts the command is to reach; a host
+// that could look like another is shown quoted. Two asks differing only
+// in their hosts are two questions.
+func TestQuestionNamesTheHosts(t *testing.T) {
+	req := &approval.Request{Kind: approval.KindNetworkEscalation, Tool: "bash", Command: "npm install", Hosts: []string{"registry.npmjs.org", "evil\u202e.test:443"}, Reason: "needs the registry"}
+	p := elicitParams("bash", req)
+	want := "The bash tool asks to let a command reach hosts its sandbox's network rules do not allow (registry.npmjs.org, \"evil\\u202e.test:443\" (quoted: it holds control characters)):\n\n    npm install\n\nIts reason (the model's words): needs the registry\n\n"
+	if !strings.HasPrefix(p.Message, want) {
+		t.Errorf("message %q, want it to start %q", p.Message, want)
+	}
+	other := &approval.Request{Kind: approval.KindNetworkEscalation, Tool: "bash", Command: "npm install", Hosts: []string{"registry.npmjs.org"}, Reason: "needs the registry"}
+	if questionKey(req) == questionKey(other) {
+		t.Error("asks for different hosts are one question")
+	}
+}
+
 // Two spellings of the same arguments are one call; a digit apart are two.
 func TestCanonicalArguments(t *testing.T) {
 	a := canonical([]byte(`{"b": 1, "a": "x"}`))

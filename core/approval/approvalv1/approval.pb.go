@@ -27,7 +27,7 @@ const (
 
 type ApprovalRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// What is asked: "sandbox_escalation", "hook_ask", ...
+	// What is asked: "sandbox_escalation", "network_escalation", "hook_ask", ...
 	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	// The agent it is for; stamped by the host, a request's own is ignored.
 	Owner   string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
@@ -36,7 +36,10 @@ type ApprovalRequest struct {
 	// The sandbox mode asked for (sandbox_escalation).
 	TargetMode string `protobuf:"bytes,5,opt,name=target_mode,json=targetMode,proto3" json:"target_mode,omitempty"`
 	// Why, in the asker's words (the model's justification).
-	Reason        string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The hosts (host or host:port) the command is to reach through the
+	// sandbox's proxy beyond its allow list (network_escalation).
+	Hosts         []string `protobuf:"bytes,7,rep,name=hosts,proto3" json:"hosts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -113,6 +116,13 @@ func (x *ApprovalRequest) GetReason() string {
 	return ""
 }
 
+func (x *ApprovalRequest) GetHosts() []string {
+	if x != nil {
+		return x.Hosts
+	}
+	return nil
+}
+
 type Decision struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Approved bool                   `protobuf:"varint,1,opt,name=approved,proto3" json:"approved,omitempty"`
@@ -180,7 +190,7 @@ var File_core_approval_approvalv1_approval_proto protoreflect.FileDescriptor
 
 const file_core_approval_approvalv1_approval_proto_rawDesc = "" +
 	"\n" +
-	"'core/approval/approvalv1/approval.proto\x12\x0fdsh.approval.v1\"\xa2\x01\n" +
+	"'core/approval/approvalv1/approval.proto\x12\x0fdsh.approval.v1\"\xb8\x01\n" +
 	"\x0fApprovalRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x12\n" +
@@ -188,7 +198,8 @@ const file_core_approval_approvalv1_approval_proto_rawDesc = "" +
 	"\acommand\x18\x04 \x01(\tR\acommand\x12\x1f\n" +
 	"\vtarget_mode\x18\x05 \x01(\tR\n" +
 	"targetMode\x12\x16\n" +
-	"\x06reason\x18\x06 \x01(\tR\x06reason\"]\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05hosts\x18\a \x03(\tR\x05hosts\"]\n" +
 	"\bDecision\x12\x1a\n" +
 	"\bapproved\x18\x01 \x01(\bR\bapproved\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1d\n" +

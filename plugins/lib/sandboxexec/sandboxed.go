@@ -1,9 +1,10 @@
 // Package sandboxexec holds what every sandboxing executor adds to the local
 // mechanics (package local): the per-call policy Resolve stamps from
-// ctx.sandboxPolicy, each command confined through ctx.sandbox before it
-// is spawned, and the sandbox facts of its result (the mode, the runner,
-// the denials read from its errors). An executor supplies its argv, as a
-// local one does.
+// ctx.sandboxPolicy (with the hosts a call was approved to reach), each
+// command confined through ctx.sandbox before it is spawned, and the
+// sandbox facts of its result (the mode, the runner, the denials read from
+// its errors, what the sandbox undid, the hosts its proxy reached and
+// refused). An executor supplies its argv, as a local one does.
 package sandboxexec
 
 import (
@@ -13,6 +14,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/dshrun/dsh/core/sandbox"
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
@@ -47,8 +50,10 @@ func New(l *localexec.Executor, policy *sandbox.Policy, sb sandbox.Sandboxes) *E
 func (e *Executor) Mode() string { return e.Policy.DefaultMode }
 
 // Resolve stamps the complete per-call policy: the mode the request names
-// (a caller that asked approval for it) or the default, and every path
-// from the composition's policy. A request names no paths of its own.
+// (a caller that asked approval for it) or the default, every path from
+// the composition's policy, and the hosts the request's network_allow
+// names (a caller that asked approval for them). A request names no paths
+// of its own.
 func (e *Executor) Resolve(ctx context.Context, req *shell.ExecRequest) (*shell.ExecSpec, error) {
 	spec, err := e.Executor.Resolve(ctx, req)
 	if err != nil {
@@ -62,7 +67,16 @@ func (e *Executor) Resolve(ctx context.Context, req *shell.ExecRequest) (*shell.
 	default:
 		return nil, shell.Invalid(fmt.Sprintf("There is no sandbox mode %q: the modes are %s, %s and %s.", mode, sandbox.ReadOnly, sandbox.WorkspaceWrite, sandbox.DangerFullAccess))
 	}
+	allow := req.GetSandboxPolicy().GetNetworkAllow()
+	for _, h := range allow {
+		if err := sandbox.CheckHost(h, true); err != nil {
+			return nil, shell.Invalid("network_allow: " + err.Error() + ".")
+		}
+	}
 	spec.SandboxPolicy = e.stamp(mode)
+	if !spec.SandboxPolicy.Network && len(allow) > 0 {
+		spec.SandboxPolicy.NetworkAllow = slices.Clone(allow)
+	}
 	return spec, nil
 }
 
@@ -78,8 +92,11 @@ func stampOf(base *sandbox.Policy, mode string) *shell.SandboxPolicy {
 	return sp
 }
 
-// wrapPolicy is a per-call policy as ctx.sandbox takes it.
-func wrapPolicy(sp *shell.SandboxPolicy) *sandbox.Policy {
+// wrapPolicy is a per-call policy as ctx.sandbox takes it, under the
+// composition's network rules (base's): the hosts the call was approved
+// to reach are allowed besides them, and a composition without a network
+// gets a proxied one, for this run, that reaches those hosts alone.
+func wrapPolicy(sp *shell.SandboxPolicy, base *sandbox.NetworkRules) *sandbox.Policy {
 	p := &sandbox.Policy{
 		DefaultMode:    sp.Mode,
 		Network:        sp.Network,
@@ -89,6 +106,17 @@ func wrapPolicy(sp *shell.SandboxPolicy) *sandbox.Policy {
 	}
 	if len(sp.WritableRoots) > 0 {
 		p.WorkspaceRoot, p.WritableRoots = sp.WritableRoots[0], sp.WritableRoots[1:]
+	}
+	if !p.Network {
+		switch {
+		case base != nil:
+			p.NetworkRules = proto.Clone(base).(*sandbox.NetworkRules)
+		case len(sp.NetworkAllow) > 0:
+			p.NetworkRules = &sandbox.NetworkRules{}
+		}
+		if p.NetworkRules != nil {
+			p.NetworkRules.Allow = slices.Concat(p.NetworkRules.Allow, sp.NetworkAllow)
+		}
 	}
 	return p
 }
@@ -110,7 +138,7 @@ func (e *Executor) confine(ctx context.Context, spec *shell.ExecSpec, req *subpr
 	if sp.Mode == sandbox.DangerFullAccess {
 		return &shell.SandboxInfo{Mode: sp.Mode, Enforcement: "none"}, nil
 	}
-	w, err := e.Sandbox.Wrap(ctx, &sandbox.WrapRequest{Argv: req.Argv, Mode: sp.Mode, Policy: wrapPolicy(sp)})
+	w, err := e.Sandbox.Wrap(ctx, &sandbox.WrapRequest{Argv: req.Argv, Mode: sp.Mode, Policy: wrapPolicy(sp, e.Policy.GetNetworkRules())})
 	if err != nil {
 		if errors.Is(err, sandbox.ErrUnavailable) {
 			return nil, shell.SandboxUnavailable(fmt.Sprintf("the sandbox cannot confine commands here, so nothing was run: %v", err))
@@ -138,7 +166,7 @@ func (e *Executor) Run(ctx context.Context, spec *shell.ExecSpec) (*shell.RunRes
 		}
 		res, err = e.Executor.Run(ctx, spec)
 	}
-	undone, serr := e.settle(ctx, e.takeSettle(spec))
+	settled, serr := e.settle(ctx, e.takeSettle(spec))
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +181,7 @@ func (e *Executor) Run(ctx context.Context, spec *shell.ExecSpec) (*shell.RunRes
 	}
 	if res.Sandbox != nil {
 		judge(res.Sandbox, e.policyOf(spec), spec.Workdir, res.Stderr.GetData(), res.ExitCode, res.Signal)
-		reportUndone(res.Sandbox, undone)
+		reportSettled(res.Sandbox, settled)
 	}
 	return res, nil
 }
@@ -167,8 +195,9 @@ func (e *Executor) takeSettle(spec *shell.ExecSpec) string {
 }
 
 // settle asks ctx.sandbox to undo what the ended command created that it
-// may not have. It runs even when the call was cancelled: the command ran.
-func (e *Executor) settle(ctx context.Context, token string) ([]*sandbox.Undone, error) {
+// may not have, and what its proxy let it reach and refused. It runs even
+// when the call was cancelled: the command ran.
+func (e *Executor) settle(ctx context.Context, token string) (*sandbox.Settled, error) {
 	if token == "" {
 		return nil, nil
 	}
@@ -178,7 +207,27 @@ func (e *Executor) settle(ctx context.Context, token string) ([]*sandbox.Undone,
 	if err != nil {
 		return nil, fmt.Errorf("the command ran, but what it left could not be checked by the sandbox: %w", err)
 	}
-	return st.GetUndone(), nil
+	return st, nil
+}
+
+// reportSettled makes what the sandbox undid, and the hosts its proxy
+// refused, denials of the result; the hosts reached are facts too.
+func reportSettled(info *shell.SandboxInfo, st *sandbox.Settled) {
+	reportUndone(info, st.GetUndone())
+	for _, h := range st.GetNetworkReached() {
+		if !slices.Contains(info.NetworkReached, h) && len(info.NetworkReached) < 16 {
+			info.NetworkReached = append(info.NetworkReached, h)
+		}
+	}
+	for _, d := range st.GetNetworkDenied() {
+		info.Denied = true
+		if info.DenialSource == "" {
+			info.DenialSource = "proxy"
+		}
+		if !slices.Contains(info.NetworkDenied, d.GetHost()) && len(info.NetworkDenied) < 16 {
+			info.NetworkDenied = append(info.NetworkDenied, d.GetHost())
+		}
+	}
 }
 
 // reportUndone makes what the sandbox undid denials of the result.
@@ -233,11 +282,11 @@ func (e *Executor) ReadOutput(ctx context.Context, id string) (*shell.ProcessRea
 	e.mu.Lock()
 	sp, ok := e.jobs[id]
 	e.mu.Unlock()
-	var undone []*sandbox.Undone
+	var settled *sandbox.Settled
 	if ok && r.GetState().GetStatus() != shell.StatusRunning {
 		// The end may be seen here and by Wait at once: both meet the one
 		// settle, so what it undid is said however the two interleave.
-		if undone, err = e.settleJob(ctx, id); err != nil {
+		if settled, err = e.settleJob(ctx, id); err != nil {
 			return nil, err
 		}
 		e.mu.Lock()
@@ -257,7 +306,7 @@ func (e *Executor) ReadOutput(ctx context.Context, id string) (*shell.ProcessRea
 		code = st.ExitCode
 	}
 	judge(r.Sandbox, sp, "", r.Stderr, code, r.GetState().GetSignal())
-	reportUndone(r.Sandbox, undone)
+	reportSettled(r.Sandbox, settled)
 	return r, nil
 }
 
@@ -277,14 +326,14 @@ func (e *Executor) Wait(ctx context.Context, id string) (*shell.ProcessState, er
 // settling is one background process's settle, shared by whoever saw its
 // end first and whoever comes while it runs.
 type settling struct {
-	done   chan struct{}
-	undone []*sandbox.Undone
-	err    error
+	done    chan struct{}
+	settled *sandbox.Settled
+	err     error
 }
 
 // settleJob settles the ended background process id once; the read that
 // reports its end says what was undone (and forgets it).
-func (e *Executor) settleJob(ctx context.Context, id string) ([]*sandbox.Undone, error) {
+func (e *Executor) settleJob(ctx context.Context, id string) (*sandbox.Settled, error) {
 	e.mu.Lock()
 	s, ok := e.settled[id]
 	if !ok {
@@ -298,14 +347,14 @@ func (e *Executor) settleJob(ctx context.Context, id string) ([]*sandbox.Undone,
 		e.settled[id] = s
 		delete(e.pending, id)
 		e.mu.Unlock()
-		s.undone, s.err = e.settle(ctx, token)
+		s.settled, s.err = e.settle(ctx, token)
 		close(s.done)
-		return s.undone, s.err
+		return s.settled, s.err
 	}
 	e.mu.Unlock()
 	select {
 	case <-s.done:
-		return s.undone, s.err
+		return s.settled, s.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

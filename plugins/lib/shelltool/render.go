@@ -193,8 +193,9 @@ func limitsOf(hits []*shell.LimitHit) []limitJSON {
 }
 
 // sandboxMarkers tell the model that the sandbox refused something (so a
-// retry with sandbox_permissions may help), or that nothing ran: a
-// sandboxing executor's facts, as a run or a ctx.jobs read reports them.
+// retry with sandbox_permissions, or network_hosts for a host its proxy
+// refused, may help), or that nothing ran: a sandboxing executor's facts,
+// as a run or a ctx.jobs read reports them.
 func sandboxMarkers(s *shell.SandboxInfo) []string {
 	var m []string
 	if s == nil || s.GetMode() == "" {
@@ -203,8 +204,11 @@ func sandboxMarkers(s *shell.SandboxInfo) []string {
 	if s.GetRunnerFailed() {
 		m = append(m, "[sandbox: the command could not be confined, so it did not run]")
 	}
-	if s.GetDenied() {
+	if s.GetDenied() && s.GetDenialSource() != "proxy" {
 		m = append(m, fmt.Sprintf("[sandbox: file access denied under %s mode]", s.GetMode()))
+	}
+	for _, h := range s.GetNetworkDenied() {
+		m = append(m, "[sandbox: network access to "+h+" denied]")
 	}
 	return m
 }
@@ -217,13 +221,17 @@ type sandboxJSON struct {
 	RunnerFailed bool     `json:"runnerFailed,omitempty"`
 	DeniedPaths  []string `json:"deniedPaths,omitempty"`
 	DenialSource string   `json:"denialSource,omitempty"`
+	// The hosts (host:port) the sandbox's proxy refused, and reached.
+	NetworkDenied  []string `json:"networkDenied,omitempty"`
+	NetworkReached []string `json:"networkReached,omitempty"`
 }
 
 func sandboxOf(s *shell.SandboxInfo) *sandboxJSON {
 	if s == nil || s.GetMode() == "" {
 		return nil
 	}
-	return &sandboxJSON{Mode: s.GetMode(), Denied: s.GetDenied(), Enforcement: s.GetEnforcement(), RunnerFailed: s.GetRunnerFailed(), DeniedPaths: s.GetDeniedPaths(), DenialSource: s.GetDenialSource()}
+	return &sandboxJSON{Mode: s.GetMode(), Denied: s.GetDenied(), Enforcement: s.GetEnforcement(), RunnerFailed: s.GetRunnerFailed(), DeniedPaths: s.GetDeniedPaths(), DenialSource: s.GetDenialSource(),
+		NetworkDenied: s.GetNetworkDenied(), NetworkReached: s.GetNetworkReached()}
 }
 
 // cutNotice says how much of a stream the model does not see and where it

@@ -103,6 +103,15 @@ func TestRenderGolden(t *testing.T) {
 			Limits: []*shell.LimitHit{{Limit: shell.LimitProcesses, Value: 4096}}},
 		"limit-memory": {ExitCode: code(137), Stdout: out(""), Stderr: out(""),
 			Limits: []*shell.LimitHit{{Limit: shell.LimitMemory, Value: 2 << 30}}},
+		// What the sandbox refused: files, hosts its proxy refused, both.
+		"sandbox-files": {ExitCode: code(1), Stdout: out(""), Stderr: out("touch: cannot touch '/etc/x': Read-only file system\n"),
+			Sandbox: &shell.SandboxInfo{Mode: "workspace-write", Denied: true, DenialSource: "errors", DeniedPaths: []string{"/etc/x"}}},
+		"sandbox-network-denied": {ExitCode: code(56), Stdout: out(""), Stderr: out("curl: (56) CONNECT tunnel failed, response 403\n"),
+			Sandbox: &shell.SandboxInfo{Mode: "workspace-write", Denied: true, DenialSource: "proxy", NetworkDenied: []string{"evil.test:443"}, NetworkReached: []string{"github.com:443"}}},
+		"sandbox-files-and-network": {ExitCode: code(1), Stdout: out("fetched\n"), Stderr: out("touch: cannot touch '/etc/x': Read-only file system\n"),
+			Sandbox: &shell.SandboxInfo{Mode: "read-only", Denied: true, DenialSource: "errors", DeniedPaths: []string{"/etc/x"}, NetworkDenied: []string{"a.test:443", "b.test:80"}}},
+		"sandbox-network-reached": {ExitCode: code(0), Stdout: out("ok\n"), Stderr: out(""),
+			Sandbox: &shell.SandboxInfo{Mode: "workspace-write", NetworkReached: []string{"github.com:443"}}},
 		"truncated-unreported": {ExitCode: code(0),
 			Stdout: &shell.Collected{Data: []byte("z\n"), Total: 100000, Truncated: true, Dropped: 99998, DroppedLines: 49999, SpillPath: "/s/p7.stdout"},
 			Stderr: &shell.Collected{Data: []byte("q\n"), Total: 100000, Truncated: true, Dropped: 99998, DroppedLines: 49999}},
@@ -110,8 +119,9 @@ func TestRenderGolden(t *testing.T) {
 	for name, r := range cases {
 		text, _, _ := renderRun(r, DefaultMaxOutputChars, testShell.ReadBinary)
 		golden.Check(t, "run-"+name, text)
-		// The exit marker is always recoverable.
-		st := shell.ParseExitStatus(text)
+		// The exit marker is always recoverable (the sandbox's lines
+		// follow it).
+		st := shell.ParseExitStatus(withoutSandboxLines(text))
 		wantCode := 0
 		if r.ExitCode != nil {
 			wantCode = int(*r.ExitCode)
@@ -124,6 +134,15 @@ func TestRenderGolden(t *testing.T) {
 		}
 		noBlankEdges(t, "run-"+name, text)
 	}
+}
+
+// withoutSandboxLines is a result without its trailing [sandbox: …] lines.
+func withoutSandboxLines(text string) string {
+	lines := strings.Split(text, "\n")
+	for len(lines) > 1 && strings.HasPrefix(lines[len(lines)-1], "[sandbox: ") {
+		lines = lines[:len(lines)-1]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // noBlankEdges fails t when a result starts or ends with an empty line: a
@@ -149,6 +168,8 @@ func TestRenderReadGolden(t *testing.T) {
 		"lossy-partial": {Job: &jobsv1.Job{Id: "j6", Status: "completed", ExitCode: code(0)}, Stdout: []byte("tail\n"), Stderr: []byte("oops\n"), Lossy: true,
 			StdoutSpillPath: "/s/p10.stdout", StdoutFacts: noData(spilled("tail\n", 22000000, 1999999, "/s/p10.stdout", 4177920, "disk_full")),
 			StderrFacts: noData(spilled("oops\n", 70000, 1, "", 0, "create_error"))},
+		"network-denied": {Job: &jobsv1.Job{Id: "j9", Status: "completed", ExitCode: code(6)}, Stderr: []byte("curl: (6) Could not resolve host: evil.test\n"),
+			Sandbox: &shell.SandboxInfo{Mode: "workspace-write", Denied: true, DenialSource: "proxy", NetworkDenied: []string{"evil.test:443"}}},
 	}
 	for name, r := range cases {
 		text, _, _ := renderRead(r, DefaultMaxOutputChars, testShell.ReadBinary)
@@ -180,6 +201,11 @@ func TestStructuredFacts(t *testing.T) {
 	r = &shell.RunResult{ExitCode: code(0), Stdout: out("\x1b[31mred\x1b[0m\r\nbar 10%\rbar 100%\n"), Stderr: out("\x00\x01")}
 	_, so, se = renderRun(r, DefaultMaxOutputChars, testShell.ReadBinary)
 	golden.Check(t, "facts-run-cleaned", string(runStructured(r, so, se))+"\n")
+	// The hosts the proxy refused and reached.
+	r = &shell.RunResult{ExitCode: code(56), Stdout: out(""), Stderr: out("curl: (56) CONNECT tunnel failed, response 403\n"),
+		Sandbox: &shell.SandboxInfo{Mode: "workspace-write", Enforcement: "bubblewrap: mount,network,seccomp", Denied: true, DenialSource: "proxy", NetworkDenied: []string{"evil.test:443"}, NetworkReached: []string{"github.com:443"}}}
+	_, so, se = renderRun(r, DefaultMaxOutputChars, testShell.ReadBinary)
+	golden.Check(t, "facts-run-network", string(runStructured(r, so, se))+"\n")
 }
 
 // Finished jobs are worded by the tool: how each ended, and its command on

@@ -12,6 +12,9 @@ import (
 	"github.com/dshrun/dsh/sdk/modeltext"
 )
 
+// maxNetworkHosts is the most hosts one call may ask for.
+const maxNetworkHosts = 16
+
 // modesByAccess are the sandbox modes, least access first.
 var modesByAccess = []shell.SandboxMode{shell.ReadOnly, shell.WorkspaceWrite, shell.DangerFullAccess}
 
@@ -36,6 +39,10 @@ type Place struct {
 	Start     string   // where a command starts: the executor's default working directory
 	Workspace string   // the sandbox's workspace; "" under an executor that does not sandbox
 	More      []string // the other folders a workspace-write command may write in
+	// Network is set when the sandbox gives commands the whole network:
+	// no host needs asking for. Otherwise they reach only the hosts its
+	// proxy's rules allow, and network_hosts asks for more.
+	Network bool
 }
 
 // PlaceOf is where commands run: start, and the folders of policy (nil
@@ -45,6 +52,7 @@ func PlaceOf(start string, policy *sandbox.Policy) Place {
 	if policy != nil {
 		at.Workspace = policy.WorkspaceRoot
 		at.More = slices.Concat(policy.WritableRoots, policy.CacheRoots)
+		at.Network = policy.Network
 	}
 	return at
 }
@@ -59,8 +67,11 @@ func sandboxLine(mode shell.SandboxMode, at Place) string {
 	case mode == shell.ReadOnly:
 		where = fmt.Sprintf(" and may not write files (with `sandbox_permissions: %s` a command may write in the workspace, `%s`)", shell.WorkspaceWrite, at.Workspace)
 	}
-	return fmt.Sprintf("\n- Commands run in a %s sandbox%s. A denied file access is reported as `[sandbox: file access denied under %s mode]`; to run one command with more access, repeat it with `sandbox_permissions` and a `justification`.", mode, where, mode)
+	return fmt.Sprintf("\n- Commands run in a %s sandbox%s. A denied file access is reported as `[sandbox: file access denied under %s mode]`, after the line that says how the command ended; to run one command with more access, repeat it with `sandbox_permissions` and a `justification`.", mode, where, mode)
 }
+
+// networkLine is the description's line about the sandbox's network.
+const networkLine = "\n- Commands reach only the network hosts the sandbox allows. A refused host is reported as `[sandbox: network access to HOST denied]`; to reach one, repeat the command with `network_hosts` (the hosts it needs, e.g. `[\"registry.npmjs.org\"]`) and a `justification`."
 
 // andIn names more folders after the workspace: ", in `a` and `b`".
 func andIn(folders []string) string {
@@ -96,6 +107,12 @@ func (s Shell) Specs(mode shell.SandboxMode, at Place, defaultTimeoutMs, maxTime
 			"description": fmt.Sprintf("Run this one command with more access than the sandbox's %s mode; needs a justification and approval.", mode)}
 		props["justification"] = map[string]any{"type": "string", "description": "Why the command needs more access."}
 		desc += sandboxLine(mode, at)
+		if !at.Network {
+			props["network_hosts"] = map[string]any{"type": "array", "minItems": 1, "maxItems": maxNetworkHosts,
+				"items":       map[string]any{"type": "string", "minLength": 1},
+				"description": "Hosts (example.com or example.com:8080) this one command needs to reach that the sandbox refuses; needs a justification and approval."}
+			desc += networkLine
+		}
 	}
 	run := map[string]any{
 		"type":                 "object",

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dshrun/dsh/core/sandbox"
+	"github.com/dshrun/dsh/core/tools/toolsv1"
 	"github.com/dshrun/dsh/plugins/shell"
 )
 
@@ -52,5 +54,31 @@ func TestSpecsEscalation(t *testing.T) {
 	}
 	if !strings.Contains(schema(shell.ReadOnly), "justification") {
 		t.Error("justification missing under a sandboxing executor")
+	}
+}
+
+// network_hosts is offered where the sandbox confines the network: under
+// a confining executor whose policy does not give the whole network.
+func TestSpecsNetworkHosts(t *testing.T) {
+	spec := func(mode shell.SandboxMode, at Place) *toolsv1.ToolSpec {
+		return testShell.Specs(mode, at, 1, 2, 100)[0]
+	}
+	for _, mode := range []shell.SandboxMode{shell.ReadOnly, shell.WorkspaceWrite} {
+		s := spec(mode, Place{Workspace: "/w"})
+		if !strings.Contains(s.InputSchema, `"network_hosts":{`) || !strings.Contains(s.Description, "`[sandbox: network access to HOST denied]`") || !strings.Contains(s.Description, "repeat the command with `network_hosts`") {
+			t.Errorf("%s: network_hosts not offered:\n%s\n%s", mode, s.Description, s.InputSchema)
+		}
+	}
+	for name, s := range map[string]*toolsv1.ToolSpec{
+		"no sandbox":         spec("", Place{}),
+		"danger-full-access": spec(shell.DangerFullAccess, Place{Workspace: "/w"}),
+		"the whole network":  spec(shell.WorkspaceWrite, Place{Workspace: "/w", Network: true}),
+	} {
+		if strings.Contains(s.InputSchema, "network_hosts") || strings.Contains(s.Description, "network_hosts") {
+			t.Errorf("%s: network_hosts offered:\n%s\n%s", name, s.Description, s.InputSchema)
+		}
+	}
+	if !PlaceOf("/w", &sandbox.Policy{Network: true}).Network || PlaceOf("/w", &sandbox.Policy{}).Network {
+		t.Error("PlaceOf does not carry the policy's network")
 	}
 }

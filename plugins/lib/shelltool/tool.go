@@ -66,6 +66,9 @@ type Tool struct {
 	// maxChars is the model budget of one result, in characters.
 	maxChars int
 	approver approval.Approver // ctx.approval, for escalations
+	// network is set when the sandbox gives commands the whole network:
+	// no host needs asking for.
+	network bool
 }
 
 // New is the plugin of the tool s describes.
@@ -128,6 +131,7 @@ func (p *Tool) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage) e
 			return fmt.Errorf("the executor sandboxes (%s mode), and the sandbox policy cannot be read: %w", mode, err)
 		}
 	}
+	p.network = policy.GetNetwork()
 	p.sh = shell.NewClient(host.Conn(shell.Key), mode)
 	// Every command needs the DSH_* snapshot: following it keeps a round
 	// trip (two hops through the host) off each call.
@@ -145,13 +149,14 @@ func (p *Tool) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessage) e
 // runArgs are the arguments of the tool that runs a command (validated by
 // the host against the schema before they get here).
 type runArgs struct {
-	Command            string `json:"command"`
-	Description        string `json:"description"`
-	TimeoutMs          int64  `json:"timeoutMs"`
-	Workdir            string `json:"workdir"`
-	RunInBackground    bool   `json:"run_in_background"`
-	SandboxPermissions string `json:"sandbox_permissions"`
-	Justification      string `json:"justification"`
+	Command            string   `json:"command"`
+	Description        string   `json:"description"`
+	TimeoutMs          int64    `json:"timeoutMs"`
+	Workdir            string   `json:"workdir"`
+	RunInBackground    bool     `json:"run_in_background"`
+	SandboxPermissions string   `json:"sandbox_permissions"`
+	NetworkHosts       []string `json:"network_hosts"`
+	Justification      string   `json:"justification"`
 }
 
 type jobArgs struct {
@@ -312,10 +317,32 @@ func (p *Tool) jobKill(ctx context.Context, owner, id string) *toolsv1.CallResul
 }
 
 // escalate asks ctx.approval for a run with more access than the
-// executor's sandbox mode, before anything runs: the approval covers this
-// one run, and any failure to get it is a refusal (nothing runs). It
+// executor's sandbox gives, before anything runs: a mode with more access
+// (sandbox_permissions), then hosts beyond the network rules
+// (network_hosts), each its own question, so that an approval rule or a
+// user's yes for the one never grants the other. An approval covers this
+// one run, and any failure to get one is a refusal (nothing runs). It
 // returns the per-call policy to ask the executor for, or the refusal.
 func (p *Tool) escalate(ctx context.Context, a runArgs) (*shell.SandboxPolicy, *toolsv1.CallResult) {
+	policy, refused := p.escalateMode(ctx, a)
+	if refused != nil {
+		return nil, refused
+	}
+	hosts, refused := p.escalateNetwork(ctx, a, policy.GetMode())
+	if refused != nil {
+		return nil, refused
+	}
+	if len(hosts) > 0 {
+		if policy == nil {
+			policy = &shell.SandboxPolicy{}
+		}
+		policy.NetworkAllow = hosts
+	}
+	return policy, nil
+}
+
+// escalateMode asks for the mode sandbox_permissions names.
+func (p *Tool) escalateMode(ctx context.Context, a runArgs) (*shell.SandboxPolicy, *toolsv1.CallResult) {
 	mode := p.sh.SandboxMode()
 	if a.SandboxPermissions == "" || a.SandboxPermissions == string(mode) {
 		return nil, nil
@@ -335,6 +362,39 @@ func (p *Tool) escalate(ctx context.Context, a runArgs) (*shell.SandboxPolicy, *
 		return nil, errorResult("sandbox escalation to %s was %s; nothing was run", a.SandboxPermissions, d.Reason)
 	}
 	return &shell.SandboxPolicy{Mode: a.SandboxPermissions}, nil
+}
+
+// escalateNetwork asks for the hosts network_hosts names, unless the run
+// gets the whole network anyway (the sandbox's, or danger-full-access as
+// target, the mode approved for it). It returns the hosts approved.
+func (p *Tool) escalateNetwork(ctx context.Context, a runArgs, target string) ([]string, *toolsv1.CallResult) {
+	mode := p.sh.SandboxMode()
+	if len(a.NetworkHosts) == 0 || mode == "" || mode == shell.DangerFullAccess || target == string(shell.DangerFullAccess) || p.network {
+		return nil, nil
+	}
+	var hosts []string
+	for _, h := range a.NetworkHosts {
+		h = strings.TrimSpace(h)
+		if err := sandbox.CheckHost(h, false); err != nil {
+			return nil, errorResult("network_hosts: %v; nothing was run", err)
+		}
+		if !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	named := strings.Join(hosts, ", ")
+	if strings.TrimSpace(a.Justification) == "" {
+		return nil, errorResult("network access to %s needs a justification: say why the command needs to reach it; nothing was run", named)
+	}
+	d := approval.Ask(ctx, p.approver, &approval.Request{
+		Kind: approval.KindNetworkEscalation, Tool: p.def.Tool, Command: a.Command,
+		Hosts: hosts, Reason: a.Justification,
+	})
+	// ctx.approval logs the decision.
+	if !d.Approved {
+		return nil, errorResult("network access to %s was %s; nothing was run", named, d.Reason)
+	}
+	return hosts, nil
 }
 
 // failure is what the model reads of a call that failed: the words of the
