@@ -62,12 +62,8 @@ func (p *parser) network(sb *Sandbox, sp pair, v any) {
 					p.errorf(at, "sandbox.network.%s: want a domain, got %s", np.name, describe(item))
 					continue
 				}
-				one := netproxy.Rules{Allow: []string{s}}
-				if np.name == "deny" {
-					one = netproxy.Rules{Deny: []string{s}}
-				}
-				if err := one.Check(); err != nil {
-					p.errorf(at, "sandbox.network.%s: %v", np.name, err)
+				if err := netproxy.CheckPattern(s); err != nil {
+					p.errorf(at, "sandbox.network.%s: %q: %v (want example.com, *.example.com or an IP address, each optionally with :port)", np.name, s, err)
 					continue
 				}
 				if np.name == "allow" {

@@ -212,6 +212,13 @@ func (r Rules) compile() (*compiled, error) {
 	return c, nil
 }
 
+// CheckPattern reports what is wrong with one Allow or Deny entry, without
+// repeating it (e.g. `not a domain pattern`); nil for a good one.
+func CheckPattern(s string) error {
+	_, err := parsePattern(s)
+	return err
+}
+
 // Check reports the first bad entry: a pattern, the mode or a Hosts entry,
 // named with its list and index, e.g. `allow[2] "*.": not a domain pattern`.
 func (r Rules) Check() error {
