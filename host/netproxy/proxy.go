@@ -26,6 +26,11 @@ var (
 	// dialTimeout bounds the resolution of a name and the dial of each of
 	// its addresses.
 	dialTimeout = 30 * time.Second
+	// maxConns bounds the client connections a Proxy serves at once, HTTP
+	// and SOCKS5 together: each holds descriptors of the host's (its own,
+	// an upstream's), which a command must not be able to use up. More
+	// wait in the listener's backlog until one ends.
+	maxConns = 512
 )
 
 // historySize is how many events a Proxy keeps for Since.
@@ -85,6 +90,7 @@ type Proxy struct {
 	servers   map[*http.Server]struct{}
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{} // SOCKS clients, hijacked CONNECT clients, tunnel upstreams
+	slots     chan struct{}         // one per client connection being served: maxConns
 
 	evMu   sync.Mutex
 	events [historySize]Event
@@ -107,6 +113,7 @@ func New(cfg Config) (*Proxy, error) {
 		conns:     map[net.Conn]struct{}{},
 		handshake: handshakeTimeout,
 		idle:      idleTimeout,
+		slots:     make(chan struct{}, maxConns),
 	}
 	if p.resolver == nil {
 		p.resolver = net.DefaultResolver
@@ -126,6 +133,7 @@ func New(cfg Config) (*Proxy, error) {
 		// The client's Accept-Encoding passes as it is, and so does the body.
 		DisableCompression:  true,
 		MaxIdleConnsPerHost: 16,
+		MaxIdleConns:        64,
 		IdleConnTimeout:     90 * time.Second,
 	}
 	return p, nil
@@ -365,6 +373,63 @@ func tunnel(client, upstream net.Conn) int64 {
 	go half(client, upstream)
 	a, b := <-done, <-done
 	return a.n + b.n
+}
+
+// limitListener hands on a connection only when the Proxy serves fewer
+// than maxConns, HTTP and SOCKS5 together: until then the listener's loop
+// waits with the one it accepted, and other clients wait in the kernel's
+// backlog holding no descriptor of the host's.
+type limitListener struct {
+	net.Listener
+	p *Proxy
+}
+
+func (l limitListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case l.p.slots <- struct{}{}:
+	case <-l.p.ctx.Done():
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	return &slotConn{Conn: c, release: sync.OnceFunc(func() { <-l.p.slots })}, nil
+}
+
+// slotConn gives its slot back when closed, and keeps what the tunnels use
+// of a TCP connection: the half close, and the kernel's copy.
+type slotConn struct {
+	net.Conn
+	release func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.release()
+	return err
+}
+
+func (c *slotConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Close()
+}
+
+func (c *slotConn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
+}
+
+func (c *slotConn) WriteTo(w io.Writer) (int64, error) {
+	if wt, ok := c.Conn.(io.WriterTo); ok {
+		return wt.WriteTo(w)
+	}
+	return io.Copy(w, struct{ io.Reader }{c.Conn})
 }
 
 // dialErrno reads the errno of a failed dial, for the SOCKS reply.

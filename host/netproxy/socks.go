@@ -35,9 +35,10 @@ func (p *Proxy) ServeSOCKS(l net.Listener) error {
 	}
 	p.listeners[l] = struct{}{}
 	p.mu.Unlock()
+	ll := limitListener{l, p}
 	var backoff time.Duration
 	for {
-		c, err := l.Accept()
+		c, err := ll.Accept()
 		if err != nil {
 			p.mu.Lock()
 			closed := p.closed
