@@ -29,24 +29,32 @@
 //   - Always refused: the cloud metadata addresses (169.254.169.254,
 //     fd00:ec2::254, 100.100.100.200), unspecified addresses (0.0.0.0/8, ::),
 //     multicast and broadcast, and the same in IPv4-mapped IPv6 or NAT64
-//     (64:ff9b::/96) form.
+//     form (64:ff9b::/96, and the local-use 64:ff9b:1::/48 with the IPv4
+//     address wherever RFC 6052 may put it).
 //   - Refused unless trusted: loopback (127/8, ::1) and link-local
 //     (169.254/16, fe80::/10), also IPv4-mapped (::ffff:127.0.0.1). An
 //     address is trusted when Rules.Hosts gave it for the name (the user
 //     wrote it), or when the request was for an IP literal that an Allow
 //     entry names literally.
 //   - Allowed: everything else the rules allow, private ranges included
-//     (10/8, 172.16/12, 192.168/16, fc00::/7), because internal package
-//     mirrors and registries live there.
+//     (10/8, 172.16/12, 192.168/16, fc00::/7, and 100.64/10 of carrier-grade
+//     NAT and tailnets), because internal package mirrors and registries
+//     live there. So are the host's own addresses on those networks: a
+//     listener of the host's on 0.0.0.0 is reachable by a name that
+//     resolves to one of them, or by an IP literal an Allow entry names.
 //   - A resolved address an IP-literal Deny entry names is refused too.
 //
 // # Limited mode
 //
 // Mode "limited" lets through plain HTTP GET, HEAD and OPTIONS only, so
 // that a command can read but not send: other methods are refused (`limited
-// mode allows only GET, HEAD and OPTIONS`), and so are CONNECT and SOCKS5,
-// whose content the proxy cannot see (`limited mode cannot see inside an
-// encrypted tunnel`).
+// mode allows only GET, HEAD and OPTIONS`), as is a request of those with a
+// body (`limited mode sends no request body`), and so are CONNECT and
+// SOCKS5, whose content the proxy cannot see (`limited mode cannot see
+// inside an encrypted tunnel`). What a URL or a header carries still
+// reaches the allowed hosts: limited mode keeps ordinary clients from
+// uploading, it does not stop a command set on telling an allowed host
+// something.
 //
 // # What a refused client sees
 //
@@ -63,7 +71,9 @@
 // Plain HTTP is forwarded with bodies streamed, hop-by-hop headers and
 // Proxy-Authorization removed, and client keep-alive kept; there is no
 // protocol switch (Upgrade) over plain HTTP, websocket clients use CONNECT.
-// A client has 30 s to send its request head or SOCKS5 greeting; an idle
+// At most 512 client connections are served at once, HTTP and SOCKS5
+// together (each holds descriptors of the host's); more wait until one
+// ends. A client has 30 s to send its request head or SOCKS5 greeting; an idle
 // keep-alive client connection ends after 2 minutes. Tunnels (CONNECT,
 // SOCKS5) last until either side ends them or the Proxy is closed. Close
 // ends every listener, connection and tunnel.

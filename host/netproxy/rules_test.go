@@ -113,6 +113,13 @@ func TestRefusedAddr(t *testing.T) {
 		{"169.254.169.254", true, "a cloud metadata address"},
 		{"::ffff:169.254.169.254", true, "a cloud metadata address"},
 		{"64:ff9b::a9fe:a9fe", true, "a cloud metadata address"},
+		{"64:ff9b:1::a9fe:a9fe", true, "a cloud metadata address"},       // the local-use NAT64 prefix
+		{"64:ff9b:1:0:a9:fea9:fe00:0", true, "a cloud metadata address"}, // a /64 translation
+		{"64:ff9b:1::7f00:1", false, "a loopback address"},
+		{"64:ff9b:1::808:808", false, ""},
+		{"64:ff9b:1::7f00:1", true, ""},
+		{"100.64.0.1", false, ""}, // carrier-grade NAT, tailnets: reachable like the private ranges
+		{"fe80::1%eth0", false, "a link-local address"},
 		{"fd00:ec2::254", true, "a cloud metadata address"},
 		{"100.100.100.200", true, "a cloud metadata address"},
 		{"0.0.0.0", true, "an unspecified address"},
