@@ -1,0 +1,121 @@
+package netproxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hostEcho answers with the Host the request came with.
+func hostEcho(t *testing.T) int {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/redirect" {
+			http.Redirect(w, r, "http://evil.test/", http.StatusFound)
+			return
+		}
+		fmt.Fprintf(w, "host=%s", r.Host)
+	}))
+	t.Cleanup(s.Close)
+	return portOf(t, s.Listener.Addr().String())
+}
+
+func rawHTTP(t *testing.T, addr, req string) (net.Conn, *bufio.Reader) {
+	c, err := net.DialTimeout("tcp", addr, wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(wait))
+	io.WriteString(c, req)
+	return c, bufio.NewReader(c)
+}
+
+func readResp(t *testing.T, br *bufio.Reader, method string) (*http.Response, string) {
+	resp, err := http.ReadResponse(br, &http.Request{Method: method})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// What a command might try to get past the rules: each is refused, or
+// reaches only the allowed host.
+func TestEvasions(t *testing.T) {
+	port := hostEcho(t)
+	tp := startProxy(t, Config{Rules: Rules{
+		Allow: []string{"allowed.test"},
+		// A Hosts entry gives an address, not leave to go there.
+		Hosts: map[string]string{"allowed.test": "127.0.0.1", "evil.test": "127.0.0.1"},
+	}})
+	const notIn = "dsh sandbox: network access to %s denied: not in allow\n"
+
+	// The absolute URI is what is checked and what is reached: the Host
+	// header is not used, and the upstream sees the URI's authority. A
+	// second request on the same connection is judged on its own.
+	_, br := rawHTTP(t, tp.httpAddr, fmt.Sprintf("GET http://allowed.test:%d/ HTTP/1.1\r\nHost: evil.test\r\n\r\n"+
+		"GET http://evil.test:%d/ HTTP/1.1\r\nHost: allowed.test:%d\r\n\r\n", port, port, port))
+	if resp, body := readResp(t, br, "GET"); resp.StatusCode != 200 || body != fmt.Sprintf("host=allowed.test:%d", port) {
+		t.Errorf("Host header differing from the URI: %d %q", resp.StatusCode, body)
+	}
+	if resp, body := readResp(t, br, "GET"); resp.StatusCode != 403 || body != fmt.Sprintf(notIn, "evil.test") {
+		t.Errorf("a second request to another host: %d %q", resp.StatusCode, body)
+	}
+	// A redirect is the client's to follow, through the proxy again.
+	_, br = rawHTTP(t, tp.httpAddr, fmt.Sprintf("GET http://allowed.test:%d/redirect HTTP/1.1\r\nHost: allowed.test\r\n\r\n", port))
+	if resp, _ := readResp(t, br, "GET"); resp.StatusCode != 302 || resp.Header.Get("Location") != "http://evil.test/" {
+		t.Errorf("redirect: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	for _, tc := range []struct{ req, status, body string }{
+		{fmt.Sprintf("GET https://allowed.test:%d/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n", port), "400",
+			"dsh sandbox: the network proxy forwards http:// URLs; https:// goes through CONNECT\n"},
+		{fmt.Sprintf("GET http://allowed.test@evil.test:%d/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n", port), "403",
+			fmt.Sprintf(notIn, "evil.test")},
+		{"GET / HTTP/1.0\r\nHost: allowed.test\r\n\r\n", "400",
+			"dsh sandbox: this is a network proxy: requests name an absolute http:// URL\n"},
+	} {
+		_, br := rawHTTP(t, tp.httpAddr, tc.req)
+		if resp, body := readResp(t, br, "GET"); strconv.Itoa(resp.StatusCode) != tc.status || body != tc.body {
+			t.Errorf("%q: %d %q, want %s %q", tc.req, resp.StatusCode, body, tc.status, tc.body)
+		}
+	}
+
+	// CONNECT authorities: other spellings of loopback are names or
+	// literals the rules do not name; malformed ones are not taken.
+	for _, tc := range []struct {
+		target string
+		status int
+	}{
+		{"[::ffff:127.0.0.1]", 403}, {"0x7f.1", 403}, {"2130706433", 403}, {"127.1", 403},
+		{"allowed.test.evil.test", 403}, {"evil.test", 403},
+		{"allowed.test@evil.test", 400}, {"allowed.test%00", 400},
+		{"ALLOWED.TEST.", 200},
+	} {
+		_, br, resp := rawConnect(t, tp.httpAddr, fmt.Sprintf("%s:%d", tc.target, port))
+		b, _ := io.ReadAll(io.LimitReader(br, int64(max(resp.ContentLength, 0))))
+		if resp.StatusCode != tc.status {
+			t.Errorf("CONNECT %s: %d %q, want %d", tc.target, resp.StatusCode, b, tc.status)
+		}
+	}
+	if _, _, resp := rawConnect(t, tp.httpAddr, fmt.Sprintf("allowed.test:%d:%d", port, port)); resp.StatusCode != 400 {
+		t.Errorf("CONNECT with two ports: %d", resp.StatusCode)
+	}
+	// SOCKS5: loopback literals when only a name is allowed, names with a
+	// NUL, a name too long to be one.
+	for _, h := range []string{"127.0.0.1", "::1", "::ffff:127.0.0.1", "allowed.test\x00", "allowed.test\x00.evil.test",
+		strings.Repeat("a.", 127) + "a"} {
+		if _, rep := socks(t, tp.socksAddr, 1, h, port); rep != socksNotAllowed {
+			t.Errorf("SOCKS5 to %q: reply %#x, want 0x02", h, rep)
+		}
+	}
+	if _, rep := socks(t, tp.socksAddr, 1, "allowed.test.", port); rep != socksSucceeded {
+		t.Errorf("SOCKS5 to allowed.test.: reply %#x", rep)
+	}
+}
