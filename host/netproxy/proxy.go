@@ -39,7 +39,7 @@ const historySize = 1024
 // Event is one connection or request a command attempted, allowed or not.
 type Event struct {
 	Owner  string
-	Host   string // as requested: a name or an IP literal
+	Host   string // as requested: a name or an IP literal; quoted when neither
 	Port   int
 	Method string // the HTTP method (GET, POST, ...), CONNECT or SOCKS5
 	// Allowed is true when the rules and the address checks let the attempt
@@ -234,7 +234,7 @@ func (p *Proxy) emit(ev Event) {
 // admit applies the rules and the mode to an attempt, before any
 // resolution: Event filled with the decision.
 func (p *Proxy) admit(method, host string, port int) (Event, reqHost, bool) {
-	ev := Event{Host: host, Port: port, Method: method, Time: time.Now()}
+	ev := Event{Host: toldHost(host), Port: port, Method: method, Time: time.Now()}
 	h, ok := normalizeHost(host)
 	if !ok {
 		ev.Rule = fmt.Sprintf("%q is not a host name", host)
@@ -256,6 +256,16 @@ func (p *Proxy) admit(method, host string, port int) (Event, reqHost, bool) {
 		ev.Allowed, ev.Rule = false, "limited mode allows only GET, HEAD and OPTIONS"
 	}
 	return ev, h, ev.Allowed
+}
+
+// toldHost is host as an Event carries it: as requested when it is a host
+// name or an IP address, else quoted, so that whatever bytes a command
+// sent (a newline, say) stay inside the one line that tells of them.
+func toldHost(host string) string {
+	if _, ok := normalizeHost(host); ok {
+		return host
+	}
+	return strconv.Quote(host)
 }
 
 // refusal is an address the proxy will not dial: Rule says why.
