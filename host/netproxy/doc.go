@@ -16,7 +16,8 @@
 // "[::1]:80". Case and a trailing dot do not count; an entry without port
 // matches every port; Deny wins over Allow; what no Allow entry matches is
 // refused. A request for an IP literal (http://10.0.0.7/) matches IP-literal
-// entries only, never a name.
+// entries only, never a name. A Deny entry for an IPv4 address also names
+// its IPv4-mapped IPv6 form (::ffff:10.0.0.7), and the other way round.
 //
 // # Addresses
 //

@@ -248,9 +248,19 @@ func (r Rules) lenient() *compiled {
 	return c
 }
 
+// matchDeny is match for a Deny entry: an IPv4 address and its
+// IPv4-mapped IPv6 form are one address, so that neither spelling gets
+// past an entry in the other.
+func (p pattern) matchDeny(h reqHost, port int) bool {
+	if p.ip.IsValid() && h.ip.IsValid() {
+		return (p.port == 0 || p.port == port) && p.ip.Unmap() == h.ip.Unmap()
+	}
+	return p.match(h, port)
+}
+
 func (c *compiled) decide(h reqHost, port int) (bool, string) {
 	for _, p := range c.deny {
-		if p.match(h, port) {
+		if p.matchDeny(h, port) {
 			return false, fmt.Sprintf("denied by deny %q", p.text)
 		}
 	}
@@ -267,7 +277,7 @@ func (c *compiled) decide(h reqHost, port int) (bool, string) {
 func (c *compiled) deniedAddr(a netip.Addr, port int) (string, bool) {
 	h := reqHost{name: a.String(), ip: a}
 	for _, p := range c.deny {
-		if p.ip.IsValid() && p.match(h, port) {
+		if p.ip.IsValid() && p.matchDeny(h, port) {
 			return p.text, true
 		}
 	}

@@ -83,6 +83,28 @@ func TestRulesDecide(t *testing.T) {
 			t.Errorf("Decide(%q, %d) = %v, %q; want %v, %q", tc.host, tc.port, allowed, rule, tc.allowed, tc.rule)
 		}
 	}
+	// A Deny entry for an IPv4 address names its IPv4-mapped IPv6 form too,
+	// both ways, so that another spelling does not get past it.
+	r = Rules{Allow: []string{"10.9.9.9", "[::ffff:10.8.8.8]"}, Deny: []string{"[::ffff:10.9.9.9]", "10.8.8.8"}}
+	for _, tc := range []struct{ host, rule string }{
+		{"10.9.9.9", `denied by deny "[::ffff:10.9.9.9]"`},
+		{"::ffff:10.8.8.8", `denied by deny "10.8.8.8"`},
+	} {
+		if ok, rule := r.Decide(tc.host, 80); ok || rule != tc.rule {
+			t.Errorf("Decide(%q) = %v, %q; want %q", tc.host, ok, rule, tc.rule)
+		}
+	}
+	// and an address a name resolves to likewise
+	c, err := Rules{Deny: []string{"[::ffff:10.9.9.9]:80"}}.compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, denied := c.deniedAddr(netip.MustParseAddr("10.9.9.9"), 80); !denied {
+		t.Error("10.9.9.9 resolved is not denied by [::ffff:10.9.9.9]:80")
+	}
+	if _, denied := c.deniedAddr(netip.MustParseAddr("10.9.9.9"), 81); denied {
+		t.Error("10.9.9.9:81 resolved is denied by [::ffff:10.9.9.9]:80")
+	}
 	// A name never matches an IP-literal entry, nor an IP a name entry.
 	if ok, _ := (Rules{Allow: []string{"localhost"}}).Decide("127.0.0.1", 80); ok {
 		t.Error("127.0.0.1 allowed by the name localhost")
