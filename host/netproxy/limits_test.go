@@ -1,9 +1,11 @@
 package netproxy
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -105,5 +107,45 @@ func TestConnectionLimit(t *testing.T) {
 	n, err := io.ReadAtLeast(late, buf, 12)
 	if err != nil || !strings.HasPrefix(string(buf[:n]), "HTTP/1.1 200") {
 		t.Fatalf("the waiting connection after one ended: %q, %v", buf[:n], err)
+	}
+}
+
+// An upstream's answer head is bounded as a client's request head is: the
+// host keeps no more than a megabyte of it per request.
+func TestUpstreamHeadBounded(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(wait))
+		br := bufio.NewReader(c)
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Big: ")
+		chunk := strings.Repeat("a", 64<<10)
+		for i := 0; i < 32; i++ { // 2 MiB
+			if _, err := io.WriteString(c, chunk); err != nil {
+				return
+			}
+		}
+		io.WriteString(c, "\r\nContent-Length: 0\r\n\r\n")
+	}()
+	defer func() { l.Close(); <-done }()
+	tp := startProxy(t, Config{Rules: Rules{
+		Allow: []string{"big.test"},
+		Hosts: map[string]string{"big.test": "127.0.0.1"},
+	}})
+	resp, body := get(t, tp.httpClient(t), "GET", fmt.Sprintf("http://big.test:%d/", portOf(t, l.Addr().String())))
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "dsh sandbox: cannot reach big.test") {
+		t.Errorf("a 2 MiB answer head: %d, %d bytes of body %.200q", resp.StatusCode, len(body), body)
 	}
 }

@@ -134,7 +134,10 @@ func New(cfg Config) (*Proxy, error) {
 		DisableCompression:  true,
 		MaxIdleConnsPerHost: 16,
 		MaxIdleConns:        64,
-		IdleConnTimeout:     90 * time.Second,
+		// An answer's head is held whole: a megabyte, as http.Server allows
+		// a request's, not the transport's 10 MB for each of maxConns.
+		MaxResponseHeaderBytes: http.DefaultMaxHeaderBytes,
+		IdleConnTimeout:        90 * time.Second,
 	}
 	return p, nil
 }
