@@ -13,7 +13,9 @@
 // Allow and Deny entries are "example.com" (that name only), "*.example.com"
 // (every subdomain at any depth, not example.com itself), either with an
 // optional ":port", or IP literals: "10.0.0.7", "127.0.0.1:4873", "::1",
-// "[::1]:80". Case and a trailing dot do not count; an entry without port
+// "[::1]:80". Case and a trailing dot do not count, a name beyond ASCII
+// ("bücher.test") is its punycode ("xn--bcher-kva.test", what clients ask
+// for; a request must be in that form); an entry without port
 // matches every port; Deny wins over Allow; what no Allow entry matches is
 // refused. A request for an IP literal (http://10.0.0.7/) matches IP-literal
 // entries only, never a name. A Deny entry for an IPv4 address also names

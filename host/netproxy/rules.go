@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"golang.org/x/net/idna"
 )
 
 // Rules is a composition's sandbox.network map.
@@ -90,6 +92,7 @@ func parsePattern(s string) (pattern, error) {
 			p.wildcard = true
 			name = rest
 		}
+		name = asciiName(name)
 		if !validDomain(name) {
 			return p, fmt.Errorf("not a domain pattern")
 		}
@@ -103,6 +106,22 @@ func parsePattern(s string) (pattern, error) {
 		p.port = n
 	}
 	return p, nil
+}
+
+// asciiName is a name written with letters beyond ASCII in the ASCII
+// (punycode) form that clients ask for and DNS holds: "bücher.test" is
+// "xn--bcher-kva.test". A name it cannot convert is left as it is, for
+// validDomain to refuse.
+func asciiName(name string) string {
+	for i := 0; i < len(name); i++ {
+		if name[i] >= 0x80 {
+			if a, err := idna.Lookup.ToASCII(name); err == nil {
+				return strings.TrimSuffix(a, ".")
+			}
+			return name
+		}
+	}
+	return name
 }
 
 // validDomain reports whether name (lower case, no trailing dot) is a host
@@ -199,7 +218,7 @@ func (r Rules) compile() (*compiled, error) {
 		return nil, fmt.Errorf("mode %q: not %q or %q", r.Mode, ModeFull, ModeLimited)
 	}
 	for name, addr := range r.Hosts {
-		h, ok := normalizeHost(name)
+		h, ok := normalizeHost(asciiName(strings.ToLower(name)))
 		if !ok || h.ip.IsValid() {
 			return nil, fmt.Errorf("hosts %q: not a host name", name)
 		}

@@ -105,6 +105,30 @@ func TestRulesDecide(t *testing.T) {
 	if _, denied := c.deniedAddr(netip.MustParseAddr("10.9.9.9"), 81); denied {
 		t.Error("10.9.9.9:81 resolved is denied by [::ffff:10.9.9.9]:80")
 	}
+	// A name beyond ASCII in a rule is its ASCII (punycode) form, the one
+	// clients ask for; a request is that form only.
+	r = Rules{Allow: []string{"bücher.test", "*.BÜCHER.example:443"}}
+	if err := r.Check(); err != nil {
+		t.Fatalf("an IDN rule: %v", err)
+	}
+	for _, tc := range []struct {
+		host    string
+		port    int
+		allowed bool
+	}{
+		{"xn--bcher-kva.test", 80, true}, {"a.xn--bcher-kva.example", 443, true}, {"a.xn--bcher-kva.example", 80, false},
+		{"bücher.test", 80, false}, {"xn--bcher-kva.example", 443, false},
+	} {
+		if ok, rule := r.Decide(tc.host, tc.port); ok != tc.allowed {
+			t.Errorf("Decide(%q, %d) = %v, %q", tc.host, tc.port, ok, rule)
+		}
+	}
+	if c, err := (Rules{Hosts: map[string]string{"Bücher.test": "10.0.0.1"}}).compile(); err != nil || !c.hosts["xn--bcher-kva.test"].IsValid() {
+		t.Errorf("an IDN hosts entry: %v %v", c, err)
+	}
+	if err := (Rules{Allow: []string{"a b.test"}}).Check(); err == nil {
+		t.Error("a name with a space passed")
+	}
 	// A name never matches an IP-literal entry, nor an IP a name entry.
 	if ok, _ := (Rules{Allow: []string{"localhost"}}).Decide("127.0.0.1", 80); ok {
 		t.Error("127.0.0.1 allowed by the name localhost")
