@@ -34,17 +34,18 @@
 //     multicast and broadcast, and the same in IPv4-mapped IPv6 or NAT64
 //     form (64:ff9b::/96, and the local-use 64:ff9b:1::/48 with the IPv4
 //     address wherever RFC 6052 may put it).
-//   - Refused unless trusted: loopback (127/8, ::1) and link-local
-//     (169.254/16, fe80::/10), also IPv4-mapped (::ffff:127.0.0.1). An
+//   - Refused unless trusted: loopback (127/8, ::1), link-local
+//     (169.254/16, fe80::/10), also IPv4-mapped (::ffff:127.0.0.1), and
+//     the addresses of this machine's interfaces (`me.lan resolves to
+//     192.168.1.5, an address of this machine's`): the proxy dials from
+//     the host, where they reach its own listeners as loopback does. An
 //     address is trusted when Rules.Hosts gave it for the name (the user
 //     wrote it), or when the request was for an IP literal that an Allow
 //     entry names literally.
 //   - Allowed: everything else the rules allow, private ranges included
 //     (10/8, 172.16/12, 192.168/16, fc00::/7, and 100.64/10 of carrier-grade
 //     NAT and tailnets), because internal package mirrors and registries
-//     live there. So are the host's own addresses on those networks: a
-//     listener of the host's on 0.0.0.0 is reachable by a name that
-//     resolves to one of them, or by an IP literal an Allow entry names.
+//     live there.
 //   - A resolved address an IP-literal Deny entry names is refused too.
 //
 // # Limited mode

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -134,5 +135,50 @@ func TestBadHostToldQuoted(t *testing.T) {
 		if strings.ContainsAny(ev.Host+ev.Rule, "\n\r") || ev.Allowed {
 			t.Errorf("command %d: event %+v", cmd, ev)
 		}
+	}
+}
+
+// A name that resolves to an address of this machine's other than
+// loopback reaches the host's own listeners (those on 0.0.0.0) as
+// loopback would: refused unless the user gave that address for the name.
+func TestHostOwnAddressRefused(t *testing.T) {
+	var own netip.Addr
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if pfx, err := netip.ParsePrefix(a.String()); err == nil && pfx.Addr().Is4() && !pfx.Addr().IsLoopback() && !pfx.Addr().IsLinkLocalUnicast() {
+				own = pfx.Addr()
+				break
+			}
+		}
+	}
+	if !own.IsValid() {
+		t.Skip("this machine has no IPv4 address but loopback and link-local")
+	}
+	wide, err := net.Listen("tcp4", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "the host's own") }))
+	s.Listener.Close()
+	s.Listener = wide
+	s.Start()
+	defer s.Close()
+	port := portOf(t, wide.Addr().String())
+	tp := startProxy(t, Config{
+		Resolver: mapResolver{"me.test": {own}},
+		Rules: Rules{
+			Allow: []string{"me.test", "trusted.test"},
+			Hosts: map[string]string{"trusted.test": own.String()},
+		},
+	})
+	c := tp.httpClient(t)
+	rule := fmt.Sprintf("me.test resolves to %s, an address of this machine's", own)
+	resp, body := get(t, c, "GET", fmt.Sprintf("http://me.test:%d/", port))
+	wantRefused(t, resp, body, "me.test", rule)
+	if _, rep := socks(t, tp.socksAddr, 1, "me.test", port); rep != socksNotAllowed {
+		t.Errorf("SOCKS5 to me.test: reply %#x, want 0x02", rep)
+	}
+	if resp, body := get(t, c, "GET", fmt.Sprintf("http://trusted.test:%d/", port)); resp.StatusCode != 200 || body != "the host's own" {
+		t.Errorf("a hosts entry the user gave: %d %q", resp.StatusCode, body)
 	}
 }

@@ -327,8 +327,17 @@ func (p *Proxy) dial(ctx context.Context, host string, port int) (net.Conn, neti
 	}
 	var first string
 	var lastErr error
+	var own map[netip.Addr]bool // this machine's addresses, read once a name needs them
 	for _, a := range addrs {
 		why := refusedAddr(a, trusted)
+		if why == "" && !trusted {
+			if own == nil {
+				own = ownAddrs()
+			}
+			if own[a.WithZone("").Unmap()] {
+				why = "an address of this machine's"
+			}
+		}
 		if why == "" {
 			if rule, denied := p.rules.deniedAddr(a.Unmap(), port); denied {
 				why = fmt.Sprintf("denied by deny %q", rule)
@@ -355,6 +364,21 @@ func (p *Proxy) dial(ctx context.Context, host string, port int) (net.Conn, neti
 		return nil, netip.AddrPort{}, lastErr
 	}
 	return nil, netip.AddrPort{}, &refusal{first}
+}
+
+// ownAddrs are the addresses of this machine's interfaces: the proxy
+// dials from the host, so a name that resolves to one of them reaches the
+// host's own listeners (those on 0.0.0.0) as loopback would. A variable,
+// so that a test can give a machine's address as another's.
+var ownAddrs = func() map[netip.Addr]bool {
+	m := map[netip.Addr]bool{}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if pfx, err := netip.ParsePrefix(a.String()); err == nil {
+			m[pfx.Addr().WithZone("").Unmap()] = true
+		}
+	}
+	return m
 }
 
 // tunnel copies both ways between client and upstream until both halves
