@@ -23,6 +23,7 @@ func (p *Proxy) ServeHTTP(l net.Listener) error {
 	srv := &http.Server{
 		Handler:           httpHandler{p},
 		ReadHeaderTimeout: p.handshake,
+		MaxHeaderBytes:    maxHeadBytes,
 		IdleTimeout:       p.idle,
 		ErrorLog:          discard,
 	}

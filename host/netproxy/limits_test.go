@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -147,5 +148,35 @@ func TestUpstreamHeadBounded(t *testing.T) {
 	resp, body := get(t, tp.httpClient(t), "GET", fmt.Sprintf("http://big.test:%d/", portOf(t, l.Addr().String())))
 	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "dsh sandbox: cannot reach big.test") {
 		t.Errorf("a 2 MiB answer head: %d, %d bytes of body %.200q", resp.StatusCode, len(body), body)
+	}
+}
+
+// A request head past maxHeadBytes is refused before anything is dialed:
+// each of maxConns clients may hold that much of the host's memory.
+func TestRequestHeadBounded(t *testing.T) {
+	_, port := backend(t, false)
+	tp := startProxy(t, Config{Rules: Rules{
+		Allow: []string{"api.test"},
+		Hosts: map[string]string{"api.test": "127.0.0.1"},
+	}})
+	big := strings.Repeat("a", maxHeadBytes+(8<<10))
+	_, br := rawHTTP(t, tp.httpAddr, fmt.Sprintf("GET http://api.test:%d/ HTTP/1.1\r\nHost: api.test\r\nX-Big: %s\r\n\r\n", port, big))
+	if resp, _ := readResp(t, br, "GET"); resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("a request head of %d bytes: %d", len(big), resp.StatusCode)
+	}
+	// The server lingers half a second after refusing a head (so that
+	// the client reads the answer before a reset): wait it out for goleak.
+	defer func() {
+		for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			buf := make([]byte, 1<<20)
+			if !strings.Contains(string(buf[:runtime.Stack(buf, true)]), "closeWriteAndWait") {
+				return
+			}
+		}
+	}()
+	ok := strings.Repeat("a", 32<<10)
+	_, br = rawHTTP(t, tp.httpAddr, fmt.Sprintf("GET http://api.test:%d/ HTTP/1.1\r\nHost: api.test\r\nX-Big: %s\r\n\r\n", port, ok))
+	if resp, _ := readResp(t, br, "GET"); resp.StatusCode != 200 {
+		t.Errorf("a request head of %d bytes: %d", len(ok), resp.StatusCode)
 	}
 }

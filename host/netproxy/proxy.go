@@ -33,6 +33,12 @@ var (
 	maxConns = 512
 )
 
+// maxHeadBytes bounds a request's head from a client and an answer's head
+// from upstream: each of maxConns connections may hold that much (a
+// quarter of http.Server's default, still far above what clients and
+// servers send).
+const maxHeadBytes = 256 << 10
+
 // historySize is how many events a Proxy keeps for Since.
 const historySize = 1024
 
@@ -134,9 +140,9 @@ func New(cfg Config) (*Proxy, error) {
 		DisableCompression:  true,
 		MaxIdleConnsPerHost: 16,
 		MaxIdleConns:        64,
-		// An answer's head is held whole: a megabyte, as http.Server allows
-		// a request's, not the transport's 10 MB for each of maxConns.
-		MaxResponseHeaderBytes: http.DefaultMaxHeaderBytes,
+		// An answer's head is held whole: not the transport's 10 MB for
+		// each of maxConns.
+		MaxResponseHeaderBytes: maxHeadBytes,
 		IdleConnTimeout:        90 * time.Second,
 	}
 	return p, nil
