@@ -78,8 +78,9 @@
 // At most 512 client connections are served at once, HTTP and SOCKS5
 // together (each holds descriptors of the host's); more wait until one
 // ends. A request's head and an upstream answer's head are at most 256 KiB
-// (431 and 502 past that). A client has 30 s to send its request head or SOCKS5 greeting; an idle
-// keep-alive client connection ends after 2 minutes. Tunnels (CONNECT,
+// (431 and 502 past that). A client has 30 s to send its request head or
+// SOCKS5 greeting; an idle keep-alive client connection ends after 2
+// minutes. Tunnels (CONNECT,
 // SOCKS5) last until either side ends them or the Proxy is closed. Close
 // ends every listener, connection and tunnel.
 //
