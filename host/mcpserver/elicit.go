@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -300,6 +302,15 @@ func elicitParams(called string, req *approval.Request) *mcp.ElicitParams {
 	if req.Reason != "" {
 		fmt.Fprintf(&b, "Its reason (the model's words): %s\n\n", shown(req.Reason))
 	}
+	if req.Kind == approval.KindNetworkEscalation {
+		if local := localHosts(req.Hosts); len(local) > 0 {
+			verb := "is"
+			if len(local) > 1 {
+				verb = "are"
+			}
+			fmt.Fprintf(&b, "%s %s this computer or its local link: the command would reach what listens there, outside its sandbox.\n\n", joinAnd(local), verb)
+		}
+	}
 	b.WriteString("Approve this one run? Nothing runs unless you approve.")
 	return &mcp.ElicitParams{
 		Mode:    "form",
@@ -357,4 +368,35 @@ func newToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// localHosts are the hosts that are IP literals of this computer's
+// (loopback) or of its link (link-local): the sandbox's proxy reaches
+// them from the host, so 127.0.0.1 is the host's own, not the sandbox's.
+func localHosts(hosts []string) []string {
+	var out []string
+	for _, h := range hosts {
+		a, err := netip.ParseAddr(h)
+		if err != nil {
+			host, _, serr := net.SplitHostPort(h)
+			if serr != nil {
+				continue
+			}
+			if a, err = netip.ParseAddr(host); err != nil {
+				continue
+			}
+		}
+		if a = a.Unmap(); a.IsLoopback() || a.IsLinkLocalUnicast() {
+			out = append(out, shown(h))
+		}
+	}
+	return out
+}
+
+// joinAnd joins "a", "a and b", "a, b and c".
+func joinAnd(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }

@@ -57,6 +57,27 @@ func TestQuestionNamesTheHosts(t *testing.T) {
 	}
 }
 
+// An IP literal of this machine's (loopback, link-local) among the hosts
+// reaches the host's own services, outside the sandbox: the question says
+// so, rather than let 127.0.0.1 read as the sandbox's own.
+func TestQuestionNamesThisMachine(t *testing.T) {
+	req := &approval.Request{Kind: approval.KindNetworkEscalation, Tool: "bash", Command: "curl http://127.0.0.1:8080/",
+		Hosts: []string{"registry.npmjs.org", "127.0.0.1:8080", "[::1]:80", "::1", "169.254.10.1", "10.0.0.7"}, Reason: "test"}
+	p := elicitParams("bash", req)
+	want := "\n\n127.0.0.1:8080, [::1]:80, ::1 and 169.254.10.1 are this computer or its local link: the command would reach what listens there, outside its sandbox.\n\n"
+	if !strings.Contains(p.Message, want) {
+		t.Errorf("message %q, want it to hold %q", p.Message, want)
+	}
+	req.Hosts = []string{"127.0.0.9:1"}
+	if p := elicitParams("bash", req); !strings.Contains(p.Message, "\n\n127.0.0.9:1 is this computer or its local link: ") {
+		t.Errorf("one host: %q", p.Message)
+	}
+	req.Hosts = []string{"registry.npmjs.org", "10.0.0.7:80"}
+	if p := elicitParams("bash", req); strings.Contains(p.Message, "this computer") {
+		t.Errorf("hosts elsewhere told as this computer: %q", p.Message)
+	}
+}
+
 // Two spellings of the same arguments are one call; a digit apart are two.
 func TestCanonicalArguments(t *testing.T) {
 	a := canonical([]byte(`{"b": 1, "a": "x"}`))

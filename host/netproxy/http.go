@@ -23,6 +23,7 @@ func (p *Proxy) ServeHTTP(l net.Listener) error {
 	srv := &http.Server{
 		Handler:           httpHandler{p},
 		ReadHeaderTimeout: p.handshake,
+		MaxHeaderBytes:    maxHeadBytes,
 		IdleTimeout:       p.idle,
 		ErrorLog:          discard,
 	}
@@ -34,8 +35,11 @@ func (p *Proxy) ServeHTTP(l net.Listener) error {
 	}
 	p.servers[srv] = struct{}{}
 	p.mu.Unlock()
-	err := srv.Serve(l)
-	if errors.Is(err, http.ErrServerClosed) {
+	err := srv.Serve(limitListener{l, p})
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed || errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
 	return err
@@ -108,6 +112,11 @@ func (b countingBody) Read(buf []byte) (int, error) {
 // whose dial resolves, checks and dials the checked address.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, host string, port int) {
 	ev, _, ok := p.admit(r.Method, host, port)
+	if ok && p.rules.limited && (r.ContentLength != 0 || len(r.TransferEncoding) > 0) {
+		// A body is what a command would send; GET, HEAD and OPTIONS may
+		// carry one as well as POST.
+		ev.Allowed, ev.Rule, ok = false, "limited mode sends no request body", false
+	}
 	if !ok {
 		refuseHTTP(w, host, ev.Rule)
 		p.emit(ev)

@@ -26,7 +26,18 @@ var (
 	// dialTimeout bounds the resolution of a name and the dial of each of
 	// its addresses.
 	dialTimeout = 30 * time.Second
+	// maxConns bounds the client connections a Proxy serves at once, HTTP
+	// and SOCKS5 together: each holds descriptors of the host's (its own,
+	// an upstream's), which a command must not be able to use up. More
+	// wait in the listener's backlog until one ends.
+	maxConns = 512
 )
+
+// maxHeadBytes bounds a request's head from a client and an answer's head
+// from upstream: each of maxConns connections may hold that much (a
+// quarter of http.Server's default, still far above what clients and
+// servers send).
+const maxHeadBytes = 256 << 10
 
 // historySize is how many events a Proxy keeps for Since.
 const historySize = 1024
@@ -34,7 +45,7 @@ const historySize = 1024
 // Event is one connection or request a command attempted, allowed or not.
 type Event struct {
 	Owner  string
-	Host   string // as requested: a name or an IP literal
+	Host   string // as requested: a name or an IP literal; quoted when neither
 	Port   int
 	Method string // the HTTP method (GET, POST, ...), CONNECT or SOCKS5
 	// Allowed is true when the rules and the address checks let the attempt
@@ -85,6 +96,7 @@ type Proxy struct {
 	servers   map[*http.Server]struct{}
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{} // SOCKS clients, hijacked CONNECT clients, tunnel upstreams
+	slots     chan struct{}         // one per client connection being served: maxConns
 
 	evMu   sync.Mutex
 	events [historySize]Event
@@ -107,6 +119,7 @@ func New(cfg Config) (*Proxy, error) {
 		conns:     map[net.Conn]struct{}{},
 		handshake: handshakeTimeout,
 		idle:      idleTimeout,
+		slots:     make(chan struct{}, maxConns),
 	}
 	if p.resolver == nil {
 		p.resolver = net.DefaultResolver
@@ -126,7 +139,11 @@ func New(cfg Config) (*Proxy, error) {
 		// The client's Accept-Encoding passes as it is, and so does the body.
 		DisableCompression:  true,
 		MaxIdleConnsPerHost: 16,
-		IdleConnTimeout:     90 * time.Second,
+		MaxIdleConns:        64,
+		// An answer's head is held whole: not the transport's 10 MB for
+		// each of maxConns.
+		MaxResponseHeaderBytes: maxHeadBytes,
+		IdleConnTimeout:        90 * time.Second,
 	}
 	return p, nil
 }
@@ -226,7 +243,7 @@ func (p *Proxy) emit(ev Event) {
 // admit applies the rules and the mode to an attempt, before any
 // resolution: Event filled with the decision.
 func (p *Proxy) admit(method, host string, port int) (Event, reqHost, bool) {
-	ev := Event{Host: host, Port: port, Method: method, Time: time.Now()}
+	ev := Event{Host: toldHost(host), Port: port, Method: method, Time: time.Now()}
 	h, ok := normalizeHost(host)
 	if !ok {
 		ev.Rule = fmt.Sprintf("%q is not a host name", host)
@@ -248,6 +265,16 @@ func (p *Proxy) admit(method, host string, port int) (Event, reqHost, bool) {
 		ev.Allowed, ev.Rule = false, "limited mode allows only GET, HEAD and OPTIONS"
 	}
 	return ev, h, ev.Allowed
+}
+
+// toldHost is host as an Event carries it: as requested when it is a host
+// name or an IP address, else quoted, so that whatever bytes a command
+// sent (a newline, say) stay inside the one line that tells of them.
+func toldHost(host string) string {
+	if _, ok := normalizeHost(host); ok {
+		return host
+	}
+	return strconv.Quote(host)
 }
 
 // refusal is an address the proxy will not dial: Rule says why.
@@ -306,8 +333,17 @@ func (p *Proxy) dial(ctx context.Context, host string, port int) (net.Conn, neti
 	}
 	var first string
 	var lastErr error
+	var own map[netip.Addr]bool // this machine's addresses, read once a name needs them
 	for _, a := range addrs {
 		why := refusedAddr(a, trusted)
+		if why == "" && !trusted {
+			if own == nil {
+				own = ownAddrs()
+			}
+			if own[a.WithZone("").Unmap()] {
+				why = "an address of this machine's"
+			}
+		}
 		if why == "" {
 			if rule, denied := p.rules.deniedAddr(a.Unmap(), port); denied {
 				why = fmt.Sprintf("denied by deny %q", rule)
@@ -334,6 +370,21 @@ func (p *Proxy) dial(ctx context.Context, host string, port int) (net.Conn, neti
 		return nil, netip.AddrPort{}, lastErr
 	}
 	return nil, netip.AddrPort{}, &refusal{first}
+}
+
+// ownAddrs are the addresses of this machine's interfaces: the proxy
+// dials from the host, so a name that resolves to one of them reaches the
+// host's own listeners (those on 0.0.0.0) as loopback would. A variable,
+// so that a test can give a machine's address as another's.
+var ownAddrs = func() map[netip.Addr]bool {
+	m := map[netip.Addr]bool{}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if pfx, err := netip.ParsePrefix(a.String()); err == nil {
+			m[pfx.Addr().WithZone("").Unmap()] = true
+		}
+	}
+	return m
 }
 
 // tunnel copies both ways between client and upstream until both halves
@@ -365,6 +416,63 @@ func tunnel(client, upstream net.Conn) int64 {
 	go half(client, upstream)
 	a, b := <-done, <-done
 	return a.n + b.n
+}
+
+// limitListener hands on a connection only when the Proxy serves fewer
+// than maxConns, HTTP and SOCKS5 together: until then the listener's loop
+// waits with the one it accepted, and other clients wait in the kernel's
+// backlog holding no descriptor of the host's.
+type limitListener struct {
+	net.Listener
+	p *Proxy
+}
+
+func (l limitListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case l.p.slots <- struct{}{}:
+	case <-l.p.ctx.Done():
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	return &slotConn{Conn: c, release: sync.OnceFunc(func() { <-l.p.slots })}, nil
+}
+
+// slotConn gives its slot back when closed, and keeps what the tunnels use
+// of a TCP connection: the half close, and the kernel's copy.
+type slotConn struct {
+	net.Conn
+	release func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.release()
+	return err
+}
+
+func (c *slotConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Close()
+}
+
+func (c *slotConn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
+}
+
+func (c *slotConn) WriteTo(w io.Writer) (int64, error) {
+	if wt, ok := c.Conn.(io.WriterTo); ok {
+		return wt.WriteTo(w)
+	}
+	return io.Copy(w, struct{ io.Reader }{c.Conn})
 }
 
 // dialErrno reads the errno of a failed dial, for the SOCKS reply.

@@ -234,6 +234,11 @@ func TestAddressChecks(t *testing.T) {
 	}
 	if outside.IsValid() {
 		res["multi.test"] = []netip.Addr{netip.MustParseAddr("127.0.0.1"), outside}
+		// outside stands for another machine's address here
+		// (TestHostOwnAddressRefused has it as this machine's).
+		old := ownAddrs
+		ownAddrs = func() map[netip.Addr]bool { return map[netip.Addr]bool{} }
+		defer func() { ownAddrs = old }()
 	}
 	tp := startProxy(t, Config{
 		Resolver: res,

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"golang.org/x/net/idna"
 )
 
 // Rules is a composition's sandbox.network map.
@@ -90,6 +92,7 @@ func parsePattern(s string) (pattern, error) {
 			p.wildcard = true
 			name = rest
 		}
+		name = asciiName(name)
 		if !validDomain(name) {
 			return p, fmt.Errorf("not a domain pattern")
 		}
@@ -103,6 +106,22 @@ func parsePattern(s string) (pattern, error) {
 		p.port = n
 	}
 	return p, nil
+}
+
+// asciiName is a name written with letters beyond ASCII in the ASCII
+// (punycode) form that clients ask for and DNS holds: "bücher.test" is
+// "xn--bcher-kva.test". A name it cannot convert is left as it is, for
+// validDomain to refuse.
+func asciiName(name string) string {
+	for i := 0; i < len(name); i++ {
+		if name[i] >= 0x80 {
+			if a, err := idna.Lookup.ToASCII(name); err == nil {
+				return strings.TrimSuffix(a, ".")
+			}
+			return name
+		}
+	}
+	return name
 }
 
 // validDomain reports whether name (lower case, no trailing dot) is a host
@@ -199,7 +218,7 @@ func (r Rules) compile() (*compiled, error) {
 		return nil, fmt.Errorf("mode %q: not %q or %q", r.Mode, ModeFull, ModeLimited)
 	}
 	for name, addr := range r.Hosts {
-		h, ok := normalizeHost(name)
+		h, ok := normalizeHost(asciiName(strings.ToLower(name)))
 		if !ok || h.ip.IsValid() {
 			return nil, fmt.Errorf("hosts %q: not a host name", name)
 		}
@@ -255,9 +274,19 @@ func (r Rules) lenient() *compiled {
 	return c
 }
 
+// matchDeny is match for a Deny entry: an IPv4 address and its
+// IPv4-mapped IPv6 form are one address, so that neither spelling gets
+// past an entry in the other.
+func (p pattern) matchDeny(h reqHost, port int) bool {
+	if p.ip.IsValid() && h.ip.IsValid() {
+		return (p.port == 0 || p.port == port) && p.ip.Unmap() == h.ip.Unmap()
+	}
+	return p.match(h, port)
+}
+
 func (c *compiled) decide(h reqHost, port int) (bool, string) {
 	for _, p := range c.deny {
-		if p.match(h, port) {
+		if p.matchDeny(h, port) {
 			return false, fmt.Sprintf("denied by deny %q", p.text)
 		}
 	}
@@ -274,7 +303,7 @@ func (c *compiled) decide(h reqHost, port int) (bool, string) {
 func (c *compiled) deniedAddr(a netip.Addr, port int) (string, bool) {
 	h := reqHost{name: a.String(), ip: a}
 	for _, p := range c.deny {
-		if p.ip.IsValid() && p.match(h, port) {
+		if p.ip.IsValid() && p.matchDeny(h, port) {
 			return p.text, true
 		}
 	}

@@ -83,6 +83,52 @@ func TestRulesDecide(t *testing.T) {
 			t.Errorf("Decide(%q, %d) = %v, %q; want %v, %q", tc.host, tc.port, allowed, rule, tc.allowed, tc.rule)
 		}
 	}
+	// A Deny entry for an IPv4 address names its IPv4-mapped IPv6 form too,
+	// both ways, so that another spelling does not get past it.
+	r = Rules{Allow: []string{"10.9.9.9", "[::ffff:10.8.8.8]"}, Deny: []string{"[::ffff:10.9.9.9]", "10.8.8.8"}}
+	for _, tc := range []struct{ host, rule string }{
+		{"10.9.9.9", `denied by deny "[::ffff:10.9.9.9]"`},
+		{"::ffff:10.8.8.8", `denied by deny "10.8.8.8"`},
+	} {
+		if ok, rule := r.Decide(tc.host, 80); ok || rule != tc.rule {
+			t.Errorf("Decide(%q) = %v, %q; want %q", tc.host, ok, rule, tc.rule)
+		}
+	}
+	// and an address a name resolves to likewise
+	c, err := Rules{Deny: []string{"[::ffff:10.9.9.9]:80"}}.compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, denied := c.deniedAddr(netip.MustParseAddr("10.9.9.9"), 80); !denied {
+		t.Error("10.9.9.9 resolved is not denied by [::ffff:10.9.9.9]:80")
+	}
+	if _, denied := c.deniedAddr(netip.MustParseAddr("10.9.9.9"), 81); denied {
+		t.Error("10.9.9.9:81 resolved is denied by [::ffff:10.9.9.9]:80")
+	}
+	// A name beyond ASCII in a rule is its ASCII (punycode) form, the one
+	// clients ask for; a request is that form only.
+	r = Rules{Allow: []string{"bücher.test", "*.BÜCHER.example:443"}}
+	if err := r.Check(); err != nil {
+		t.Fatalf("an IDN rule: %v", err)
+	}
+	for _, tc := range []struct {
+		host    string
+		port    int
+		allowed bool
+	}{
+		{"xn--bcher-kva.test", 80, true}, {"a.xn--bcher-kva.example", 443, true}, {"a.xn--bcher-kva.example", 80, false},
+		{"bücher.test", 80, false}, {"xn--bcher-kva.example", 443, false},
+	} {
+		if ok, rule := r.Decide(tc.host, tc.port); ok != tc.allowed {
+			t.Errorf("Decide(%q, %d) = %v, %q", tc.host, tc.port, ok, rule)
+		}
+	}
+	if c, err := (Rules{Hosts: map[string]string{"Bücher.test": "10.0.0.1"}}).compile(); err != nil || !c.hosts["xn--bcher-kva.test"].IsValid() {
+		t.Errorf("an IDN hosts entry: %v %v", c, err)
+	}
+	if err := (Rules{Allow: []string{"a b.test"}}).Check(); err == nil {
+		t.Error("a name with a space passed")
+	}
 	// A name never matches an IP-literal entry, nor an IP a name entry.
 	if ok, _ := (Rules{Allow: []string{"localhost"}}).Decide("127.0.0.1", 80); ok {
 		t.Error("127.0.0.1 allowed by the name localhost")
@@ -113,6 +159,13 @@ func TestRefusedAddr(t *testing.T) {
 		{"169.254.169.254", true, "a cloud metadata address"},
 		{"::ffff:169.254.169.254", true, "a cloud metadata address"},
 		{"64:ff9b::a9fe:a9fe", true, "a cloud metadata address"},
+		{"64:ff9b:1::a9fe:a9fe", true, "a cloud metadata address"},       // the local-use NAT64 prefix
+		{"64:ff9b:1:0:a9:fea9:fe00:0", true, "a cloud metadata address"}, // a /64 translation
+		{"64:ff9b:1::7f00:1", false, "a loopback address"},
+		{"64:ff9b:1::808:808", false, ""},
+		{"64:ff9b:1::7f00:1", true, ""},
+		{"100.64.0.1", false, ""}, // carrier-grade NAT, tailnets: reachable like the private ranges
+		{"fe80::1%eth0", false, "a link-local address"},
 		{"fd00:ec2::254", true, "a cloud metadata address"},
 		{"100.100.100.200", true, "a cloud metadata address"},
 		{"0.0.0.0", true, "an unspecified address"},

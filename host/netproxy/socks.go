@@ -35,9 +35,10 @@ func (p *Proxy) ServeSOCKS(l net.Listener) error {
 	}
 	p.listeners[l] = struct{}{}
 	p.mu.Unlock()
+	ll := limitListener{l, p}
 	var backoff time.Duration
 	for {
-		c, err := l.Accept()
+		c, err := ll.Accept()
 		if err != nil {
 			p.mu.Lock()
 			closed := p.closed
@@ -136,7 +137,7 @@ func (p *Proxy) serveSOCKSConn(c net.Conn) {
 		if what == "" {
 			what = fmt.Sprintf("command %d", req[1])
 		}
-		p.emit(Event{Host: host, Port: port, Method: "SOCKS5", Time: time.Now(),
+		p.emit(Event{Host: toldHost(host), Port: port, Method: "SOCKS5", Time: time.Now(),
 			Rule: "SOCKS5 " + what + " is not supported: only CONNECT"})
 		socksReply(c, socksCmdNotSupported)
 		return
