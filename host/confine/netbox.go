@@ -1,6 +1,7 @@
 package confine
 
 import (
+	"crypto/rand"
 	"fmt"
 	"io"
 	"maps"
@@ -172,7 +173,9 @@ func (b *netBox) settle(mark uint64, keep bool) (reached []string, denied []*san
 
 // openBox starts the proxy of rules for owner on lis.
 func (r *Runner) openBox(rules netproxy.Rules, owner string, lis proxyListeners) (*netBox, error) {
-	id := "n" + strconv.FormatUint(r.boxSeq.Add(1), 10)
+	// Unguessable: a settle token names the box, and only the plugin whose
+	// command it wrapped may learn what that owner's commands reached.
+	id := "n" + rand.Text()
 	b, err := startBox(id, owner, rules, lis, func(e netproxy.Event) {
 		if f := r.onNetwork.Load(); f != nil {
 			(*f)(e)

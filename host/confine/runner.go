@@ -43,7 +43,6 @@ type Runner struct {
 	nets     map[string]*netBox     // by id: the proxies of proxied confinements, for Settle
 	closed   bool
 
-	boxSeq    atomic.Uint64
 	onNetwork atomic.Pointer[func(netproxy.Event)]
 
 	landlockOnce sync.Once
