@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -13,16 +12,14 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/dshrun/dsh/core/subprocess"
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
 	"github.com/dshrun/dsh/host/procs"
+	"github.com/dshrun/dsh/host/procs/procstest"
 	"github.com/dshrun/dsh/plugins/shell"
 	"github.com/dshrun/dsh/plugins/shell/shellv1"
 	"github.com/dshrun/dsh/sdk"
@@ -217,45 +214,12 @@ func TestEnvLayers(t *testing.T) {
 	}
 }
 
-// realSub serves a real ctx.subprocess over an in-memory gRPC connection,
-// the way the host serves it to an executor.
-func realSub(t *testing.T, environ ...string) subprocess.Processes {
-	t.Helper()
-	m, err := procs.New(procs.Config{
-		SpillDir: filepath.Join(t.TempDir(), "spill"),
-		Environ:  func() []string { return append([]string{"PATH=" + os.Getenv("PATH")}, environ...) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer(sdk.ServerOptions()...)
-	subprocessv1.RegisterSubprocessServer(srv, subprocess.NewServer(&procs.Service{M: m, Caller: "bash"}))
-	go func() { _ = srv.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///bufconn", append(sdk.DialOptions(),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		srv.Stop()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := m.Close(ctx); err != nil {
-			t.Errorf("close ctx.subprocess: %v", err)
-		}
-	})
-	return subprocess.NewClient(conn)
-}
-
 func realExecutor(t *testing.T, environ ...string) *Executor {
 	t.Helper()
 	cfg := testConfig()
 	cfg.Cwd = t.TempDir()
 	cfg.TimeoutMs, cfg.MaxTimeoutMs = 60_000, 60_000
-	return &Executor{Cfg: cfg, Sub: realSub(t, environ...), Argv: bashArgv}
+	return &Executor{Cfg: cfg, Sub: procstest.Serve(t, "bash", environ...), Argv: bashArgv}
 }
 
 func TestExecRunsWithTheLayeredEnv(t *testing.T) {

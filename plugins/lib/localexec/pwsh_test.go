@@ -17,6 +17,7 @@ import (
 
 	"github.com/dshrun/dsh/core/subprocess"
 	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
+	"github.com/dshrun/dsh/host/procs/procstest"
 	"github.com/dshrun/dsh/internal/testplugins"
 	"github.com/dshrun/dsh/plugins/lib/pwshargs"
 	"github.com/dshrun/dsh/plugins/shell"
@@ -150,7 +151,7 @@ func TestPwshLongCommandInAFile(t *testing.T) {
 // named as the config's.
 func TestPwshNotInstalled(t *testing.T) {
 	e := Pwsh()
-	e.Cfg, e.Sub = realExecutor(t).Cfg, realSub(t)
+	e.Cfg, e.Sub = realExecutor(t).Cfg, procstest.Serve(t, "bash")
 	none := map[string]string{"PATH": t.TempDir()}
 	want := "pwsh (PowerShell 7) is not installed on this machine: see " + PwshInstall + " to install it, or set program in this executor's config to the PowerShell to run."
 	_, err := shell.NewServer(e).Exec(context.Background(), &shell.ExecRequest{Command: "Get-Date", Env: none})
@@ -217,7 +218,7 @@ func record(t *testing.T, dir, name string) string {
 func TestPwshStandIn(t *testing.T) {
 	dir := standIn(t)
 	e := Pwsh()
-	e.Cfg, e.Sub = realExecutor(t).Cfg, realSub(t)
+	e.Cfg, e.Sub = realExecutor(t).Cfg, procstest.Serve(t, "bash")
 	env := map[string]string{"PATH": dir + string(os.PathListSeparator) + os.Getenv("PATH"), "STANDIN_EXIT": "7"}
 	cmd := "Write-Output 'héllo ✓'; exit 7"
 	res, err := shell.NewServer(e).Exec(context.Background(), &shell.ExecRequest{Command: cmd, Env: env, Stdin: []byte("ïn\n"), HasStdin: true})

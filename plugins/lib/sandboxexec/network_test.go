@@ -4,26 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dshrun/dsh/core/sandbox"
-	"github.com/dshrun/dsh/core/subprocess"
-	"github.com/dshrun/dsh/core/subprocess/subprocessv1"
-	"github.com/dshrun/dsh/host/procs"
+	"github.com/dshrun/dsh/host/procs/procstest"
 	"github.com/dshrun/dsh/plugins/lib/localexec"
 	"github.com/dshrun/dsh/plugins/shell"
-	"github.com/dshrun/dsh/sdk"
 )
 
 // A request's network_allow is kept on the per-call policy when every
@@ -104,37 +96,6 @@ func (s *proxySandbox) Settle(_ context.Context, req *sandbox.SettleRequest) (*s
 	return &sandbox.Settled{Undone: s.undone, NetworkReached: s.reached, NetworkDenied: s.denied}, nil
 }
 
-func realSub(t *testing.T) subprocess.Processes {
-	t.Helper()
-	m, err := procs.New(procs.Config{
-		SpillDir: filepath.Join(t.TempDir(), "spill"),
-		Environ:  func() []string { return []string{"PATH=" + os.Getenv("PATH")} },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer(sdk.ServerOptions()...)
-	subprocessv1.RegisterSubprocessServer(srv, subprocess.NewServer(&procs.Service{M: m, Caller: "bash-sandbox"}))
-	go func() { _ = srv.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///bufconn", append(sdk.DialOptions(),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		srv.Stop()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := m.Close(ctx); err != nil {
-			t.Errorf("close ctx.subprocess: %v", err)
-		}
-	})
-	return subprocess.NewClient(conn)
-}
-
 // A run's result carries the hosts the proxy reached and refused; a
 // refusal is a denial of the run ("proxy" when nothing else was denied,
 // else the other's source stays). A background job's final read says
@@ -147,7 +108,7 @@ func TestRunReportsNetwork(t *testing.T) {
 		reached: []string{"github.com:443"},
 		denied:  []*sandbox.NetworkDenial{{Host: "evil.test:443", Why: "not in allow"}, {Host: "evil.test:443", Why: "not in allow"}, {Host: "x.test:80", Why: `denied by deny "x.test"`}},
 	}
-	l := &localexec.Executor{Cfg: localexec.Config{Cwd: w, TimeoutMs: 20000, MaxTimeoutMs: 20000, MaxOutputBytes: 1 << 16}, Sub: realSub(t),
+	l := &localexec.Executor{Cfg: localexec.Config{Cwd: w, TimeoutMs: 20000, MaxTimeoutMs: 20000, MaxOutputBytes: 1 << 16}, Sub: procstest.Serve(t, "bash-sandbox"),
 		Argv: func(s *shell.ExecSpec) []string { return []string{"bash", "-c", s.Command} }}
 	e := New(l, &sandbox.Policy{DefaultMode: sandbox.WorkspaceWrite, WorkspaceRoot: w, NetworkRules: &sandbox.NetworkRules{Allow: []string{"github.com"}}}, sb)
 
