@@ -48,6 +48,7 @@ type Server struct {
 	stream     streaming.Server
 	streamURL  *url.URL
 	stopStream func() error
+	lingerers  []*lingerListener // both servers' listeners; see lingerListener
 	calls      calls
 	holders    *holderThread
 	served     sync.WaitGroup
@@ -100,10 +101,12 @@ func (s *Server) start() error {
 
 	// The kubelet side: a plain HTTP streaming server on loopback, reached
 	// only through the API server's proxy, as in a cluster.
-	streamLn, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("kubetest: listen for the streaming server: %w", err)
 	}
+	streamLn := newLingerListener(ln)
+	s.lingerers = append(s.lingerers, streamLn)
 	s.streamURL = &url.URL{Scheme: "http", Host: streamLn.Addr().String(), Path: "/"}
 	cfg := streaming.DefaultConfig
 	cfg.Addr = streamLn.Addr().String()
@@ -125,9 +128,12 @@ func (s *Server) start() error {
 	if err != nil {
 		return fmt.Errorf("kubetest: %w", err)
 	}
-	if s.apiLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+	if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		return fmt.Errorf("kubetest: listen for the API server: %w", err)
 	}
+	apiLn := newLingerListener(ln)
+	s.lingerers = append(s.lingerers, apiLn)
+	s.apiLn = apiLn
 	s.URL = "https://" + s.apiLn.Addr().String()
 	s.api = &http.Server{Handler: s.routes(), TLSConfig: serverTLS, ReadHeaderTimeout: 10 * time.Second}
 	s.served.Add(1)
@@ -175,6 +181,9 @@ func (s *Server) close() (stuck string) {
 	}
 	if !waitBounded(&s.served, 10*time.Second) && stuck == "" {
 		stuck = "the servers"
+	}
+	for _, l := range s.lingerers {
+		l.stop()
 	}
 	if s.dir != "" {
 		_ = os.RemoveAll(s.dir)

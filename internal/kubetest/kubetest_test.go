@@ -252,6 +252,45 @@ func TestKubernetesExecServerFlood(t *testing.T) {
 	}
 }
 
+// TestKubernetesExecServerSlowReader has the client stop reading until its
+// heartbeat (every 5 s) has gone out while the command's output, already
+// complete on the server, still waits in the connections' buffers: the ping
+// reaching a connection the server has closed must not cost that output.
+func TestKubernetesExecServerSlowReader(t *testing.T) {
+	_, c := start(t)
+	const size = 8 << 20
+	for _, kind := range executors {
+		t.Run(kind, func(t *testing.T) {
+			opts := &corev1.PodExecOptions{Command: []string{"head", "-c", "8388608", "/dev/zero"}, Stdout: true}
+			out := &slowWriter{delay: 7 * time.Second}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			err := c.executor(t, kind, "dev", opts).StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: out})
+			if err != nil {
+				t.Fatalf("slow reader: %v", err)
+			}
+			if out.n != size || out.bad != 0 {
+				t.Fatalf("slow reader: got %d bytes (%d not zero), want %d zero bytes", out.n, out.bad, size)
+			}
+		})
+	}
+}
+
+// slowWriter holds its first write for delay, then counts like countWriter.
+type slowWriter struct {
+	delay time.Duration
+	countWriter
+	waited bool
+}
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	if !w.waited {
+		w.waited = true
+		time.Sleep(w.delay)
+	}
+	return w.countWriter.Write(p)
+}
+
 func TestKubernetesExecServerErrors(t *testing.T) {
 	s, c := start(t)
 	for _, kind := range executors {
