@@ -91,19 +91,26 @@ func (tp *testProxy) waitServed(t testing.TB) {
 // (events of tunnels come when they end).
 func (tp *testProxy) lastEvent(t testing.TB, host string) Event {
 	t.Helper()
+	return tp.eventOf(t, host, "")
+}
+
+// eventOf is the newest event for host of method ("" for any), waited
+// for: a request's event may be emitted after its answer reached the
+// client, so an earlier attempt's can come after a later one's.
+func (tp *testProxy) eventOf(t testing.TB, host, method string) Event {
+	t.Helper()
 	deadline := time.Now().Add(wait)
 	for {
 		tp.mu.Lock()
 		for i := len(tp.events) - 1; i >= 0; i-- {
-			if tp.events[i].Host == host {
-				ev := tp.events[i]
+			if ev := tp.events[i]; ev.Host == host && (method == "" || ev.Method == method) {
 				tp.mu.Unlock()
 				return ev
 			}
 		}
 		tp.mu.Unlock()
 		if time.Now().After(deadline) {
-			t.Fatalf("no event for %s in %v", host, wait)
+			t.Fatalf("no %s event for %s in %v", method, host, wait)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

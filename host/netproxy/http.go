@@ -118,8 +118,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, host string, por
 		ev.Allowed, ev.Rule, ok = false, "limited mode sends no request body", false
 	}
 	if !ok {
-		refuseHTTP(w, host, ev.Rule)
+		// Told before the answer, so a command that has its answer finds
+		// the refusal among the events.
 		p.emit(ev)
+		refuseHTTP(w, host, ev.Rule)
 		return
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -216,8 +218,8 @@ func (p *Proxy) serveConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	ev, _, ok := p.admit(http.MethodConnect, host, port)
 	if !ok {
-		refuseHTTP(w, host, ev.Rule)
 		p.emit(ev)
+		refuseHTTP(w, host, ev.Rule)
 		return
 	}
 	upstream, ap, err := p.dial(r.Context(), host, port)
@@ -225,12 +227,15 @@ func (p *Proxy) serveConnect(w http.ResponseWriter, r *http.Request) {
 		var ref *refusal
 		if errors.As(err, &ref) {
 			ev.Allowed, ev.Rule = false, ref.Rule
-			refuseHTTP(w, host, ref.Rule)
 		} else {
 			ev.Err = reason(err)
-			failHTTP(w, host, ev.Err)
 		}
 		p.emit(ev)
+		if !ev.Allowed {
+			refuseHTTP(w, host, ref.Rule)
+		} else {
+			failHTTP(w, host, ev.Err)
+		}
 		return
 	}
 	ev.Addr = ap.String()

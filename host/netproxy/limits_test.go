@@ -34,7 +34,7 @@ func TestLimitedModeRefusesBodies(t *testing.T) {
 				body = "dsh sandbox: network access to api.test denied: " + rule + "\n" // no body to a HEAD
 			}
 			wantRefused(t, resp, body, "api.test", rule)
-			if ev := tp.lastEvent(t, "api.test"); ev.Allowed || ev.Method != m || ev.Rule != rule {
+			if ev := tp.eventOf(t, "api.test", m); ev.Allowed || ev.Rule != rule {
 				t.Errorf("%s with a body (%s): event %+v", m, tc.name, ev)
 			}
 		}

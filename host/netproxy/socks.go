@@ -144,8 +144,8 @@ func (p *Proxy) serveSOCKSConn(c net.Conn) {
 	}
 	ev, _, ok := p.admit("SOCKS5", host, port)
 	if !ok {
+		p.emit(ev) // before the reply, as the HTTP proxy does
 		socksReply(c, socksNotAllowed)
-		p.emit(ev)
 		return
 	}
 	upstream, ap, err := p.dial(p.ctx, host, port)
@@ -168,8 +168,8 @@ func (p *Proxy) serveSOCKSConn(c net.Conn) {
 				code = socksNetUnreachable
 			}
 		}
-		socksReply(c, code)
 		p.emit(ev)
+		socksReply(c, code)
 		return
 	}
 	ev.Addr = ap.String()
