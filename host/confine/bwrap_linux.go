@@ -294,7 +294,9 @@ func (b *Bubblewrap) Vanished(argv []string, exitCode int, stderr []byte) bool {
 		if a == "--" {
 			break
 		}
-		if strings.HasPrefix(a, "/") && strings.Contains(line, " "+a+": ") {
+		// bwrap names a mount's destination as it is outside, or inside
+		// its new root (/newroot/...) once that is made.
+		if strings.HasPrefix(a, "/") && (strings.Contains(line, " "+a+": ") || strings.Contains(line, " /newroot"+a+": ")) {
 			return true
 		}
 	}

@@ -120,6 +120,9 @@ func TestBubblewrapVanished(t *testing.T) {
 	}{
 		{1, "bwrap: Can't create file at /tmp/x/s.sock: Read-only file system\n", true},
 		{1, "bwrap: Can't mkdir parents for /tmp/x/s.sock: Read-only file system\n", true},
+		// The path gone between bwrap's mkdir and its bind, as bwrap names
+		// it inside its new root.
+		{1, "bwrap: Can't bind mount /oldroot/dev/null on /newroot/tmp/x/s.sock: Unable to find \"/newroot/tmp/x/s.sock\" in mount table\n", true},
 		{1, "bwrap: Can't find source path /tmp/y: No such file or directory\n", false}, // not a mount's
 		{1, "cat: /tmp/x/s.sock: No such file or directory\n", false},
 		{2, "bwrap: Can't create file at /tmp/x/s.sock: Read-only file system\n", false},
