@@ -353,6 +353,14 @@ func (r *Runner) landlockAvailable() error {
 func Token(p *sandbox.Policy, mode string, opt Options) string {
 	h := sha256.New()
 	field := func(s string) { fmt.Fprintf(h, "%d:%s;", len(s), s) }
+	lists := func(lists ...[]string) {
+		for _, list := range lists {
+			fmt.Fprintf(h, "%d;", len(list))
+			for _, s := range list {
+				field(s)
+			}
+		}
+	}
 	field(mode)
 	field(p.WorkspaceRoot)
 	fmt.Fprintf(h, "%v;", p.Network)
@@ -363,25 +371,14 @@ func Token(p *sandbox.Policy, mode string, opt Options) string {
 		field("proxied")
 		field(opt.Owner)
 		field(nr.GetMode())
-		for _, list := range [][]string{nr.GetAllow(), nr.GetDeny()} {
-			fmt.Fprintf(h, "%d;", len(list))
-			for _, s := range list {
-				field(s)
-			}
+		lists(nr.GetAllow(), nr.GetDeny())
+		var hosts []string
+		for _, k := range slices.Sorted(maps.Keys(nr.GetHosts())) {
+			hosts = append(hosts, k, nr.GetHosts()[k])
 		}
-		hosts := nr.GetHosts()
-		fmt.Fprintf(h, "%d;", len(hosts))
-		for _, k := range slices.Sorted(maps.Keys(hosts)) {
-			field(k)
-			field(hosts[k])
-		}
+		lists(hosts)
 	}
-	for _, list := range [][]string{p.WritableRoots, p.CacheRoots, p.ProtectedPaths, p.UnixSockets, opt.Hide, opt.Show, opt.ReadOnly} {
-		fmt.Fprintf(h, "%d;", len(list))
-		for _, s := range list {
-			field(s)
-		}
-	}
+	lists(p.WritableRoots, p.CacheRoots, p.ProtectedPaths, p.UnixSockets, opt.Hide, opt.Show, opt.ReadOnly)
 	return "c" + hex.EncodeToString(h.Sum(nil)[:12])
 }
 
