@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,7 +27,16 @@ func TestSandboxNetworkEscalation(t *testing.T) {
 	testneeds.Command(t, "curl")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "served %s\n", r.Host) }))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			select { // held open through the proxy until the command is ended
+			case <-r.Context().Done():
+			case <-time.After(20 * time.Second):
+			}
+			return
+		}
+		fmt.Fprintf(w, "served %s\n", r.Host)
+	}))
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	ws := t.TempDir()
@@ -107,5 +117,31 @@ plugins:
 	text, _ = s.tool(t, ctx, "bash", map[string]any{"command": "wget -q -O- http://" + refused + "/", "network_hosts": []string{refused}, "justification": "the test needs it"})
 	if !strings.Contains(text, "[network access to "+refused+" was denied: no approval rule matches, and otherwise is deny; nothing was run]") {
 		t.Fatalf("a refused escalation: %q", text)
+	}
+
+	// A command timed out with a request open through the proxy: the next
+	// one is served, and the refused host still refused.
+	text, _ = s.tool(t, ctx, "bash", map[string]any{"command": "curl -sS http://allowed.test:" + port + "/slow", "timeoutMs": 1500})
+	if !strings.Contains(text, "[timed out after 1500ms]") {
+		t.Fatalf("a command held by a slow host: %q", text)
+	}
+	if text, _ = s.tool(t, ctx, "bash", map[string]any{"command": curl("allowed.test")}); !strings.Contains(text, "served allowed.test:"+port) {
+		t.Fatalf("after a timed-out command: %q", text)
+	}
+
+	// The executor killed: its restart reaches and refuses as before (the
+	// proxy is the host's).
+	killed(t, pluginPid(t, "bash-sandbox"), syscall.SIGKILL)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		text, _ = s.tool(t, ctx, "bash", map[string]any{"command": curl("allowed.test")})
+		if strings.Contains(text, "served allowed.test:"+port) {
+			break
+		}
+		if time.Now().After(deadline) || (!strings.Contains(text, "restart") && !strings.Contains(text, "exited") && !strings.Contains(text, "not provided") && !strings.Contains(text, "gone")) {
+			t.Fatalf("after the executor's kill: %q", text)
+		}
+	}
+	if text, _ = s.tool(t, ctx, "bash", map[string]any{"command": curl("refused.test")}); !strings.Contains(text, line) || strings.Contains(text, "served") {
+		t.Fatalf("a refused host after the executor's restart: %q", text)
 	}
 }
