@@ -290,6 +290,13 @@ const scenarios = {
     if (!before.count) fail("the job's sleep processes are not running before the kill");
     check(`${before.count} processes of the job's tree running`);
     await inner(job, "job-kill").click();
+    // The page asks before it kills (an in-page dialog, kill-confirm);
+    // the contract leaves that to the page, so a page without it passes too.
+    const yes = page.getByTestId("kill-confirm-yes");
+    if (await yes.waitFor({ timeout: 5000 }).then(() => true, () => false)) {
+      await yes.click();
+      check("confirmed in kill-confirm");
+    }
     await page.locator(`[data-testid="job"][data-job="${params.job}"]:not([data-state="running"])`).waitFor({ timeout: T });
     const state = await job.getAttribute("data-state");
     check(`job ${params.job} shows data-state=${state} after job-kill`);
@@ -349,6 +356,12 @@ const scenarios = {
     await activeAll(page, params.entries);
     const editor = page.getByTestId("composition-editor");
     await editor.waitFor({ timeout: T });
+    // The editor fills from GET /console/api/composition once the page is up.
+    await page.waitForFunction(
+      ({ el, find }) => el.value.includes(find),
+      { el: await editor.elementHandle(), find: params.find },
+      { timeout: T },
+    );
     const text = await editor.inputValue();
     const lines = text.split("\n");
     const n = lines.findIndex((l) => l.trim() === params.find) + 1;
@@ -357,6 +370,9 @@ const scenarios = {
     await editor.fill(lines.join("\n"));
     const want = `${params.file}:${n}`;
     for (const button of ["composition-check", "composition-apply"]) {
+      // Problems shown before are taken away, so that only what this
+      // button brings can satisfy the wait below.
+      await page.evaluate(() => document.querySelectorAll('[data-testid="composition-problem"]').forEach((el) => el.remove()));
       await page.getByTestId(button).click();
       const problem = page.locator(`[data-testid="composition-problem"][data-line="${n}"]`).filter({ hasText: want });
       await problem.waitFor({ timeout: T });
