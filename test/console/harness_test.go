@@ -101,7 +101,8 @@ func (b *browser) run(t *testing.T, sp spec, answers map[string]answer) map[stri
 	defer cancel()
 	cmd := exec.CommandContext(ctx, b.node, "scenarios.mjs")
 	cmd.Dir = b.dir
-	cmd.Env = append(os.Environ(), "DSH_SCENARIO="+string(js))
+	// No terminal colours in what playwright prints: it goes to the test log.
+	cmd.Env = append(os.Environ(), "DSH_SCENARIO="+string(js), "FORCE_COLOR=0", "NO_COLOR=1")
 	// Its own process group, so that a timeout ends chromium with node.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
