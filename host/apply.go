@@ -104,7 +104,9 @@ func (h *Host) makePlan(comp *composition.Composition, described map[string]plan
 	p, errs := plan.Make(plan.Input{Comp: comp, Described: described, Running: h.running(), Core: isCore})
 	if len(errs) > 0 {
 		h.stopAll(procs)
-		return nil, &LoadError{File: comp.File, Errs: errs}
+		err := &LoadError{File: comp.File, Errs: errs}
+		h.noteError(err)
+		return nil, err
 	}
 	return p, nil
 }
@@ -302,7 +304,9 @@ func (h *Host) prepare(ctx context.Context, p *plan.Plan, changes []*change) err
 			h.stopProcess(pr)
 		}
 	}
-	return &LoadError{File: p.Comp.File, Errs: errs}
+	err := &LoadError{File: p.Comp.File, Errs: errs}
+	h.noteError(err)
+	return err
 }
 
 // commit swaps the prepared scopes in and disposes what they replaced and
@@ -326,6 +330,7 @@ func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, remo
 				h.log.Error("a reloaded plugin could not take its key over", "entry", c.st.ID, "key", k.key, "error", err)
 			}
 		}
+		h.clearLastError(c.st.ID) // loaded anew
 		en := c.en
 		en.mu.Lock()
 		en.e, en.binary, en.config, en.desc, en.tools, en.scope = c.st.Entry, c.st.Binary, c.st.Config, c.st.Desc, c.st.Tools, c.scope
@@ -390,6 +395,7 @@ func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, remo
 		en.mu.Lock()
 		en.e.Disabled = true
 		en.mu.Unlock()
+		h.clearLastError(en.id)
 	}
 	// Tools kept listed while down go once their entry no longer declares
 	// them (removed, disabled, or reloaded without them).
@@ -402,6 +408,7 @@ func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, remo
 	if err := h.reg.Settled(sctx); err != nil {
 		h.log.Warn("the change did not settle in time", "error", err)
 	}
+	h.changed()
 }
 
 // indexServices maps every gRPC service the composition serves to its key,
@@ -537,7 +544,7 @@ func (h *Host) applyEntryAs(en *entry, spec applySpec) func(context.Context, *re
 				return err
 			}
 		}
-		sl := newSlot()
+		sl := newSlot(h.changed)
 		var first *load // until the slot holds a process
 		// First effect, so it is disposed last: the process outlives every
 		// registration it made. It stops whichever process the slot holds

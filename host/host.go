@@ -34,6 +34,7 @@ import (
 	"github.com/dshrun/dsh/host/confine"
 	"github.com/dshrun/dsh/host/consent"
 	"github.com/dshrun/dsh/host/credential"
+	"github.com/dshrun/dsh/host/hostlog"
 	"github.com/dshrun/dsh/host/hub"
 	"github.com/dshrun/dsh/host/jobtable"
 	"github.com/dshrun/dsh/host/plan"
@@ -69,6 +70,10 @@ type Options struct {
 	LookupEnv func(string) (string, bool)
 	// Observe, if set, sees every registry transition in order.
 	Observe func(registry.Event)
+	// LogRing, if set, is the ring Logger and PluginLogger also write to
+	// (hostlog.Ring's Host and Plugins); the host hands it on (LogRing) for
+	// the console to read.
+	LogRing *hostlog.Ring
 	// WatchdogExe, if set, is the watchdog binary (dsh_watchdog, or dsh
 	// itself): it is started as a watchdog that kills every command tree if
 	// the host is killed.
@@ -114,6 +119,8 @@ type Host struct {
 
 	compStamp fileStamp            // the composition file as loaded
 	binStamps map[string]fileStamp // each binary as started
+
+	console consoleState // what the console reads (console_*.go)
 
 	closing atomic.Bool
 	// bg counts the restarts and swaps under way; Close waits for them.
@@ -311,6 +318,8 @@ var stateWords = map[registry.State]string{
 
 func (h *Host) observe(ev registry.Event) {
 	h.log.Debug("plugin "+stateWords[ev.To], "entry", ev.Scope, "from", ev.From.String(), "reason", ev.Reason)
+	h.observeFailed(ev)
+	h.changed()
 	if h.opts.Observe != nil {
 		h.opts.Observe(ev)
 	}
