@@ -104,9 +104,7 @@ func (h *Host) makePlan(comp *composition.Composition, described map[string]plan
 	p, errs := plan.Make(plan.Input{Comp: comp, Described: described, Running: h.running(), Core: isCore})
 	if len(errs) > 0 {
 		h.stopAll(procs)
-		err := &LoadError{File: comp.File, Errs: errs}
-		h.noteError(err)
-		return nil, err
+		return nil, &LoadError{File: comp.File, Errs: errs}
 	}
 	return p, nil
 }
@@ -445,11 +443,34 @@ func (h *Host) indexServices() {
 func (h *Host) ApplyComposition(ctx context.Context, next *composition.Composition) error {
 	h.changeMu.Lock()
 	defer h.changeMu.Unlock()
+	return h.applyComposition(ctx, next)
+}
+
+// applyComposition is ApplyComposition with h.changeMu held.
+func (h *Host) applyComposition(ctx context.Context, next *composition.Composition) error {
+	p, procs, err := h.planComposition(ctx, next)
+	if err != nil {
+		h.noteError(err)
+		return err
+	}
+	h.warnHostSection(next)
+	return h.applyPlan(ctx, p, procs)
+}
+
+// warnHostSection says that an edit of the host section waits for a
+// restart.
+func (h *Host) warnHostSection(next *composition.Composition) {
 	if !reflect.DeepEqual(next.Host, h.comp.Host) {
 		// Timeouts, the pulse and the scrub are set up when the host
 		// starts; applying them to a running host is not supported.
 		h.log.Warn("the host section changed; it is read at start only: restart dsh to apply it", "file", next.File)
 	}
+}
+
+// planComposition describes what next runs anew (new entries, other
+// binaries or pins) and plans next against the running set; h.changeMu
+// is held. The processes are the plan's to use, or stopped on an error.
+func (h *Host) planComposition(ctx context.Context, next *composition.Composition) (*plan.Plan, map[string]*pluginproc.Process, error) {
 	runs := map[string]plan.Running{}
 	for _, r := range h.running() {
 		runs[r.Entry.ID] = r
@@ -460,9 +481,9 @@ func (h *Host) ApplyComposition(ctx context.Context, next *composition.Compositi
 	})
 	p, err := h.makePlan(next, described, procs)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	return h.applyPlan(ctx, p, procs)
+	return p, procs, nil
 }
 
 // ErrUnknownEntry is returned for an id the composition does not have.
@@ -499,6 +520,7 @@ func (h *Host) Reload(ctx context.Context, id string) error {
 	}
 	p, err := h.makePlan(h.applied, described, procs)
 	if err != nil {
+		h.noteError(err)
 		return fmt.Errorf("reload %q: %w", id, err)
 	}
 	for i := range p.Steps {

@@ -48,6 +48,8 @@ type PosError struct {
 // consoleState is what the host keeps for the console.
 type consoleState struct {
 	changes signal
+	// lookup interpolates a composition text as the file was at start.
+	lookup func(string) (string, bool)
 
 	mu       sync.Mutex
 	lastErrs map[string]*PosError // by entry id

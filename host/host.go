@@ -117,7 +117,8 @@ type Host struct {
 	// (the host section is comp's: it is read at start only); changeMu.
 	applied *composition.Composition
 
-	compStamp fileStamp            // the composition file as loaded
+	stampMu   sync.Mutex
+	compStamp fileStamp            // the composition file as last applied; stampMu
 	binStamps map[string]fileStamp // each binary as started
 
 	console consoleState // what the console reads (console_*.go)
@@ -259,6 +260,7 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 	// passes on: commands (the manager's ambient environment) and plugins
 	// (PluginEnv reads through opts.LookupEnv).
 	scrub := credential.NewRule(comp.Host.Scrub.Extra, comp.Host.Scrub.Keep)
+	compLookup := opts.LookupEnv // what the composition is interpolated with
 	opts.LookupEnv = scrub.Lookup(opts.LookupEnv)
 	sub, err := procs.New(procs.Config{
 		SpillDir:         spill,
@@ -297,6 +299,7 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 		byID:     map[string]*entry{},
 		applied:  comp,
 	}
+	h.console.lookup = compLookup
 	h.runner.OnNetwork(h.logNetwork)
 	h.tools.KeepWhileDown(h.wantsTool)
 	h.jobs = jobtable.New(jobtable.Config{Open: h.openJobProcess, Logger: opts.Logger.Named("jobs")})
