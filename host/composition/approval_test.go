@@ -45,8 +45,8 @@ func TestApprovalChannels(t *testing.T) {
 	for bad, want := range map[string]string{
 		"approval:\n  channels:\n    - client\n    - pager\nplugins: []\n":  `comp.yaml:4:7: approval.channels entry 2: want one of client, console, got the string "pager"`,
 		"approval:\n  channels:\n    - client\n    - client\nplugins: []\n": "comp.yaml:4:7: approval.channels entry 2: client is listed twice",
-		"approval:\n  channels: []\nplugins: []\n":                        "comp.yaml:2:13: approval.channels must be a list of one or both of client, console",
-		"approval:\n  channels: console\nplugins: []\n":                   "comp.yaml:2:13: approval.channels must be a list",
+		"approval:\n  channels: []\nplugins: []\n":                          "comp.yaml:2:13: approval.channels must be a list of one or both of client, console",
+		"approval:\n  channels: console\nplugins: []\n":                     "comp.yaml:2:13: approval.channels must be a list",
 	} {
 		if _, err := loadSandbox(t, dir, bad, nil); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %s", bad, err, want)
