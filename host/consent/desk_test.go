@@ -208,7 +208,7 @@ func TestDeskBounds(t *testing.T) {
 		t.Fatalf("question of an ended call: %v %+v", err, p.Desk().Questions())
 	}
 
-	p = deskPolicy(100*time.Millisecond)
+	p = deskPolicy(100 * time.Millisecond)
 	changes, stop := p.Desk().Changes()
 	defer stop()
 	d = result(t, approveAsync(served(p, silent), context.Background(), escalate))
