@@ -3,14 +3,19 @@
 package host
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/dshrun/dsh/host/hostlog"
 	"github.com/dshrun/dsh/plugins/shellenv"
 )
 
@@ -76,5 +81,34 @@ func TestGraphAndChanges(t *testing.T) {
 	if v.Restarts != 1 || v.LastError == nil || v.LastError.Line != 3 || v.LastError.File != probe.File ||
 		!strings.Contains(v.LastError.Message, "exited unexpectedly") {
 		t.Fatalf("after the crash: %+v (last error %+v)", v, v.LastError)
+	}
+}
+
+// The host's lines and its plugins' go to the ring it was given, the
+// plugins' under their entry ids.
+func TestLogRingThroughHost(t *testing.T) {
+	ring := hostlog.NewRing(0)
+	opts := testOptions(t, nil)
+	opts.Logger = ring.Host(hclog.New(&hclog.LoggerOptions{Name: "dsh", Level: hclog.Debug, Output: testWriter{t}}))
+	opts.PluginLogger = ring.Plugins(hclog.New(&hclog.LoggerOptions{Name: "dsh", Level: hclog.Debug, Output: testWriter{t}}))
+	opts.LogRing = ring
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := Start(ctx, writeComp(t, pairYAML), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	if h.LogRing() != ring {
+		t.Fatal("the host does not hand its ring on")
+	}
+	host := ring.Recent("", "debug", 0)
+	if !slices.ContainsFunc(host, func(l hostlog.Line) bool { return l.Message == "plugin ready" && l.Fields["entry"] == "probe" }) {
+		t.Fatalf("no host line saying probe is ready: %+v", host)
+	}
+	for _, id := range []string{"probe", "env"} {
+		if lines := ring.Recent(id, "", 0); len(lines) == 0 {
+			t.Errorf("no line of %s: %+v", id, ring.Recent(hostlog.AllEntries, "", 0))
+		}
 	}
 }

@@ -32,9 +32,9 @@ const subBuffer = 256
 // reader: a subscriber that falls behind loses lines.
 type Ring struct {
 	mu    sync.Mutex
-	lines []Line // circular once full
+	size  int
+	lines []Line // grows to size, then circular
 	next  int    // where the next line goes once full
-	full  bool
 	subs  map[*sub]struct{}
 }
 
@@ -45,15 +45,14 @@ func NewRing(size int) *Ring {
 	if size <= 0 {
 		size = DefaultRingSize
 	}
-	return &Ring{lines: make([]Line, 0, size), subs: map[*sub]struct{}{}}
+	return &Ring{size: size, subs: map[*sub]struct{}{}}
 }
 
 func (r *Ring) add(l Line) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.full {
+	if len(r.lines) < r.size {
 		r.lines = append(r.lines, l)
-		r.full = len(r.lines) == cap(r.lines)
 	} else {
 		r.lines[r.next] = l
 		r.next = (r.next + 1) % len(r.lines)
