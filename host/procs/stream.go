@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/dshrun/dsh/host/procs/retention"
+	"github.com/dshrun/dsh/internal/notify"
 )
 
 // Collected is one stream's output handed to a reader.
@@ -79,10 +80,14 @@ type stream struct {
 	lost     int64    // bytes the spill file does not hold
 	reason   SpillReason
 	errText  string
+
+	// changed is the process's: told of every write, for Follow.
+	changed *notify.Set
 }
 
-func newStream(m *Manager, spec Spec, id, name string) *stream {
+func newStream(m *Manager, spec Spec, id, name string, changed *notify.Set) *stream {
 	return &stream{
+		changed:  changed,
 		m:        m,
 		owner:    spec.Owner,
 		path:     filepath.Join(m.ownerDir(spec.Owner), id+"."+name),
@@ -226,6 +231,7 @@ const maxBigPipes = 16
 func (s *stream) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.changed.Fire() // one atomic load while nobody follows
 	s.total += int64(len(p))
 	s.lines += int64(bytes.Count(p, newline))
 	_, _ = s.unread.Write(p)
