@@ -230,21 +230,26 @@ const maxBigPipes = 16
 // the reason.
 func (s *stream) Write(p []byte) (int, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	defer s.changed.Fire() // one atomic load while nobody follows
+	s.write(p)
+	s.mu.Unlock()
+	s.changed.Fire() // one atomic load while nobody follows
+	return len(p), nil
+}
+
+// write keeps p; s.mu is held.
+func (s *stream) write(p []byte) {
 	s.total += int64(len(p))
 	s.lines += int64(bytes.Count(p, newline))
 	_, _ = s.unread.Write(p)
 	if !s.spilling {
 		if len(s.pending)+len(p) <= s.spillAt {
 			s.pending = append(s.pending, p...)
-			return len(p), nil
+			return
 		}
 		s.spilling = true
 		s.openSpill()
 	}
 	s.spill(p)
-	return len(p), nil
 }
 
 // openSpill creates the spill file and writes the bytes held so far.
