@@ -4,12 +4,15 @@ package mcpserver
 
 import (
 	"context"
+	"io"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/dshrun/dsh/internal/bounded"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
@@ -25,21 +28,63 @@ plugins:
 
 // The console sees a session and its running call, and cancels the call:
 // the command's process is gone, the client (which did not cancel) is
-// answered with a line saying so, and the session serves the next call.
+// answered with a line saying so, and the session serves the next call;
+// on each transport.
 func TestCancelCallFromTheConsole(t *testing.T) {
 	s, _ := serveComp(t, bashComp)
 	changes, stop := s.AgentChanges()
 	defer stop()
 	<-changes // the first signal comes at once
 
-	cs := connectUser(t, s, legacy, nil)
+	t.Run("memory", func(t *testing.T) {
+		known := ownerIDs(s)
+		cs := connectUser(t, s, legacy, nil)
+		cancelFromConsole(t, s, cs, known, changes, "sleep 37.25")
+	})
+	t.Run("stdio", func(t *testing.T) {
+		known := ownerIDs(s)
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		done := make(chan error, 1)
+		go func() { done <- s.RunStdio(context.Background(), inR, outW) }()
+		cs := clientOn(t, &mcp.IOTransport{Reader: outR, Writer: inW}, legacy, nil)
+		cancelFromConsole(t, s, cs, known, changes, "sleep 37.5")
+		cs.Close()
+		inW.Close()
+		bounded.Receive(t, done, "the server's end")
+		outR.Close()
+	})
+	t.Run("http", func(t *testing.T) {
+		known := ownerIDs(s)
+		hs := httptest.NewServer(s.HTTPHandler(HTTPOptions{}))
+		defer hs.Close()
+		cs := clientOn(t, &mcp.StreamableClientTransport{Endpoint: hs.URL}, "", nil)
+		cancelFromConsole(t, s, cs, known, changes, "sleep 37.75")
+		cs.Close()
+	})
+}
+
+func ownerIDs(s *Server) map[string]bool {
+	known := map[string]bool{}
+	for _, o := range s.Owners() {
+		known[o.ID] = true
+	}
+	return known
+}
+
+// cancelFromConsole runs marker (a sleep) through cs, the session's
+// first call, and cancels it as the console does.
+func cancelFromConsole(t *testing.T, s *Server, cs *mcp.ClientSession, known map[string]bool, changes <-chan struct{}, marker string) {
+	t.Helper()
 	var owner OwnerView
 	eventually(t, "the session is listed", func() bool {
-		got := s.Owners()
-		if len(got) == 1 {
-			owner = got[0]
+		for _, o := range s.Owners() {
+			if !known[o.ID] {
+				owner = o
+				return true
+			}
 		}
-		return len(got) == 1
+		return false
 	})
 	if owner.Client != "approver 1" || !ownerForm.MatchString(owner.ID) || time.Since(owner.Since) > wait {
 		t.Fatalf("owner %+v", owner)
@@ -50,7 +95,6 @@ func TestCancelCallFromTheConsole(t *testing.T) {
 		t.Fatal("no change signalled for the new session")
 	}
 
-	const marker = "sleep 37.25"
 	type answer struct {
 		r   *mcp.CallToolResult
 		err error
@@ -89,9 +133,8 @@ func TestCancelCallFromTheConsole(t *testing.T) {
 	if a.err != nil {
 		t.Fatalf("the cancelled call: %v", a.err)
 	}
-	t.Logf("answer: %q", resultText(a.r))
-	if text := resultText(a.r); !strings.Contains(text, cancelledNote) {
-		t.Fatalf("the cancelled call's answer: %q", text)
+	if text := resultText(a.r); text != cancelledNote || !a.r.IsError {
+		t.Fatalf("the cancelled call's answer: %q (is error %v)", text, a.r.IsError)
 	}
 	if took := time.Since(began); took > 25*time.Second {
 		t.Fatalf("the cancelled call took %v", took)
