@@ -124,6 +124,9 @@ type Host struct {
 	console consoleState // what the console reads (console_*.go)
 
 	closing atomic.Bool
+	// consoleLogin makes a fresh console login URL for `dsh console`; nil
+	// when the host serves no console (control.go).
+	consoleLogin atomic.Pointer[func() string]
 	// bg counts the restarts and swaps under way; Close waits for them.
 	bg        sync.WaitGroup
 	bgMu      sync.Mutex
