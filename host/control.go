@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// The control socket lets `dsh status` and `dsh reload ID` reach a running
-// host. It lives in the host's runtime directory (mode 0700) and is itself
+// The control socket lets `dsh status`, `dsh reload ID` and `dsh console`
+// reach a running host. It lives in the host's runtime directory (mode 0700) and is itself
 // mode 0600: only the user running the host can use it. One JSON request
 // per connection, one JSON answer.
 
@@ -23,7 +23,7 @@ const ControlSocket = "control.sock"
 
 // ControlRequest is what a control client sends.
 type ControlRequest struct {
-	Op string `json:"op"` // "status" or "reload"
+	Op string `json:"op"` // "status", "reload" or "console"
 	ID string `json:"id,omitempty"`
 }
 
@@ -36,6 +36,8 @@ type ControlResponse struct {
 	// ("per command: 4096 processes by cgroup v1, ..."), or why they are
 	// not ("unavailable (...)").
 	Limits string `json:"limits,omitempty"`
+	// ConsoleURL is a fresh one-time console login URL (op "console").
+	ConsoleURL string `json:"consoleURL,omitempty"`
 	// Entries is every entry's status ([] when there is none).
 	Entries []EntryStatus `json:"entries"`
 }
@@ -86,8 +88,14 @@ func (h *Host) control(ctx context.Context, c net.Conn) {
 		if err != nil {
 			resp.Error = err.Error()
 		}
+	case "console":
+		if login := h.consoleLogin.Load(); login != nil {
+			resp.ConsoleURL = (*login)()
+		} else {
+			resp.Error = "this host serves no console: start it with dsh serve --http ADDR or --console ADDR"
+		}
 	default:
-		resp.Error = fmt.Sprintf("unknown op %q (status, reload)", req.Op)
+		resp.Error = fmt.Sprintf("unknown op %q (status, reload, console)", req.Op)
 	}
 	resp.Entries = h.Status()
 	if resp.Entries == nil {
@@ -95,6 +103,10 @@ func (h *Host) control(ctx context.Context, c net.Conn) {
 	}
 	_ = json.NewEncoder(c).Encode(resp)
 }
+
+// SetConsoleLogin makes `dsh console` answer with login(): a fresh
+// one-time login URL of the console this host serves.
+func (h *Host) SetConsoleLogin(login func() string) { h.consoleLogin.Store(&login) }
 
 // Control sends one request to the host listening on socket.
 func Control(socket string, req ControlRequest) (*ControlResponse, error) {

@@ -29,7 +29,8 @@ func printStatus(w io.Writer, st []host.EntryStatus) {
 	_ = tw.Flush()
 }
 
-// controlCmd runs dsh status / dsh reload against a running host.
+// controlCmd runs dsh status / dsh reload / dsh console against a running
+// host.
 func controlCmd(cmd string, rest []string, g globals, stdout, stderr io.Writer) int {
 	sock := g.socket
 	if sock == "" {
@@ -58,6 +59,10 @@ func controlCmd(cmd string, rest []string, g globals, stdout, stderr io.Writer) 
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(resp)
+		return exitOK
+	}
+	if cmd == "console" {
+		fmt.Fprintln(stdout, resp.ConsoleURL)
 		return exitOK
 	}
 	if cmd == "reload" {

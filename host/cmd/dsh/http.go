@@ -13,12 +13,13 @@ import (
 	"time"
 
 	"github.com/dshrun/dsh/host"
+	"github.com/dshrun/dsh/host/console"
 	"github.com/dshrun/dsh/host/mcpserver"
 )
 
-// listenHTTP listens on addr for serve --http, or says in one sentence why
-// it cannot.
-func listenHTTP(addr string) (net.Listener, error) {
+// listenHTTP listens on addr for what (the flag's purpose), or says in one
+// sentence why it cannot.
+func listenHTTP(addr, flag, what string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err == nil {
 		return ln, nil
@@ -30,18 +31,42 @@ func listenHTTP(addr string) (net.Listener, error) {
 	case errors.Is(err, syscall.EADDRINUSE):
 		hint = "; another process listens there: stop it or pick another port (port 0 picks a free one)"
 	case errors.As(err, &ae), errors.As(err, &dnsErr):
-		hint = "; --http takes HOST:PORT, e.g. 127.0.0.1:8765"
+		hint = "; " + flag + " takes HOST:PORT, e.g. 127.0.0.1:8765"
 	}
-	return nil, fmt.Errorf("cannot listen on %q for MCP over HTTP: %v%s", addr, err, hint)
+	return nil, fmt.Errorf("cannot listen on %q for %s: %v%s", addr, what, err, hint)
 }
 
-// serveHTTP serves MCP over streamable HTTP on ln until ctx is done.
-func serveHTTP(ctx context.Context, h *host.Host, m *mcpserver.Server, ln net.Listener, token string, ttl time.Duration, stderr io.Writer) error {
+// newConsole makes the console of h and m served on ln, and lets
+// `dsh console` ask it for login URLs.
+func newConsole(h *host.Host, m *mcpserver.Server, file string, ln net.Listener, token string) (*console.Console, string) {
+	c := console.New(console.Options{
+		Source:   newConsoleSource(h, m, file),
+		Token:    token,
+		Loopback: mcpserver.IsLoopback(ln.Addr().String()),
+	})
+	base := "http://" + ln.Addr().String()
+	h.SetConsoleLogin(func() string { return c.LoginURL(base) })
+	return c, base
+}
+
+// printConsoleLine prints where the person logs in to the console.
+func printConsoleLine(stderr io.Writer, c *console.Console, base, token string) {
+	if token == "" {
+		fmt.Fprintf(stderr, "dsh serve: console at %s/ (no token: loopback only)\n", base)
+		return
+	}
+	fmt.Fprintf(stderr, "dsh serve: console at %s\n", c.LoginURL(base))
+}
+
+// serveHTTP serves MCP over streamable HTTP, and the console beside it,
+// on ln until ctx is done.
+func serveHTTP(ctx context.Context, h *host.Host, m *mcpserver.Server, file string, ln net.Listener, token string, ttl time.Duration, stderr io.Writer) error {
+	con, base := newConsole(h, m, file, ln, token)
 	srv := &http.Server{
-		Handler:           m.HTTPHandler(mcpserver.HTTPOptions{Token: token, SessionTimeout: ttl}),
+		Handler:           con.Handler(m.HTTPHandler(mcpserver.HTTPOptions{Token: token, SessionTimeout: ttl})),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
-	url := "http://" + ln.Addr().String() + "/"
+	url := base + "/"
 	if token != "" {
 		tokenFile := filepath.Join(h.RuntimeDir(), "http-token")
 		if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
@@ -51,17 +76,49 @@ func serveHTTP(ctx context.Context, h *host.Host, m *mcpserver.Server, ln net.Li
 	} else {
 		fmt.Fprintf(stderr, "dsh serve: MCP over streamable HTTP at %s (no token: loopback only)\n", url)
 	}
+	printConsoleLine(stderr, con, base, token)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
+		con.Close()
 		return err
 	case <-ctx.Done():
 	}
 	// The sessions are closed (serveWith did, after the calls were
 	// answered): their streams end, and what is still being written
-	// completes before the server closes.
+	// completes before the server closes. The console's streams end too,
+	// or Shutdown would wait for them.
 	m.CloseSessions()
+	con.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	return nil
+}
+
+// serveConsole serves the console alone on ln until ctx is done (MCP is
+// on stdio). The token file lets scripts use the API's bearer token.
+func serveConsole(ctx context.Context, h *host.Host, m *mcpserver.Server, file string, ln net.Listener, token string, stderr io.Writer) error {
+	con, base := newConsole(h, m, file, ln, token)
+	srv := &http.Server{Handler: con.Handler(nil), ReadHeaderTimeout: 10 * time.Second}
+	if token != "" {
+		if err := os.WriteFile(filepath.Join(h.RuntimeDir(), "console-token"), []byte(token+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
+	printConsoleLine(stderr, con, base, token)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		con.Close()
+		return err
+	case <-ctx.Done():
+	}
+	con.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

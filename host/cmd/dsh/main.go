@@ -50,6 +50,7 @@ Usage:
                               load, call one tool as the agent "cli", print its text, tear down
   dsh status                  show every entry of the running host: state, pid, restarts, uptime, why pending
   dsh reload ID               restart one entry of the running host (make-before-break for providers)
+  dsh console                 print a fresh one-time login URL of the running host's console
   dsh plugins                 describe every dsh-* binary on the plugin path
   dsh version                 print the version (also --version, -v)
 
@@ -58,9 +59,11 @@ Flags (before or after the command):
   --log-level LEVEL    trace, debug, info, warn, error (default info)
   --log-json           log JSON lines instead of text
   --json               (call, status, reload, plugins) print JSON
-  --socket PATH        (status, reload) the host's control socket, when several hosts run
-  --http ADDR          (serve) MCP over streamable HTTP on ADDR (e.g. 127.0.0.1:8765) instead of stdio
-  --no-auth            (serve) no bearer token on HTTP; refused unless ADDR is loopback
+  --socket PATH        (status, reload, console) the host's control socket, when several hosts run
+  --http ADDR          (serve) MCP over streamable HTTP on ADDR (e.g. 127.0.0.1:8765) instead of stdio,
+                       and the console (a web page) at the same address
+  --console ADDR       (serve) the console alone on ADDR, beside MCP on stdio
+  --no-auth            (serve) no bearer token on HTTP and no console login; refused unless ADDR is loopback
   --session-timeout D  (serve) close idle HTTP sessions after D (default 30m)
   --progress-interval D (serve) the longest a running call goes without a progress notification (default 5s)
   --release-grace D    (serve) kill an ended HTTP session's jobs after D (default 10s)
@@ -70,17 +73,18 @@ DSH_CPU_PROFILE=FILE profiles serve's CPU until it stops; DSH_PLUGIN_CPU_PROFILE
 `
 
 type globals struct {
-	pluginPath string
-	logLevel   string
-	logJSON    bool
-	json       bool
-	httpAddr   string
-	noAuth     bool
-	sessionTTL time.Duration
-	progress   time.Duration
-	grace      time.Duration
-	socket     string
-	version    bool
+	pluginPath  string
+	logLevel    string
+	logJSON     bool
+	json        bool
+	httpAddr    string
+	consoleAddr string
+	noAuth      bool
+	sessionTTL  time.Duration
+	progress    time.Duration
+	grace       time.Duration
+	socket      string
+	version     bool
 }
 
 func main() {
@@ -105,6 +109,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&g.logJSON, "log-json", false, "")
 	fs.BoolVar(&g.json, "json", false, "")
 	fs.StringVar(&g.httpAddr, "http", "", "")
+	fs.StringVar(&g.consoleAddr, "console", "", "")
 	fs.BoolVar(&g.noAuth, "no-auth", false, "")
 	fs.DurationVar(&g.sessionTTL, "session-timeout", 30*time.Minute, "")
 	fs.DurationVar(&g.progress, "progress-interval", 5*time.Second, "")
@@ -145,14 +150,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		JSONFormat: g.logJSON,
 		Color:      hclog.AutoColor,
 	}
-	logger := hostlog.New(&logOpts)
+	// Every line, the host's and its plugins', is also kept in a ring for
+	// the console.
+	ring := hostlog.NewRing(hostlog.DefaultRingSize)
+	logger := ring.Host(hostlog.New(&logOpts))
 	// go-plugin reports every clean plugin exit at info; at teardown that is
 	// routine, so only failures are shown.
 	pluginOpts := logOpts
 	pluginOpts.Exclude = func(level hclog.Level, msg string, args ...any) bool {
 		return level <= hclog.Info && (msg == "plugin process exited" || msg == "plugin exited")
 	}
-	pluginLogger := hostlog.New(&pluginOpts)
+	pluginLogger := ring.Plugins(hostlog.New(&pluginOpts))
 	cmd, rest := positional[0], positional[1:]
 	needOne := func() (string, bool) {
 		if len(rest) != 1 {
@@ -190,7 +198,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "dsh %s: %v\n", cmd, &host.LoadError{File: file, Errs: []error{err}})
 			return exitBadUse
 		}
-		opts := host.Options{PluginPath: pluginPath(g.pluginPath), Logger: logger, PluginLogger: pluginLogger}
+		opts := host.Options{PluginPath: pluginPath(g.pluginPath), Logger: logger, PluginLogger: pluginLogger, LogRing: ring}
 		if cmd == "serve" {
 			opts.WatchdogExe = watchdogExe(logger)
 		}
@@ -208,7 +216,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			_, _ = stdout.Write(out)
 			return exitOK
 		}
-	case "status", "reload":
+	case "status", "reload", "console":
 		want := 0
 		if cmd == "reload" {
 			want = 1

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"sync"
@@ -17,33 +18,61 @@ import (
 )
 
 func serve(comp *composition.Composition, opts host.Options, g globals, stderr io.Writer) int {
+	if g.httpAddr != "" && g.consoleAddr != "" {
+		fmt.Fprintln(stderr, "dsh serve: --http serves the console at its own address already; --console is for a host that speaks MCP on stdio")
+		return exitBadUse
+	}
+	token := ""
+	if !g.noAuth {
+		token = mcpserver.NewToken()
+	}
 	if g.httpAddr != "" {
-		token := ""
-		if !g.noAuth {
-			token = mcpserver.NewToken()
-		}
 		if err := mcpserver.CheckBind(g.httpAddr, token); err != nil {
 			fmt.Fprintf(stderr, "dsh serve: %v\n", err)
 			return exitBadUse
 		}
-		g.noAuth = token == ""
 		// The address is taken before any plugin starts: a bad one or a
 		// port in use fails at once, with nothing started.
-		ln, err := listenHTTP(g.httpAddr)
+		ln, err := listenHTTP(g.httpAddr, "--http", "MCP over HTTP")
 		if err != nil {
 			fmt.Fprintf(stderr, "dsh serve: %v\n", err)
 			return exitBadUse
 		}
 		defer ln.Close()
 		return serveWith(comp, opts, g, stderr, func(ctx context.Context, h *host.Host, m *mcpserver.Server, _ *os.File) error {
-			return serveHTTP(ctx, h, m, ln, token, g.sessionTTL, stderr)
+			return serveHTTP(ctx, h, m, comp.File, ln, token, g.sessionTTL, stderr)
 		})
+	}
+	var consoleLn net.Listener
+	if g.consoleAddr != "" {
+		if err := mcpserver.CheckBind(g.consoleAddr, token); err != nil {
+			fmt.Fprintf(stderr, "dsh serve: %v\n", err)
+			return exitBadUse
+		}
+		ln, err := listenHTTP(g.consoleAddr, "--console", "the console")
+		if err != nil {
+			fmt.Fprintf(stderr, "dsh serve: %v\n", err)
+			return exitBadUse
+		}
+		defer ln.Close()
+		consoleLn = ln
 	}
 	return serveWith(comp, opts, g, stderr, func(ctx context.Context, h *host.Host, m *mcpserver.Server, stdin *os.File) error {
 		if isTerminal(os.Stderr) {
 			fmt.Fprintln(stderr, "dsh serve: speaking MCP on stdin/stdout; an MCP client starts dsh this way (see README), or use --http ADDR")
 		}
-		return m.RunStdio(ctx, stdin, os.Stdout)
+		if consoleLn == nil {
+			return m.RunStdio(ctx, stdin, os.Stdout)
+		}
+		cctx, stop := context.WithCancel(ctx)
+		consoleDone := make(chan error, 1)
+		go func() { consoleDone <- serveConsole(cctx, h, m, comp.File, consoleLn, token, stderr) }()
+		err := m.RunStdio(ctx, stdin, os.Stdout)
+		stop()
+		if cerr := <-consoleDone; err == nil && cerr != nil {
+			err = fmt.Errorf("console: %w", cerr)
+		}
+		return err
 	})
 }
 
