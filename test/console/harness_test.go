@@ -177,6 +177,7 @@ type consoleHost struct {
 	mcpURL string // http://127.0.0.1:PORT/
 	token  string // the bearer token
 	login  string // the printed one-time console login URL
+	rt     string // its XDG_RUNTIME_DIR, where dsh console finds it
 }
 
 var (
@@ -197,7 +198,8 @@ func startHost(t *testing.T, yaml, ws string) *consoleHost {
 	}
 	h.cmd = exec.Command(filepath.Join(binDir, "dsh"), "serve", "--http", "127.0.0.1:0", "--release-grace", "300ms", h.file)
 	h.cmd.Dir = ws
-	h.cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir())
+	h.rt = t.TempDir()
+	h.cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+h.rt)
 	pr, err := h.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -258,6 +260,36 @@ func startHost(t *testing.T, yaml, ws string) *consoleHost {
 		t.Fatalf("dsh serve ended without printing an MCP URL (%q), a token (%q) and a console login URL (%q):\n%s", h.mcpURL, h.token, h.login, h.stderr)
 	}
 	return h
+}
+
+// freshSession asks the running host for a new login URL (dsh console,
+// over its control socket) and logs in with it from Go, returning the
+// session cookie: a scenario can then run when the browser's own login
+// failed.
+func (h *consoleHost) freshSession(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "dsh"), "console")
+	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+h.rt)
+	out, err := cmd.CombinedOutput()
+	m := regexp.MustCompile(`http://\S+/console/login\?code=\S+`).FindString(string(out))
+	if err != nil || m == "" {
+		t.Fatalf("dsh console: %v\n%s", err, out)
+	}
+	client := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Get(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, c := range resp.Cookies() {
+		if c.Name == "dsh_console" && resp.StatusCode == http.StatusSeeOther {
+			return c.Value
+		}
+	}
+	t.Fatalf("GET %s: %s, no session cookie", m, resp.Status)
+	return ""
 }
 
 type bearer struct {
