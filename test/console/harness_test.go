@@ -75,6 +75,7 @@ func needBrowser(t *testing.T) *browser {
 // from $DSH_SCENARIO).
 type spec struct {
 	Scenario string         `json:"scenario"`
+	Name     string         `json:"name"` // the subtest's, naming a failure's screenshot
 	Chromium string         `json:"chromium"`
 	Shots    string         `json:"shots"`
 	Base     string         `json:"base,omitempty"`  // http://127.0.0.1:PORT, no slash
@@ -96,6 +97,7 @@ type answer func(ask map[string]any) (map[string]any, error)
 func (b *browser) run(t *testing.T, sp spec, answers map[string]answer) map[string]any {
 	t.Helper()
 	sp.Chromium, sp.Shots = b.chromium, b.shots
+	sp.Name = strings.ReplaceAll(t.Name(), "/", "-")
 	js, _ := json.Marshal(sp)
 	ctx, cancel := context.WithTimeout(context.Background(), scenarioTimeout)
 	defer cancel()

@@ -398,9 +398,10 @@ try {
 } catch (e) {
   console.error(`scenario ${name}: ${e.stack ?? e}`);
   for (const [i, p] of pages.entries()) {
+    const file = path.join(spec.shots, `${spec.name ?? name}-failed${i ? "-" + i : ""}.png`);
     try {
-      await p.screenshot({ path: path.join(spec.shots, `${name}-failed${i ? "-" + i : ""}.png`), fullPage: true, timeout: 10000 });
-      console.error(`screenshot ${path.join(spec.shots, name + "-failed.png")}; page at ${p.url()}`);
+      await p.screenshot({ path: file, fullPage: true, timeout: 10000 });
+      console.error(`screenshot ${file}; page at ${p.url()}`);
     } catch {}
   }
   process.exitCode = 1;
