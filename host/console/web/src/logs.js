@@ -70,7 +70,7 @@ function row(line) {
     { class: `log-line level-${RANK[line.level] !== undefined ? line.level : "info"}`, testid: "log-line", data: { entry: line.entry || "", level: line.level } },
     h("span", { class: "time mono", title: line.time }, clock(line.time)),
     h("span", { class: "level" }, line.level),
-    h("span", { class: "entry mono" }, line.entry || "host"),
+    h("span", { class: "src mono" }, line.entry || "host"),
     h("span", { class: "message" }, line.message, fields ? h("span", { class: "fields mono" }, " ", fields) : null),
   );
 }
