@@ -40,7 +40,7 @@ ws.onmessage = (m) => {
     waiting.delete(msg.id);
   } else if (msg.method === "Runtime.consoleAPICalled") logs.push(`console.${msg.params.type}: ${msg.params.args.map((a) => a.value ?? a.description).join(" ")}`);
   else if (msg.method === "Runtime.exceptionThrown") logs.push(`exception: ${JSON.stringify(msg.params.exceptionDetails.exception?.description || msg.params.exceptionDetails.text)}`);
-  else if (msg.method === "Log.entryAdded") logs.push(`log.${msg.params.entry.level}: ${msg.params.entry.text}`);
+  else if (msg.method === "Log.entryAdded") logs.push(`log.${msg.params.entry.level}: ${msg.params.entry.text} ${msg.params.entry.url || ""}`);
 };
 const cdp = (method, params = {}) =>
   new Promise((resolve, reject) => {

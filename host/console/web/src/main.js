@@ -132,9 +132,11 @@ async function start() {
     },
     {
       onStatus: (st) => {
+        // A stream refused for a lost login looks like any drop: ask once
+        // per drop whether the session is still there.
+        const el = document.querySelector('[data-testid="connection"]');
+        if (st === "reconnecting" && el.dataset.state !== "reconnecting") session().catch(() => {});
         setConnection(st);
-        // A stream refused for a lost login looks like any drop: ask.
-        if (st === "reconnecting") session().catch(() => {});
       },
       onOpen: () => {
         // After a gap, what changed meanwhile is fetched again.
