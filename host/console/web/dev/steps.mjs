@@ -28,7 +28,6 @@ export default async function ({ url, cdp, evaluate, shot, click, waitFor, sleep
   await shot("attach-confirm");
   await click(q("attach-confirm-yes"));
   await sleep(500);
-  console.log("stdin disabled after attach:", await evaluate(`document.querySelector('${q("terminal-view")} textarea')?.disabled`));
   await click(`${q("job")}[data-job="j-1"] ${q("job-kill")}`);
   await waitFor(`!!document.querySelector('${q("kill-confirm")}')`);
   await click(q("kill-confirm-yes"));

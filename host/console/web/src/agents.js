@@ -3,7 +3,7 @@
 
 import { api } from "./api.js";
 import { h, replace, duration, clock } from "./dom.js";
-import { toast, reportErrors, confirm, sync, every } from "./ui.js";
+import { toast, reportErrors, confirm, sync, every, claimViewer } from "./ui.js";
 import { openJobOutput } from "./joboutput.js";
 import { openTerminal } from "./terminal.js";
 
@@ -111,7 +111,9 @@ function makeJob(owner, first) {
   );
   let cur = first;
   let viewer = null;
+  let release = () => {};
   const close = () => {
+    release();
     if (viewer) viewer.close();
     viewer = null;
     body.hidden = true;
@@ -121,7 +123,9 @@ function makeJob(owner, first) {
   open.addEventListener("click", () => {
     if (viewer) return close();
     body.hidden = false;
-    viewer = openJobOutput(body, owner, cur.id);
+    // An ended job's stream closes by itself; its text stays shown.
+    viewer = openJobOutput(body, owner, cur.id, () => release());
+    release = claimViewer(`the output of job ${cur.id}`, close);
     open.textContent = "Hide output";
   });
   kill.addEventListener("click", async () => {
@@ -172,7 +176,9 @@ function makeTerminal(owner, first) {
   );
   let cur = first;
   let view = null;
+  let release = () => {};
   const close = () => {
+    release();
     if (view) view.close();
     view = null;
     body.hidden = true;
@@ -187,7 +193,9 @@ function makeTerminal(owner, first) {
       onDetached: () => {
         attach.textContent = "Attach…";
       },
+      onEnded: () => release(),
     });
+    release = claimViewer(`terminal ${cur.id}`, close);
     open.textContent = "Close";
     return view;
   };

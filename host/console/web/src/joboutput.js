@@ -9,7 +9,7 @@ import { stream } from "./sse.js";
 // cannot make the page heavy.
 const MAX_CHARS = 2_000_000;
 
-export function openJobOutput(container, owner, id) {
+export function openJobOutput(container, owner, id, onEnded) {
   const out = h("pre", { class: "output", testid: "job-output", tabindex: "0" });
   const status = h("div", { class: "muted small", testid: "job-output-status" }, "connecting…");
   container.replaceChildren(out, status);
@@ -49,7 +49,10 @@ export function openJobOutput(container, owner, id) {
       },
       onEnd: (d) => {
         show();
-        status.textContent = `ended: ${d.state || "done"}${d.exitCode !== undefined ? `, exit code ${d.exitCode}` : ""}`;
+        status.textContent = d.error
+          ? `output stopped: ${d.error}`
+          : `ended: ${d.state || "done"}${d.exitCode !== undefined && d.exitCode !== null ? `, exit code ${d.exitCode}` : ""}`;
+        if (onEnded) onEnded();
       },
     },
   );

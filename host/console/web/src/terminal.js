@@ -25,7 +25,7 @@ function themeColors() {
     : { background: "#fbfcfd", foreground: "#1f2328", cursor: "#1f2328", selectionBackground: "#c8d7ee" };
 }
 
-export function openTerminal(container, owner, view, { onDetached } = {}) {
+export function openTerminal(container, owner, view, { onDetached, onEnded } = {}) {
   const host = h("div", { class: "term", testid: "terminal-view" });
   const status = h("div", { class: "muted small", testid: "terminal-status" }, "connecting…");
   container.replaceChildren(host, status);
@@ -101,9 +101,10 @@ export function openTerminal(container, owner, view, { onDetached } = {}) {
       onStatus: (s) => {
         if (s !== "live") status.textContent = s;
       },
-      onEnd: () => {
+      onEnd: (d) => {
         detach();
-        status.textContent = "terminal closed";
+        status.textContent = d.error ? `terminal stream stopped: ${d.error}` : "terminal closed";
+        if (onEnded) onEnded();
       },
     },
   );

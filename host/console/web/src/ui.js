@@ -85,6 +85,28 @@ export function sync(container, items, key, make) {
   }
 }
 
+// A browser keeps at most 6 connections to one server, and each open viewer
+// holds an event stream: past MAX_VIEWERS, opening one closes the oldest, so
+// the page's own stream and its requests always have room.
+const MAX_VIEWERS = 3;
+const viewers = [];
+
+// claimViewer registers an open viewer's close function; the returned
+// release forgets it (call it when the viewer closes by itself).
+export function claimViewer(name, close) {
+  const v = { name, close };
+  viewers.push(v);
+  while (viewers.length > MAX_VIEWERS) {
+    const old = viewers.shift();
+    old.close();
+    toast(`closed ${old.name}: at most ${MAX_VIEWERS} outputs and terminals are shown at once`, "info");
+  }
+  return () => {
+    const i = viewers.indexOf(v);
+    if (i >= 0) viewers.splice(i, 1);
+  };
+}
+
 const tickers = new Set();
 
 // every registers f to run once a second; it returns the unregister function.
