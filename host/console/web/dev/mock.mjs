@@ -106,6 +106,7 @@ let calls = [
 ];
 let jobs = [
   { id: "j-1", command: "make -j2 build 2>&1 | tee build.log", state: "running", exitCode: null, startedAt: new Date(started - 30e3).toISOString(), outputBytes: 0, out: "" },
+  { id: "j-gone", command: "sleep 1000 # its output stream answers 404", state: "running", exitCode: null, startedAt: new Date(started - 20e3).toISOString(), outputBytes: 0, out: "", refuse: true },
   { id: "j-0", command: "go vet ./...", state: "completed", exitCode: 0, startedAt: new Date(started - 300e3).toISOString(), outputBytes: 30, out: "ok\tgithub.com/dshrun/dsh\t0.4s\n<b>not html</b>\n" },
 ];
 const terminals = [{ id: "t-1", command: "bash -l", cols: 100, rows: 14, alive: true }];
@@ -114,7 +115,7 @@ const agents = () => ({
     {
       ...owner,
       calls: calls.map(({ started, ...c }) => ({ ...c, elapsedMs: Date.now() - started })),
-      jobs: jobs.map(({ out, ...j }) => ({ ...j, outputBytes: out.length })),
+      jobs: jobs.map(({ out, refuse, ...j }) => ({ ...j, outputBytes: out.length })),
       terminals,
     },
     { id: "o-91bc", client: "codex 0.5", since: new Date(started - 60e3).toISOString(), calls: [], jobs: [], terminals: [] },
@@ -255,7 +256,7 @@ const server = createServer(async (req, res) => {
   }
   if ((m = api.match(/^\/jobs\/([^/]+)\/([^/]+)\/output$/))) {
     const j = jobs.find((j) => j.id === decodeURIComponent(m[2]));
-    if (!j) return json(res, 404, { error: "no such job" });
+    if (!j || j.refuse) return json(res, 404, { error: "no such job" });
     sse(req, res);
     let sent = 0;
     const pump = () => {

@@ -38,6 +38,7 @@ export function openJobOutput(container, owner, id, onEnded) {
       },
     },
     {
+      giveUpAfter: 5,
       onOpen: () => {
         // The stream starts from the job's first byte each time it connects.
         text = "";

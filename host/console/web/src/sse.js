@@ -4,11 +4,15 @@
 // fetch again what it may have missed.
 
 // stream opens url and routes each named event's JSON to handlers[name].
-// onStatus gets "connecting", "live" or "reconnecting". It returns close().
-export function stream(url, handlers, { onOpen, onStatus, onEnd } = {}) {
+// onStatus gets "connecting", "live" or "reconnecting". With giveUpAfter, that
+// many failed connections in a row end the stream (onEnd gets {error}). It
+// returns close().
+export function stream(url, handlers, { onOpen, onStatus, onEnd, giveUpAfter = 0 } = {}) {
   let es = null;
   let timer = 0;
   let delay = 500;
+  let failures = 0;
+  let opened = false;
   let closed = false;
   const status = (s) => onStatus && onStatus(s);
 
@@ -18,6 +22,7 @@ export function stream(url, handlers, { onOpen, onStatus, onEnd } = {}) {
     es = new EventSource(url, { withCredentials: true });
     es.addEventListener("open", () => {
       delay = 500;
+      opened = true;
       status("live");
       if (onOpen) onOpen();
     });
@@ -26,6 +31,13 @@ export function stream(url, handlers, { onOpen, onStatus, onEnd } = {}) {
       // Take reconnection in hand: the browser gives up for good on a
       // non-200 answer, and a replaying stream must be told it starts over.
       es.close();
+      failures = opened ? 1 : failures + 1;
+      opened = false;
+      if (giveUpAfter && failures >= giveUpAfter) {
+        close();
+        if (onEnd) onEnd({ error: `cannot open the stream (${failures} tries)` });
+        return;
+      }
       status("reconnecting");
       clearTimeout(timer);
       timer = setTimeout(connect, delay);

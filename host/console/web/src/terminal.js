@@ -93,6 +93,7 @@ export function openTerminal(container, owner, view, { onDetached, onEnded } = {
       },
     },
     {
+      giveUpAfter: 5,
       onOpen: () => {
         // Each connection begins with a repaint of the whole screen.
         term.reset();
