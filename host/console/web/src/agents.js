@@ -29,14 +29,14 @@ export function set(data) {
   sync(listEl, owners, (o) => o.id, makeOwner);
 }
 
-function section(title, testid) {
+// section is one kind of an owner's things; it hides while it has none.
+function section(title, name) {
   const list = h("div", { class: "rows" });
-  const empty = h("p", { class: "empty small" }, "none");
-  const el = h("div", { class: "group", data: { group: testid } }, h("h4", null, title), empty, list);
+  const el = h("div", { class: "group", data: { group: name } }, h("h4", null, title), list);
   return {
     el,
     fill: (items, key, make) => {
-      empty.hidden = items.length > 0;
+      el.hidden = items.length === 0;
       sync(list, items, key, make);
     },
   };
@@ -48,7 +48,8 @@ function makeOwner(first) {
   const calls = section("Calls in flight", "calls");
   const jobs = section("Jobs", "jobs");
   const terms = section("Terminals", "terminals");
-  const el = h("article", { class: "owner", testid: "owner", data: { owner: first.id } }, h("header", null, title, since), calls.el, jobs.el, terms.el);
+  const idle = h("p", { class: "empty small" }, "No call in flight, no job, no terminal.");
+  const el = h("article", { class: "owner", testid: "owner", data: { owner: first.id } }, h("header", null, title, since), idle, calls.el, jobs.el, terms.el);
   return {
     el,
     update: (o) => {
@@ -58,6 +59,7 @@ function makeOwner(first) {
       calls.fill(o.calls || [], (c) => c.id, makeCall);
       jobs.fill(o.jobs || [], (j) => j.id, (j) => makeJob(o.id, j));
       terms.fill(o.terminals || [], (t) => t.id, (t) => makeTerminal(o.id, t));
+      idle.hidden = !!((o.calls || []).length || (o.jobs || []).length || (o.terminals || []).length);
     },
     drop: () => {
       for (const t of el.querySelectorAll('[data-testid="terminal"], [data-testid="job"]')) t._drop && t._drop();

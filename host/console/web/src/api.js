@@ -32,7 +32,7 @@ async function call(method, path, body) {
       cache: "no-store",
     });
   } catch (e) {
-    throw new ApiError(`cannot reach the host (${method} ${path}): ${e.message}`, 0, null);
+    throw new ApiError(`cannot reach the host (${e.message})`, 0, null);
   }
   let data = null;
   const text = await res.text();
@@ -48,8 +48,9 @@ async function call(method, path, body) {
     throw new ApiError((data && data.error) || "login required", 401, data);
   }
   if (!res.ok) {
-    const why = (data && data.error) || text.trim() || res.statusText;
-    throw new ApiError(`${method} ${path}: ${why}`, res.status, data);
+    // The caller says what failed; the host's sentence says why.
+    const why = (data && data.error) || text.trim().slice(0, 300) || `the host answered ${res.status} ${res.statusText}`;
+    throw new ApiError(why, res.status, data);
   }
   return data ?? {};
 }

@@ -96,15 +96,20 @@ async function start() {
   });
   logs.mount(document.getElementById("logs"));
   showTab(location.hash.slice(1));
+  connect(true);
+}
 
+// connect gets the session, the first data and the live stream; while the
+// host cannot be reached it tries again every few seconds.
+async function connect(firstTry) {
   let s;
   try {
     s = await session();
   } catch (e) {
-    if (e.status !== 401) {
-      setConnection("offline");
-      toast(`cannot start: ${e.message}`);
-    }
+    if (e.status === 401) return;
+    setConnection("offline");
+    if (firstTry) toast(e.message);
+    setTimeout(() => connect(false), 3000);
     return;
   }
   if (s.version) document.getElementById("version").textContent = s.version;
