@@ -175,10 +175,8 @@ function drawArrows() {
   const box = graphEl.getBoundingClientRect();
   arrowsEl.setAttribute("width", String(graphEl.scrollWidth));
   arrowsEl.setAttribute("height", String(graphEl.scrollHeight));
-  arrowsEl.replaceChildren(
-    s("defs", {}),
-  );
-  const defs = arrowsEl.firstChild;
+  const defs = s("defs", {});
+  arrowsEl.replaceChildren(defs);
   const marker = s("marker", { id: "arrowhead", viewBox: "0 0 10 10", refX: "9", refY: "5", markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" });
   marker.append(s("path", { d: "M0,0 L10,5 L0,10 z", class: "arrowhead" }));
   defs.append(marker);
