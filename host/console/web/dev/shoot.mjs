@@ -14,7 +14,7 @@ const scheme = process.env.SCHEME || "light";
 const profile = await mkdtemp(join(tmpdir(), "shoot-"));
 const chrome = spawn("/usr/bin/chromium", [
   "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-  `--user-data-dir=${profile}`, "--remote-debugging-port=0", "--window-size=1400,1000", "about:blank",
+  `--user-data-dir=${profile}`, "--remote-debugging-port=0", `--window-size=${process.env.WIDTH || 1400},1000`, "about:blank",
 ], { stdio: "ignore" });
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));

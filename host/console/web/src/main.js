@@ -17,11 +17,12 @@ let loggedOut = false;
 function showTab(name) {
   if (!TABS.includes(name)) name = "composition";
   for (const t of TABS) {
-    document.getElementById(t).hidden = t !== name;
+    document.getElementById(`view-${t}`).hidden = t !== name;
     const b = document.querySelector(`[data-tab="${t}"]`);
     b.setAttribute("aria-selected", String(t === name));
     b.classList.toggle("active", t === name);
   }
+  window.scrollTo(0, 0);
   if (name === "agents") agents.shown();
   if (name === "logs") logs.shown();
 }
@@ -87,14 +88,14 @@ async function start() {
   }
   window.addEventListener("hashchange", () => showTab(location.hash.slice(1)));
 
-  composition.mount(document.getElementById("composition"));
-  agents.mount(document.getElementById("agents"));
-  approvals.mount(document.getElementById("approvals"), (n) => {
+  composition.mount(document.getElementById("view-composition"));
+  agents.mount(document.getElementById("view-agents"));
+  approvals.mount(document.getElementById("view-approvals"), (n) => {
     const badge = document.querySelector('[data-testid="approvals-count"]');
     badge.textContent = String(n);
     badge.hidden = n === 0;
   });
-  logs.mount(document.getElementById("logs"));
+  logs.mount(document.getElementById("view-logs"));
   showTab(location.hash.slice(1));
   connect(true);
 }
