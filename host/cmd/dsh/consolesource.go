@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/dshrun/dsh/core/terminals"
+	"github.com/dshrun/dsh/host"
+	"github.com/dshrun/dsh/host/console"
+	"github.com/dshrun/dsh/host/hostlog"
+	"github.com/dshrun/dsh/host/jobtable"
+	"github.com/dshrun/dsh/host/mcpserver"
+	"sync"
+)
+
+// hostSource is the console's view of the host and its MCP server: the
+// host's own types turned into the API's.
+type hostSource struct {
+	h    *host.Host
+	m    *mcpserver.Server
+	file string
+}
+
+func newConsoleSource(h *host.Host, m *mcpserver.Server, file string) console.Source {
+	return &hostSource{h: h, m: m, file: file}
+}
+
+// notFound is err as the console's ErrNotFound (the API's 404), keeping
+// the host's sentence.
+type notFound struct{ err error }
+
+func (e notFound) Error() string        { return e.err.Error() }
+func (e notFound) Unwrap() error        { return e.err }
+func (e notFound) Is(target error) bool { return target == console.ErrNotFound }
+
+func lookup(err error) error {
+	if err != nil && (errors.Is(err, host.ErrUnknownEntry) || errors.Is(err, host.ErrNoQuestion) ||
+		errors.Is(err, jobtable.ErrNotFound) || errors.Is(err, terminals.ErrNoSession)) {
+		return notFound{err}
+	}
+	return err
+}
+
+func (s *hostSource) Version() string { return buildVersion() }
+func (s *hostSource) File() string    { return s.file }
+
+func (s *hostSource) Graph() []console.EntryView {
+	g := s.h.Graph()
+	out := make([]console.EntryView, 0, len(g))
+	for _, e := range g {
+		v := console.EntryView{
+			ID: e.ID, Name: e.Name, Binary: e.Binary, SHA256: e.SHA256, Disabled: e.Disabled,
+			State: e.State, Reason: e.Reason, Pid: e.Pid, Restarts: e.Restarts,
+			UptimeMs: e.Uptime.Milliseconds(), Version: e.Version,
+			Provides: orEmpty(e.Provides), Tools: orEmpty(e.Tools), Consumes: []console.Dep{},
+			File: e.File, Line: e.Line,
+		}
+		for _, d := range e.Consumes {
+			v.Consumes = append(v.Consumes, console.Dep{Key: d.Key, Optional: d.Optional})
+		}
+		if e.LastError != nil {
+			v.LastError = &console.PosError{Message: e.LastError.Message, File: e.LastError.File, Line: e.LastError.Line}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func orEmpty(v []string) []string {
+	if v == nil {
+		return []string{}
+	}
+	return v
+}
+
+func (s *hostSource) Changes() (<-chan struct{}, func()) { return s.h.Changes() }
+
+func (s *hostSource) Reload(ctx context.Context, id string) error { return lookup(s.h.Reload(ctx, id)) }
+
+func (s *hostSource) CompositionText() (string, []byte, error) { return s.h.CompositionText() }
+
+func (s *hostSource) CheckComposition(ctx context.Context, text []byte) []console.Problem {
+	return problems(s.h.CheckCompositionText(ctx, text))
+}
+
+func (s *hostSource) ApplyComposition(ctx context.Context, text []byte) ([]console.Problem, error) {
+	p, err := s.h.ApplyCompositionText(ctx, text)
+	return problems(p), err
+}
+
+func problems(ps []host.Problem) []console.Problem {
+	out := make([]console.Problem, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, console.Problem{File: p.File, Line: p.Line, Col: p.Col, Message: p.Message})
+	}
+	return out
+}
+
+// Logs: the page's "" is every entry; the host's own lines have entry "".
+func (s *hostSource) Logs(entry, level string, n int) []console.LogLine {
+	r := s.h.LogRing()
+	if r == nil {
+		return nil
+	}
+	if entry == "" {
+		entry = hostlog.AllEntries
+	}
+	lines := r.Recent(entry, level, n)
+	out := make([]console.LogLine, 0, len(lines))
+	for _, l := range lines {
+		out = append(out, consoleLogLine(l))
+	}
+	return out
+}
+
+func consoleLogLine(l hostlog.Line) console.LogLine {
+	return console.LogLine{Time: l.Time, Level: l.Level, Entry: l.Entry, Message: l.Message, Fields: l.Fields}
+}
+
+func (s *hostSource) SubscribeLogs() (<-chan console.LogLine, func()) {
+	r := s.h.LogRing()
+	if r == nil {
+		return nil, func() {}
+	}
+	in, stop := r.Subscribe()
+	out := make(chan console.LogLine, cap(in))
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		defer close(out)
+		for {
+			select {
+			case l, ok := <-in:
+				if !ok {
+					return
+				}
+				select {
+				case out <- consoleLogLine(l):
+				case <-done:
+					return
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return out, func() {
+		stop()
+		select {
+		case <-done:
+		default:
+			close(done)
+		}
+		<-ended
+	}
+}
+
+func (s *hostSource) Approvals() []console.Approval {
+	qs := s.h.Questions()
+	out := make([]console.Approval, 0, len(qs))
+	for _, q := range qs {
+		out = append(out, console.Approval{
+			ID: q.ID, Owner: q.Owner, Kind: q.Kind, Command: q.Command, Hosts: orEmpty(q.Hosts),
+			Justification: q.Justification, AskedAt: q.AskedAt, ExpiresAt: q.ExpiresAt,
+		})
+	}
+	return out
+}
+
+func (s *hostSource) ApprovalChanges() (<-chan struct{}, func()) { return s.h.QuestionChanges() }
+
+func (s *hostSource) AnswerApproval(id string, approve bool) error {
+	return lookup(s.h.AnswerQuestion(id, approve))
+}
+
+// Agents is every owner the MCP server knows, and any other owner that
+// holds jobs or terminals (a session gone within its release grace).
+func (s *hostSource) Agents() []console.Owner {
+	now := time.Now()
+	var order []string
+	byID := map[string]*console.Owner{}
+	get := func(id string) *console.Owner {
+		o, ok := byID[id]
+		if !ok {
+			o = &console.Owner{ID: id, Calls: []console.CallView{}, Jobs: []console.JobView{}, Terminals: []console.TerminalView{}}
+			byID[id] = o
+			order = append(order, id)
+		}
+		return o
+	}
+	for _, v := range s.m.Owners() {
+		o := get(v.ID)
+		o.Client, o.Since = v.Client, v.Since
+	}
+	for _, c := range s.m.CallsInFlight() {
+		o := get(c.Owner)
+		o.Calls = append(o.Calls, console.CallView{ID: c.ID, Tool: c.Tool, Command: c.Command, StartedAt: c.Started, ElapsedMs: now.Sub(c.Started).Milliseconds()})
+	}
+	for _, j := range s.h.Jobs() {
+		get(j.Owner).Jobs = append(get(j.Owner).Jobs, jobView(j))
+	}
+	for _, t := range s.h.Terminals() {
+		get(t.Owner).Terminals = append(get(t.Owner).Terminals, console.TerminalView{ID: t.ID, Command: t.Command, Cols: t.Cols, Rows: t.Rows, Alive: t.Alive})
+	}
+	out := make([]console.Owner, 0, len(order))
+	for _, id := range order {
+		out = append(out, *byID[id])
+	}
+	return out
+}
+
+func jobView(j host.JobView) console.JobView {
+	return console.JobView{ID: j.ID, Command: j.Command, State: j.State, ExitCode: j.ExitCode, StartedAt: j.Started, OutputBytes: j.OutputBytes}
+}
+
+// AgentChanges joins the MCP server's changes (sessions, calls) with the
+// host's (jobs, terminals).
+func (s *hostSource) AgentChanges() (<-chan struct{}, func()) {
+	return join(s.m.AgentChanges, s.h.JobChanges)
+}
+
+// join is one coalesced signal of every source's changes.
+func join(sources ...func() (<-chan struct{}, func())) (<-chan struct{}, func()) {
+	out := make(chan struct{}, 1)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	stops := make([]func(), 0, len(sources))
+	for _, src := range sources {
+		ch, stop := src()
+		stops = append(stops, stop)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case _, ok := <-ch:
+					if !ok {
+						return
+					}
+					select {
+					case out <- struct{}{}:
+					default:
+					}
+				case <-done:
+					return
+				}
+			}
+		}()
+	}
+	var once sync.Once
+	return out, func() {
+		once.Do(func() {
+			close(done)
+			for _, stop := range stops {
+				stop()
+			}
+			wg.Wait()
+		})
+	}
+}
+
+func (s *hostSource) CancelCall(id string) bool { return s.m.CancelCall(id) }
+
+func (s *hostSource) KillJob(ctx context.Context, owner, id string) error {
+	return lookup(s.h.KillJob(ctx, owner, id))
+}
+
+func (s *hostSource) WatchJobOutput(ctx context.Context, owner, id string, out func([]byte)) (console.JobView, error) {
+	j, err := s.h.WatchJobOutput(ctx, owner, id, out)
+	return jobView(j), lookup(err)
+}
+
+func (s *hostSource) WatchTerminal(ctx context.Context, owner, id string, out func([]byte)) error {
+	return lookup(s.h.WatchTerminal(ctx, owner, id, out))
+}
+
+func (s *hostSource) WriteTerminal(ctx context.Context, owner, id string, data []byte) error {
+	return lookup(s.h.WriteTerminal(ctx, owner, id, data))
+}
