@@ -40,12 +40,21 @@ async function ask(name, data = {}) {
 // needs an unprivileged user namespace setuid helper: chromium refuses to
 // start as root without --no-sandbox. Playwright passes it by default
 // (chromiumSandbox: false); it is named here so that it is plain.
-const browser = await chromium.launch({
-  executablePath: spec.chromium,
-  headless: true,
-  timeout: T,
-  args: ["--no-sandbox"],
-});
+//
+// On this loaded machine chromium now and then dies at start (SIGSEGV
+// before its first page): that start is tried again, twice at most, and
+// said so; nothing of the console has been touched by then.
+async function launch() {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await chromium.launch({ executablePath: spec.chromium, headless: true, timeout: T, args: ["--no-sandbox"] });
+    } catch (e) {
+      if (attempt >= 3) throw e;
+      console.log(`chromium did not start (attempt ${attempt}: ${String(e.message).split("\n")[0]}); starting it again`);
+    }
+  }
+}
+const browser = await launch();
 
 const pages = [];
 // newPage opens a page in a fresh context, with the session cookie when
