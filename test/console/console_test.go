@@ -250,6 +250,61 @@ func TestConsoleInBrowser(t *testing.T) {
 		})
 	})
 
+	t.Run("terminal-attach", func(t *testing.T) {
+		m := marker(920000)
+		text, isErr, _, err := call(ctx, cs, "terminal_open", map[string]any{})
+		id := termIDRE.FindStringSubmatch(text)
+		if err != nil || isErr || id == nil {
+			t.Fatalf("terminal_open: %v %s", err, text)
+		}
+		want := "typed-7-" + m
+		b.run(t, session(t, "terminal-attach", map[string]any{"terminal": id[1], "type": "echo typed-$((3+4))-" + m, "want": want}), map[string]answer{
+			"read": func(map[string]any) (map[string]any, error) {
+				text, _, _, err := call(ctx, cs, "terminal_read", map[string]any{"session_id": id[1]})
+				if err != nil {
+					return nil, err
+				}
+				for _, l := range strings.Split(text, "\n") {
+					if strings.TrimSpace(l) == want {
+						return map[string]any{"line": l}, nil
+					}
+				}
+				return nil, fmt.Errorf("terminal_read does not show the line %s:\n%s", want, text)
+			},
+		})
+	})
+
+	t.Run("call-cancel", func(t *testing.T) {
+		m := marker(510000)
+		callCtx, stop := context.WithTimeout(ctx, 3*time.Minute)
+		defer stop()
+		p := callAsync(callCtx, cs, "bash", map[string]any{"command": "sleep " + m, "timeoutMs": 300000})
+		sleeping := func() bool {
+			for _, p := range testplugins.Matching("sleep " + m) {
+				if strings.HasSuffix(strings.TrimSpace(p), ": sleep "+m) {
+					return true
+				}
+			}
+			return false
+		}
+		if !waitFor(30*time.Second, sleeping) {
+			t.Fatalf("the call's sleep %s is not running", m)
+		}
+		b.run(t, session(t, "call-cancel", map[string]any{"marker": "sleep " + m}), nil)
+		text, _, err := p.wait(30 * time.Second)
+		if err != nil {
+			t.Fatalf("the call after call-cancel: %v", err)
+		}
+		if !strings.Contains(text, "cancelled this call from the dsh console") {
+			t.Fatalf("the call after call-cancel returned %q, want the console's cancel said", text)
+		}
+		t.Logf("checked: the call returned %q", lastLine(text))
+		if !waitFor(15*time.Second, func() bool { return !sleeping() }) {
+			t.Fatalf("sleep %s still runs after call-cancel: %v", m, testplugins.Matching("sleep "+m))
+		}
+		t.Log("checked: its sleep is gone")
+	})
+
 	for _, c := range []struct{ decision, justification string }{
 		{"approve", "the console test approves this"},
 		{"deny", "the console test denies this"},
@@ -281,6 +336,14 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Logf("checked: the call's result after %s: %q", c.decision, text)
 		})
 	}
+
+	// After restart, job-kill and the approvals, the host has logged at
+	// info (a job started, an approval granted) and at error (a crash).
+	t.Run("logs", func(t *testing.T) {
+		b.run(t, session(t, "logs", map[string]any{
+			"info": []string{"job started", "approval granted"}, "error": "plugin crashed",
+		}), nil)
+	})
 
 	t.Run("composition-broken", func(t *testing.T) {
 		before, err := os.ReadFile(h.file)

@@ -339,6 +339,65 @@ const scenarios = {
     return {};
   },
 
+  // A call in flight, cancelled in the page.
+  async "call-cancel"() {
+    const page = await open("tab-agents");
+    const call = page.locator('[data-testid="call"]').filter({ hasText: params.marker });
+    await call.waitFor({ timeout: T });
+    const id = await call.getAttribute("data-call");
+    check(`call ${id} listed in flight: ${JSON.stringify((await call.innerText()).replace(/\s+/g, " ").trim())}`);
+    await shot(page, "call-in-flight");
+    await inner(call, "call-cancel").click();
+    await call.waitFor({ state: "detached", timeout: T });
+    check(`call-cancel: call ${id} left the list`);
+    await shot(page, "call-cancel");
+    return { call: id };
+  },
+
+  // Attached after attach-confirm, what is typed in the page goes to the
+  // terminal; the Go test reads it back over MCP as the agent would.
+  async "terminal-attach"() {
+    const page = await open("tab-agents");
+    const term = page.locator(`[data-testid="terminal"][data-terminal="${params.terminal}"]`);
+    await term.waitFor({ timeout: T });
+    await inner(term, "terminal-attach").click();
+    await page.getByTestId("attach-confirm-no").click();
+    await page.getByTestId("attach-confirm").waitFor({ state: "detached", timeout: T });
+    if ((await page.getByTestId("terminal-status").filter({ hasText: "attached" }).count()) !== 0) fail("attached after attach-confirm answered no");
+    check("attach-confirm answered no: the dialog closed, not attached");
+    await inner(term, "terminal-attach").click();
+    await page.getByTestId("attach-confirm-yes").click();
+    // The page says so once the host gave it the attach token.
+    await page.getByTestId("terminal-status").filter({ hasText: "attached" }).waitFor({ timeout: T });
+    check("attach-confirm answered yes: attached");
+    await page.locator('[data-testid="terminal-view"] .xterm-screen').click();
+    await page.keyboard.type(params.type);
+    await page.keyboard.press("Enter");
+    const rows = await page.locator('[data-testid="terminal-view"] .xterm-rows').elementHandle();
+    await page.waitForFunction(({ el, want }) => el.innerText.includes(want), { el: rows, want: params.want }, { timeout: T });
+    check(`typed ${JSON.stringify(params.type)} in the page; terminal-view shows ${JSON.stringify(params.want)}`);
+    const r = await ask("read");
+    check(`terminal_read over MCP shows it too: ${JSON.stringify(r.line)}`);
+    await shot(page, "terminal-attach");
+    return {};
+  },
+
+  // The logs tab: lines of the host and plugins, filtered by level.
+  async logs() {
+    const page = await open("tab-logs");
+    const line = (text) => page.locator('[data-testid="log-line"]').filter({ hasText: text });
+    for (const want of params.info) await line(want).first().waitFor({ timeout: T });
+    check(`log-line rows show ${params.info.map((w) => JSON.stringify(w)).join(", ")}`);
+    await page.getByTestId("logs-level").selectOption("error");
+    await line(params.error).first().waitFor({ timeout: T });
+    await line(params.info[0]).first().waitFor({ state: "detached", timeout: T });
+    const levels = await page.locator('[data-testid="log-line"]').evaluateAll((els) => els.map((e) => e.getAttribute("data-level")));
+    if (levels.some((l) => !["error", "fatal", "panic"].includes(l))) fail(`logs-level error still shows levels ${[...new Set(levels)]}`);
+    check(`logs-level error: ${levels.length} lines, all error, ${JSON.stringify(params.error)} among them`);
+    await shot(page, "logs");
+    return {};
+  },
+
   // An escalation waits on the console: approve or deny it in the page.
   async approval() {
     const page = await open("tab-approvals");
