@@ -58,8 +58,13 @@ var termIDRE = regexp.MustCompile(`terminal (t\d+-[0-9a-f]+)`)
 
 // The console in a browser, against a real dsh serve --http: login and
 // its refusals, the composition, a plugin's restart, a job's output and
-// kill, a terminal's screen, approvals answered in the page, a broken
-// edit. The subtests run in order on one host; each prints what it checked.
+// kill, a terminal's screen and typing into it, a call cancelled,
+// approvals answered in the page, the logs, a broken edit. The subtests
+// run in order on one host, each printing what it checked; each runs
+// alone too (-run 'TestConsoleInBrowser/terminal', on a session from dsh
+// console), except logs, which reads what the ones before it logged.
+//
+//	DSH_CONSOLE_SHOTS=/tmp/shots go test -count=1 ./test/console/ -v
 func TestConsoleInBrowser(t *testing.T) {
 	b := needBrowser(t)
 	ws := t.TempDir()
