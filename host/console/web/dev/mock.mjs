@@ -2,7 +2,7 @@
 // serves ../../dist/ as dsh does (the page at /, files under /console/) and a
 // fake host behind the API and its event streams. Not part of the build.
 //
-//   node dev/mock.mjs [--port 8377] [--logged-out]
+//   node dev/mock.mjs [--port 8377] [--logged-out]     (--port 0: any free port)
 //
 // The host it pretends to be changes by itself: an entry restarts, a job
 // writes output, a terminal prints, questions come and expire, log lines flow.
@@ -14,7 +14,8 @@ import { fileURLToPath } from "node:url";
 const here = dirname(fileURLToPath(import.meta.url));
 const dist = join(here, "..", "..", "dist");
 const args = process.argv.slice(2);
-const port = Number(args[args.indexOf("--port") + 1]) || 8377;
+const portArg = args.indexOf("--port");
+const port = portArg >= 0 ? Number(args[portArg + 1]) : 8377;
 const loggedOut = args.includes("--logged-out");
 const CSRF = "csrf-mock-token";
 const now = () => new Date().toISOString();
@@ -330,4 +331,4 @@ setInterval(() => {
   broadcast("approvals", { pending });
 }, 10000);
 
-server.listen(port, "127.0.0.1", () => console.log(`mock console at http://127.0.0.1:${port}/`));
+server.listen(port, "127.0.0.1", () => console.log(`mock console at http://127.0.0.1:${server.address().port}/`));
