@@ -214,6 +214,12 @@ const server = createServer(async (req, res) => {
   if (p === "/" || p === "/console/" || p === "/console/index.html") return serveFile(res, "index.html", "text/html; charset=utf-8");
   if (p === "/console/app.js") return serveFile(res, "app.js", "text/javascript; charset=utf-8");
   if (p === "/console/app.css") return serveFile(res, "app.css", "text/css; charset=utf-8");
+  if (p === "/dev/flood" && req.method === "POST") {
+    // A burst of log lines, for the page's row cap.
+    const n = Number(url.searchParams.get("n")) || 2500;
+    for (let i = 0; i < n; i++) broadcast("log", logLine());
+    return json(res, 200, { sent: n });
+  }
   if (!p.startsWith("/console/api/")) return json(res, 404, { error: "not found" });
   if (loggedOut) return json(res, 401, { error: "no console session: open the login link dsh printed" });
   if (req.method !== "GET" && req.headers["x-dsh-csrf"] !== CSRF) return json(res, 403, { error: "missing or wrong X-Dsh-Csrf" });

@@ -113,4 +113,14 @@ export default async function ({ url, cdp, evaluate, shot, click, waitFor, sleep
   await waitFor(`(() => { const r = [...document.querySelectorAll('${q("log-line")}')]; return r.length > 0 && r.every(e => e.dataset.entry === "tool-bash"); })()`);
   expect(true, "logs-level and logs-entry filter the lines");
   await shot("logs-filtered");
+
+  // A burst past the cap: the page keeps the newest 2000 rows.
+  await evaluate(`(() => { const s = document.querySelector('${q("logs-entry")}'); s.value = ""; s.dispatchEvent(new Event("change")); })()`);
+  await sleep(500);
+  await evaluate(`fetch("/dev/flood?n=2500", { method: "POST" })`);
+  await waitFor(`document.querySelectorAll('${q("log-line")}').length === 2000`, 15000);
+  await sleep(1000);
+  const rows = await evaluate(`document.querySelectorAll('${q("log-line")}').length`);
+  const last = await evaluate(`document.querySelector('${q("log-line")}:last-child .message').textContent`);
+  expect(rows === 2000 && /message number \d{4}|not html/.test(last), `logs hold at most 2000 rows, the newest last (${rows}, last: ${last})`);
 }
