@@ -3,6 +3,7 @@ package host
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -35,14 +36,59 @@ type EntryView struct {
 
 // Dep is a key an entry's plugin injects.
 type Dep struct {
-	Key      string
-	Optional bool
+	Key      string `json:"key"`
+	Optional bool   `json:"optional"`
 }
 
 // PosError is an error at a place in the composition file.
 type PosError struct {
-	Message, File string
-	Line          int
+	Message string `json:"message"`
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+}
+
+// entryViewJSON is EntryView on the wire: EntryStatus's keys, then the
+// view's own; lists are never null.
+type entryViewJSON struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Binary    string    `json:"binary"`
+	SHA256    string    `json:"sha256"`
+	Disabled  bool      `json:"disabled"`
+	State     string    `json:"state"`
+	Reason    string    `json:"reason"`
+	Pid       int       `json:"pid"`
+	Restarts  int       `json:"restarts"`
+	UptimeMs  int64     `json:"uptimeMs"`
+	Version   string    `json:"version"`
+	Provides  []string  `json:"provides"`
+	Consumes  []Dep     `json:"consumes"`
+	Tools     []string  `json:"tools"`
+	File      string    `json:"file"`
+	Line      int       `json:"line"`
+	LastError *PosError `json:"lastError"`
+}
+
+// MarshalJSON is the console's shape of an entry (without it the
+// embedded EntryStatus's would be used, and the view's own fields lost).
+func (v EntryView) MarshalJSON() ([]byte, error) {
+	orEmpty := func(v []string) []string {
+		if v == nil {
+			return []string{}
+		}
+		return v
+	}
+	consumes := v.Consumes
+	if consumes == nil {
+		consumes = []Dep{}
+	}
+	return json.Marshal(entryViewJSON{
+		ID: v.ID, Name: v.Name, Binary: v.Binary, SHA256: v.SHA256, Disabled: v.Disabled,
+		State: v.State, Reason: v.Reason, Pid: v.Pid, Restarts: v.Restarts,
+		UptimeMs: v.Uptime.Milliseconds(), Version: v.Version,
+		Provides: orEmpty(v.Provides), Consumes: consumes, Tools: orEmpty(v.Tools),
+		File: v.File, Line: v.Line, LastError: v.LastError,
+	})
 }
 
 // consoleState is what the host keeps for the console.
@@ -63,26 +109,23 @@ type binarySum struct {
 
 // Graph describes every entry of the composition, in its order.
 func (h *Host) Graph() []EntryView {
-	status := h.Status()
 	entries := h.entryList()
-	out := make([]EntryView, 0, len(status))
-	for i, st := range status {
-		v := EntryView{EntryStatus: st}
-		if i < len(entries) && entries[i].id == st.ID {
-			e, bin, desc := entries[i].view()
-			v.File, v.Line = e.Pos.File, e.Pos.Line
-			v.SHA256 = strings.ToLower(e.SHA256)
-			if v.SHA256 == "" && bin != "" {
-				v.SHA256 = h.binarySum(bin)
-			}
-			if desc != nil {
-				for _, in := range desc.Inject {
-					v.Consumes = append(v.Consumes, Dep{Key: in.Key, Optional: in.Optional})
-				}
+	out := make([]EntryView, 0, len(entries))
+	for _, en := range entries {
+		v := EntryView{EntryStatus: en.status()}
+		e, bin, desc := en.view()
+		v.File, v.Line = e.Pos.File, e.Pos.Line
+		v.SHA256 = strings.ToLower(e.SHA256)
+		if v.SHA256 == "" && bin != "" {
+			v.SHA256 = h.binarySum(bin)
+		}
+		if desc != nil {
+			for _, in := range desc.Inject {
+				v.Consumes = append(v.Consumes, Dep{Key: in.Key, Optional: in.Optional})
 			}
 		}
 		h.console.mu.Lock()
-		if pe := h.console.lastErrs[st.ID]; pe != nil {
+		if pe := h.console.lastErrs[en.id]; pe != nil {
 			c := *pe
 			v.LastError = &c
 		}
