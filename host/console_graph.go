@@ -98,8 +98,17 @@ type consoleState struct {
 	lookup func(string) (string, bool)
 
 	mu       sync.Mutex
-	lastErrs map[string]*PosError // by entry id
+	lastErrs map[string]lastError // by entry id
 	sums     map[string]binarySum // by binary path
+}
+
+// lastError is an entry's last error, and whether it came from the
+// running process (a crash, a failed scope), which stays until the entry
+// is loaded anew, or from a change refused, which a change made since
+// makes old.
+type lastError struct {
+	pe      *PosError
+	running bool
 }
 
 type binarySum struct {
@@ -125,8 +134,8 @@ func (h *Host) Graph() []EntryView {
 			}
 		}
 		h.console.mu.Lock()
-		if pe := h.console.lastErrs[en.id]; pe != nil {
-			c := *pe
+		if le, ok := h.console.lastErrs[en.id]; ok {
+			c := *le.pe
 			v.LastError = &c
 		}
 		h.console.mu.Unlock()
@@ -149,7 +158,8 @@ func (h *Host) LogRing() *hostlog.Ring { return h.opts.LogRing }
 // changed signals the console that something Graph shows changed.
 func (h *Host) changed() { h.console.changes.notify() }
 
-// noteError records err as the last error of the entries it names.
+// noteError records err, a change refused, as the last error of the
+// entries it names.
 func (h *Host) noteError(err error) {
 	var le *LoadError
 	var errs []error
@@ -161,23 +171,24 @@ func (h *Host) noteError(err error) {
 	for _, e := range errs {
 		var pe *EntryError
 		if errors.As(e, &pe) && pe.ID != "" {
-			h.setLastError(pe.ID, &PosError{Message: pe.Err.Error(), File: pe.Pos.File, Line: pe.Pos.Line})
+			h.setLastError(pe.ID, lastError{pe: &PosError{Message: pe.Err.Error(), File: pe.Pos.File, Line: pe.Pos.Line}})
 		}
 	}
 }
 
-// noteEntryError records msg as the last error of entry id, at its place.
+// noteEntryError records msg, of en's running process, as its last
+// error, at its place.
 func (h *Host) noteEntryError(en *entry, msg string) {
 	e, _, _ := en.view()
-	h.setLastError(en.id, &PosError{Message: msg, File: e.Pos.File, Line: e.Pos.Line})
+	h.setLastError(en.id, lastError{pe: &PosError{Message: msg, File: e.Pos.File, Line: e.Pos.Line}, running: true})
 }
 
-func (h *Host) setLastError(id string, pe *PosError) {
+func (h *Host) setLastError(id string, le lastError) {
 	h.console.mu.Lock()
 	if h.console.lastErrs == nil {
-		h.console.lastErrs = map[string]*PosError{}
+		h.console.lastErrs = map[string]lastError{}
 	}
-	h.console.lastErrs[id] = pe
+	h.console.lastErrs[id] = le
 	h.console.mu.Unlock()
 	h.changed()
 }
@@ -187,6 +198,18 @@ func (h *Host) clearLastError(id string) {
 	h.console.mu.Lock()
 	delete(h.console.lastErrs, id)
 	h.console.mu.Unlock()
+}
+
+// clearRefused forgets the errors of changes refused: a change went
+// through since.
+func (h *Host) clearRefused() {
+	h.console.mu.Lock()
+	defer h.console.mu.Unlock()
+	for id, le := range h.console.lastErrs {
+		if !le.running {
+			delete(h.console.lastErrs, id)
+		}
+	}
 }
 
 // observeFailed keeps why a scope failed as its entry's last error.
