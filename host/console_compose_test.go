@@ -173,8 +173,12 @@ func TestApplyCompositionText(t *testing.T) {
 	}
 	noReport(t, reports)
 
-	// An edit in the file itself is still the watcher's.
-	if err := os.WriteFile(file, []byte(added), 0o640); err != nil {
+	// An edit in the file itself is still the watcher's (written aside
+	// and renamed over it, so the watcher never sees it half written).
+	if err := os.WriteFile(file+".next", []byte(added), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(file+".next", file); err != nil {
 		t.Fatal(err)
 	}
 	select {
