@@ -185,7 +185,7 @@ func TestConsoleKillJobTree(t *testing.T) {
 // the agent still reads all of it.
 func TestConsoleWatchTerminal(t *testing.T) {
 	h := startTools(t, termYAML)
-	s := openTerm(t, h, "agent")
+	s := openTerm(t, h, "agent", "name", "main")
 	first := readPrompt(t, h, "agent", s.ID, "")
 	sendLine(t, h, "agent", s.ID, "echo before-$((20+1))")
 	readPrompt(t, h, "agent", s.ID, "before-21")
@@ -197,7 +197,7 @@ func TestConsoleWatchTerminal(t *testing.T) {
 		t.Fatalf("no prompt in %q", first)
 	}
 	terms := h.Terminals()
-	if len(terms) != 1 || terms[0].Owner != "agent" || terms[0].ID != s.ID || terms[0].Cols != 80 || terms[0].Rows != 24 || !terms[0].Alive || !strings.Contains(terms[0].Command, "bash") {
+	if len(terms) != 1 || terms[0].Owner != "agent" || terms[0].ID != s.ID || terms[0].Cols != 80 || terms[0].Rows != 24 || !terms[0].Alive || terms[0].Command != "bash (main)" {
 		t.Fatalf("terminals: %+v", terms)
 	}
 
@@ -224,15 +224,31 @@ func TestConsoleWatchTerminal(t *testing.T) {
 		t.Fatal("typed into no terminal")
 	}
 
-	mustTerm(t, h, "agent", map[string]any{"op": "close", "id": s.ID})
+	// The shell exits: the watch ends, the console hears of it, and the
+	// session is listed as not alive until the agent closes it.
+	changes, stop := h.JobChanges()
+	defer stop()
+	<-changes
+	if err := h.WriteTerminal(context.Background(), "agent", s.ID, []byte("exit\r")); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case err := <-ended:
 		if err != nil {
 			t.Fatalf("the watch ended with %v", err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("the watch went on after the terminal closed")
+		t.Fatal("the watch went on after the shell exited")
 	}
+	select {
+	case <-changes:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no change signalled for the shell's end")
+	}
+	if terms := h.Terminals(); len(terms) != 1 || terms[0].Alive {
+		t.Fatalf("terminals after the shell exited: %+v", terms)
+	}
+	mustTerm(t, h, "agent", map[string]any{"op": "close", "id": s.ID})
 	if terms := h.Terminals(); len(terms) != 0 {
 		t.Fatalf("terminals after close: %+v", terms)
 	}
