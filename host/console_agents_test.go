@@ -164,8 +164,26 @@ func TestConsoleKillJobTree(t *testing.T) {
 	h := startTools(t, toolsYAML)
 	id := startBgJob(t, h, "agent", `sh -c 'sleep 3101 & sleep 3102; wait'; echo after`)
 	within(t, "the grandchildren run", func() bool { return running("sleep", "3101") && running("sleep", "3102") })
+	ended := make(chan JobView, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		v, err := h.WatchJobOutput(ctx, "agent", id, func([]byte) {})
+		if err != nil {
+			t.Errorf("watch: %v", err)
+		}
+		ended <- v
+	}()
 	if err := h.KillJob(context.Background(), "agent", id); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case v := <-ended:
+		if v.State != "killed" {
+			t.Fatalf("the watch of the killed job ended with %+v", v)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the watch went on after the kill")
 	}
 	within(t, "the tree is gone", func() bool { return !running("sleep", "3101") && !running("sleep", "3102") })
 	within(t, "the job is seen killed", func() bool {
