@@ -302,7 +302,9 @@ func (h *Host) prepare(ctx context.Context, p *plan.Plan, changes []*change) err
 			h.stopProcess(pr)
 		}
 	}
-	return &LoadError{File: p.Comp.File, Errs: errs}
+	err := &LoadError{File: p.Comp.File, Errs: errs}
+	h.noteError(err)
+	return err
 }
 
 // commit swaps the prepared scopes in and disposes what they replaced and
@@ -326,6 +328,7 @@ func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, remo
 				h.log.Error("a reloaded plugin could not take its key over", "entry", c.st.ID, "key", k.key, "error", err)
 			}
 		}
+		h.clearLastError(c.st.ID) // loaded anew
 		en := c.en
 		en.mu.Lock()
 		en.e, en.binary, en.config, en.desc, en.tools, en.scope = c.st.Entry, c.st.Binary, c.st.Config, c.st.Desc, c.st.Tools, c.scope
@@ -390,6 +393,7 @@ func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, remo
 		en.mu.Lock()
 		en.e.Disabled = true
 		en.mu.Unlock()
+		h.clearLastError(en.id)
 	}
 	// Tools kept listed while down go once their entry no longer declares
 	// them (removed, disabled, or reloaded without them).
@@ -402,6 +406,7 @@ func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, remo
 	if err := h.reg.Settled(sctx); err != nil {
 		h.log.Warn("the change did not settle in time", "error", err)
 	}
+	h.changed()
 }
 
 // indexServices maps every gRPC service the composition serves to its key,
@@ -438,11 +443,34 @@ func (h *Host) indexServices() {
 func (h *Host) ApplyComposition(ctx context.Context, next *composition.Composition) error {
 	h.changeMu.Lock()
 	defer h.changeMu.Unlock()
+	return h.applyComposition(ctx, next)
+}
+
+// applyComposition is ApplyComposition with h.changeMu held.
+func (h *Host) applyComposition(ctx context.Context, next *composition.Composition) error {
+	p, procs, err := h.planComposition(ctx, next)
+	if err != nil {
+		h.noteError(err)
+		return err
+	}
+	h.warnHostSection(next)
+	return h.applyPlan(ctx, p, procs)
+}
+
+// warnHostSection says that an edit of the host section waits for a
+// restart.
+func (h *Host) warnHostSection(next *composition.Composition) {
 	if !reflect.DeepEqual(next.Host, h.comp.Host) {
 		// Timeouts, the pulse and the scrub are set up when the host
 		// starts; applying them to a running host is not supported.
 		h.log.Warn("the host section changed; it is read at start only: restart dsh to apply it", "file", next.File)
 	}
+}
+
+// planComposition describes what next runs anew (new entries, other
+// binaries or pins) and plans next against the running set; h.changeMu
+// is held. The processes are the plan's to use, or stopped on an error.
+func (h *Host) planComposition(ctx context.Context, next *composition.Composition) (*plan.Plan, map[string]*pluginproc.Process, error) {
 	runs := map[string]plan.Running{}
 	for _, r := range h.running() {
 		runs[r.Entry.ID] = r
@@ -453,9 +481,9 @@ func (h *Host) ApplyComposition(ctx context.Context, next *composition.Compositi
 	})
 	p, err := h.makePlan(next, described, procs)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	return h.applyPlan(ctx, p, procs)
+	return p, procs, nil
 }
 
 // ErrUnknownEntry is returned for an id the composition does not have.
@@ -492,6 +520,7 @@ func (h *Host) Reload(ctx context.Context, id string) error {
 	}
 	p, err := h.makePlan(h.applied, described, procs)
 	if err != nil {
+		h.noteError(err)
 		return fmt.Errorf("reload %q: %w", id, err)
 	}
 	for i := range p.Steps {
@@ -537,7 +566,7 @@ func (h *Host) applyEntryAs(en *entry, spec applySpec) func(context.Context, *re
 				return err
 			}
 		}
-		sl := newSlot()
+		sl := newSlot(h.changed)
 		var first *load // until the slot holds a process
 		// First effect, so it is disposed last: the process outlives every
 		// registration it made. It stops whichever process the slot holds

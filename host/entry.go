@@ -75,6 +75,7 @@ func (en *entry) current() *load {
 // moveCurrent makes ld current in place of old, unless another load (a
 // reload's new scope) became current meanwhile.
 func (en *entry) moveCurrent(old, ld *load) {
+	defer en.h.changed()
 	defer en.h.boundCalls() // once en.mu is released
 	en.mu.Lock()
 	defer en.mu.Unlock()
@@ -84,6 +85,7 @@ func (en *entry) moveCurrent(old, ld *load) {
 }
 
 func (en *entry) setCurrent(ld *load) {
+	defer en.h.changed()
 	defer en.h.boundCalls() // once en.mu is released
 	en.mu.Lock()
 	defer en.mu.Unlock()
@@ -110,6 +112,7 @@ func (en *entry) toolNames() []string {
 
 // clearCurrent forgets ld unless a newer load already replaced it.
 func (en *entry) clearCurrent(ld *load) {
+	defer en.h.changed()
 	defer en.h.boundCalls() // once en.mu is released
 	en.mu.Lock()
 	defer en.mu.Unlock()

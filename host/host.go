@@ -34,6 +34,7 @@ import (
 	"github.com/dshrun/dsh/host/confine"
 	"github.com/dshrun/dsh/host/consent"
 	"github.com/dshrun/dsh/host/credential"
+	"github.com/dshrun/dsh/host/hostlog"
 	"github.com/dshrun/dsh/host/hub"
 	"github.com/dshrun/dsh/host/jobtable"
 	"github.com/dshrun/dsh/host/plan"
@@ -69,6 +70,10 @@ type Options struct {
 	LookupEnv func(string) (string, bool)
 	// Observe, if set, sees every registry transition in order.
 	Observe func(registry.Event)
+	// LogRing, if set, is the ring Logger and PluginLogger also write to
+	// (hostlog.Ring's Host and Plugins); the host hands it on (LogRing) for
+	// the console to read.
+	LogRing *hostlog.Ring
 	// WatchdogExe, if set, is the watchdog binary (dsh_watchdog, or dsh
 	// itself): it is started as a watchdog that kills every command tree if
 	// the host is killed.
@@ -112,8 +117,11 @@ type Host struct {
 	// (the host section is comp's: it is read at start only); changeMu.
 	applied *composition.Composition
 
-	compStamp fileStamp            // the composition file as loaded
+	stampMu   sync.Mutex
+	compStamp fileStamp            // the composition file as last applied; stampMu
 	binStamps map[string]fileStamp // each binary as started
+
+	console consoleState // what the console reads (console_*.go)
 
 	closing atomic.Bool
 	// consoleLogin makes a fresh console login URL for `dsh console`; nil
@@ -255,6 +263,7 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 	// passes on: commands (the manager's ambient environment) and plugins
 	// (PluginEnv reads through opts.LookupEnv).
 	scrub := credential.NewRule(comp.Host.Scrub.Extra, comp.Host.Scrub.Keep)
+	compLookup := opts.LookupEnv // what the composition is interpolated with
 	opts.LookupEnv = scrub.Lookup(opts.LookupEnv)
 	sub, err := procs.New(procs.Config{
 		SpillDir:         spill,
@@ -293,6 +302,7 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 		byID:     map[string]*entry{},
 		applied:  comp,
 	}
+	h.console.lookup = compLookup
 	h.runner.OnNetwork(h.logNetwork)
 	h.tools.KeepWhileDown(h.wantsTool)
 	h.jobs = jobtable.New(jobtable.Config{Open: h.openJobProcess, Logger: opts.Logger.Named("jobs")})
@@ -314,6 +324,8 @@ var stateWords = map[registry.State]string{
 
 func (h *Host) observe(ev registry.Event) {
 	h.log.Debug("plugin "+stateWords[ev.To], "entry", ev.Scope, "from", ev.From.String(), "reason", ev.Reason)
+	h.observeFailed(ev)
+	h.changed()
 	if h.opts.Observe != nil {
 		h.opts.Observe(ev)
 	}

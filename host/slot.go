@@ -23,6 +23,9 @@ type slot struct {
 	closed  bool          // the scope is unloading: no more processes
 	cancel  context.CancelFunc
 	ctx     context.Context // done when the scope unloads
+	// onChange hears of every change status shows (the console's
+	// signal), outside mu.
+	onChange func()
 
 	touched map[string]bool // keys the scope's processes have called
 }
@@ -35,9 +38,12 @@ const (
 	abandoned // a restart gave up (crash loop); the scope is unloading
 )
 
-func newSlot() *slot {
+func newSlot(onChange func()) *slot {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &slot{ctx: ctx, cancel: cancel, touched: map[string]bool{}}
+	if onChange == nil {
+		onChange = func() {}
+	}
+	return &slot{ctx: ctx, cancel: cancel, touched: map[string]bool{}, onChange: onChange}
 }
 
 // errRestarting is what a call gets when the provider did not come back
@@ -99,6 +105,7 @@ func (sl *slot) current() *load {
 // set makes ld the slot's process and ends a restart. It returns false
 // (and changes nothing) once the slot is closed.
 func (sl *slot) set(ld *load) bool {
+	defer sl.onChange()
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	if sl.closed {
@@ -117,6 +124,7 @@ func (sl *slot) set(ld *load) bool {
 // another process than old: a swap and an in-place restart of the same
 // slot race, and only the first may put its process in.
 func (sl *slot) replace(old, ld *load) bool {
+	defer sl.onChange()
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	if sl.closed || sl.cur != old {
@@ -132,6 +140,7 @@ func (sl *slot) replace(old, ld *load) bool {
 
 // beginRestart marks the slot RESTARTING; calls wait from now on.
 func (sl *slot) beginRestart() {
+	defer sl.onChange()
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	sl.beginRestartLocked()
@@ -147,6 +156,7 @@ func (sl *slot) beginRestartLocked() {
 
 // abandon ends a restart that gave up; waiting calls fail with why.
 func (sl *slot) abandon(why string) {
+	defer sl.onChange()
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	sl.state, sl.failure = abandoned, why
@@ -180,6 +190,7 @@ func (sl *slot) live() bool {
 // missed records a health check without answer and returns how many in a
 // row; answered resets the count.
 func (sl *slot) missed() int {
+	defer sl.onChange()
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	sl.misses++
@@ -188,8 +199,12 @@ func (sl *slot) missed() int {
 
 func (sl *slot) answered() {
 	sl.mu.Lock()
-	defer sl.mu.Unlock()
+	was := sl.misses
 	sl.misses = 0
+	sl.mu.Unlock()
+	if was > 0 {
+		sl.onChange() // healthy again
+	}
 }
 
 // status says what `dsh status` shows over an active scope's state: "" for

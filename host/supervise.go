@@ -37,6 +37,7 @@ type supervision struct {
 // recordCrash notes a crash (what happened: why) and returns the backoff
 // before the next start and whether the plugin is now in a crash loop.
 func (en *entry) recordCrash(now time.Time, why string) (time.Duration, bool) {
+	defer en.h.noteEntryError(en, "crashed: "+why) // once en.mu is released
 	en.mu.Lock()
 	defer en.mu.Unlock()
 	sup := &en.sup

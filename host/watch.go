@@ -32,8 +32,6 @@ func stamp(path string) fileStamp {
 // Watch polls every interval until ctx is done; report receives every
 // outcome (nil for a successful change) for the front end to log.
 func (h *Host) Watch(ctx context.Context, interval time.Duration, lookup func(string) (string, bool), report func(what string, err error)) {
-	// Stamps taken when the host loaded: an edit made since then counts.
-	compStamp := h.compStamp
 	// Each entry's binary as last seen: a stamp that changes under the same
 	// path is a rebuild; a new path (an edited entry) is only recorded.
 	type seenBinary struct {
@@ -55,17 +53,16 @@ func (h *Host) Watch(ctx context.Context, interval time.Duration, lookup func(st
 			return
 		case <-t.C:
 		}
-		if st := stamp(h.comp.File); st != compStamp {
+		if st, edited := h.compEdited(); edited {
 			// Editors write in steps: wait for one quiet interval so a
 			// half-written file is never read.
 			if st != pending {
 				pending = st
 				continue
 			}
-			compStamp = st
-			next, err := composition.Load(h.comp.File, lookup)
-			if err == nil {
-				err = h.ApplyComposition(ctx, next)
+			applied, err := h.applyEdited(ctx, st, lookup)
+			if !applied {
+				continue // edited again meanwhile, or the console applied it
 			}
 			// Entries added or moved by the edit are watched from their
 			// current build.
@@ -93,6 +90,37 @@ func (h *Host) Watch(ctx context.Context, interval time.Duration, lookup func(st
 			}
 		}
 	}
+}
+
+// compEdited is the composition file's stamp, and whether it differs from
+// the one last applied (an edit made since, in the file, counts).
+func (h *Host) compEdited() (fileStamp, bool) {
+	h.stampMu.Lock()
+	defer h.stampMu.Unlock()
+	st := stamp(h.comp.File)
+	return st, st != h.compStamp
+}
+
+// applyEdited loads and applies the composition file if its stamp is
+// still st and not yet applied; applied is false when it was not tried.
+// Under h.changeMu: an edit the console writes and applies (which sets the
+// stamp as it writes) is not applied again here.
+func (h *Host) applyEdited(ctx context.Context, st fileStamp, lookup func(string) (string, bool)) (applied bool, err error) {
+	h.changeMu.Lock()
+	defer h.changeMu.Unlock()
+	h.stampMu.Lock()
+	cur := stamp(h.comp.File)
+	if cur != st || cur == h.compStamp {
+		h.stampMu.Unlock()
+		return false, nil
+	}
+	h.compStamp = cur
+	h.stampMu.Unlock()
+	next, err := composition.Load(h.comp.File, lookup)
+	if err == nil {
+		err = h.applyComposition(ctx, next)
+	}
+	return true, err
 }
 
 func (h *Host) find(id string) *entry {

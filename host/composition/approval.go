@@ -16,7 +16,32 @@ type Approval struct {
 	// AskTimeout bounds how long a question waits for the user's answer;
 	// 0 means DefaultAskTimeout.
 	AskTimeout time.Duration
-	Pos        Pos
+	// Channels are where a question goes: "client" (the MCP client's
+	// user, by elicitation) and "console" (the page dsh serve shows the
+	// person who runs it); both listed, the first answer counts. Empty
+	// means the client alone (DefaultChannels).
+	Channels []string
+	Pos      Pos
+}
+
+// The channels a question can go to.
+const (
+	ChannelClient  = "client"
+	ChannelConsole = "console"
+)
+
+// DefaultChannels are where questions go when the section does not say.
+var DefaultChannels = []string{ChannelClient}
+
+// Asks reports whether questions go to channel.
+func (a *Approval) Asks(channel string) bool {
+	if a == nil {
+		return false
+	}
+	if len(a.Channels) == 0 {
+		return slices.Contains(DefaultChannels, channel)
+	}
+	return slices.Contains(a.Channels, channel)
 }
 
 // DefaultAskTimeout is how long a question waits for the user when the
@@ -36,7 +61,8 @@ type ApprovalRule struct {
 }
 
 var (
-	approvalKeys      = []string{"rules", "otherwise", "askTimeout"}
+	approvalKeys      = []string{"rules", "otherwise", "askTimeout", "channels"}
+	approvalChannels  = []string{ChannelClient, ChannelConsole}
 	approvalRuleKeys  = []string{"match", "mode", "decision"}
 	approvalDecisions = []string{"allow", "deny", "ask"}
 )
@@ -71,6 +97,28 @@ func (p *parser) approval(c *Composition, kp pair, v any) {
 				continue
 			}
 			a.AskTimeout = d
+		case "channels":
+			list, ok := m[ap.name].([]any)
+			seq := resolve(ap.val)
+			if !ok || seq == nil || len(seq.Content) != len(list) || len(list) == 0 {
+				p.errorf(ap.val, "approval.channels must be a list of one or both of %s, got %s", strings.Join(approvalChannels, ", "), describe(m[ap.name]))
+				continue
+			}
+			var chans []string
+			for i, item := range list {
+				s, _ := item.(string)
+				switch {
+				case !slices.Contains(approvalChannels, s):
+					p.errorf(seq.Content[i], "approval.channels entry %d: want one of %s, got %s", i+1, strings.Join(approvalChannels, ", "), describe(item))
+				case slices.Contains(chans, s):
+					p.errorf(seq.Content[i], "approval.channels entry %d: %s is listed twice", i+1, s)
+				default:
+					chans = append(chans, s)
+				}
+			}
+			if len(chans) == len(list) {
+				a.Channels = chans
+			}
 		case "rules":
 			list, ok := m[ap.name].([]any)
 			seq := resolve(ap.val)

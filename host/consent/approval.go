@@ -4,8 +4,9 @@
 // with shell metacharacters (what is allowed is the command as written,
 // not what a ; or a $( ) would add to it). "ask" goes to the user behind
 // the call through its front end's Asker (the MCP client's user, by
-// elicitation); without one, or without an answer in time, it is a denial
-// that says why. Every decision is logged: who asked, what, and which rule
+// elicitation) and, when approval.channels lists console, to the console's
+// desk as well (the first answer counts); without anyone to ask, or
+// without an answer in time, it is a denial that says why. Every decision is logged: who asked, what, and which rule
 // or answer decided.
 package consent
 
@@ -46,6 +47,15 @@ var _ approval.Approver = (*Service)(nil)
 type Policy struct {
 	section atomic.Pointer[composition.Approval]
 	log     hclog.Logger
+	desk    Desk
+}
+
+// Desk is where questions wait for the console (approval.channels).
+func (p *Policy) Desk() *Desk { return &p.desk }
+
+// asksConsole reports whether questions go to the console.
+func (p *Policy) asksConsole() bool {
+	return p.section.Load().Asks(composition.ChannelConsole)
 }
 
 // NewPolicy decides by section (nil: deny everything).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dshrun/dsh/core/approval"
 )
@@ -42,10 +43,13 @@ func (s *Service) ask(ctx context.Context, call Call, served bool, req *approval
 		return deny("the request serves no tool call, so there is no user to ask")
 	}
 	a := call.Asker
+	wait := s.Policy.AskTimeout()
+	if s.Policy.asksConsole() {
+		return s.askBoth(ctx, call, req, wait, deny)
+	}
 	if a == nil {
 		return deny("the call comes from no MCP session whose user could be asked (a dsh call, or a call the host makes)")
 	}
-	wait := s.Policy.AskTimeout()
 	actx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	d, err := a.Ask(actx, call.Owner, req)
@@ -62,4 +66,70 @@ func (s *Service) ask(ctx context.Context, call Call, served bool, req *approval
 		return deny("the user could not be asked: %v", err)
 	}
 	return deny("the user gave no answer")
+}
+
+// askBoth puts req on the console's desk and, when the call has an Asker,
+// to the client's user at the same time; the first answer decides and the
+// other question is withdrawn. A client that cannot ask its user leaves
+// the console to answer. askTimeout bounds both.
+func (s *Service) askBoth(ctx context.Context, call Call, req *approval.Request, wait time.Duration, deny func(string, ...any) *approval.Decision) *approval.Decision {
+	actx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	expires, _ := actx.Deadline()
+	desk := s.Policy.Desk()
+	w, off := desk.put(call.Owner, req, expires)
+	defer off()
+	type answer struct {
+		d   *approval.Decision
+		err error
+	}
+	var client chan answer // nil: the client is not (or no longer) asked
+	if call.Asker != nil {
+		client = make(chan answer, 1)
+		go func() {
+			d, err := call.Asker.Ask(actx, call.Owner, req)
+			client <- answer{d, err}
+		}()
+	}
+	console := func(approved bool) *approval.Decision {
+		if approved {
+			return &approval.Decision{Approved: true, Reason: "approved by the user at the console", DecidedBy: approval.ByUser}
+		}
+		return &approval.Decision{Reason: "denied by the user at the console", DecidedBy: approval.ByUser}
+	}
+	var clientErr error
+	for {
+		select {
+		case a := <-client:
+			switch {
+			case errors.Is(a.err, ErrAskedLater):
+				// The call stops here and comes back with the client's
+				// answer: its question leaves the desk with it.
+				return &approval.Decision{Reason: "denied for now: the user is being asked, and the call is repeated with the answer", DecidedBy: approval.ByNone}
+			case a.err == nil && a.d != nil:
+				if approved, ok := desk.claim(w); !ok {
+					return console(approved) // the console was first
+				}
+				return a.d
+			}
+			// The client cannot ask its user: the console still can.
+			clientErr, client = a.err, nil
+			if clientErr == nil {
+				clientErr = errors.New("the client gave no answer")
+			}
+		case <-w.done:
+			return console(w.approve) // cancel (deferred) withdraws the client's question
+		case <-actx.Done():
+			if approved, answered := desk.claim(w); !answered {
+				return console(approved) // answered as the wait ended
+			}
+			if ctx.Err() != nil {
+				return deny("the call ended before the user answered")
+			}
+			if clientErr != nil {
+				return deny("nobody answered at the console within %v (approval.askTimeout), and the client could not ask its user: %v", wait, clientErr)
+			}
+			return deny("the user did not answer within %v (approval.askTimeout), on the client or at the console", wait)
+		}
+	}
 }

@@ -7,6 +7,9 @@
 // keys that say who and what the line is about, always in the same order
 // (Lead), then the rest in the order they were given. A key whose value
 // is empty is left out; a duration reads as one ("1.5s"), in JSON too.
+//
+// It also keeps the last lines, the host's and each plugin's, in a Ring
+// the console reads back and follows.
 package hostlog
 
 import (

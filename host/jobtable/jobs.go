@@ -27,6 +27,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/dshrun/dsh/core/jobs"
+	"github.com/dshrun/dsh/internal/notify"
 )
 
 // Defaults.
@@ -154,6 +155,8 @@ type Manager struct {
 	jobs    map[string]*Job
 	notices map[string][]pending // owner -> completion notices not yet delivered
 	closed  bool
+
+	changes notify.Set // a job came, finished or went (Changes)
 }
 
 // pending is a finished job whose owner has not been told yet.
@@ -261,6 +264,7 @@ func (m *Manager) Register(ctx context.Context, r Registration) (Snapshot, error
 	}
 	m.cfg.Logger.Info("job started", "entry", j.Plugin, "job", j.ID, "owner", j.Owner, "command", j.Command, "workdir", workdir, "pid", p.Pid())
 	j.unwatch = p.AfterDone(func() { m.done(j) })
+	m.changes.Fire()
 	return m.snapshot(j), nil
 }
 
@@ -298,6 +302,7 @@ func (m *Manager) watch(ctx context.Context, j *Job) {
 	snap := m.snapshot(j)
 	m.notices[j.Owner] = append(m.notices[j.Owner], pending{j.ID, j.Plugin, snap})
 	j.timer = time.AfterFunc(m.cfg.Retention, func() { m.forget(j.ID) })
+	m.changes.Fire()
 }
 
 // wait asks the executor how the job's process ended, again after a
@@ -483,6 +488,9 @@ func (m *Manager) ReleaseOwner(owner string) {
 	}
 	delete(m.notices, owner)
 	m.mu.Unlock()
+	if len(gone) > 0 {
+		m.changes.Fire()
+	}
 	var wg sync.WaitGroup
 	for _, j := range gone {
 		wg.Go(func() {
@@ -508,6 +516,7 @@ func (m *Manager) Close() {
 		delete(m.jobs, id)
 	}
 	m.mu.Unlock()
+	m.changes.Fire()
 	m.cancel()
 	m.waits.Wait()
 }
@@ -548,6 +557,7 @@ func (m *Manager) forget(id string) {
 	m.drop(j)
 	delete(m.jobs, id)
 	m.mu.Unlock()
+	m.changes.Fire()
 	j.proc.Forget()
 }
 
@@ -596,3 +606,41 @@ func (m *Manager) logEnd(j *Job, msg string, st State) {
 	}
 	m.cfg.Logger.Info(msg, args...)
 }
+
+// Listed is a job as All lists it: its state and its process's handle.
+type Listed struct {
+	Snapshot
+	Proc Process
+}
+
+// All lists every owner's jobs, oldest first: what the person who runs
+// the host sees of them (no agent gets this).
+func (m *Manager) All() []Listed {
+	m.mu.Lock()
+	out := make([]Listed, 0, len(m.jobs))
+	for _, j := range m.jobs {
+		out = append(out, Listed{m.snapshot(j), j.proc})
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(a, b int) bool {
+		return out[a].Started.Before(out[b].Started) || out[a].Started.Equal(out[b].Started) && out[a].ID < out[b].ID
+	})
+	return out
+}
+
+// Job is owner's job id as it stands, and its process's handle, which
+// stays usable once the job is forgotten (to look at what it printed,
+// never to read it: Read is the owner's).
+func (m *Manager) Job(owner, id string) (Listed, error) {
+	j, err := m.get(owner, id)
+	if err != nil {
+		return Listed{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return Listed{m.snapshot(j), j.proc}, nil
+}
+
+// Changes signals (coalesced, once at once) whenever a job is
+// registered, finishes or is forgotten; stop ends it.
+func (m *Manager) Changes() (<-chan struct{}, func()) { return m.changes.Subscribe() }

@@ -45,7 +45,7 @@ func plugins(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		pkgs := map[string]string{"shell-env": "./plugins/shell-env", "tool-bash": "./plugins/tool-bash", "bash-sandbox": "./plugins/bash-sandbox", "bash-pretend": "./internal/testplugins/bashpretend", "termdrive": "./internal/testplugins/termdrive"}
+		pkgs := map[string]string{"shell-env": "./plugins/shell-env", "bash-local": "./plugins/bash-local", "tool-bash": "./plugins/tool-bash", "bash-sandbox": "./plugins/bash-sandbox", "bash-pretend": "./internal/testplugins/bashpretend", "termdrive": "./internal/testplugins/termdrive"}
 		args := []string{"build", "-o", binDir + string(os.PathSeparator)}
 		for _, p := range pkgs {
 			args = append(args, p)

@@ -32,6 +32,7 @@ import (
 
 	"github.com/dshrun/dsh/host"
 	"github.com/dshrun/dsh/host/procs"
+	"github.com/dshrun/dsh/internal/notify"
 )
 
 // Options configures a Server.
@@ -59,7 +60,14 @@ type Server struct {
 
 	omu    sync.Mutex
 	owners map[*mcp.ServerSession]string
-	ready  map[*mcp.ServerSession]bool // sessions that sent notifications/initialized (omu)
+	since  map[*mcp.ServerSession]time.Time // when each owner was made (omu)
+	ready  map[*mcp.ServerSession]bool      // sessions that sent notifications/initialized (omu)
+
+	// The calls in flight and the console's signal (inflight.go).
+	callSeq atomic.Uint64
+	cmu     sync.Mutex
+	calls   map[uint64]inflight
+	agents  notify.Set
 
 	amu  sync.Mutex
 	asks map[string]*question // request state -> the question it answers (elicit.go)
@@ -85,7 +93,7 @@ func New(opts Options) *Server {
 	if opts.ReleaseGrace <= 0 {
 		opts.ReleaseGrace = 10 * time.Second
 	}
-	s := &Server{opts: opts, h: opts.Host, log: opts.Logger, tools: map[string]string{}, owners: map[*mcp.ServerSession]string{}, ready: map[*mcp.ServerSession]bool{}, asks: map[string]*question{}}
+	s := &Server{opts: opts, h: opts.Host, log: opts.Logger, tools: map[string]string{}, owners: map[*mcp.ServerSession]string{}, since: map[*mcp.ServerSession]time.Time{}, calls: map[uint64]inflight{}, ready: map[*mcp.ServerSession]bool{}, asks: map[string]*question{}}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "dsh", Title: "dsh", Version: opts.Version}, &mcp.ServerOptions{
 		Instructions:       instructions,
 		InitializedHandler: s.initialized,
@@ -174,6 +182,8 @@ func (s *Server) owner(ss *mcp.ServerSession) string {
 	}
 	owner := newOwner()
 	s.owners[ss] = owner
+	s.since[ss] = time.Now()
+	s.agents.Fire()
 	if ss == nil {
 		return owner // no session to watch: only tests call without one
 	}
@@ -191,7 +201,9 @@ func (s *Server) owner(ss *mcp.ServerSession) string {
 		}
 		s.omu.Lock()
 		delete(s.owners, ss)
+		delete(s.since, ss)
 		s.omu.Unlock()
+		s.agents.Fire()
 		s.forgetQuestions(owner)
 		s.log.Debug("session ended; its jobs are gone", "owner", owner)
 	}()
@@ -269,6 +281,7 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 		callCtx, stop := context.WithCancel(ctx)
 		defer stop()
 		asker := s.newAsker(callCtx, req, owner, stop)
+		n := s.track(owner, name, req.Params.Arguments, stop)
 		call := host.ToolCall{Owner: owner, Tool: name, Arguments: req.Params.Arguments, Asker: asker}
 		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 			call.Progress = host.Progress{
@@ -283,6 +296,7 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 			}
 		}
 		res, err := s.h.CallTool(callCtx, call)
+		byConsole := s.untrack(n)
 		if q := asker.inputRequired(); q != nil {
 			return q, nil // what the stopped call did say is not the answer
 		}
@@ -295,12 +309,22 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 			if errors.As(err, &ue) {
 				msg = ue.Error()
 			}
+			if byConsole {
+				// What stopped it was the person at the console, not
+				// the command: the context's own words say nothing.
+				msg = cancelledNote
+			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: msg}}, IsError: true}, nil
 		}
 		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}, IsError: res.IsError}
 		for _, fb := range res.Feedback {
 			// Each its own item: the tool's text still ends with its exit line.
 			out.Content = append(out.Content, &mcp.TextContent{Text: fb})
+		}
+		if byConsole {
+			// The model did not cancel it, and must not think the command
+			// failed by itself.
+			out.Content = append(out.Content, &mcp.TextContent{Text: cancelledNote})
 		}
 		if len(res.Structured) > 0 && json.Valid(res.Structured) {
 			out.StructuredContent = res.Structured

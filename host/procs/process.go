@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dshrun/dsh/core/subprocess"
+	"github.com/dshrun/dsh/internal/notify"
 )
 
 // Status of a process.
@@ -40,6 +41,7 @@ type Process struct {
 	causeOnce      sync.Once
 	unwatch        []func() bool // stop the timeout's timer and the abort's hook
 	afterDone      []*func()     // AfterDone's callbacks not yet run; under mu
+	changed        notify.Set    // output came (Follow)
 
 	mu       sync.Mutex
 	status   Status
@@ -61,8 +63,8 @@ func newProcess(m *Manager, id string, spec Spec) *Process {
 		done:   make(chan struct{}),
 		status: Running,
 	}
-	p.stdout = newStream(m, spec, id, "stdout")
-	p.stderr = newStream(m, spec, id, "stderr")
+	p.stdout = newStream(m, spec, id, "stdout", &p.changed)
+	p.stderr = newStream(m, spec, id, "stderr", &p.changed)
 	return p
 }
 

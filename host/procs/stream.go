@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/dshrun/dsh/host/procs/retention"
+	"github.com/dshrun/dsh/internal/notify"
 )
 
 // Collected is one stream's output handed to a reader.
@@ -79,10 +80,14 @@ type stream struct {
 	lost     int64    // bytes the spill file does not hold
 	reason   SpillReason
 	errText  string
+
+	// changed is the process's: told of every write, for Follow.
+	changed *notify.Set
 }
 
-func newStream(m *Manager, spec Spec, id, name string) *stream {
+func newStream(m *Manager, spec Spec, id, name string, changed *notify.Set) *stream {
 	return &stream{
+		changed:  changed,
 		m:        m,
 		owner:    spec.Owner,
 		path:     filepath.Join(m.ownerDir(spec.Owner), id+"."+name),
@@ -225,20 +230,26 @@ const maxBigPipes = 16
 // the reason.
 func (s *stream) Write(p []byte) (int, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.write(p)
+	s.mu.Unlock()
+	s.changed.Fire() // one atomic load while nobody follows
+	return len(p), nil
+}
+
+// write keeps p; s.mu is held.
+func (s *stream) write(p []byte) {
 	s.total += int64(len(p))
 	s.lines += int64(bytes.Count(p, newline))
 	_, _ = s.unread.Write(p)
 	if !s.spilling {
 		if len(s.pending)+len(p) <= s.spillAt {
 			s.pending = append(s.pending, p...)
-			return len(p), nil
+			return
 		}
 		s.spilling = true
 		s.openSpill()
 	}
 	s.spill(p)
-	return len(p), nil
 }
 
 // openSpill creates the spill file and writes the bytes held so far.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -652,3 +653,30 @@ func (t *Terminal) Printed() int64 {
 	defer t.mu.Unlock()
 	return t.total
 }
+
+// Watch runs first, then hands w every byte the terminal prints from then
+// on, in order, from the goroutine that reads the terminal, consuming
+// nothing (reads still get all of it). Nothing is printed between the
+// two, so first may take a picture of the screen (a screen's Repaint)
+// that w's bytes continue. w must not block: the terminal's output waits
+// on it. stop ends the watch; w gets nothing once it returns.
+func (t *Terminal) Watch(first func(), w io.Writer) (stop func()) {
+	t.obsMu.Lock()
+	defer t.obsMu.Unlock()
+	first()
+	t.observers = append(t.observers, w)
+	return func() {
+		t.obsMu.Lock()
+		defer t.obsMu.Unlock()
+		if i := slices.Index(t.observers, w); i >= 0 {
+			t.observers = slices.Delete(t.observers, i, i+1)
+		}
+	}
+}
+
+// Argv is the command the terminal runs.
+func (t *Terminal) Argv() []string { return slices.Clone(t.p.spec.Argv) }
+
+// AfterDone runs f in a goroutine of its own once the terminal's program
+// has ended and its tree is gone (as Process.AfterDone).
+func (t *Terminal) AfterDone(f func()) (stop func() bool) { return t.p.AfterDone(f) }

@@ -33,6 +33,7 @@ import (
 	"github.com/dshrun/dsh/core/terminals"
 	"github.com/dshrun/dsh/host/procs"
 	"github.com/dshrun/dsh/host/termsessions/settle"
+	"github.com/dshrun/dsh/internal/notify"
 )
 
 // Config configures a Manager.
@@ -74,6 +75,8 @@ type Manager struct {
 	backends map[string]*backend
 	released map[string]bool // owners whose release ran: never live again
 	closed   bool
+
+	changes notify.Set // a session opened, ended or went (Changes)
 }
 
 // New makes a Manager.

@@ -91,6 +91,8 @@ func (m *Manager) Open(ctx context.Context, owner string, req OpenRequest) (Info
 		return Info{}, err
 	}
 	m.mu.Unlock()
+	m.changes.Fire()
+	t.AfterDone(m.changes.Fire) // its program ended: no longer alive
 	m.log.Debug("terminal opened", "session", s.ID, "owner", owner, "backend", b.name, "plugin", b.plugin, "pid", t.Pid())
 	return m.info(s), nil
 }

@@ -116,6 +116,7 @@ func (m *Manager) CloseSession(ctx context.Context, owner, id string) (Info, err
 	if err != nil {
 		return Info{}, err
 	}
+	m.changes.Fire()
 	if err := m.end(ctx, s); err != nil {
 		return Info{}, err
 	}
@@ -203,6 +204,9 @@ func (m *Manager) Close(ctx context.Context) error {
 }
 
 func (m *Manager) endAll(ctx context.Context, ss []*Session) error {
+	if len(ss) > 0 {
+		m.changes.Fire()
+	}
 	errs := make([]error, len(ss))
 	var wg sync.WaitGroup
 	for i, s := range ss {

@@ -1,29 +1,45 @@
-//go:build consolehost
-
 package main
 
 import (
 	"context"
-	"sort"
-	"sync"
+	"errors"
+	"time"
 
+	"github.com/dshrun/dsh/core/terminals"
 	"github.com/dshrun/dsh/host"
 	"github.com/dshrun/dsh/host/console"
 	"github.com/dshrun/dsh/host/hostlog"
+	"github.com/dshrun/dsh/host/jobtable"
 	"github.com/dshrun/dsh/host/mcpserver"
+	"sync"
 )
 
-// hostSource is the console's view of the host and its MCP server: it
-// converts their types to the console's JSON ones.
+// hostSource is the console's view of the host and its MCP server: the
+// host's own types turned into the API's.
 type hostSource struct {
 	h    *host.Host
 	m    *mcpserver.Server
-	ring *hostlog.Ring
 	file string
 }
 
 func newConsoleSource(h *host.Host, m *mcpserver.Server, file string) console.Source {
-	return &hostSource{h: h, m: m, ring: h.LogRing(), file: file}
+	return &hostSource{h: h, m: m, file: file}
+}
+
+// notFound is err as the console's ErrNotFound (the API's 404), keeping
+// the host's sentence.
+type notFound struct{ err error }
+
+func (e notFound) Error() string        { return e.err.Error() }
+func (e notFound) Unwrap() error        { return e.err }
+func (e notFound) Is(target error) bool { return target == console.ErrNotFound }
+
+func lookup(err error) error {
+	if err != nil && (errors.Is(err, host.ErrUnknownEntry) || errors.Is(err, host.ErrNoQuestion) ||
+		errors.Is(err, jobtable.ErrNotFound) || errors.Is(err, terminals.ErrNoSession)) {
+		return notFound{err}
+	}
+	return err
 }
 
 func (s *hostSource) Version() string { return buildVersion() }
@@ -36,8 +52,9 @@ func (s *hostSource) Graph() []console.EntryView {
 		v := console.EntryView{
 			ID: e.ID, Name: e.Name, Binary: e.Binary, SHA256: e.SHA256, Disabled: e.Disabled,
 			State: e.State, Reason: e.Reason, Pid: e.Pid, Restarts: e.Restarts,
-			UptimeMs: e.Uptime.Milliseconds(), Version: e.Version, Provides: e.Provides, Tools: e.Tools,
-			File: e.File, Line: e.Line, Consumes: make([]console.Dep, 0, len(e.Consumes)),
+			UptimeMs: e.Uptime.Milliseconds(), Version: e.Version,
+			Provides: orEmpty(e.Provides), Tools: orEmpty(e.Tools), Consumes: []console.Dep{},
+			File: e.File, Line: e.Line,
 		}
 		for _, d := range e.Consumes {
 			v.Consumes = append(v.Consumes, console.Dep{Key: d.Key, Optional: d.Optional})
@@ -50,10 +67,27 @@ func (s *hostSource) Graph() []console.EntryView {
 	return out
 }
 
-func (s *hostSource) Changes() (<-chan struct{}, func())          { return s.h.Changes() }
-func (s *hostSource) Reload(ctx context.Context, id string) error { return s.h.Reload(ctx, id) }
+func orEmpty(v []string) []string {
+	if v == nil {
+		return []string{}
+	}
+	return v
+}
+
+func (s *hostSource) Changes() (<-chan struct{}, func()) { return s.h.Changes() }
+
+func (s *hostSource) Reload(ctx context.Context, id string) error { return lookup(s.h.Reload(ctx, id)) }
 
 func (s *hostSource) CompositionText() (string, []byte, error) { return s.h.CompositionText() }
+
+func (s *hostSource) CheckComposition(ctx context.Context, text []byte) []console.Problem {
+	return problems(s.h.CheckCompositionText(ctx, text))
+}
+
+func (s *hostSource) ApplyComposition(ctx context.Context, text []byte) ([]console.Problem, error) {
+	p, err := s.h.ApplyCompositionText(ctx, text)
+	return problems(p), err
+}
 
 func problems(ps []host.Problem) []console.Problem {
 	out := make([]console.Problem, 0, len(ps))
@@ -63,67 +97,63 @@ func problems(ps []host.Problem) []console.Problem {
 	return out
 }
 
-func (s *hostSource) CheckComposition(ctx context.Context, text []byte) []console.Problem {
-	return problems(s.h.CheckCompositionText(ctx, text))
-}
-
-func (s *hostSource) ApplyComposition(ctx context.Context, text []byte) ([]console.Problem, error) {
-	ps, err := s.h.ApplyCompositionText(ctx, text)
-	return problems(ps), err
-}
-
-func toLogLine(l hostlog.Line) console.LogLine {
-	return console.LogLine{Time: l.Time, Level: l.Level, Entry: l.Entry, Message: l.Message, Fields: l.Fields}
-}
-
+// Logs: the page's "" is every entry; the host's own lines have entry "".
 func (s *hostSource) Logs(entry, level string, n int) []console.LogLine {
-	if s.ring == nil {
+	r := s.h.LogRing()
+	if r == nil {
 		return nil
 	}
-	lines := s.ring.Recent(entry, level, n)
+	if entry == "" {
+		entry = hostlog.AllEntries
+	}
+	lines := r.Recent(entry, level, n)
 	out := make([]console.LogLine, 0, len(lines))
 	for _, l := range lines {
-		out = append(out, toLogLine(l))
+		out = append(out, consoleLogLine(l))
 	}
 	return out
 }
 
-// SubscribeLogs converts the ring's lines until stop.
+func consoleLogLine(l hostlog.Line) console.LogLine {
+	return console.LogLine{Time: l.Time, Level: l.Level, Entry: l.Entry, Message: l.Message, Fields: l.Fields}
+}
+
 func (s *hostSource) SubscribeLogs() (<-chan console.LogLine, func()) {
-	if s.ring == nil {
+	r := s.h.LogRing()
+	if r == nil {
 		return nil, func() {}
 	}
-	in, stopRing := s.ring.Subscribe()
-	out := make(chan console.LogLine, 64)
+	in, stop := r.Subscribe()
+	out := make(chan console.LogLine, cap(in))
 	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
+	ended := make(chan struct{})
 	go func() {
-		defer wg.Done()
+		defer close(ended)
 		defer close(out)
 		for {
 			select {
-			case <-done:
-				return
 			case l, ok := <-in:
 				if !ok {
 					return
 				}
 				select {
-				case out <- toLogLine(l):
+				case out <- consoleLogLine(l):
 				case <-done:
 					return
 				}
+			case <-done:
+				return
 			}
 		}
 	}()
-	var once sync.Once
 	return out, func() {
-		once.Do(func() {
+		stop()
+		select {
+		case <-done:
+		default:
 			close(done)
-			stopRing()
-			wg.Wait()
-		})
+		}
+		<-ended
 	}
 }
 
@@ -132,7 +162,7 @@ func (s *hostSource) Approvals() []console.Approval {
 	out := make([]console.Approval, 0, len(qs))
 	for _, q := range qs {
 		out = append(out, console.Approval{
-			ID: q.ID, Owner: q.Owner, Kind: q.Kind, Command: q.Command, Hosts: q.Hosts,
+			ID: q.ID, Owner: q.Owner, Kind: q.Kind, Command: q.Command, Hosts: orEmpty(q.Hosts),
 			Justification: q.Justification, AskedAt: q.AskedAt, ExpiresAt: q.ExpiresAt,
 		})
 	}
@@ -140,44 +170,40 @@ func (s *hostSource) Approvals() []console.Approval {
 }
 
 func (s *hostSource) ApprovalChanges() (<-chan struct{}, func()) { return s.h.QuestionChanges() }
+
 func (s *hostSource) AnswerApproval(id string, approve bool) error {
-	return s.h.AnswerQuestion(id, approve)
+	return lookup(s.h.AnswerQuestion(id, approve))
 }
 
-// Agents groups calls, jobs and terminals under their owners; an owner
-// gone from MCP whose jobs still run is listed by its id alone.
+// Agents is every owner the MCP server knows, and any other owner that
+// holds jobs or terminals (a session gone within its release grace).
 func (s *hostSource) Agents() []console.Owner {
-	byID := map[string]*console.Owner{}
+	now := time.Now()
 	var order []string
-	owner := func(id string) *console.Owner {
-		if o, ok := byID[id]; ok {
-			return o
+	byID := map[string]*console.Owner{}
+	get := func(id string) *console.Owner {
+		o, ok := byID[id]
+		if !ok {
+			o = &console.Owner{ID: id, Calls: []console.CallView{}, Jobs: []console.JobView{}, Terminals: []console.TerminalView{}}
+			byID[id] = o
+			order = append(order, id)
 		}
-		o := &console.Owner{ID: id}
-		byID[id] = o
-		order = append(order, id)
 		return o
 	}
-	for _, o := range s.m.Owners() {
-		ow := owner(o.ID)
-		ow.Client, ow.Since = o.Client, o.Since
+	for _, v := range s.m.Owners() {
+		o := get(v.ID)
+		o.Client, o.Since = v.Client, v.Since
 	}
 	for _, c := range s.m.CallsInFlight() {
-		ow := owner(c.Owner)
-		ow.Calls = append(ow.Calls, console.CallView{ID: c.ID, Tool: c.Tool, Command: c.Command, StartedAt: c.Started})
+		o := get(c.Owner)
+		o.Calls = append(o.Calls, console.CallView{ID: c.ID, Tool: c.Tool, Command: c.Command, StartedAt: c.Started, ElapsedMs: now.Sub(c.Started).Milliseconds()})
 	}
 	for _, j := range s.h.Jobs() {
-		ow := owner(j.Owner)
-		ow.Jobs = append(ow.Jobs, jobView(j))
+		get(j.Owner).Jobs = append(get(j.Owner).Jobs, jobView(j))
 	}
 	for _, t := range s.h.Terminals() {
-		ow := owner(t.Owner)
-		ow.Terminals = append(ow.Terminals, console.TerminalView{ID: t.ID, Command: t.Command, Cols: t.Cols, Rows: t.Rows, Alive: t.Alive})
+		get(t.Owner).Terminals = append(get(t.Owner).Terminals, console.TerminalView{ID: t.ID, Command: t.Command, Cols: t.Cols, Rows: t.Rows, Alive: t.Alive})
 	}
-	sort.SliceStable(order, func(i, j int) bool {
-		a, b := byID[order[i]], byID[order[j]]
-		return a.Since.Before(b.Since) || (a.Since.Equal(b.Since) && a.ID < b.ID)
-	})
 	out := make([]console.Owner, 0, len(order))
 	for _, id := range order {
 		out = append(out, *byID[id])
@@ -189,63 +215,67 @@ func jobView(j host.JobView) console.JobView {
 	return console.JobView{ID: j.ID, Command: j.Command, State: j.State, ExitCode: j.ExitCode, StartedAt: j.Started, OutputBytes: j.OutputBytes}
 }
 
-// AgentChanges merges the MCP server's changes (calls, owners) with the
-// host's (jobs) into one signal.
+// AgentChanges joins the MCP server's changes (sessions, calls) with the
+// host's (jobs, terminals).
 func (s *hostSource) AgentChanges() (<-chan struct{}, func()) {
-	a, stopA := s.m.AgentChanges()
-	j, stopJ := s.h.JobChanges()
+	return join(s.m.AgentChanges, s.h.JobChanges)
+}
+
+// join is one coalesced signal of every source's changes.
+func join(sources ...func() (<-chan struct{}, func())) (<-chan struct{}, func()) {
 	out := make(chan struct{}, 1)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for a != nil || j != nil {
-			select {
-			case <-done:
-				return
-			case _, ok := <-a:
-				if !ok {
-					a = nil
-					continue
-				}
-			case _, ok := <-j:
-				if !ok {
-					j = nil
-					continue
+	stops := make([]func(), 0, len(sources))
+	for _, src := range sources {
+		ch, stop := src()
+		stops = append(stops, stop)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case _, ok := <-ch:
+					if !ok {
+						return
+					}
+					select {
+					case out <- struct{}{}:
+					default:
+					}
+				case <-done:
+					return
 				}
 			}
-			select {
-			case out <- struct{}{}:
-			default:
-			}
-		}
-	}()
+		}()
+	}
 	var once sync.Once
 	return out, func() {
 		once.Do(func() {
 			close(done)
-			stopA()
-			stopJ()
+			for _, stop := range stops {
+				stop()
+			}
 			wg.Wait()
 		})
 	}
 }
 
 func (s *hostSource) CancelCall(id string) bool { return s.m.CancelCall(id) }
+
 func (s *hostSource) KillJob(ctx context.Context, owner, id string) error {
-	return s.h.KillJob(ctx, owner, id)
+	return lookup(s.h.KillJob(ctx, owner, id))
 }
 
 func (s *hostSource) WatchJobOutput(ctx context.Context, owner, id string, out func([]byte)) (console.JobView, error) {
 	j, err := s.h.WatchJobOutput(ctx, owner, id, out)
-	return jobView(j), err
+	return jobView(j), lookup(err)
 }
 
 func (s *hostSource) WatchTerminal(ctx context.Context, owner, id string, out func([]byte)) error {
-	return s.h.WatchTerminal(ctx, owner, id, out)
+	return lookup(s.h.WatchTerminal(ctx, owner, id, out))
 }
 
 func (s *hostSource) WriteTerminal(ctx context.Context, owner, id string, data []byte) error {
-	return s.h.WriteTerminal(ctx, owner, id, data)
+	return lookup(s.h.WriteTerminal(ctx, owner, id, data))
 }

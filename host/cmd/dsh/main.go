@@ -150,14 +150,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		JSONFormat: g.logJSON,
 		Color:      hclog.AutoColor,
 	}
-	logger := hostlog.New(&logOpts)
+	// Every line, the host's and its plugins', is also kept in a ring for
+	// the console.
+	ring := hostlog.NewRing(hostlog.DefaultRingSize)
+	logger := ring.Host(hostlog.New(&logOpts))
 	// go-plugin reports every clean plugin exit at info; at teardown that is
 	// routine, so only failures are shown.
 	pluginOpts := logOpts
 	pluginOpts.Exclude = func(level hclog.Level, msg string, args ...any) bool {
 		return level <= hclog.Info && (msg == "plugin process exited" || msg == "plugin exited")
 	}
-	pluginLogger := hostlog.New(&pluginOpts)
+	pluginLogger := ring.Plugins(hostlog.New(&pluginOpts))
 	cmd, rest := positional[0], positional[1:]
 	needOne := func() (string, bool) {
 		if len(rest) != 1 {
@@ -195,7 +198,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "dsh %s: %v\n", cmd, &host.LoadError{File: file, Errs: []error{err}})
 			return exitBadUse
 		}
-		opts := host.Options{PluginPath: pluginPath(g.pluginPath), Logger: logger, PluginLogger: pluginLogger}
+		opts := host.Options{PluginPath: pluginPath(g.pluginPath), Logger: logger, PluginLogger: pluginLogger, LogRing: ring}
 		if cmd == "serve" {
 			opts.WatchdogExe = watchdogExe(logger)
 		}

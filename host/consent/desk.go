@@ -1,0 +1,160 @@
+package consent
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dshrun/dsh/core/approval"
+)
+
+// The console's desk: with approval.channels listing console, a question
+// waits here (as well as on the client, when it can ask its user) until
+// someone at the console answers it, the client's user answers first, the
+// wait ends or the call it serves ends. Whichever answer comes first
+// decides; the other question is withdrawn.
+
+// Question is one question waiting at the console.
+type Question struct {
+	ID, Owner, Kind, Command, Justification string
+	Hosts                                   []string
+	AskedAt, ExpiresAt                      time.Time
+}
+
+// Desk holds the questions waiting at the console.
+type Desk struct {
+	mu      sync.Mutex
+	pending map[string]*waiting
+	changes signal
+}
+
+// waiting is a question and its answer, once given.
+type waiting struct {
+	q        Question
+	answered bool
+	approve  bool
+	done     chan struct{} // closed by the console's answer
+}
+
+// ErrNoQuestion is AnswerQuestion's error for a question no longer (or
+// never) waiting: answered, timed out, or its call ended.
+var ErrNoQuestion = errors.New("no such question waiting: it was answered, timed out, or its call ended")
+
+// Questions are the questions waiting, oldest first.
+func (d *Desk) Questions() []Question {
+	d.mu.Lock()
+	out := make([]Question, 0, len(d.pending))
+	for _, w := range d.pending {
+		if !w.answered {
+			q := w.q
+			q.Hosts = slices.Clone(q.Hosts)
+			out = append(out, q)
+		}
+	}
+	d.mu.Unlock()
+	slices.SortFunc(out, func(a, b Question) int { return a.AskedAt.Compare(b.AskedAt) })
+	return out
+}
+
+// Changes signals every question put or gone; signals coalesce.
+func (d *Desk) Changes() (<-chan struct{}, func()) { return d.changes.subscribe() }
+
+// Answer gives the console's answer to question id. It fails if the
+// question is no longer waiting (answered on the client meanwhile, too).
+func (d *Desk) Answer(id string, approve bool) error {
+	d.mu.Lock()
+	w := d.pending[id]
+	if w == nil || w.answered {
+		d.mu.Unlock()
+		return ErrNoQuestion
+	}
+	w.answered, w.approve = true, approve
+	close(w.done)
+	d.mu.Unlock()
+	d.changes.notify()
+	return nil
+}
+
+// put puts a question on the desk until the returned func takes it off.
+func (d *Desk) put(owner string, req *approval.Request, expires time.Time) (*waiting, func()) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	w := &waiting{
+		q: Question{
+			ID: hex.EncodeToString(b[:]), Owner: owner, Kind: req.Kind, Command: req.Command,
+			Justification: req.Reason, Hosts: slices.Clone(req.Hosts), AskedAt: time.Now(), ExpiresAt: expires,
+		},
+		done: make(chan struct{}),
+	}
+	d.mu.Lock()
+	if d.pending == nil {
+		d.pending = map[string]*waiting{}
+	}
+	d.pending[w.q.ID] = w
+	d.mu.Unlock()
+	d.changes.notify()
+	return w, func() {
+		d.mu.Lock()
+		delete(d.pending, w.q.ID)
+		d.mu.Unlock()
+		d.changes.notify()
+	}
+}
+
+// claim settles w for an answer that came from elsewhere (the client):
+// ok is false when the console answered first, whose answer then counts.
+func (d *Desk) claim(w *waiting) (consoleApproved, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if w.answered {
+		return w.approve, false
+	}
+	w.answered = true
+	return false, true
+}
+
+// signal wakes its subscribers, never waiting for them: each has room for
+// one signal, and a signal finding it taken is the same news.
+type signal struct {
+	n    atomic.Int32
+	mu   sync.Mutex
+	subs map[chan struct{}]struct{}
+}
+
+func (s *signal) notify() {
+	if s.n.Load() == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *signal) subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	s.mu.Lock()
+	if s.subs == nil {
+		s.subs = map[chan struct{}]struct{}{}
+	}
+	s.subs[ch] = struct{}{}
+	s.n.Add(1)
+	s.mu.Unlock()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			s.mu.Lock()
+			delete(s.subs, ch)
+			s.n.Add(-1)
+			s.mu.Unlock()
+		})
+	}
+}

@@ -1,0 +1,230 @@
+package host
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dshrun/dsh/host/hostlog"
+	"github.com/dshrun/dsh/host/plan"
+	"github.com/dshrun/dsh/registry"
+)
+
+// The composition as the console shows it: every entry with its state,
+// what it provides and consumes, where the file has it and what last went
+// wrong with it; and a signal on every change, which costs nothing while
+// nobody follows it.
+
+// EntryView is one entry of the composition for the console: its status,
+// the sha256 of its binary (the pin, or the binary's own when unpinned),
+// the keys its plugin injects, its place in the file and the last error
+// its load, start or crash met (nil when none since its last change).
+type EntryView struct {
+	EntryStatus
+	SHA256    string
+	Consumes  []Dep
+	File      string
+	Line      int
+	LastError *PosError
+}
+
+// Dep is a key an entry's plugin injects.
+type Dep struct {
+	Key      string
+	Optional bool
+}
+
+// PosError is an error at a place in the composition file.
+type PosError struct {
+	Message, File string
+	Line          int
+}
+
+// consoleState is what the host keeps for the console.
+type consoleState struct {
+	changes signal
+	// lookup interpolates a composition text as the file was at start.
+	lookup func(string) (string, bool)
+
+	mu       sync.Mutex
+	lastErrs map[string]*PosError // by entry id
+	sums     map[string]binarySum // by binary path
+}
+
+type binarySum struct {
+	st  fileStamp
+	sum string
+}
+
+// Graph describes every entry of the composition, in its order.
+func (h *Host) Graph() []EntryView {
+	status := h.Status()
+	entries := h.entryList()
+	out := make([]EntryView, 0, len(status))
+	for i, st := range status {
+		v := EntryView{EntryStatus: st}
+		if i < len(entries) && entries[i].id == st.ID {
+			e, bin, desc := entries[i].view()
+			v.File, v.Line = e.Pos.File, e.Pos.Line
+			v.SHA256 = strings.ToLower(e.SHA256)
+			if v.SHA256 == "" && bin != "" {
+				v.SHA256 = h.binarySum(bin)
+			}
+			if desc != nil {
+				for _, in := range desc.Inject {
+					v.Consumes = append(v.Consumes, Dep{Key: in.Key, Optional: in.Optional})
+				}
+			}
+		}
+		h.console.mu.Lock()
+		if pe := h.console.lastErrs[st.ID]; pe != nil {
+			c := *pe
+			v.LastError = &c
+		}
+		h.console.mu.Unlock()
+		out = append(out, v)
+	}
+	return out
+}
+
+// Changes signals every change of what Graph shows but the uptimes: a
+// state, a crash, a restart, a reload, an edit applied. Signals coalesce:
+// a reader that is busy finds one waiting. stop ends the subscription.
+func (h *Host) Changes() (changes <-chan struct{}, stop func()) {
+	return h.console.changes.subscribe()
+}
+
+// LogRing is the ring the host's and its plugins' log lines go to (nil
+// when Options gave none).
+func (h *Host) LogRing() *hostlog.Ring { return h.opts.LogRing }
+
+// changed signals the console that something Graph shows changed.
+func (h *Host) changed() { h.console.changes.notify() }
+
+// noteError records err as the last error of the entries it names.
+func (h *Host) noteError(err error) {
+	var le *LoadError
+	var errs []error
+	if errors.As(err, &le) {
+		errs = le.Problems()
+	} else {
+		errs = plan.Flatten(err)
+	}
+	for _, e := range errs {
+		var pe *EntryError
+		if errors.As(e, &pe) && pe.ID != "" {
+			h.setLastError(pe.ID, &PosError{Message: pe.Err.Error(), File: pe.Pos.File, Line: pe.Pos.Line})
+		}
+	}
+}
+
+// noteEntryError records msg as the last error of entry id, at its place.
+func (h *Host) noteEntryError(en *entry, msg string) {
+	e, _, _ := en.view()
+	h.setLastError(en.id, &PosError{Message: msg, File: e.Pos.File, Line: e.Pos.Line})
+}
+
+func (h *Host) setLastError(id string, pe *PosError) {
+	h.console.mu.Lock()
+	if h.console.lastErrs == nil {
+		h.console.lastErrs = map[string]*PosError{}
+	}
+	h.console.lastErrs[id] = pe
+	h.console.mu.Unlock()
+	h.changed()
+}
+
+// clearLastError forgets an entry's last error: it was loaded anew.
+func (h *Host) clearLastError(id string) {
+	h.console.mu.Lock()
+	delete(h.console.lastErrs, id)
+	h.console.mu.Unlock()
+}
+
+// observeFailed keeps why a scope failed as its entry's last error.
+func (h *Host) observeFailed(ev registry.Event) {
+	if ev.To != registry.Failed {
+		return
+	}
+	id, _, _ := strings.Cut(ev.Scope, "#") // a reload's scope is id#n
+	if en := h.find(id); en != nil {
+		h.noteEntryError(en, ev.Reason)
+	}
+}
+
+// binarySum is the sha256 of bin, computed again only when its stamp
+// changes.
+func (h *Host) binarySum(bin string) string {
+	st := stamp(bin)
+	h.console.mu.Lock()
+	if s, ok := h.console.sums[bin]; ok && s.st == st {
+		h.console.mu.Unlock()
+		return s.sum
+	}
+	h.console.mu.Unlock()
+	f, err := os.Open(bin)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	hash := sha256.New()
+	if _, err := io.Copy(hash, f); err != nil {
+		return ""
+	}
+	sum := hex.EncodeToString(hash.Sum(nil))
+	h.console.mu.Lock()
+	if h.console.sums == nil {
+		h.console.sums = map[string]binarySum{}
+	}
+	h.console.sums[bin] = binarySum{st, sum}
+	h.console.mu.Unlock()
+	return sum
+}
+
+// signal wakes its subscribers, never waiting for them: each has room for
+// one signal, and a signal finding it taken is the same news. With no
+// subscriber a notify is one atomic load.
+type signal struct {
+	n    atomic.Int32
+	mu   sync.Mutex
+	subs map[chan struct{}]struct{}
+}
+
+func (s *signal) notify() {
+	if s.n.Load() == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *signal) subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	s.mu.Lock()
+	if s.subs == nil {
+		s.subs = map[chan struct{}]struct{}{}
+	}
+	s.subs[ch] = struct{}{}
+	s.n.Add(1)
+	s.mu.Unlock()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			s.mu.Lock()
+			delete(s.subs, ch)
+			s.n.Add(-1)
+			s.mu.Unlock()
+		})
+	}
+}
