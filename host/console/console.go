@@ -106,10 +106,12 @@ func (c *Console) Close() {
 // Handler routes one HTTP address between the console and mcp: the page
 // for a browser's GET / (Accept text/html, no MCP session), everything
 // under /console/ to the console, the rest to mcp. With mcp nil the
-// console is served alone and has / too.
+// console is served alone and has / too. The browser's own /favicon.ico,
+// which no MCP client asks for, is the console's too (else each page load
+// logs MCP's 401 for it).
 func (c *Console) Handler(mcp http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if mcp == nil || r.URL.Path == "/console" || strings.HasPrefix(r.URL.Path, "/console/") || isPageRequest(r) {
+		if mcp == nil || r.URL.Path == "/console" || strings.HasPrefix(r.URL.Path, "/console/") || isPageRequest(r) || r.URL.Path == "/favicon.ico" {
 			c.serve(w, r)
 			return
 		}

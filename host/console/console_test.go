@@ -391,6 +391,10 @@ func TestRouting(t *testing.T) {
 			t.Errorf("%s / %v: to MCP %v, want %v", tc.method, tc.hdr, got, tc.mcp)
 		}
 	}
+	resp, _ := do(t, "GET", base+"/favicon.ico", nil, "")
+	if resp.Header.Get("X-Test-MCP") != "" || resp.StatusCode >= 400 {
+		t.Errorf("favicon: %s, to MCP %q", resp.Status, resp.Header.Get("X-Test-MCP"))
+	}
 	resp, body := do(t, "GET", base+"/console/api/nothing", map[string]string{"Authorization": "Bearer " + token}, "")
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, `"error"`) {
 		t.Errorf("unknown API: %s %q", resp.Status, body)
