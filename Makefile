@@ -30,7 +30,8 @@ build:
 	@if command -v python3 >/dev/null; then $(MAKE) --no-print-directory -C examples/python-executor; else echo "no python3: examples/python-executor not built"; fi
 
 # go test -race over PKGS with TESTFLAGS added, through internal/testrun:
-# it installs the TypeScript SDK client (npm ci in test/mcp-node), stops
+# it installs the TypeScript SDK client and playwright-core (npm ci in
+# test/mcp-node and test/console), stops
 # naming the package when -race has no C compiler, and ends with every
 # skipped test and why. make test TESTFLAGS='-count=1 -run TestX' PKGS=./host/...
 TESTFLAGS ?=

@@ -6,6 +6,8 @@
 package testneeds
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
 	"sort"
 	"strings"
@@ -15,19 +17,41 @@ import (
 // packages maps each program to its Debian package. A program a test looks
 // for belongs here, so that its skip names the package and CI installs it.
 var packages = map[string]string{
-	"bwrap":   "bubblewrap", // the sandbox's bubblewrap runner
-	"gcc":     "gcc",        // cgo, which the race detector needs
-	"curl":    "curl",       // the network proxy: a real HTTP and SOCKS5 client
-	"git":     "git",
-	"less":    "less", // terminals: a pager
-	"node":    "nodejs",
-	"npm":     "npm", // installs the TypeScript SDK client in test/mcp-node
-	"nsenter": "util-linux",
-	"python3": "python3", // terminals: a REPL; hooks and probes are Python scripts
-	"strace":  "strace",
-	"top":     "procps", // terminals: a full-screen program
-	"unshare": "util-linux",
-	"vim":     "vim", // terminals: an editor
+	"bwrap":    "bubblewrap", // the sandbox's bubblewrap runner
+	"chromium": "chromium",   // the console's browser tests (playwright-core drives it)
+	"gcc":      "gcc",        // cgo, which the race detector needs
+	"curl":     "curl",       // the network proxy: a real HTTP and SOCKS5 client
+	"git":      "git",
+	"less":     "less", // terminals: a pager
+	"node":     "nodejs",
+	"npm":      "npm", // installs the TypeScript SDK client in test/mcp-node and playwright-core in test/console
+	"nsenter":  "util-linux",
+	"python3":  "python3", // terminals: a REPL; hooks and probes are Python scripts
+	"strace":   "strace",
+	"top":      "procps", // terminals: a full-screen program
+	"unshare":  "util-linux",
+	"vim":      "vim", // terminals: an editor
+}
+
+// aliases are other names a program goes by elsewhere (Ubuntu's
+// chromium-browser is Debian's chromium): any of them counts as installed.
+var aliases = map[string][]string{
+	"chromium": {"chromium-browser"},
+}
+
+// lookPath finds program name, or one of its aliases, on PATH.
+func lookPath(name string) (string, error) {
+	p, err := exec.LookPath(name)
+	for _, a := range aliases[name] {
+		if err == nil {
+			break
+		}
+		var aerr error
+		if p, aerr = exec.LookPath(a); aerr == nil {
+			err = nil
+		}
+	}
+	return p, err
 }
 
 // pythonModules maps each Python module a test's plugin imports to its
@@ -91,9 +115,27 @@ func Install(name string) string {
 // names the package to install.
 func Command(t testing.TB, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
+	p, err := lookPath(name)
 	if err != nil {
 		t.Skipf("%s is not installed (%s)", name, Install(name))
+	}
+	return p
+}
+
+// Chromium returns the path of the chromium the console's browser tests
+// drive (Debian's /usr/bin/chromium, or chromium-browser). Without one it
+// skips t naming the package, or fails t under DSH_NODE_TESTS=1 (set by
+// .ci/run and by make test once the node packages are installed), where a
+// browser test that cannot run must not pass as skipped.
+func Chromium(t testing.TB) string {
+	t.Helper()
+	p, err := lookPath("chromium")
+	if err != nil {
+		msg := fmt.Sprintf("chromium is not installed (%s)", Install("chromium"))
+		if os.Getenv("DSH_NODE_TESTS") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
 	}
 	return p
 }
@@ -104,7 +146,7 @@ func Command(t testing.TB, name string) string {
 func Missing() (programs, pkgs []string) {
 	seen := map[string]bool{}
 	for name, pkg := range packages {
-		if _, err := exec.LookPath(name); err == nil {
+		if _, err := lookPath(name); err == nil {
 			continue
 		}
 		programs = append(programs, name)

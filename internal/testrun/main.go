@@ -8,8 +8,9 @@
 //	go run ./internal/testrun -missing                     # the Debian packages the tests want and lack, one a line
 //
 // Before the tests it stops, naming the package, when the race detector has
-// no C compiler; runs npm ci in test/mcp-node when npm is there and the
-// TypeScript SDK client is missing or older than its lock file; and names
+// no C compiler; runs npm ci in test/mcp-node and test/console when npm is
+// there and what they hold (the TypeScript SDK client, playwright-core) is
+// missing or older than its lock file; and names
 // the programs the tests use that are not installed (their tests skip).
 package main
 
@@ -52,7 +53,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if nodeClient(stderr) {
-		// The node test then fails rather than skips if it finds no client.
+		// The node tests (the TypeScript SDK client, the console in
+		// chromium) then fail rather than skip if they find what they
+		// drive missing.
 		env = append(env, "DSH_NODE_TESTS=1")
 	}
 	if programs, pkgs := testneeds.Missing(); len(programs) > 0 {
@@ -149,12 +152,29 @@ func needCompiler(goCmd string) string {
 	return fmt.Sprintf("the race detector (go test -race) needs a C compiler for cgo, and %s is not installed: %s", cc, install)
 }
 
-// nodeClient makes sure test/mcp-node holds the TypeScript SDK its lock
-// file names (npm ci when it is missing or older than the lock file) and
-// reports whether it does.
+// nodeDirs are the folders of node packages the tests drive, each with the
+// package whose presence shows npm ci ran there, and what it is for.
+var nodeDirs = []struct{ dir, pkg, what string }{
+	{filepath.Join("test", "mcp-node"), filepath.Join("@modelcontextprotocol", "sdk"), "the TypeScript SDK client the tests drive"},
+	{filepath.Join("test", "console"), "playwright-core", "playwright-core, which drives chromium in the console's browser tests"},
+}
+
+// nodeClient makes sure each of nodeDirs holds what its lock file names
+// (npm ci when it is missing or older than the lock file) and reports
+// whether every one does.
 func nodeClient(stderr io.Writer) bool {
-	dir := filepath.Join("test", "mcp-node")
-	if fresh(dir) {
+	ok := true
+	for _, d := range nodeDirs {
+		if !npmCI(stderr, d.dir, d.pkg, d.what) {
+			ok = false
+		}
+	}
+	return ok
+}
+
+// npmCI runs npm ci in dir unless it is fresh, and reports whether it is.
+func npmCI(stderr io.Writer, dir, pkg, what string) bool {
+	if fresh(dir, pkg) {
 		return true
 	}
 	if _, err := os.Stat(filepath.Join(dir, "package-lock.json")); err != nil {
@@ -165,20 +185,21 @@ func nodeClient(stderr io.Writer) bool {
 			return false // the missing program is named with the others
 		}
 	}
-	fmt.Fprintf(stderr, "make test: npm ci in %s (the TypeScript SDK client the tests drive)\n", dir)
+	fmt.Fprintf(stderr, "make test: npm ci in %s (%s)\n", dir, what)
 	ci := exec.Command("npm", "ci", "--no-audit", "--no-fund")
 	ci.Dir = dir
 	out, err := ci.CombinedOutput()
 	if err != nil {
-		fmt.Fprintf(stderr, "make test: npm ci in %s failed, so the TypeScript SDK client test skips: %v\n%s", dir, err, out)
+		fmt.Fprintf(stderr, "make test: npm ci in %s failed, so the tests that use it skip: %v\n%s", dir, err, out)
 		return false
 	}
-	return fresh(dir)
+	return fresh(dir, pkg)
 }
 
-// fresh reports whether npm ci left node_modules after the lock file last
-// changed (npm writes node_modules/.package-lock.json as it installs).
-func fresh(dir string) bool {
+// fresh reports whether npm ci left node_modules, holding pkg, after the
+// lock file last changed (npm writes node_modules/.package-lock.json as it
+// installs).
+func fresh(dir, pkg string) bool {
 	lock, err := os.Stat(filepath.Join(dir, "package-lock.json"))
 	if err != nil {
 		return false
@@ -187,7 +208,7 @@ func fresh(dir string) bool {
 	if err != nil {
 		return false
 	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg)); err != nil {
 		return false
 	}
 	return !installed.ModTime().Before(lock.ModTime())
