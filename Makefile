@@ -10,7 +10,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 TOOLS := $(CURDIR)/.tools
 
-.PHONY: all build test cross run bench reliability proto lint clean
+.PHONY: all build test cross run bench reliability proto console lint clean
 
 all: build
 
@@ -72,6 +72,12 @@ $(TOOLS)/protoc-gen-go-grpc:
 proto: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc
 	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install protobuf-compiler"; exit 1; }
 	PATH=$(TOOLS):$$PATH protoc -I . --go_out=paths=source_relative:. --go-grpc_out=paths=source_relative:. $(PROTOS)
+
+# Rebuilds the console's page (host/console/dist, committed and embedded in
+# dsh) from host/console/web with the pinned esbuild and xterm.js.
+console:
+	@command -v npm >/dev/null || { echo "npm missing: apt-get install npm"; exit 1; }
+	cd host/console/web && npm ci && npm run build
 
 lint:
 	@test -z "$$(gofmt -l . | grep -v '^.tools/')" || { gofmt -l . ; exit 1; }

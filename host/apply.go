@@ -372,6 +372,7 @@ func (h *Host) commit(ctx context.Context, p *plan.Plan, changes []*change, remo
 	h.entries = next
 	h.mu.Unlock()
 	h.applied = p.Comp
+	h.clearRefused()
 	h.indexServices()
 	h.boundCalls()
 	h.setSandbox(p.Comp.Sandbox)    // its injectors reload; the change settles below

@@ -58,7 +58,11 @@ func jobView(l jobtable.Listed) JobView {
 func (h *Host) JobChanges() (<-chan struct{}, func()) {
 	jobs, stopJobs := h.jobs.Changes()
 	terms, stopTerms := h.terms.Changes()
+	// One first signal, not one for each source.
+	<-jobs
+	<-terms
 	out := make(chan struct{}, 1)
+	out <- struct{}{}
 	done := make(chan struct{})
 	ended := make(chan struct{})
 	go func() {

@@ -164,8 +164,26 @@ func TestConsoleKillJobTree(t *testing.T) {
 	h := startTools(t, toolsYAML)
 	id := startBgJob(t, h, "agent", `sh -c 'sleep 3101 & sleep 3102; wait'; echo after`)
 	within(t, "the grandchildren run", func() bool { return running("sleep", "3101") && running("sleep", "3102") })
+	ended := make(chan JobView, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		v, err := h.WatchJobOutput(ctx, "agent", id, func([]byte) {})
+		if err != nil {
+			t.Errorf("watch: %v", err)
+		}
+		ended <- v
+	}()
 	if err := h.KillJob(context.Background(), "agent", id); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case v := <-ended:
+		if v.State != "killed" {
+			t.Fatalf("the watch of the killed job ended with %+v", v)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the watch went on after the kill")
 	}
 	within(t, "the tree is gone", func() bool { return !running("sleep", "3101") && !running("sleep", "3102") })
 	within(t, "the job is seen killed", func() bool {
@@ -185,7 +203,7 @@ func TestConsoleKillJobTree(t *testing.T) {
 // the agent still reads all of it.
 func TestConsoleWatchTerminal(t *testing.T) {
 	h := startTools(t, termYAML)
-	s := openTerm(t, h, "agent")
+	s := openTerm(t, h, "agent", "name", "main")
 	first := readPrompt(t, h, "agent", s.ID, "")
 	sendLine(t, h, "agent", s.ID, "echo before-$((20+1))")
 	readPrompt(t, h, "agent", s.ID, "before-21")
@@ -197,7 +215,7 @@ func TestConsoleWatchTerminal(t *testing.T) {
 		t.Fatalf("no prompt in %q", first)
 	}
 	terms := h.Terminals()
-	if len(terms) != 1 || terms[0].Owner != "agent" || terms[0].ID != s.ID || terms[0].Cols != 80 || terms[0].Rows != 24 || !terms[0].Alive || !strings.Contains(terms[0].Command, "bash") {
+	if len(terms) != 1 || terms[0].Owner != "agent" || terms[0].ID != s.ID || terms[0].Cols != 80 || terms[0].Rows != 24 || !terms[0].Alive || terms[0].Command != "bash (main)" {
 		t.Fatalf("terminals: %+v", terms)
 	}
 
@@ -224,15 +242,31 @@ func TestConsoleWatchTerminal(t *testing.T) {
 		t.Fatal("typed into no terminal")
 	}
 
-	mustTerm(t, h, "agent", map[string]any{"op": "close", "id": s.ID})
+	// The shell exits: the watch ends, the console hears of it, and the
+	// session is listed as not alive until the agent closes it.
+	changes, stop := h.JobChanges()
+	defer stop()
+	<-changes
+	if err := h.WriteTerminal(context.Background(), "agent", s.ID, []byte("exit\r")); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case err := <-ended:
 		if err != nil {
 			t.Fatalf("the watch ended with %v", err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("the watch went on after the terminal closed")
+		t.Fatal("the watch went on after the shell exited")
 	}
+	select {
+	case <-changes:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no change signalled for the shell's end")
+	}
+	if terms := h.Terminals(); len(terms) != 1 || terms[0].Alive {
+		t.Fatalf("terminals after the shell exited: %+v", terms)
+	}
+	mustTerm(t, h, "agent", map[string]any{"op": "close", "id": s.ID})
 	if terms := h.Terminals(); len(terms) != 0 {
 		t.Fatalf("terminals after close: %+v", terms)
 	}

@@ -22,9 +22,10 @@ import (
 
 // Problem is one problem of a composition text, at its place.
 type Problem struct {
-	File      string
-	Line, Col int
-	Message   string
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Col     int    `json:"col"`
+	Message string `json:"message"`
 }
 
 // CompositionText is the composition file as it is now on disk.

@@ -154,10 +154,31 @@ func TestApplyCompositionText(t *testing.T) {
 	if _, ok := viewOf(h, "policy-refused"); ok || pidOf(h, "probe") != probePid || pidOf(h, "env") != envPid {
 		t.Fatalf("a refused edit changed the running set: %+v", h.Graph())
 	}
+	// A running entry's new config refused when applied: it runs on as
+	// it was, and the graph shows why at its line until a change goes
+	// through.
+	p, err = h.ApplyCompositionText(ctx, []byte(strings.Replace(pairYAML, "fact: from-probe", "failApply: true", 1)))
+	if err == nil || len(p) != 1 || p[0].Line != 3 {
+		t.Fatalf("refused reload: %+v %v", p, err)
+	}
+	assertFile(t, file, pairYAML)
+	if v, _ := viewOf(h, "probe"); pidOf(h, "probe") != probePid || v.LastError == nil || v.LastError.Line != 3 || !strings.Contains(v.LastError.Message, "refuses to apply") {
+		t.Fatalf("probe after a refused reload: %+v (last error %+v)", v, v.LastError)
+	}
+	if p, err = h.ApplyCompositionText(ctx, []byte(pairYAML)); err != nil || len(p) != 0 {
+		t.Fatalf("apply: %+v %v", p, err)
+	}
+	if v, _ := viewOf(h, "probe"); v.LastError != nil {
+		t.Fatalf("a refused change's error outlived a change made since: %+v", v.LastError)
+	}
 	noReport(t, reports)
 
-	// An edit in the file itself is still the watcher's.
-	if err := os.WriteFile(file, []byte(added), 0o640); err != nil {
+	// An edit in the file itself is still the watcher's (written aside
+	// and renamed over it, so the watcher never sees it half written).
+	if err := os.WriteFile(file+".next", []byte(added), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(file+".next", file); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -3,6 +3,7 @@ package host
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -35,14 +36,59 @@ type EntryView struct {
 
 // Dep is a key an entry's plugin injects.
 type Dep struct {
-	Key      string
-	Optional bool
+	Key      string `json:"key"`
+	Optional bool   `json:"optional"`
 }
 
 // PosError is an error at a place in the composition file.
 type PosError struct {
-	Message, File string
-	Line          int
+	Message string `json:"message"`
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+}
+
+// entryViewJSON is EntryView on the wire: EntryStatus's keys, then the
+// view's own; lists are never null.
+type entryViewJSON struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Binary    string    `json:"binary"`
+	SHA256    string    `json:"sha256"`
+	Disabled  bool      `json:"disabled"`
+	State     string    `json:"state"`
+	Reason    string    `json:"reason"`
+	Pid       int       `json:"pid"`
+	Restarts  int       `json:"restarts"`
+	UptimeMs  int64     `json:"uptimeMs"`
+	Version   string    `json:"version"`
+	Provides  []string  `json:"provides"`
+	Consumes  []Dep     `json:"consumes"`
+	Tools     []string  `json:"tools"`
+	File      string    `json:"file"`
+	Line      int       `json:"line"`
+	LastError *PosError `json:"lastError"`
+}
+
+// MarshalJSON is the console's shape of an entry (without it the
+// embedded EntryStatus's would be used, and the view's own fields lost).
+func (v EntryView) MarshalJSON() ([]byte, error) {
+	orEmpty := func(v []string) []string {
+		if v == nil {
+			return []string{}
+		}
+		return v
+	}
+	consumes := v.Consumes
+	if consumes == nil {
+		consumes = []Dep{}
+	}
+	return json.Marshal(entryViewJSON{
+		ID: v.ID, Name: v.Name, Binary: v.Binary, SHA256: v.SHA256, Disabled: v.Disabled,
+		State: v.State, Reason: v.Reason, Pid: v.Pid, Restarts: v.Restarts,
+		UptimeMs: v.Uptime.Milliseconds(), Version: v.Version,
+		Provides: orEmpty(v.Provides), Consumes: consumes, Tools: orEmpty(v.Tools),
+		File: v.File, Line: v.Line, LastError: v.LastError,
+	})
 }
 
 // consoleState is what the host keeps for the console.
@@ -52,8 +98,17 @@ type consoleState struct {
 	lookup func(string) (string, bool)
 
 	mu       sync.Mutex
-	lastErrs map[string]*PosError // by entry id
+	lastErrs map[string]lastError // by entry id
 	sums     map[string]binarySum // by binary path
+}
+
+// lastError is an entry's last error, and whether it came from the
+// running process (a crash, a failed scope), which stays until the entry
+// is loaded anew, or from a change refused, which a change made since
+// makes old.
+type lastError struct {
+	pe      *PosError
+	running bool
 }
 
 type binarySum struct {
@@ -63,27 +118,24 @@ type binarySum struct {
 
 // Graph describes every entry of the composition, in its order.
 func (h *Host) Graph() []EntryView {
-	status := h.Status()
 	entries := h.entryList()
-	out := make([]EntryView, 0, len(status))
-	for i, st := range status {
-		v := EntryView{EntryStatus: st}
-		if i < len(entries) && entries[i].id == st.ID {
-			e, bin, desc := entries[i].view()
-			v.File, v.Line = e.Pos.File, e.Pos.Line
-			v.SHA256 = strings.ToLower(e.SHA256)
-			if v.SHA256 == "" && bin != "" {
-				v.SHA256 = h.binarySum(bin)
-			}
-			if desc != nil {
-				for _, in := range desc.Inject {
-					v.Consumes = append(v.Consumes, Dep{Key: in.Key, Optional: in.Optional})
-				}
+	out := make([]EntryView, 0, len(entries))
+	for _, en := range entries {
+		v := EntryView{EntryStatus: en.status()}
+		e, bin, desc := en.view()
+		v.File, v.Line = e.Pos.File, e.Pos.Line
+		v.SHA256 = strings.ToLower(e.SHA256)
+		if v.SHA256 == "" && bin != "" {
+			v.SHA256 = h.binarySum(bin)
+		}
+		if desc != nil {
+			for _, in := range desc.Inject {
+				v.Consumes = append(v.Consumes, Dep{Key: in.Key, Optional: in.Optional})
 			}
 		}
 		h.console.mu.Lock()
-		if pe := h.console.lastErrs[st.ID]; pe != nil {
-			c := *pe
+		if le, ok := h.console.lastErrs[en.id]; ok {
+			c := *le.pe
 			v.LastError = &c
 		}
 		h.console.mu.Unlock()
@@ -106,7 +158,8 @@ func (h *Host) LogRing() *hostlog.Ring { return h.opts.LogRing }
 // changed signals the console that something Graph shows changed.
 func (h *Host) changed() { h.console.changes.notify() }
 
-// noteError records err as the last error of the entries it names.
+// noteError records err, a change refused, as the last error of the
+// entries it names.
 func (h *Host) noteError(err error) {
 	var le *LoadError
 	var errs []error
@@ -118,23 +171,24 @@ func (h *Host) noteError(err error) {
 	for _, e := range errs {
 		var pe *EntryError
 		if errors.As(e, &pe) && pe.ID != "" {
-			h.setLastError(pe.ID, &PosError{Message: pe.Err.Error(), File: pe.Pos.File, Line: pe.Pos.Line})
+			h.setLastError(pe.ID, lastError{pe: &PosError{Message: pe.Err.Error(), File: pe.Pos.File, Line: pe.Pos.Line}})
 		}
 	}
 }
 
-// noteEntryError records msg as the last error of entry id, at its place.
+// noteEntryError records msg, of en's running process, as its last
+// error, at its place.
 func (h *Host) noteEntryError(en *entry, msg string) {
 	e, _, _ := en.view()
-	h.setLastError(en.id, &PosError{Message: msg, File: e.Pos.File, Line: e.Pos.Line})
+	h.setLastError(en.id, lastError{pe: &PosError{Message: msg, File: e.Pos.File, Line: e.Pos.Line}, running: true})
 }
 
-func (h *Host) setLastError(id string, pe *PosError) {
+func (h *Host) setLastError(id string, le lastError) {
 	h.console.mu.Lock()
 	if h.console.lastErrs == nil {
-		h.console.lastErrs = map[string]*PosError{}
+		h.console.lastErrs = map[string]lastError{}
 	}
-	h.console.lastErrs[id] = pe
+	h.console.lastErrs[id] = le
 	h.console.mu.Unlock()
 	h.changed()
 }
@@ -144,6 +198,18 @@ func (h *Host) clearLastError(id string) {
 	h.console.mu.Lock()
 	delete(h.console.lastErrs, id)
 	h.console.mu.Unlock()
+}
+
+// clearRefused forgets the errors of changes refused: a change went
+// through since.
+func (h *Host) clearRefused() {
+	h.console.mu.Lock()
+	defer h.console.mu.Unlock()
+	for id, le := range h.console.lastErrs {
+		if !le.running {
+			delete(h.console.lastErrs, id)
+		}
+	}
 }
 
 // observeFailed keeps why a scope failed as its entry's last error.

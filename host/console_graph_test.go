@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"slices"
 	"strings"
@@ -54,6 +55,15 @@ func TestGraphAndChanges(t *testing.T) {
 	want := []Dep{{Key: shellenv.Key}, {Key: "nobody", Optional: true}}
 	if len(probe.Consumes) != 2 || probe.Consumes[0] != want[0] || probe.Consumes[1] != want[1] {
 		t.Fatalf("consumes %+v, want %+v", probe.Consumes, want)
+	}
+	b, err := json.Marshal(probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"id":"probe"`, `"sha256":"` + probe.SHA256 + `"`, `"state":"active"`, `"consumes":[{"key":"` + shellenv.Key + `","optional":false},{"key":"nobody","optional":true}]`, `"line":3`, `"lastError":null`, `"uptimeMs":`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("JSON lacks %s: %s", want, b)
+		}
 	}
 	if env, _ := viewOf(h, "env"); env.Line != 7 || len(env.Provides) != 1 || env.Provides[0] != shellenv.Key || len(env.Consumes) != 0 {
 		t.Fatalf("env %+v", env)

@@ -488,30 +488,35 @@ func (h *Host) entryList() []*entry {
 func (h *Host) Status() []EntryStatus {
 	var out []EntryStatus
 	for _, en := range h.entryList() {
-		e, bin, desc := en.view()
-		st := EntryStatus{ID: e.ID, Name: e.Name, Binary: bin, Disabled: e.Disabled, State: "disabled"}
-		if desc != nil {
-			st.Name = desc.Name
-			for _, p := range desc.Provides {
-				st.Provides = append(st.Provides, p.Key)
-			}
-			st.Tools = en.toolNames()
-		}
-		if state, why := en.state(); state != "" {
-			st.State, st.Reason = state, why
-		}
-		// While restarting there is no process to speak of yet.
-		if ld := en.current(); ld != nil && st.State != "restarting" {
-			st.Pid = ld.proc.Pid()
-			st.Uptime = time.Since(ld.started)
-			st.Version = ld.desc.Version
-		}
-		en.mu.Lock()
-		st.Restarts = en.sup.restarts
-		en.mu.Unlock()
-		out = append(out, st)
+		out = append(out, en.status())
 	}
 	return out
+}
+
+// status is en's line of `dsh status`.
+func (en *entry) status() EntryStatus {
+	e, bin, desc := en.view()
+	st := EntryStatus{ID: e.ID, Name: e.Name, Binary: bin, Disabled: e.Disabled, State: "disabled"}
+	if desc != nil {
+		st.Name = desc.Name
+		for _, p := range desc.Provides {
+			st.Provides = append(st.Provides, p.Key)
+		}
+		st.Tools = en.toolNames()
+	}
+	if state, why := en.state(); state != "" {
+		st.State, st.Reason = state, why
+	}
+	// While restarting there is no process to speak of yet.
+	if ld := en.current(); ld != nil && st.State != "restarting" {
+		st.Pid = ld.proc.Pid()
+		st.Uptime = time.Since(ld.started)
+		st.Version = ld.desc.Version
+	}
+	en.mu.Lock()
+	st.Restarts = en.sup.restarts
+	en.mu.Unlock()
+	return st
 }
 
 // state is what `dsh status` says of en: its scope's state, or over an

@@ -3,6 +3,7 @@ package consent
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"slices"
 	"sync"
@@ -19,10 +20,31 @@ import (
 // decides; the other question is withdrawn.
 
 // Question is one question waiting at the console.
+// As JSON its keys are camelCase and hosts is never null.
 type Question struct {
 	ID, Owner, Kind, Command, Justification string
 	Hosts                                   []string
 	AskedAt, ExpiresAt                      time.Time
+}
+
+type questionJSON struct {
+	ID            string    `json:"id"`
+	Owner         string    `json:"owner"`
+	Kind          string    `json:"kind"`
+	Command       string    `json:"command"`
+	Hosts         []string  `json:"hosts"`
+	Justification string    `json:"justification"`
+	AskedAt       time.Time `json:"askedAt"`
+	ExpiresAt     time.Time `json:"expiresAt"`
+}
+
+func (q Question) MarshalJSON() ([]byte, error) {
+	hosts := q.Hosts
+	if hosts == nil {
+		hosts = []string{}
+	}
+	return json.Marshal(questionJSON{ID: q.ID, Owner: q.Owner, Kind: q.Kind, Command: q.Command, Hosts: hosts,
+		Justification: q.Justification, AskedAt: q.AskedAt, ExpiresAt: q.ExpiresAt})
 }
 
 // Desk holds the questions waiting at the console.

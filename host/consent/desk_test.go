@@ -2,6 +2,7 @@ package consent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -85,6 +86,10 @@ func TestConsoleAnswers(t *testing.T) {
 	if q.Owner != "mcp-0123" || q.Kind != approval.KindNetworkEscalation || q.Command != escalate.Command || q.Justification != "fetch the page" ||
 		len(q.Hosts) != 1 || q.Hosts[0] != "example.org" || q.ID == "" {
 		t.Fatalf("question %+v", q)
+	}
+	b, err := json.Marshal(q)
+	if err != nil || !strings.Contains(string(b), `"hosts":["example.org"],"justification":"fetch the page","askedAt":"`) || !strings.Contains(string(b), `"kind":"network_escalation"`) {
+		t.Fatalf("JSON %s %v", b, err)
 	}
 	if left := q.ExpiresAt.Sub(q.AskedAt); left < 59*time.Second || left > time.Minute {
 		t.Fatalf("expires %v after it was asked, want the askTimeout", left)

@@ -25,6 +25,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /console/{$}", c.page)
 	m.HandleFunc("GET /console/login", c.login)
 	m.HandleFunc("GET /console/{file}", c.asset)
+	m.HandleFunc("GET /favicon.ico", c.favicon)
 
 	api := func(pattern string, f func(http.ResponseWriter, *http.Request, caller)) {
 		m.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {

@@ -106,10 +106,12 @@ func (c *Console) Close() {
 // Handler routes one HTTP address between the console and mcp: the page
 // for a browser's GET / (Accept text/html, no MCP session), everything
 // under /console/ to the console, the rest to mcp. With mcp nil the
-// console is served alone and has / too.
+// console is served alone and has / too. The browser's own /favicon.ico,
+// which no MCP client asks for, is the console's too (else each page load
+// logs MCP's 401 for it).
 func (c *Console) Handler(mcp http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if mcp == nil || r.URL.Path == "/console" || strings.HasPrefix(r.URL.Path, "/console/") || isPageRequest(r) {
+		if mcp == nil || r.URL.Path == "/console" || strings.HasPrefix(r.URL.Path, "/console/") || isPageRequest(r) || r.URL.Path == "/favicon.ico" {
 			c.serve(w, r)
 			return
 		}
@@ -124,9 +126,10 @@ func isPageRequest(r *http.Request) bool {
 		strings.Contains(r.Header.Get("Accept"), "text/html") && r.Header.Get("Mcp-Session-Id") == ""
 }
 
-// The page's policy: its own scripts only, nothing inline but styles
-// (xterm.js sets its own), no framing, no other site to talk to.
-const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+// The page's policy: its own scripts and styles only, nothing inline (the
+// page's build makes xterm.js style itself through the CSSOM), no framing,
+// no other site to talk to.
+const contentSecurityPolicy = "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 func (c *Console) serve(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()

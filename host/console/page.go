@@ -86,6 +86,17 @@ func (c *Console) asset(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 }
 
+// favicon is the page's icon when the build has one, else nothing.
+func (c *Console) favicon(w http.ResponseWriter, r *http.Request) {
+	if _, err := fs.Stat(dist, "dist/favicon.ico"); err != nil {
+		w.Header().Set("Cache-Control", "max-age=86400")
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	r.SetPathValue("file", "favicon.ico")
+	c.asset(w, r)
+}
+
 // htmlPage answers a short page; body is trusted HTML.
 func htmlPage(w http.ResponseWriter, code int, testid, title, body string) {
 	w.Header().Set("Content-Type", contentTypes[".html"])

@@ -1,6 +1,7 @@
 package hostlog
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -13,11 +14,20 @@ import (
 // entry whose plugin wrote it, "" for the host's own lines; Level is
 // hclog's word for it (trace, debug, info, warn, error).
 type Line struct {
-	Time    time.Time
-	Level   string
-	Entry   string
-	Message string
-	Fields  map[string]string
+	Time    time.Time         `json:"time"`
+	Level   string            `json:"level"`
+	Entry   string            `json:"entry"`
+	Message string            `json:"message"`
+	Fields  map[string]string `json:"fields"`
+}
+
+// MarshalJSON writes fields as {} when the line has none.
+func (l Line) MarshalJSON() ([]byte, error) {
+	type plain Line
+	if l.Fields == nil {
+		l.Fields = map[string]string{}
+	}
+	return json.Marshal(plain(l))
 }
 
 // DefaultRingSize is how many lines a ring keeps unless told otherwise.

@@ -2,6 +2,7 @@ package hostlog
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -49,6 +50,10 @@ func TestRingKeepsWhatIsLogged(t *testing.T) {
 	}
 	if got := r.Recent(AllEntries, "", 1); len(got) != 1 || got[0].Message != "broken" {
 		t.Fatalf("newest one: %+v", got)
+	}
+	b, err := json.Marshal(Line{Time: time.Unix(0, 0).UTC(), Level: "info", Message: "m"})
+	if err != nil || string(b) != `{"time":"1970-01-01T00:00:00Z","level":"info","entry":"","message":"m","fields":{}}` {
+		t.Fatalf("JSON %s %v", b, err)
 	}
 	if !strings.Contains(out.String(), "dsh.jobs: job finished: owner=cli job=j1 exit=0") || strings.Contains(out.String(), "below the level") {
 		t.Fatalf("output changed:\n%s", out.String())

@@ -2,7 +2,8 @@
 // start them. It owns job ids, the owner of each job (an agent), consuming
 // reads, kill, the per-owner cap on live jobs, completion notices for the
 // owner, and forgetting finished jobs once their final output is read or
-// after a retention period.
+// after a retention period; and, for the console of the person who runs
+// the host, the list of every owner's jobs and a signal when it changes.
 //
 // A job holds a Process: a handle that reaches the process through the
 // executor that started it, never the process table itself, so there is

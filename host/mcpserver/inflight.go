@@ -105,20 +105,20 @@ func clientName(ci *mcp.Implementation) string {
 
 // CallsInFlight lists the tool calls running now, oldest first.
 func (s *Server) CallsInFlight() []CallView {
-	s.cmu.Lock()
-	out := make([]CallView, 0, len(s.calls))
-	seqs := make([]uint64, 0, len(s.calls))
-	for n, c := range s.calls {
-		out = append(out, CallView{ID: callID(n), Owner: c.owner, Tool: c.tool, Started: c.started})
-		seqs = append(seqs, n)
+	type entry struct {
+		n uint64
+		c inflight
 	}
-	args := make([]json.RawMessage, len(seqs))
-	for i, n := range seqs {
-		args[i] = s.calls[n].args
+	s.cmu.Lock()
+	all := make([]entry, 0, len(s.calls))
+	for n, c := range s.calls {
+		all = append(all, entry{n, c})
 	}
 	s.cmu.Unlock()
-	for i := range out {
-		out[i].Command = summary(args[i])
+	out := make([]CallView, 0, len(all))
+	for _, e := range all {
+		// The arguments are read here, not on the call's path.
+		out = append(out, CallView{ID: callID(e.n), Owner: e.c.owner, Tool: e.c.tool, Command: summary(e.c.args), Started: e.c.started})
 	}
 	sort.Slice(out, func(a, b int) bool {
 		return out[a].Started.Before(out[b].Started) || out[a].Started.Equal(out[b].Started) && out[a].ID < out[b].ID

@@ -6,8 +6,9 @@
 // together (setsid and double-forked children included), the fused deadline
 // (timeout and caller abort, first cause wins), SIGTERM then SIGKILL after a
 // grace, and the collected output: a bounded in-memory tail per stream,
-// consuming reads that say when they lost bytes, and spill files that hold
-// the full output up to a cap.
+// consuming reads that say when they lost bytes, spill files that hold
+// the full output up to a cap, and a follow of the output from its start
+// that consumes nothing (follow.go).
 //
 // A process's tree lives as long as its main process: when the main process
 // exits, whatever it left behind is killed, so no command can hold its

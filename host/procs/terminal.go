@@ -674,9 +674,6 @@ func (t *Terminal) Watch(first func(), w io.Writer) (stop func()) {
 	}
 }
 
-// Argv is the command the terminal runs.
-func (t *Terminal) Argv() []string { return slices.Clone(t.p.spec.Argv) }
-
 // AfterDone runs f in a goroutine of its own once the terminal's program
 // has ended and its tree is gone (as Process.AfterDone).
 func (t *Terminal) AfterDone(f func()) (stop func() bool) { return t.p.AfterDone(f) }

@@ -6,7 +6,9 @@
 // by another process of the same entry), the cap on sessions per owner,
 // one send at a time per session, and cleanup it waits for: a session's
 // close, its owner's release and the host's stop end its process tree and
-// return once it is gone.
+// return once it is gone; and, for the console of the person who runs the
+// host, every owner's sessions, a watch of a session's screen and output
+// that consumes nothing, and typing into it (watch.go).
 //
 // A session's terminal is ctx.subprocess's (host/procs), started
 // by the session's backend plugin through SpawnTerminal while acting for

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sort"
-	"strings"
 	"sync"
 )
 
@@ -16,7 +15,8 @@ import (
 type Listed struct {
 	Info
 	Owner string
-	// Command is what the terminal runs.
+	// Command is what the terminal runs: its backend (the shell), and the
+	// session's name if it has one ("bash (main)").
 	Command string
 }
 
@@ -32,12 +32,23 @@ func (m *Manager) All() []Listed {
 	m.mu.Unlock()
 	out := make([]Listed, 0, len(open))
 	for _, s := range open {
-		out = append(out, Listed{Info: m.info(s), Owner: s.Owner, Command: strings.Join(s.term.Argv(), " ")})
+		out = append(out, Listed{Info: m.info(s), Owner: s.Owner, Command: command(s)})
 	}
 	sort.Slice(out, func(a, b int) bool {
 		return out[a].Opened.Before(out[b].Opened) || out[a].Opened.Equal(out[b].Opened) && out[a].ID < out[b].ID
 	})
 	return out
+}
+
+// command names what session s runs as a person knows it: its backend
+// (the shell), and the name the agent gave it. The argv is a backend's
+// wrapper (a bash that becomes the interactive one, a sandbox's runner),
+// which says less.
+func command(s *Session) string {
+	if s.Name != "" {
+		return s.Backend + " (" + s.Name + ")"
+	}
+	return s.Backend
 }
 
 // Changes signals (coalesced, once at once) whenever a session opens,

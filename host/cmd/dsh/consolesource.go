@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/dshrun/dsh/core/terminals"
@@ -11,7 +12,6 @@ import (
 	"github.com/dshrun/dsh/host/hostlog"
 	"github.com/dshrun/dsh/host/jobtable"
 	"github.com/dshrun/dsh/host/mcpserver"
-	"sync"
 )
 
 // hostSource is the console's view of the host and its MCP server: the

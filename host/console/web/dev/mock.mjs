@@ -2,7 +2,7 @@
 // serves ../../dist/ as dsh does (the page at /, files under /console/) and a
 // fake host behind the API and its event streams. Not part of the build.
 //
-//   node dev/mock.mjs [--port 8377] [--logged-out]
+//   node dev/mock.mjs [--port 8377] [--logged-out]     (--port 0: any free port)
 //
 // The host it pretends to be changes by itself: an entry restarts, a job
 // writes output, a terminal prints, questions come and expire, log lines flow.
@@ -14,7 +14,8 @@ import { fileURLToPath } from "node:url";
 const here = dirname(fileURLToPath(import.meta.url));
 const dist = join(here, "..", "..", "dist");
 const args = process.argv.slice(2);
-const port = Number(args[args.indexOf("--port") + 1]) || 8377;
+const portArg = args.indexOf("--port");
+const port = portArg >= 0 ? Number(args[portArg + 1]) : 8377;
 const loggedOut = args.includes("--logged-out");
 const CSRF = "csrf-mock-token";
 const now = () => new Date().toISOString();
@@ -213,6 +214,12 @@ const server = createServer(async (req, res) => {
   if (p === "/" || p === "/console/" || p === "/console/index.html") return serveFile(res, "index.html", "text/html; charset=utf-8");
   if (p === "/console/app.js") return serveFile(res, "app.js", "text/javascript; charset=utf-8");
   if (p === "/console/app.css") return serveFile(res, "app.css", "text/css; charset=utf-8");
+  if (p === "/dev/flood" && req.method === "POST") {
+    // A burst of log lines, for the page's row cap.
+    const n = Number(url.searchParams.get("n")) || 2500;
+    for (let i = 0; i < n; i++) broadcast("log", logLine());
+    return json(res, 200, { sent: n });
+  }
   if (!p.startsWith("/console/api/")) return json(res, 404, { error: "not found" });
   if (loggedOut) return json(res, 401, { error: "no console session: open the login link dsh printed" });
   if (req.method !== "GET" && req.headers["x-dsh-csrf"] !== CSRF) return json(res, 403, { error: "missing or wrong X-Dsh-Csrf" });
@@ -330,4 +337,4 @@ setInterval(() => {
   broadcast("approvals", { pending });
 }, 10000);
 
-server.listen(port, "127.0.0.1", () => console.log(`mock console at http://127.0.0.1:${port}/`));
+server.listen(port, "127.0.0.1", () => console.log(`mock console at http://127.0.0.1:${server.address().port}/`));

@@ -4,6 +4,9 @@
 // --experimental-websocket). Not part of the build.
 //
 //   node --experimental-websocket dev/shoot.mjs URL OUTDIR
+//
+// Steps (STEPS, default ./steps.mjs) get expect(cond, what): a false one
+// fails the run (exit status 1) after saving a "failed" screenshot.
 import { spawn } from "node:child_process";
 import { mkdtemp, readFile, writeFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -53,6 +56,10 @@ const evaluate = async (expr) => {
   if (r.exceptionDetails) throw new Error(`${expr}: ${r.exceptionDetails.exception?.description || r.exceptionDetails.text}`);
   return r.result.value;
 };
+const expect = (cond, what) => {
+  if (!cond) throw new Error(`expected ${what}`);
+  console.log(`ok: ${what}`);
+};
 const shot = async (name) => {
   const r = await cdp("Page.captureScreenshot", { format: "png" });
   await writeFile(join(out, `${name}.png`), Buffer.from(r.data, "base64"));
@@ -74,7 +81,12 @@ try {
   await cdp("Page.enable");
   await cdp("Emulation.setEmulatedMedia", { features: [{ name: "prefers-color-scheme", value: scheme }] });
   const steps = (await import(process.env.STEPS || "./steps.mjs")).default;
-  await steps({ url, cdp, evaluate, shot, click, waitFor, sleep });
+  try {
+    await steps({ url, cdp, evaluate, shot, click, waitFor, sleep, expect });
+  } catch (e) {
+    await shot("failed").catch(() => {});
+    throw e;
+  }
 } finally {
   for (const l of logs) console.log(l);
   ws.close();

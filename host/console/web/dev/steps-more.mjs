@@ -1,55 +1,49 @@
-// More of the page's behaviour against mock.mjs: apply, approve, logs
-// filters, typing into an attached terminal. Run with STEPS=./steps-more.mjs.
+// Apply, errors and reconnection against mock.mjs. Run with
+// STEPS=./steps-more.mjs; MOCK_PID names the mock to stop and start again.
+import { spawn } from "node:child_process";
 const q = (testid) => `[data-testid="${testid}"]`;
 const text = (sel) => `document.querySelector('${sel}')?.textContent`;
 
-export default async function ({ url, cdp, evaluate, shot, click, waitFor, sleep }) {
+export default async function ({ url, cdp, evaluate, shot, click, waitFor, sleep, expect }) {
   await cdp("Page.navigate", { url });
   await waitFor(`document.querySelectorAll('${q("entry")}').length > 0`);
+  await waitFor(`document.querySelector('${q("composition-editor")}').value.includes("entries:")`);
   const setText = (f) => evaluate(`(() => { const t = document.querySelector('${q("composition-editor")}'); t.value = (${f})(t.value); t.dispatchEvent(new Event("input")); })()`);
 
   await setText(`(v) => v.replace("plugins/shell-env", "plugins/missing-env")`);
   await click(q("composition-apply"));
   await waitFor(`/Not applied/.test(${text(q("composition-result"))})`);
-  console.log("apply with problem:", await evaluate(text(q("composition-result"))), "|", await evaluate(text(q("composition-problem"))));
+  expect((await evaluate(text(q("composition-problem")))).startsWith("/etc/dsh/composition.yaml:4: "), "apply with a problem: not applied, the problem at line 4");
   await setText(`(v) => v.replace("plugins/missing-env", "plugins/shell-env")`);
   await click(q("composition-apply"));
   await waitFor(`${text(q("composition-result"))} === "Applied."`);
-  console.log("apply clean:", await evaluate(text(q("composition-result"))), "problems:", await evaluate(`document.querySelectorAll('${q("composition-problem")}').length`));
+  expect((await evaluate(`document.querySelectorAll('${q("composition-problem")}').length`)) === 0, "a clean apply: Applied., no problems left");
 
-  await click(q("tab-approvals"));
-  const before = Number(await evaluate(text(q("approvals-count"))));
-  const id = await evaluate(`document.querySelector('${q("approval")}').dataset.approval`);
-  await click(`${q("approval")}[data-approval="${id}"] ${q("approval-approve")}`);
-  await waitFor(`!document.querySelector('${q("approval")}[data-approval="${id}"]')`);
-  console.log("approved", id, "badge", before, "->", await evaluate(text(q("approvals-count"))));
+  // An action the host refuses: its sentence in a toast.
+  await click(`${q("entry")}[data-entry="kube"] ${q("entry-reload")}`);
+  await waitFor(`[...document.querySelectorAll('${q("toast")}')].some(t => /kube is disabled/.test(t.textContent))`);
+  expect(true, "a refused reload shows the host's error in a toast");
+  await shot("toast");
 
-  await click(q("tab-logs"));
-  await evaluate(`(() => { const s = document.querySelector('${q("logs-level")}'); s.value = "error"; s.dispatchEvent(new Event("change")); })()`);
-  await sleep(800);
-  console.log("levels shown at error:", await evaluate(`[...new Set([...document.querySelectorAll('${q("log-line")}')].map(e => e.dataset.level))].join(",")`));
-  await evaluate(`(() => { const s = document.querySelector('${q("logs-entry")}'); s.value = "tool-bash"; s.dispatchEvent(new Event("change")); const l = document.querySelector('${q("logs-level")}'); l.value = "trace"; l.dispatchEvent(new Event("change")); })()`);
-  await sleep(800);
-  console.log("entries shown for tool-bash:", await evaluate(`[...new Set([...document.querySelectorAll('${q("log-line")}')].map(e => e.dataset.entry))].join(",")`));
-  await shot("logs-filtered");
-
+  // A job output stream that cannot be opened stops and says so.
   await click(q("tab-agents"));
-  await click(`${q("terminal")} ${q("terminal-open")}`);
-  await sleep(800);
-  await click(`${q("terminal")} ${q("terminal-attach")}`);
-  await waitFor(`!!document.querySelector('${q("attach-confirm")}')`);
-  await click(q("attach-confirm-no"));
-  await sleep(300);
-  await cdp("Input.insertText", { text: "x" });
-  console.log("after no:", await evaluate(text(`${q("terminal")} ${q("terminal-attach")}`)));
-  await click(`${q("terminal")} ${q("terminal-attach")}`);
-  await waitFor(`!!document.querySelector('${q("attach-confirm")}')`);
-  await click(q("attach-confirm-yes"));
-  await sleep(500);
-  await cdp("Input.insertText", { text: "echo typed-here" });
-  await cdp("Input.dispatchKeyEvent", { type: "keyDown", key: "Enter", code: "Enter", windowsVirtualKeyCode: 13, text: "\r" });
-  await sleep(1200);
-  const rows = await evaluate(`document.querySelector('${q("terminal-view")} .xterm-rows').textContent`);
-  console.log("terminal shows typed text:", rows.includes("echo typed-here"));
-  await shot("terminal-attached");
+  await click(`${q("job")}[data-job="j-gone"] ${q("job-open")}`);
+  await waitFor(`/cannot open/.test(${text(q("job-output-status"))})`, 30000);
+  expect(true, "a job output that cannot be opened gives up and says so");
+
+  // The live stream drops: reconnecting, then live again when the host is back.
+  if (process.env.MOCK_PID) {
+    const [node, script, port] = [process.execPath, new URL("./mock.mjs", import.meta.url).pathname, new URL(url).port];
+    process.kill(Number(process.env.MOCK_PID));
+    await waitFor(`${text(q("connection"))} === "reconnecting"`);
+    expect(true, "connection shows reconnecting when the stream drops");
+    await shot("reconnecting");
+    const m = spawn(node, [script, "--port", port], { stdio: "ignore" });
+    try {
+      await waitFor(`${text(q("connection"))} === "live"`, 20000);
+      expect(true, "connection is live again once the host is back");
+    } finally {
+      m.kill();
+    }
+  }
 }

@@ -91,6 +91,7 @@ function makeCall(first) {
       at = Date.now();
       tool.textContent = c.tool;
       command.textContent = c.command || "";
+      command.title = command.textContent;
       command.hidden = !c.command;
       el._tick(at);
     },
@@ -154,6 +155,7 @@ function makeJob(owner, first) {
       el.dataset.state = j.state;
       id.textContent = j.id;
       command.textContent = j.command || "";
+      command.title = command.textContent;
       state.textContent = j.state === "running" ? "running" : `${j.state}${j.exitCode !== undefined && j.exitCode !== null ? ` (${j.exitCode})` : ""}`;
       state.className = `state state-${j.state}`;
       info.textContent = `${clock(j.startedAt)} · ${bytes(j.outputBytes || 0)}`;
@@ -227,6 +229,7 @@ function makeTerminal(owner, first) {
       cur = t;
       id.textContent = t.id;
       command.textContent = t.command || "";
+      command.title = command.textContent;
       size.textContent = `${t.cols}×${t.rows}`;
       alive.textContent = t.alive ? "alive" : "closed";
       alive.className = `state ${t.alive ? "state-running" : "state-completed"}`;

@@ -106,6 +106,10 @@ function makeEntry(first) {
   const [sha, shaRow] = field("sha256", "entry-sha256");
   const [provides, providesRow] = field("provides", "entry-provides");
   const [consumes, consumesRow] = field("consumes", "entry-consumes");
+  const [tools, toolsRow] = field("tools", "entry-tools");
+  tools.classList.add("wrap");
+  provides.classList.add("wrap");
+  consumes.classList.add("wrap");
   const reason = h("p", { class: "reason", testid: "entry-reason" });
   const error = h("p", { class: "error", testid: "entry-error" });
   const reload = h("button", { type: "button", class: "small", testid: "entry-reload" }, "Reload");
@@ -113,7 +117,7 @@ function makeEntry(first) {
     "article",
     { class: "entry", testid: "entry" },
     h("header", null, name, state),
-    h("dl", null, pidRow, restartsRow, uptimeRow, binaryRow, shaRow, providesRow, consumesRow),
+    h("dl", null, pidRow, restartsRow, uptimeRow, binaryRow, shaRow, providesRow, consumesRow, toolsRow),
     reason,
     error,
     h("div", { class: "entry-actions" }, reload),
@@ -134,7 +138,7 @@ function makeEntry(first) {
     el.classList.toggle("off", e.disabled || !SERVING.has(e.state));
     el.className = el.className.replace(/\bstate-\S+/g, "").trim() + ` state-${cssWord(e.state)}`;
     name.textContent = e.name && e.name !== e.id ? `${e.id} (${e.name})` : e.id;
-    name.title = e.version ? `version ${e.version}` : "";
+    name.title = name.textContent + (e.version ? `, version ${e.version}` : "");
     state.textContent = e.disabled ? "disabled" : e.state;
     pid.textContent = e.pid ? String(e.pid) : "—";
     restarts.textContent = String(e.restarts ?? 0);
@@ -145,6 +149,10 @@ function makeEntry(first) {
     sha.title = e.sha256 || "";
     provides.textContent = (e.provides || []).join(", ") || "—";
     consumes.textContent = (e.consumes || []).map((c) => (c.optional ? `${c.key} (optional)` : c.key)).join(", ") || "—";
+    tools.textContent = (e.tools || []).join(", ");
+    for (const el of toolsRow) el.hidden = !(e.tools && e.tools.length);
+    provides.title = provides.textContent;
+    consumes.title = consumes.textContent;
     reason.textContent = e.reason || "";
     reason.hidden = !e.reason;
     error.replaceChildren();

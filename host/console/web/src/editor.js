@@ -18,7 +18,7 @@ export function mountEditor() {
     wrap: "off",
     "aria-label": "composition file",
   });
-  const check = h("button", { type: "button", testid: "composition-check" }, "Check");
+  const check = h("button", { type: "button", testid: "composition-check", title: "Ctrl+Enter" }, "Check");
   const applyBtn = h("button", { type: "button", class: "primary", testid: "composition-apply" }, "Apply");
   const revert = h("button", { type: "button", title: "load the file as the host has it" }, "Revert");
   const result = h("div", { class: "result", testid: "composition-result", role: "status" });
@@ -50,6 +50,11 @@ export function mountEditor() {
     gutter.scrollTop = area.scrollTop;
   });
   area.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) {
+      ev.preventDefault();
+      if (!check.disabled) check.click();
+      return;
+    }
     // Tab indents with two spaces (YAML has no tabs) instead of leaving the field.
     if (ev.key === "Tab" && !ev.shiftKey && !ev.ctrlKey && !ev.metaKey && !ev.altKey) {
       ev.preventDefault();

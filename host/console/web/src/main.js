@@ -94,6 +94,8 @@ async function start() {
     const badge = document.querySelector('[data-testid="approvals-count"]');
     badge.textContent = String(n);
     badge.hidden = n === 0;
+    // A waiting question shows in a background tab's title too.
+    document.title = n ? `(${n}) dsh console` : "dsh console";
   });
   logs.mount(document.getElementById("view-logs"));
   showTab(location.hash.slice(1));
