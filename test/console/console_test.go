@@ -386,3 +386,24 @@ func lastLine(s string) string {
 	}
 	return s
 }
+
+// Under --no-auth on loopback the page needs no login, and the rest of
+// the protection stands: a foreign Origin or Host is refused, and a change
+// needs the CSRF header.
+func TestConsoleNoAuth(t *testing.T) {
+	b := needBrowser(t)
+	ws := t.TempDir()
+	h := startHost(t, fmt.Sprintf(consoleComp, ws), ws, "--no-auth")
+	b.run(t, spec{Scenario: "no-auth", Base: h.base, Params: map[string]any{"entries": []string{"env", "tools"}}}, nil)
+	req, _ := http.NewRequest("GET", h.base+"/console/api/graph", nil)
+	req.Host = "evil.example"
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("Host evil.example under --no-auth: %d, want 403", resp.StatusCode)
+	}
+	t.Log("checked: GET with Host evil.example: 403")
+}

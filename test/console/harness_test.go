@@ -186,19 +186,27 @@ var (
 	mcpURLRE = regexp.MustCompile(`MCP over streamable HTTP at (http://\S+/)`)
 	tokenRE  = regexp.MustCompile(`bearer token: (\S+)`)
 	loginRE  = regexp.MustCompile(`dsh serve: console at (http://[^/\s]+)(/console/login\?code=\S+)`)
+	// Under --no-auth: the page itself, no login.
+	noAuthRE = regexp.MustCompile(`dsh serve: console at (http://[^/\s]+)/ \(no token: loopback only\)`)
 )
 
 // startHost starts dsh serve --http on loopback with composition yaml (in
 // a file named comp.yaml) and reads the MCP URL, the token and the console
-// login URL it prints.
-func startHost(t *testing.T, yaml, ws string) *consoleHost {
+// login URL it prints; with --no-auth among args, the MCP URL and the
+// console's address (no token, no login).
+func startHost(t *testing.T, yaml, ws string, args ...string) *consoleHost {
 	t.Helper()
+	noAuth := false
+	for _, a := range args {
+		noAuth = noAuth || a == "--no-auth"
+	}
 	h := &consoleHost{stderr: &syncbuf.Buffer{}, ws: ws}
 	h.file = filepath.Join(t.TempDir(), "comp.yaml")
 	if err := os.WriteFile(h.file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h.cmd = exec.Command(filepath.Join(binDir, "dsh"), "serve", "--http", "127.0.0.1:0", "--release-grace", "300ms", h.file)
+	argv := append([]string{"serve", "--http", "127.0.0.1:0", "--release-grace", "300ms"}, args...)
+	h.cmd = exec.Command(filepath.Join(binDir, "dsh"), append(argv, h.file)...)
 	h.cmd.Dir = ws
 	h.rt = t.TempDir()
 	h.cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+h.rt)
@@ -243,7 +251,10 @@ func startHost(t *testing.T, yaml, ws string) *consoleHost {
 			if m := loginRE.FindStringSubmatch(line); m != nil {
 				h.base, h.login = m[1], m[1]+m[2]
 			}
-			if h.mcpURL != "" && h.token != "" && h.login != "" {
+			if m := noAuthRE.FindStringSubmatch(line); m != nil && noAuth {
+				h.base = m[1]
+			}
+			if h.mcpURL != "" && (h.token != "" && h.login != "" || noAuth && h.base != "") {
 				closed = true
 				close(found)
 			}
@@ -258,7 +269,10 @@ func startHost(t *testing.T, yaml, ws string) *consoleHost {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("dsh serve printed no MCP URL, token and console login URL within 60 s:\n%s", h.stderr)
 	}
-	if h.mcpURL == "" || h.token == "" || h.login == "" {
+	if noAuth && (h.mcpURL == "" || h.base == "") {
+		t.Fatalf("dsh serve --no-auth ended without printing an MCP URL (%q) and the console's address (%q):\n%s", h.mcpURL, h.base, h.stderr)
+	}
+	if !noAuth && (h.mcpURL == "" || h.token == "" || h.login == "") {
 		t.Fatalf("dsh serve ended without printing an MCP URL (%q), a token (%q) and a console login URL (%q):\n%s", h.mcpURL, h.token, h.login, h.stderr)
 	}
 	return h

@@ -418,6 +418,29 @@ const scenarios = {
     return {};
   },
 
+  // --no-auth on loopback: the page with no cookie; Origin and CSRF
+  // checks still stand.
+  async "no-auth"() {
+    const page = await newPage(null);
+    const resp = await page.goto(spec.base + "/", { timeout: T });
+    if (resp.status() !== 200) fail(`GET / under --no-auth answered ${resp.status()}`);
+    await page.getByTestId("tab-composition").click();
+    await activeAll(page, params.entries);
+    check("the page opened with no login");
+    const evil = await api("GET", spec.base + "/console/api/graph", { Origin: "http://evil.example" });
+    if (evil.status !== 403) fail(`Origin http://evil.example under --no-auth answered ${evil.status}: ${evil.body}`);
+    check("GET with Origin http://evil.example: 403");
+    const body = JSON.stringify({ text: "plugins: []\n" });
+    const noCsrf = await api("POST", spec.base + "/console/api/composition/check", { "Content-Type": "application/json" }, body);
+    if (noCsrf.status !== 403) fail(`a POST without X-Dsh-Csrf under --no-auth answered ${noCsrf.status}: ${noCsrf.body}`);
+    const sess = JSON.parse((await api("GET", spec.base + "/console/api/session")).body);
+    const withCsrf = await api("POST", spec.base + "/console/api/composition/check", { "Content-Type": "application/json", "X-Dsh-Csrf": sess.csrf }, body);
+    if (withCsrf.status !== 200) fail(`the same POST with the CSRF token answered ${withCsrf.status}: ${withCsrf.body}`);
+    check("POST without X-Dsh-Csrf: 403; with the session's: 200");
+    await shot(page, "no-auth");
+    return {};
+  },
+
   // A broken edit: the problem with file:line, nothing written or changed.
   async "composition-broken"() {
     const page = await open("tab-composition");
