@@ -57,9 +57,9 @@ var entries = map[string]string{
 var termIDRE = regexp.MustCompile(`terminal (t\d+-[0-9a-f]+)`)
 
 // The console in a browser, against a real dsh serve --http: login and
-// its refusals, the composition, a plugin's restart, a job's output and
-// kill, a terminal's screen and typing into it, a call cancelled,
-// approvals answered in the page, the logs, a broken edit. The subtests
+// its refusals, the composition, a plugin's restart and reload, a job's
+// output and kill, a terminal's screen and typing into it, a call
+// cancelled, approvals answered in the page, the logs, a broken edit. The subtests
 // run in order on one host, each printing what it checked; each runs
 // alone too (-run 'TestConsoleInBrowser/terminal', on a session from dsh
 // console), except logs, which reads what the ones before it logged.
@@ -161,6 +161,27 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatalf("the new pid %d the page shows is %q, not %s", after, exe, want)
 		}
 		t.Logf("checked: the new pid %d is %s's process", after, entries[id])
+	})
+
+	t.Run("reload", func(t *testing.T) {
+		const id = "tools"
+		r := b.run(t, session(t, "reload", map[string]any{"entry": id}), nil)
+		before, err1 := num(r["before"])
+		after, err2 := num(r["after"])
+		if err1 != nil || err2 != nil {
+			t.Fatalf("pids %v %v", r["before"], r["after"])
+		}
+		if exe, want := exeOf(after), filepath.Join(binDir, "dsh-"+entries[id]); exe != want {
+			t.Fatalf("the new pid %d is %q, not %s", after, exe, want)
+		}
+		if !waitFor(15*time.Second, func() bool { return !testplugins.Alive(before) }) {
+			t.Fatalf("the old process %d of %s still runs", before, id)
+		}
+		text, isErr, _, err := call(ctx, cs, "bash", map[string]any{"command": "echo reloaded-$((5+5))"})
+		if err != nil || isErr || !strings.Contains(text, "reloaded-10") {
+			t.Fatalf("bash after the reload: %v %q", err, text)
+		}
+		t.Logf("checked: the new pid %d is %s's, the old one is gone, bash answers", after, entries[id])
 	})
 
 	// A background job whose tree holds two sleeps that carry markers.

@@ -263,6 +263,28 @@ const scenarios = {
     return { before, after };
   },
 
+  // entry-reload: the entry moves to a new process of its binary.
+  async reload() {
+    const id = params.entry;
+    const page = await open("tab-composition");
+    await activeAll(page, [id]);
+    const before = await pidOf(page, id);
+    await inner(entry(page, id), "entry-reload").click();
+    await page.waitForFunction(
+      ({ id, before }) => {
+        const el = document.querySelector(`[data-testid="entry"][data-entry="${id}"][data-state="active"]`);
+        const pid = el?.querySelector('[data-testid="entry-pid"]')?.textContent?.match(/\d+/)?.[0];
+        return pid && Number(pid) !== before;
+      },
+      { id, before },
+      { timeout: T },
+    );
+    const after = await pidOf(page, id);
+    check(`entry-reload: ${id} active again, pid ${before} -> ${after}`);
+    await shot(page, "reload");
+    return { before, after };
+  },
+
   // A background job started over MCP: listed under its owner, its output
   // streams into job-output.
   async "job-output"() {
