@@ -59,7 +59,8 @@ var termIDRE = regexp.MustCompile(`terminal (t\d+-[0-9a-f]+)`)
 // The console in a browser, against a real dsh serve --http: login and
 // its refusals, the composition, a plugin's restart and reload, a job's
 // output and kill, a terminal's screen and typing into it, a call
-// cancelled, approvals answered in the page, the logs, a broken edit. The subtests
+// cancelled, approvals answered in the page, the logs, a broken edit, and
+// the page's connection as the host stops. The subtests
 // run in order on one host, each printing what it checked; each runs
 // alone too (-run 'TestConsoleInBrowser/terminal', on a session from dsh
 // console), except logs, which reads what the ones before it logged.
@@ -397,6 +398,13 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatalf("bash after the refused edit: %v %q", err, text)
 		}
 		t.Log("checked: bash still answers over MCP")
+	})
+
+	// Last: it stops the host.
+	t.Run("connection", func(t *testing.T) {
+		b.run(t, session(t, "connection", nil), map[string]answer{
+			"stop": func(map[string]any) (map[string]any, error) { return map[string]any{}, h.stop() },
+		})
 	})
 }
 

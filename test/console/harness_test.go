@@ -24,6 +24,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -180,6 +181,9 @@ type consoleHost struct {
 	token  string // the bearer token
 	login  string // the printed one-time console login URL
 	rt     string // its XDG_RUNTIME_DIR, where dsh console finds it
+
+	stopOnce sync.Once
+	stopErr  error
 }
 
 var (
@@ -218,15 +222,8 @@ func startHost(t *testing.T, yaml, ws string, args ...string) *consoleHost {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = h.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = h.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = h.cmd.Process.Kill()
-			<-done
-			t.Errorf("dsh serve did not stop within 30 s of SIGTERM")
+		if err := h.stop(); err != nil {
+			t.Error(err)
 		}
 		if t.Failed() {
 			t.Logf("dsh stderr:\n%s", h.stderr)
@@ -306,6 +303,24 @@ func (h *consoleHost) freshSession(t *testing.T) string {
 	}
 	t.Fatalf("GET %s: %s, no session cookie", m, resp.Status)
 	return ""
+}
+
+// stop ends dsh serve as its user would (SIGTERM), once, and waits for it:
+// an error when it took longer than 30 s (it is then killed).
+func (h *consoleHost) stop() error {
+	h.stopOnce.Do(func() {
+		_ = h.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = h.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = h.cmd.Process.Kill()
+			<-done
+			h.stopErr = errors.New("dsh serve did not stop within 30 s of SIGTERM")
+		}
+	})
+	return h.stopErr
 }
 
 type bearer struct {

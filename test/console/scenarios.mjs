@@ -440,6 +440,21 @@ const scenarios = {
     return {};
   },
 
+  // The page says whether its live stream holds: live, then reconnecting
+  // once the host is gone.
+  async connection() {
+    const page = await open("tab-composition");
+    const conn = page.getByTestId("connection");
+    await conn.filter({ hasText: /^\s*live\s*$/ }).waitFor({ timeout: T });
+    check("connection shows live");
+    await ask("stop");
+    check("dsh serve stopped (SIGTERM)");
+    await conn.filter({ hasText: "reconnecting" }).waitFor({ timeout: T });
+    check(`connection shows ${JSON.stringify((await conn.innerText()).trim())}`);
+    await shot(page, "connection");
+    return {};
+  },
+
   // --no-auth on loopback: the page with no cookie; Origin and CSRF
   // checks still stand.
   async "no-auth"() {
