@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -59,8 +60,8 @@ var termIDRE = regexp.MustCompile(`terminal (t\d+-[0-9a-f]+)`)
 // The console in a browser, against a real dsh serve --http: login and
 // its refusals, the composition, a plugin's restart and reload, a job's
 // output and kill, a terminal's screen and typing into it, a call
-// cancelled, approvals answered in the page, the logs, a broken edit, and
-// the page's connection as the host stops. The subtests
+// cancelled, approvals answered in the page, the logs, a broken edit and
+// a good one, and the page's connection as the host stops. The subtests
 // run in order on one host, each printing what it checked; each runs
 // alone too (-run 'TestConsoleInBrowser/terminal', on a session from dsh
 // console), except logs, which reads what the ones before it logged.
@@ -398,6 +399,36 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatalf("bash after the refused edit: %v %q", err, text)
 		}
 		t.Log("checked: bash still answers over MCP")
+	})
+
+	t.Run("composition-apply", func(t *testing.T) {
+		r := b.run(t, session(t, "composition-apply", map[string]any{
+			"find": "  - id: terminal-tools\n    name: tool-terminal\n", "replace": "  - id: terminal-tools\n    name: tool-terminal\n    disabled: true\n",
+			"entry": "terminal-tools", "state": "disabled",
+		}), nil)
+		now, err := os.ReadFile(h.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := r["text"].(string); string(now) != want {
+			t.Fatalf("the file on disk is not the text applied:\n%s\nwant:\n%s", now, want)
+		}
+		t.Log("checked: the file on disk is the text applied")
+		var names []string
+		if !waitFor(15*time.Second, func() bool {
+			names = nil
+			tools, err := cs.ListTools(ctx, nil)
+			if err != nil {
+				return false
+			}
+			for _, tl := range tools.Tools {
+				names = append(names, tl.Name)
+			}
+			return !slices.Contains(names, "terminal_open") && slices.Contains(names, "bash")
+		}) {
+			t.Fatalf("tools 15 s after terminal-tools was disabled: %v", names)
+		}
+		t.Logf("checked: the MCP client's tools are now %v", names)
 	})
 
 	// Last: it stops the host.

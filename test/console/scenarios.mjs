@@ -441,6 +441,27 @@ const scenarios = {
     return {};
   },
 
+  // A good edit applied from the page: written and applied as a reload.
+  async "composition-apply"() {
+    const page = await open("tab-composition");
+    const editor = page.getByTestId("composition-editor");
+    await page.waitForFunction(
+      ({ el, find }) => el.value.includes(find),
+      { el: await editor.elementHandle(), find: params.find },
+      { timeout: T },
+    );
+    const text = await editor.inputValue();
+    const edited = text.replace(params.find, params.replace);
+    await editor.fill(edited);
+    await page.getByTestId("composition-apply").click();
+    await page.locator(`[data-testid="entry"][data-entry="${params.entry}"][data-state="${params.state}"]`).waitFor({ timeout: T });
+    const result = ((await page.getByTestId("composition-result").textContent()) ?? "").trim();
+    if ((await page.getByTestId("composition-problem").count()) !== 0) fail("problems shown after a good edit");
+    check(`composition-apply: ${params.entry} shows data-state=${params.state}; composition-result ${JSON.stringify(result)}`);
+    await shot(page, "composition-apply");
+    return { text: edited };
+  },
+
   // The page says whether its live stream holds: live, then reconnecting
   // once the host is gone.
   async connection() {
