@@ -9,10 +9,10 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/dshrun/dsh/host/hostlog"
 	"github.com/dshrun/dsh/host/plan"
+	"github.com/dshrun/dsh/internal/notify"
 	"github.com/dshrun/dsh/registry"
 )
 
@@ -93,7 +93,7 @@ func (v EntryView) MarshalJSON() ([]byte, error) {
 
 // consoleState is what the host keeps for the console.
 type consoleState struct {
-	changes signal
+	changes notify.Set
 	// lookup interpolates a composition text as the file was at start.
 	lookup func(string) (string, bool)
 
@@ -148,7 +148,7 @@ func (h *Host) Graph() []EntryView {
 // state, a crash, a restart, a reload, an edit applied. Signals coalesce:
 // a reader that is busy finds one waiting. stop ends the subscription.
 func (h *Host) Changes() (changes <-chan struct{}, stop func()) {
-	return h.console.changes.subscribe()
+	return h.console.changes.Subscribe()
 }
 
 // LogRing is the ring the host's and its plugins' log lines go to (nil
@@ -156,7 +156,7 @@ func (h *Host) Changes() (changes <-chan struct{}, stop func()) {
 func (h *Host) LogRing() *hostlog.Ring { return h.opts.LogRing }
 
 // changed signals the console that something Graph shows changed.
-func (h *Host) changed() { h.console.changes.notify() }
+func (h *Host) changed() { h.console.changes.Fire() }
 
 // noteError records err, a change refused, as the last error of the
 // entries it names.
@@ -250,47 +250,4 @@ func (h *Host) binarySum(bin string) string {
 	h.console.sums[bin] = binarySum{st, sum}
 	h.console.mu.Unlock()
 	return sum
-}
-
-// signal wakes its subscribers, never waiting for them: each has room for
-// one signal, and a signal finding it taken is the same news. With no
-// subscriber a notify is one atomic load.
-type signal struct {
-	n    atomic.Int32
-	mu   sync.Mutex
-	subs map[chan struct{}]struct{}
-}
-
-func (s *signal) notify() {
-	if s.n.Load() == 0 {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for ch := range s.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
-
-func (s *signal) subscribe() (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	s.mu.Lock()
-	if s.subs == nil {
-		s.subs = map[chan struct{}]struct{}{}
-	}
-	s.subs[ch] = struct{}{}
-	s.n.Add(1)
-	s.mu.Unlock()
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			s.mu.Lock()
-			delete(s.subs, ch)
-			s.n.Add(-1)
-			s.mu.Unlock()
-		})
-	}
 }

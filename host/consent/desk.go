@@ -7,10 +7,10 @@ import (
 	"errors"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/dshrun/dsh/core/approval"
+	"github.com/dshrun/dsh/internal/notify"
 )
 
 // The console's desk: with approval.channels listing console, a question
@@ -51,7 +51,7 @@ func (q Question) MarshalJSON() ([]byte, error) {
 type Desk struct {
 	mu      sync.Mutex
 	pending map[string]*waiting
-	changes signal
+	changes notify.Set
 }
 
 // waiting is a question and its answer, once given.
@@ -83,7 +83,7 @@ func (d *Desk) Questions() []Question {
 }
 
 // Changes signals every question put or gone; signals coalesce.
-func (d *Desk) Changes() (<-chan struct{}, func()) { return d.changes.subscribe() }
+func (d *Desk) Changes() (<-chan struct{}, func()) { return d.changes.Subscribe() }
 
 // Answer gives the console's answer to question id. It fails if the
 // question is no longer waiting (answered on the client meanwhile, too).
@@ -97,7 +97,7 @@ func (d *Desk) Answer(id string, approve bool) error {
 	w.answered, w.approve = true, approve
 	close(w.done)
 	d.mu.Unlock()
-	d.changes.notify()
+	d.changes.Fire()
 	return nil
 }
 
@@ -118,12 +118,12 @@ func (d *Desk) put(owner string, req *approval.Request, expires time.Time) (*wai
 	}
 	d.pending[w.q.ID] = w
 	d.mu.Unlock()
-	d.changes.notify()
+	d.changes.Fire()
 	return w, func() {
 		d.mu.Lock()
 		delete(d.pending, w.q.ID)
 		d.mu.Unlock()
-		d.changes.notify()
+		d.changes.Fire()
 	}
 }
 
@@ -137,46 +137,4 @@ func (d *Desk) claim(w *waiting) (consoleApproved, ok bool) {
 	}
 	w.answered = true
 	return false, true
-}
-
-// signal wakes its subscribers, never waiting for them: each has room for
-// one signal, and a signal finding it taken is the same news.
-type signal struct {
-	n    atomic.Int32
-	mu   sync.Mutex
-	subs map[chan struct{}]struct{}
-}
-
-func (s *signal) notify() {
-	if s.n.Load() == 0 {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for ch := range s.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
-
-func (s *signal) subscribe() (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	s.mu.Lock()
-	if s.subs == nil {
-		s.subs = map[chan struct{}]struct{}{}
-	}
-	s.subs[ch] = struct{}{}
-	s.n.Add(1)
-	s.mu.Unlock()
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			s.mu.Lock()
-			delete(s.subs, ch)
-			s.n.Add(-1)
-			s.mu.Unlock()
-		})
-	}
 }

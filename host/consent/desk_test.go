@@ -216,6 +216,7 @@ func TestDeskBounds(t *testing.T) {
 	p = deskPolicy(100 * time.Millisecond)
 	changes, stop := p.Desk().Changes()
 	defer stop()
+	<-changes // a new subscription's first signal
 	d = result(t, approveAsync(served(p, silent), context.Background(), escalate))
 	if d.Approved || !strings.Contains(d.Reason, "the user did not answer within 100ms (approval.askTimeout)") {
 		t.Fatalf("client alone: %+v", d)
