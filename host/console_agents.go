@@ -3,11 +3,11 @@ package host
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/dshrun/dsh/host/jobtable"
 	"github.com/dshrun/dsh/host/procs"
+	"github.com/dshrun/dsh/internal/notify"
 )
 
 // What the console (the page of the person who runs the host) shows of
@@ -56,40 +56,7 @@ func jobView(l jobtable.Listed) JobView {
 // finishes or goes, or a terminal session opens, ends or is closed; stop
 // ends it.
 func (h *Host) JobChanges() (<-chan struct{}, func()) {
-	jobs, stopJobs := h.jobs.Changes()
-	terms, stopTerms := h.terms.Changes()
-	// One first signal, not one for each source.
-	<-jobs
-	<-terms
-	out := make(chan struct{}, 1)
-	out <- struct{}{}
-	done := make(chan struct{})
-	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
-		defer close(out)
-		for {
-			select {
-			case <-jobs:
-			case <-terms:
-			case <-done:
-				return
-			}
-			select {
-			case out <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	var once sync.Once
-	return out, func() {
-		once.Do(func() {
-			stopJobs()
-			stopTerms()
-			close(done)
-			<-ended
-		})
-	}
+	return notify.Join(h.jobs.Changes, h.terms.Changes)
 }
 
 // jobProcessOf is owner's job id and the host's handle on its process.

@@ -55,3 +55,52 @@ func (s *Set) Fire() {
 		}
 	}
 }
+
+// Join is one subscription to every source: its channel gets a signal
+// after a change of any (one first signal for all, as Subscribe gives),
+// and stop ends every source's subscription.
+func Join(sources ...func() (<-chan struct{}, func())) (<-chan struct{}, func()) {
+	out := make(chan struct{}, 1)
+	out <- struct{}{}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	stops := make([]func(), 0, len(sources))
+	for _, src := range sources {
+		ch, stop := src()
+		stops = append(stops, stop)
+		// The source's own first signal is the one out holds already.
+		select {
+		case <-ch:
+		default:
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case _, ok := <-ch:
+					if !ok {
+						return
+					}
+					select {
+					case out <- struct{}{}:
+					default:
+					}
+				case <-done:
+					return
+				}
+			}
+		}()
+	}
+	var once sync.Once
+	return out, func() {
+		once.Do(func() {
+			close(done)
+			for _, stop := range stops {
+				stop()
+			}
+			wg.Wait()
+			close(out)
+		})
+	}
+}

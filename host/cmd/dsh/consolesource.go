@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/dshrun/dsh/core/terminals"
@@ -12,6 +11,7 @@ import (
 	"github.com/dshrun/dsh/host/hostlog"
 	"github.com/dshrun/dsh/host/jobtable"
 	"github.com/dshrun/dsh/host/mcpserver"
+	"github.com/dshrun/dsh/internal/notify"
 )
 
 // hostSource is the console's view of the host and its MCP server: the
@@ -218,47 +218,7 @@ func jobView(j host.JobView) console.JobView {
 // AgentChanges joins the MCP server's changes (sessions, calls) with the
 // host's (jobs, terminals).
 func (s *hostSource) AgentChanges() (<-chan struct{}, func()) {
-	return join(s.m.AgentChanges, s.h.JobChanges)
-}
-
-// join is one coalesced signal of every source's changes.
-func join(sources ...func() (<-chan struct{}, func())) (<-chan struct{}, func()) {
-	out := make(chan struct{}, 1)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	stops := make([]func(), 0, len(sources))
-	for _, src := range sources {
-		ch, stop := src()
-		stops = append(stops, stop)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case _, ok := <-ch:
-					if !ok {
-						return
-					}
-					select {
-					case out <- struct{}{}:
-					default:
-					}
-				case <-done:
-					return
-				}
-			}
-		}()
-	}
-	var once sync.Once
-	return out, func() {
-		once.Do(func() {
-			close(done)
-			for _, stop := range stops {
-				stop()
-			}
-			wg.Wait()
-		})
-	}
+	return notify.Join(s.m.AgentChanges, s.h.JobChanges)
 }
 
 func (s *hostSource) CancelCall(id string) bool { return s.m.CancelCall(id) }

@@ -77,26 +77,10 @@ func serveHTTP(ctx context.Context, h *host.Host, m *mcpserver.Server, file stri
 		fmt.Fprintf(stderr, "dsh serve: MCP over streamable HTTP at %s (no token: loopback only)\n", url)
 	}
 	printConsoleLine(stderr, con, base, token)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		con.Close()
-		return err
-	case <-ctx.Done():
-	}
 	// The sessions are closed (serveWith did, after the calls were
-	// answered): their streams end, and what is still being written
-	// completes before the server closes. The console's streams end too,
-	// or Shutdown would wait for them.
-	m.CloseSessions()
-	con.Close()
-	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		_ = srv.Close()
-	}
-	return nil
+	// answered) before the server: their streams end, and what is still
+	// being written completes before it closes.
+	return serveUntil(ctx, srv, ln, con, m.CloseSessions)
 }
 
 // serveConsole serves the console alone on ln until ctx is done (MCP is
@@ -110,6 +94,13 @@ func serveConsole(ctx context.Context, h *host.Host, m *mcpserver.Server, file s
 		}
 	}
 	printConsoleLine(stderr, con, base, token)
+	return serveUntil(ctx, srv, ln, con, nil)
+}
+
+// serveUntil serves srv on ln until ctx is done, then ends what holds a
+// stream open (before, then the console's streams, or Shutdown would wait
+// for them) and shuts srv down within 2 s.
+func serveUntil(ctx context.Context, srv *http.Server, ln net.Listener, con *console.Console, before func()) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -117,6 +108,9 @@ func serveConsole(ctx context.Context, h *host.Host, m *mcpserver.Server, file s
 		con.Close()
 		return err
 	case <-ctx.Done():
+	}
+	if before != nil {
+		before()
 	}
 	con.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
