@@ -251,9 +251,22 @@ curl -s --max-time 20 -o /dev/null -w '%%{http_code}\n' http://other.test:%[1]d/
 			if host != "" {
 				probes = append(probes, struct{ name, script string }{"tcp to another address of the host's", fmt.Sprintf("exec 3<>/dev/tcp/%s/%d", host, widePort)})
 			}
+			unconfined := wideGot.got.Load()
 			for _, pr := range probes {
 				if res := run(t, n.m, ws, nil, pr.script); res.ExitCode != 0 {
 					t.Fatalf("%s fails unconfined too: exit %d %s", pr.name, res.ExitCode, res.Stderr.Data)
+				}
+			}
+			if host != "" {
+				// The unconfined connection is counted once the server
+				// accepts it, which a loaded machine may do only after
+				// the probe has ended: wait for it, so it is not taken
+				// for one from inside.
+				for deadline := time.Now().Add(20 * time.Second); wideGot.got.Load() == unconfined; {
+					if time.Now().After(deadline) {
+						t.Fatal("the host's non-loopback server never counted the unconfined connection")
+					}
+					time.Sleep(10 * time.Millisecond)
 				}
 			}
 			// Not probed unconfined: this machine may have no DNS or no
