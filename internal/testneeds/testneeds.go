@@ -124,15 +124,16 @@ func Command(t testing.TB, name string) string {
 
 // Chromium returns the path of the chromium the console's browser tests
 // drive (Debian's /usr/bin/chromium, or chromium-browser). Without one it
-// skips t naming the package, or fails t under DSH_NODE_TESTS=1 (set by
-// .ci/run and by make test once the node packages are installed), where a
-// browser test that cannot run must not pass as skipped.
+// skips t naming the package (make test lists it among what skipped), or
+// fails t under DSH_BROWSER_TESTS=1 (set by .ci/run, which installs
+// chromium), where a browser test that cannot run must not pass as
+// skipped.
 func Chromium(t testing.TB) string {
 	t.Helper()
 	p, err := lookPath("chromium")
 	if err != nil {
 		msg := fmt.Sprintf("chromium is not installed (%s)", Install("chromium"))
-		if os.Getenv("DSH_NODE_TESTS") == "1" {
+		if os.Getenv("DSH_BROWSER_TESTS") == "1" {
 			t.Fatal(msg)
 		}
 		t.Skip(msg)

@@ -53,9 +53,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if nodeClient(stderr) {
-		// The node tests (the TypeScript SDK client, the console in
-		// chromium) then fail rather than skip if they find what they
-		// drive missing.
+		// The node tests (the TypeScript SDK client, playwright-core)
+		// then fail rather than skip if they find what they drive
+		// missing; a missing chromium is told apart (DSH_BROWSER_TESTS).
 		env = append(env, "DSH_NODE_TESTS=1")
 	}
 	if programs, pkgs := testneeds.Missing(); len(programs) > 0 {

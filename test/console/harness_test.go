@@ -52,7 +52,8 @@ type browser struct {
 
 // needBrowser finds node, playwright-core (npm ci in test/console) and
 // chromium, or skips naming what is missing; under DSH_NODE_TESTS=1 (set by
-// .ci/run, and by make test once npm ci succeeded) a missing one fails.
+// .ci/run, and by make test once npm ci succeeded) a missing playwright-core
+// fails, and under DSH_BROWSER_TESTS=1 (.ci/run) a missing chromium.
 func needBrowser(t *testing.T) *browser {
 	t.Helper()
 	dir := filepath.Join(testplugins.Root(), "test", "console")
