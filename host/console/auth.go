@@ -4,12 +4,22 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"net"
 	"sync"
 	"time"
 )
 
-// CookieName is the session cookie.
-const CookieName = "dsh_console"
+// cookieName is the session cookie's name on the console reached at
+// hostport: dsh_console_PORT. A browser sends a host's cookies to all its
+// ports, so with one name two hosts on one machine would log each other's
+// pages out.
+func cookieName(hostport string) string {
+	_, port, err := net.SplitHostPort(hostport)
+	if err != nil || port == "" {
+		port = "80"
+	}
+	return "dsh_console_" + port
+}
 
 // How long a login code lasts, and how many of each the server keeps: a
 // flood of `dsh console` or logins evicts the oldest, never grows memory.

@@ -183,7 +183,7 @@ func (c *Console) who(r *http.Request, api bool) (caller, bool) {
 			return caller{bearer: true}, equal(got, c.opts.Token)
 		}
 	}
-	ck, err := r.Cookie(CookieName)
+	ck, err := r.Cookie(cookieName(r.Host))
 	if err != nil {
 		return caller{}, false
 	}

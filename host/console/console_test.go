@@ -166,7 +166,7 @@ func login(t *testing.T, c *Console, base string) string {
 		t.Fatalf("login: %s", resp.Status)
 	}
 	for _, ck := range resp.Cookies() {
-		if ck.Name == CookieName {
+		if ck.Name == cookieName(strings.TrimPrefix(base, "http://")) {
 			return ck.Name + "=" + ck.Value
 		}
 	}
@@ -186,7 +186,7 @@ func TestLoginCodeOnce(t *testing.T) {
 		t.Fatalf("login: %s to %q, want 303 to /", resp.Status, resp.Header.Get("Location"))
 	}
 	sc := resp.Header.Get("Set-Cookie")
-	for _, want := range []string{CookieName + "=", "Path=/", "HttpOnly", "SameSite=Strict"} {
+	for _, want := range []string{cookieName(strings.TrimPrefix(base, "http://")) + "=", "Path=/", "HttpOnly", "SameSite=Strict"} {
 		if !strings.Contains(sc, want) {
 			t.Errorf("Set-Cookie %q lacks %q", sc, want)
 		}
@@ -202,7 +202,7 @@ func TestLoginCodeOnce(t *testing.T) {
 		t.Fatalf("reused code: %s %q", resp.Status, body)
 	}
 	// A made-up session id is no session.
-	resp, _ = do(t, "GET", base+"/console/api/graph", map[string]string{"Cookie": CookieName + "=" + randomID()}, "")
+	resp, _ = do(t, "GET", base+"/console/api/graph", map[string]string{"Cookie": cookieName(strings.TrimPrefix(base, "http://")) + "=" + randomID()}, "")
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("forged cookie: %s", resp.Status)
 	}
@@ -575,5 +575,15 @@ func TestJobOutput(t *testing.T) {
 	}
 	if text != "héllo\n" {
 		t.Fatalf("output %q", text)
+	}
+}
+
+// Two hosts on one machine each get a cookie of their own: a browser
+// sends a host's cookies to every port, so one name would let a login to
+// one console replace the other's session.
+func TestCookiePerPort(t *testing.T) {
+	a, b := cookieName("127.0.0.1:8765"), cookieName("localhost:8766")
+	if a != "dsh_console_8765" || b != "dsh_console_8766" || cookieName("127.0.0.1") != "dsh_console_80" {
+		t.Fatalf("cookie names %q %q %q", a, b, cookieName("127.0.0.1"))
 	}
 }

@@ -59,7 +59,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 			"This login code is unknown, used or expired: each code logs in once, within 10 minutes. Run <code>dsh console</code> as the user who runs the host for a fresh one.")
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: cookieName(r.Host), Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 

@@ -109,7 +109,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		// loopback) is refused too; only Go sets Host freely.
 		req, _ := http.NewRequest("GET", h.base+"/console/api/graph", nil)
 		req.Host = "evil.example"
-		req.Header.Set("Cookie", "dsh_console="+cookie)
+		req.Header.Set("Cookie", cookieName(h.base)+"="+cookie)
 		resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 		if err != nil {
 			t.Fatal(err)

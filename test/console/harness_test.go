@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -298,7 +299,7 @@ func (h *consoleHost) freshSession(t *testing.T) string {
 	}
 	resp.Body.Close()
 	for _, c := range resp.Cookies() {
-		if c.Name == "dsh_console" && resp.StatusCode == http.StatusSeeOther {
+		if strings.HasPrefix(c.Name, "dsh_console_") && resp.StatusCode == http.StatusSeeOther {
 			return c.Value
 		}
 	}
@@ -459,4 +460,13 @@ func TestBrowserRuns(t *testing.T) {
 		t.Fatalf("no screenshot at %q: %v", shot, err)
 	}
 	t.Logf("chromium %v; screenshot %s", r["version"], shot)
+}
+
+// cookieName is the console's session cookie at base: dsh_console_PORT.
+func cookieName(base string) string {
+	u, err := url.Parse(base)
+	if err != nil {
+		panic(err)
+	}
+	return "dsh_console_" + u.Port()
 }

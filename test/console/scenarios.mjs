@@ -16,6 +16,9 @@ import { createInterface } from "node:readline";
 import path from "node:path";
 
 const spec = JSON.parse(process.env.DSH_SCENARIO);
+// The session cookie is named after the port (a browser sends a host's
+// cookies to all its ports).
+const COOKIE = "dsh_console_" + new URL(spec.base).port;
 const params = spec.params ?? {};
 // Every wait is bounded: the machine may be slow and shared.
 const T = 30000;
@@ -61,7 +64,7 @@ const pages = [];
 // one is given.
 async function newPage(cookie = spec.cookie) {
   const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
-  if (cookie) await context.addCookies([{ name: "dsh_console", value: cookie, url: spec.base + "/" }]);
+  if (cookie) await context.addCookies([{ name: COOKIE, value: cookie, url: spec.base + "/" }]);
   const page = await context.newPage();
   page.setDefaultTimeout(T);
   page.on("pageerror", (e) => console.log("page error: " + e.message));
@@ -135,11 +138,11 @@ const scenarios = {
     await page.getByTestId("tab-composition").waitFor({ timeout: T });
     check(`the login URL led to ${page.url()} and the page shows tab-composition`);
     if ((await page.getByTestId("login-required").count()) !== 0) fail("the page after login shows login-required");
-    const cookie = (await page.context().cookies()).find((c) => c.name === "dsh_console");
-    if (!cookie) fail("no dsh_console cookie after login");
+    const cookie = (await page.context().cookies()).find((c) => c.name === COOKIE);
+    if (!cookie) fail(`no ${COOKIE} cookie after login`);
     if (!cookie.httpOnly || cookie.sameSite !== "Strict" || cookie.path !== "/")
       fail(`the cookie is not HttpOnly, SameSite=Strict, Path=/: ${JSON.stringify(cookie)}`);
-    check("cookie dsh_console is HttpOnly, SameSite=Strict, Path=/");
+    check(`cookie ${COOKIE} is HttpOnly, SameSite=Strict, Path=/`);
     await shot(page, "login");
     return { cookie: cookie.value };
   },
@@ -150,7 +153,7 @@ const scenarios = {
     const resp = await page.goto(spec.login, { timeout: T });
     await page.getByTestId("login-refused").waitFor({ timeout: T });
     if (resp.status() !== 401) fail(`a used code answered ${resp.status()}, want 401`);
-    const cookie = (await page.context().cookies()).find((c) => c.name === "dsh_console");
+    const cookie = (await page.context().cookies()).find((c) => c.name === COOKIE);
     if (cookie) fail("a used code still set a session cookie");
     check("the code used a second time: 401 with login-refused and no cookie");
     await shot(page, "login-refused");
@@ -172,7 +175,7 @@ const scenarios = {
     } catch {}
     if (!error) fail(`the API's 401 is not {"error": ...}: ${r.body}`);
     check(`GET /console/api/graph without a cookie: 401 ${JSON.stringify(error)}`);
-    const bad = await api("GET", spec.base + "/console/api/graph", { Cookie: "dsh_console=forged" });
+    const bad = await api("GET", spec.base + "/console/api/graph", { Cookie: `${COOKIE}=forged` });
     if (bad.status !== 401) fail(`a forged cookie answered ${bad.status}`);
     check("a forged cookie: 401");
     await shot(page, "login-required");
@@ -182,7 +185,7 @@ const scenarios = {
   // A forged Origin is refused, the page's own is not; a change without
   // the CSRF header is refused.
   async "forged-origin"() {
-    const cookie = `dsh_console=${spec.cookie}`;
+    const cookie = `${COOKIE}=${spec.cookie}`;
     const own = await api("GET", spec.base + "/console/api/graph", { Cookie: cookie, Origin: spec.base });
     if (own.status !== 200) fail(`the page's own Origin answered ${own.status}: ${own.body}`);
     check(`GET /console/api/graph with Origin ${spec.base}: 200`);

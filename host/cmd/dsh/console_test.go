@@ -105,11 +105,11 @@ func consoleLogin(t *testing.T, url string) string {
 		t.Fatalf("login at %s: %s %q", url, resp.Status, body)
 	}
 	for _, c := range resp.Cookies() {
-		if c.Name == "dsh_console" && c.HttpOnly && c.SameSite == http.SameSiteStrictMode {
+		if strings.HasPrefix(c.Name, "dsh_console_") && c.HttpOnly && c.SameSite == http.SameSiteStrictMode {
 			return c.Name + "=" + c.Value
 		}
 	}
-	t.Fatalf("login set no HttpOnly SameSite=Strict dsh_console cookie: %v", resp.Header["Set-Cookie"])
+	t.Fatalf("login set no HttpOnly SameSite=Strict dsh_console_PORT cookie: %v", resp.Header["Set-Cookie"])
 	return ""
 }
 
