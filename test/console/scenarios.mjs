@@ -18,7 +18,7 @@ import path from "node:path";
 const spec = JSON.parse(process.env.DSH_SCENARIO);
 // The session cookie is named after the port (a browser sends a host's
 // cookies to all its ports).
-const COOKIE = "dsh_console_" + new URL(spec.base).port;
+const COOKIE = spec.base ? "dsh_console_" + new URL(spec.base).port : "";
 const params = spec.params ?? {};
 // Every wait is bounded: the machine may be slow and shared.
 const T = 30000;
