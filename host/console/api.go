@@ -39,7 +39,15 @@ func (c *Console) routes() {
 				return
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-			f(w, r, who)
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				f(w, r, who)
+				return
+			}
+			// Every action is in the log, with who asked and how it
+			// ended: the console acts on the host as its user does.
+			sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+			f(sw, r, who)
+			c.log.Info("console action", "action", r.Method+" "+r.URL.Path, "by", who.kind(), "status", sw.code)
 		})
 	}
 	api("GET /console/api/session", c.session)
@@ -314,4 +322,15 @@ func orEmptyProblems(v []Problem) []Problem {
 		return []Problem{}
 	}
 	return v
+}
+
+// statusWriter remembers the status an action was answered with.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
 }

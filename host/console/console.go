@@ -172,6 +172,18 @@ type caller struct {
 	bearer  bool
 }
 
+// kind says, for the log, how the caller got in (never its session id,
+// which is the cookie's secret).
+func (c caller) kind() string {
+	switch {
+	case c.bearer:
+		return "bearer token"
+	case c.session == "-":
+		return "page (no login)"
+	}
+	return "page"
+}
+
 // who authenticates r: no login configured, a bearer token (the API
 // only), or the session cookie.
 func (c *Console) who(r *http.Request, api bool) (caller, bool) {

@@ -14,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
+
+	"github.com/dshrun/dsh/internal/syncbuf"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -585,5 +588,37 @@ func TestCookiePerPort(t *testing.T) {
 	a, b := cookieName("127.0.0.1:8765"), cookieName("localhost:8766")
 	if a != "dsh_console_8765" || b != "dsh_console_8766" || cookieName("127.0.0.1") != "dsh_console_80" {
 		t.Fatalf("cookie names %q %q %q", a, b, cookieName("127.0.0.1"))
+	}
+}
+
+// Every action and every login is in the log, with how the caller got in
+// and how the action ended; the session's id (the cookie's secret) never
+// is.
+func TestActionsLogged(t *testing.T) {
+	var logged syncbuf.Buffer
+	log := hclog.New(&hclog.LoggerOptions{Output: &logged, Level: hclog.Info})
+	c, base := serveConsole(t, newFake(), Options{Token: token, Logger: log})
+	cookie := login(t, c, base)
+	_, body := do(t, "GET", base+"/console/api/session", map[string]string{"Cookie": cookie}, "")
+	var sess struct{ CSRF string }
+	if err := json.Unmarshal([]byte(body), &sess); err != nil {
+		t.Fatal(err)
+	}
+	do(t, "POST", base+"/console/api/entries/shell/reload", map[string]string{"Cookie": cookie, "X-Dsh-Csrf": sess.CSRF}, "")
+	do(t, "POST", base+"/console/api/entries/nope/reload", map[string]string{"Authorization": "Bearer " + token}, "")
+	do(t, "GET", base+"/console/login?code=spent", nil, "")
+	got := logged.String()
+	for _, want := range []string{
+		"console login: from=127.0.0.1:",
+		`console action: action="POST /console/api/entries/shell/reload" by=page status=200`,
+		`console action: action="POST /console/api/entries/nope/reload" by="bearer token" status=404`,
+		"console login refused: the code is unknown, used or expired: from=127.0.0.1:",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the log lacks %q:\n%s", want, got)
+		}
+	}
+	if id := strings.TrimPrefix(cookie, cookieName(strings.TrimPrefix(base, "http://"))+"="); id == cookie || strings.Contains(got, id) {
+		t.Errorf("the log holds the session id %q:\n%s", id, got)
 	}
 }

@@ -55,11 +55,13 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	id := c.auth.login(r.URL.Query().Get("code"))
 	if id == "" {
+		c.log.Warn("console login refused: the code is unknown, used or expired", "from", r.RemoteAddr)
 		htmlPage(w, http.StatusUnauthorized, "login-refused", "Login refused",
 			"This login code is unknown, used or expired: each code logs in once, within 10 minutes. Run <code>dsh console</code> as the user who runs the host for a fresh one.")
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName(r.Host), Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	c.log.Info("console login", "from", r.RemoteAddr)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/dshrun/dsh/host"
 	"github.com/dshrun/dsh/host/console"
 	"github.com/dshrun/dsh/host/mcpserver"
@@ -38,11 +40,12 @@ func listenHTTP(addr, flag, what string) (net.Listener, error) {
 
 // newConsole makes the console of h and m served on ln, and lets
 // `dsh console` ask it for login URLs.
-func newConsole(h *host.Host, m *mcpserver.Server, file string, ln net.Listener, token string) (*console.Console, string) {
+func newConsole(h *host.Host, m *mcpserver.Server, file string, ln net.Listener, token string, log hclog.Logger) (*console.Console, string) {
 	c := console.New(console.Options{
 		Source:   newConsoleSource(h, m, file),
 		Token:    token,
 		Loopback: mcpserver.IsLoopback(ln.Addr().String()),
+		Logger:   log,
 	})
 	base := "http://" + ln.Addr().String()
 	h.SetConsoleLogin(func() string { return c.LoginURL(base) })
@@ -60,8 +63,8 @@ func printConsoleLine(stderr io.Writer, c *console.Console, base, token string) 
 
 // serveHTTP serves MCP over streamable HTTP, and the console beside it,
 // on ln until ctx is done.
-func serveHTTP(ctx context.Context, h *host.Host, m *mcpserver.Server, file string, ln net.Listener, token string, ttl time.Duration, stderr io.Writer) error {
-	con, base := newConsole(h, m, file, ln, token)
+func serveHTTP(ctx context.Context, h *host.Host, m *mcpserver.Server, file string, ln net.Listener, token string, ttl time.Duration, stderr io.Writer, log hclog.Logger) error {
+	con, base := newConsole(h, m, file, ln, token, log)
 	srv := &http.Server{
 		Handler:           con.Handler(m.HTTPHandler(mcpserver.HTTPOptions{Token: token, SessionTimeout: ttl})),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -85,8 +88,8 @@ func serveHTTP(ctx context.Context, h *host.Host, m *mcpserver.Server, file stri
 
 // serveConsole serves the console alone on ln until ctx is done (MCP is
 // on stdio). The token file lets scripts use the API's bearer token.
-func serveConsole(ctx context.Context, h *host.Host, m *mcpserver.Server, file string, ln net.Listener, token string, stderr io.Writer) error {
-	con, base := newConsole(h, m, file, ln, token)
+func serveConsole(ctx context.Context, h *host.Host, m *mcpserver.Server, file string, ln net.Listener, token string, stderr io.Writer, log hclog.Logger) error {
+	con, base := newConsole(h, m, file, ln, token, log)
 	srv := &http.Server{Handler: con.Handler(nil), ReadHeaderTimeout: 10 * time.Second}
 	if token != "" {
 		if err := os.WriteFile(filepath.Join(h.RuntimeDir(), "console-token"), []byte(token+"\n"), 0o600); err != nil {

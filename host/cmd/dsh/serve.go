@@ -40,7 +40,7 @@ func serve(comp *composition.Composition, opts host.Options, g globals, stderr i
 		}
 		defer ln.Close()
 		return serveWith(comp, opts, g, stderr, func(ctx context.Context, h *host.Host, m *mcpserver.Server, _ *os.File) error {
-			return serveHTTP(ctx, h, m, comp.File, ln, token, g.sessionTTL, stderr)
+			return serveHTTP(ctx, h, m, comp.File, ln, token, g.sessionTTL, stderr, opts.Logger.Named("console"))
 		})
 	}
 	var consoleLn net.Listener
@@ -66,7 +66,9 @@ func serve(comp *composition.Composition, opts host.Options, g globals, stderr i
 		}
 		cctx, stop := context.WithCancel(ctx)
 		consoleDone := make(chan error, 1)
-		go func() { consoleDone <- serveConsole(cctx, h, m, comp.File, consoleLn, token, stderr) }()
+		go func() {
+			consoleDone <- serveConsole(cctx, h, m, comp.File, consoleLn, token, stderr, opts.Logger.Named("console"))
+		}()
 		err := m.RunStdio(ctx, stdin, os.Stdout)
 		stop()
 		if cerr := <-consoleDone; err == nil && cerr != nil {
