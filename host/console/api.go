@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/dshrun/dsh/host"
+	"github.com/dshrun/dsh/host/hostlog"
 )
 
 // Bodies are small: a composition file is the largest.
@@ -97,21 +100,14 @@ func (c *Console) session(w http.ResponseWriter, r *http.Request, who caller) {
 }
 
 type graphJSON struct {
-	File    string      `json:"file"`
-	Entries []EntryView `json:"entries"`
+	File    string           `json:"file"`
+	Entries []host.EntryView `json:"entries"`
 }
 
 func (c *Console) graphView() graphJSON {
 	g := c.src.Graph()
-	for i := range g {
-		g[i].Provides = orEmpty(g[i].Provides)
-		g[i].Tools = orEmpty(g[i].Tools)
-		if g[i].Consumes == nil {
-			g[i].Consumes = []Dep{}
-		}
-	}
 	if g == nil {
-		g = []EntryView{}
+		g = []host.EntryView{}
 	}
 	return graphJSON{File: c.src.File(), Entries: g}
 }
@@ -305,9 +301,9 @@ func (c *Console) logs(w http.ResponseWriter, r *http.Request, _ caller) {
 	}
 	lines := c.src.Logs(q.Get("entry"), level, maxLogLines)
 	if lines == nil {
-		lines = []LogLine{}
+		lines = []hostlog.Line{}
 	}
-	writeJSON(w, http.StatusOK, map[string][]LogLine{"lines": lines})
+	writeJSON(w, http.StatusOK, map[string][]hostlog.Line{"lines": lines})
 }
 
 func orEmpty(v []string) []string {

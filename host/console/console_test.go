@@ -17,6 +17,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
 
+	"github.com/dshrun/dsh/host"
+	"github.com/dshrun/dsh/host/hostlog"
 	"github.com/dshrun/dsh/internal/syncbuf"
 )
 
@@ -53,10 +55,10 @@ func (f *fakeSource) subscribers() int {
 
 func (f *fakeSource) Version() string { return "test" }
 func (f *fakeSource) File() string    { return "/etc/dsh/comp.yaml" }
-func (f *fakeSource) Graph() []EntryView {
+func (f *fakeSource) Graph() []host.EntryView {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return []EntryView{{ID: "shell", Name: "shell", State: f.state, Provides: []string{"executor"}}}
+	return []host.EntryView{{EntryStatus: host.EntryStatus{ID: "shell", Name: "shell", State: f.state, Provides: []string{"executor"}}}}
 }
 func (f *fakeSource) Changes() (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
@@ -85,8 +87,8 @@ func (f *fakeSource) CheckComposition(context.Context, []byte) []Problem { retur
 func (f *fakeSource) ApplyComposition(context.Context, []byte) ([]Problem, error) {
 	return nil, nil
 }
-func (f *fakeSource) Logs(string, string, int) []LogLine            { return nil }
-func (f *fakeSource) SubscribeLogs() (<-chan LogLine, func())       { return nil, func() {} }
+func (f *fakeSource) Logs(string, string, int) []hostlog.Line       { return nil }
+func (f *fakeSource) SubscribeLogs() (<-chan hostlog.Line, func())  { return nil, func() {} }
 func (f *fakeSource) Approvals() []Approval                         { return nil }
 func (f *fakeSource) ApprovalChanges() (<-chan struct{}, func())    { return nil, func() {} }
 func (f *fakeSource) AnswerApproval(string, bool) error             { return ErrNotFound }

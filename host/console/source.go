@@ -3,10 +3,15 @@ package console
 import (
 	"context"
 	"time"
+
+	"github.com/dshrun/dsh/host"
+	"github.com/dshrun/dsh/host/hostlog"
 )
 
 // Source is what the console reads from and acts on: the host and its MCP
-// server. The types are the API's JSON; an adapter converts the host's.
+// server. The types are the API's JSON; an adapter converts the host's,
+// except the graph's and the log's: the host's EntryView and hostlog.Line
+// are the API's shapes already.
 //
 // The change channels and subscriptions are only taken while a page holds
 // an events stream open; nothing here is called while no page is open.
@@ -17,7 +22,7 @@ type Source interface {
 
 	// Graph is every entry's state; Changes signals any change of it
 	// (state, reload, crash, restart) until stop is called.
-	Graph() []EntryView
+	Graph() []host.EntryView
 	Changes() (changes <-chan struct{}, stop func())
 	// Reload restarts one entry (make-before-break for providers).
 	Reload(ctx context.Context, id string) error
@@ -32,8 +37,8 @@ type Source interface {
 
 	// Logs is the newest n lines of entry ("" = all; the host's own lines
 	// have Entry "") at level or above ("" = all), newest last.
-	Logs(entry, level string, n int) []LogLine
-	SubscribeLogs() (lines <-chan LogLine, stop func())
+	Logs(entry, level string, n int) []hostlog.Line
+	SubscribeLogs() (lines <-chan hostlog.Line, stop func())
 
 	// Approvals are the questions waiting for an answer.
 	Approvals() []Approval
@@ -59,55 +64,12 @@ type Source interface {
 	WriteTerminal(ctx context.Context, owner, id string, data []byte) error
 }
 
-// EntryView is one composition entry as the page shows it.
-type EntryView struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Binary    string    `json:"binary"`
-	SHA256    string    `json:"sha256"`
-	Disabled  bool      `json:"disabled"`
-	State     string    `json:"state"`
-	Reason    string    `json:"reason"`
-	Pid       int       `json:"pid"`
-	Restarts  int       `json:"restarts"`
-	UptimeMs  int64     `json:"uptimeMs"`
-	Version   string    `json:"version"`
-	Provides  []string  `json:"provides"`
-	Consumes  []Dep     `json:"consumes"`
-	Tools     []string  `json:"tools"`
-	File      string    `json:"file"`
-	Line      int       `json:"line"`
-	LastError *PosError `json:"lastError"`
-}
-
-// Dep is one key an entry consumes.
-type Dep struct {
-	Key      string `json:"key"`
-	Optional bool   `json:"optional"`
-}
-
-// PosError is an error with the file and line it is about.
-type PosError struct {
-	Message string `json:"message"`
-	File    string `json:"file"`
-	Line    int    `json:"line"`
-}
-
 // Problem is one problem found in a composition text.
 type Problem struct {
 	File    string `json:"file"`
 	Line    int    `json:"line"`
 	Col     int    `json:"col"`
 	Message string `json:"message"`
-}
-
-// LogLine is one host or plugin log line.
-type LogLine struct {
-	Time    time.Time         `json:"time"`
-	Level   string            `json:"level"`
-	Entry   string            `json:"entry"`
-	Message string            `json:"message"`
-	Fields  map[string]string `json:"fields"`
 }
 
 // Approval is a question waiting for the person's answer.

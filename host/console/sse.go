@@ -196,9 +196,6 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, _ caller) {
 				logCh = nil
 				continue
 			}
-			if line.Fields == nil {
-				line.Fields = map[string]string{}
-			}
 			err = s.send("log", line)
 		}
 		if err != nil {

@@ -45,34 +45,7 @@ func lookup(err error) error {
 func (s *hostSource) Version() string { return buildVersion() }
 func (s *hostSource) File() string    { return s.file }
 
-func (s *hostSource) Graph() []console.EntryView {
-	g := s.h.Graph()
-	out := make([]console.EntryView, 0, len(g))
-	for _, e := range g {
-		v := console.EntryView{
-			ID: e.ID, Name: e.Name, Binary: e.Binary, SHA256: e.SHA256, Disabled: e.Disabled,
-			State: e.State, Reason: e.Reason, Pid: e.Pid, Restarts: e.Restarts,
-			UptimeMs: e.Uptime.Milliseconds(), Version: e.Version,
-			Provides: orEmpty(e.Provides), Tools: orEmpty(e.Tools), Consumes: []console.Dep{},
-			File: e.File, Line: e.Line,
-		}
-		for _, d := range e.Consumes {
-			v.Consumes = append(v.Consumes, console.Dep{Key: d.Key, Optional: d.Optional})
-		}
-		if e.LastError != nil {
-			v.LastError = &console.PosError{Message: e.LastError.Message, File: e.LastError.File, Line: e.LastError.Line}
-		}
-		out = append(out, v)
-	}
-	return out
-}
-
-func orEmpty(v []string) []string {
-	if v == nil {
-		return []string{}
-	}
-	return v
-}
+func (s *hostSource) Graph() []host.EntryView { return s.h.Graph() }
 
 func (s *hostSource) Changes() (<-chan struct{}, func()) { return s.h.Changes() }
 
@@ -98,7 +71,7 @@ func problems(ps []host.Problem) []console.Problem {
 }
 
 // Logs: the page's "" is every entry; the host's own lines have entry "".
-func (s *hostSource) Logs(entry, level string, n int) []console.LogLine {
+func (s *hostSource) Logs(entry, level string, n int) []hostlog.Line {
 	r := s.h.LogRing()
 	if r == nil {
 		return nil
@@ -106,55 +79,14 @@ func (s *hostSource) Logs(entry, level string, n int) []console.LogLine {
 	if entry == "" {
 		entry = hostlog.AllEntries
 	}
-	lines := r.Recent(entry, level, n)
-	out := make([]console.LogLine, 0, len(lines))
-	for _, l := range lines {
-		out = append(out, consoleLogLine(l))
-	}
-	return out
+	return r.Recent(entry, level, n)
 }
 
-func consoleLogLine(l hostlog.Line) console.LogLine {
-	return console.LogLine{Time: l.Time, Level: l.Level, Entry: l.Entry, Message: l.Message, Fields: l.Fields}
-}
-
-func (s *hostSource) SubscribeLogs() (<-chan console.LogLine, func()) {
-	r := s.h.LogRing()
-	if r == nil {
-		return nil, func() {}
+func (s *hostSource) SubscribeLogs() (<-chan hostlog.Line, func()) {
+	if r := s.h.LogRing(); r != nil {
+		return r.Subscribe()
 	}
-	in, stop := r.Subscribe()
-	out := make(chan console.LogLine, cap(in))
-	done := make(chan struct{})
-	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
-		defer close(out)
-		for {
-			select {
-			case l, ok := <-in:
-				if !ok {
-					return
-				}
-				select {
-				case out <- consoleLogLine(l):
-				case <-done:
-					return
-				}
-			case <-done:
-				return
-			}
-		}
-	}()
-	return out, func() {
-		stop()
-		select {
-		case <-done:
-		default:
-			close(done)
-		}
-		<-ended
-	}
+	return nil, func() {}
 }
 
 func (s *hostSource) Approvals() []console.Approval {
@@ -162,7 +94,7 @@ func (s *hostSource) Approvals() []console.Approval {
 	out := make([]console.Approval, 0, len(qs))
 	for _, q := range qs {
 		out = append(out, console.Approval{
-			ID: q.ID, Owner: q.Owner, Kind: q.Kind, Command: q.Command, Hosts: orEmpty(q.Hosts),
+			ID: q.ID, Owner: q.Owner, Kind: q.Kind, Command: q.Command, Hosts: q.Hosts,
 			Justification: q.Justification, AskedAt: q.AskedAt, ExpiresAt: q.ExpiresAt,
 		})
 	}
