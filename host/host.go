@@ -82,23 +82,26 @@ type Options struct {
 
 // Host is a loaded composition.
 type Host struct {
-	opts     Options
-	log      hclog.Logger
-	comp     *composition.Composition
-	rt       *runtimeDir
-	reg      *registry.Registry
-	sub      *procs.Manager        // ctx.subprocess
-	jobs     *jobtable.Manager     // ctx.jobs
-	terms    *termsessions.Manager // ctx.terminals
-	tools    *toolRegistry         // ctx.tools
-	sandbox  *confine.Service      // ctx.sandboxPolicy
-	runner   *confine.Runner       // ctx.sandbox
-	temps    *confine.Temps        // owners' temporary folders in the sandbox; nil for none
-	approval *consent.Policy       // ctx.approval
-	core     *registry.Scope       // the host's own scope, which provides the core keys
-	calls    calls                 // the tool calls in flight and whom they serve
-	flights  flights               // the same calls, for a stop on a signal (shutdown.go)
-	entries  []*entry              // in composition order
+	opts  Options
+	log   hclog.Logger
+	comp  *composition.Composition
+	rt    *runtimeDir
+	reg   *registry.Registry
+	sub   *procs.Manager        // ctx.subprocess
+	jobs  *jobtable.Manager     // ctx.jobs
+	terms *termsessions.Manager // ctx.terminals
+	// handleOwners are the owners whose job and terminal ids are
+	// unguessable handles (UseHandles).
+	handleOwners sync.Map
+	tools        *toolRegistry    // ctx.tools
+	sandbox      *confine.Service // ctx.sandboxPolicy
+	runner       *confine.Runner  // ctx.sandbox
+	temps        *confine.Temps   // owners' temporary folders in the sandbox; nil for none
+	approval     *consent.Policy  // ctx.approval
+	core         *registry.Scope  // the host's own scope, which provides the core keys
+	calls        calls            // the tool calls in flight and whom they serve
+	flights      flights          // the same calls, for a stop on a signal (shutdown.go)
+	entries      []*entry         // in composition order
 	// changeMu serializes changes of the running composition (reloads,
 	// applied edits), which read and then change entries.
 	changeMu sync.Mutex
@@ -305,8 +308,8 @@ func newHost(comp *composition.Composition, opts Options) (*Host, error) {
 	h.console.lookup = compLookup
 	h.runner.OnNetwork(h.logNetwork)
 	h.tools.KeepWhileDown(h.wantsTool)
-	h.jobs = jobtable.New(jobtable.Config{Open: h.openJobProcess, Logger: opts.Logger.Named("jobs")})
-	h.terms = termsessions.New(termsessions.Config{Sub: sub, Logger: opts.Logger.Named("terminals"), SandboxSettle: h.settleTerminal})
+	h.jobs = jobtable.New(jobtable.Config{Open: h.openJobProcess, Logger: opts.Logger.Named("jobs"), Handles: h.usesHandles})
+	h.terms = termsessions.New(termsessions.Config{Sub: sub, Logger: opts.Logger.Named("terminals"), SandboxSettle: h.settleTerminal, Handles: h.usesHandles})
 	h.indexServices()
 	h.boundCalls()
 	return h, nil

@@ -286,10 +286,23 @@ func (h *Host) callTool(ctx context.Context, f *flight, call *ToolCall) (*ToolRe
 // SpillDir is the folder of owner's spill files.
 func (h *Host) SpillDir(owner string) string { return h.sub.OwnerDir(owner) }
 
+// UseHandles makes owner's job and terminal ids unguessable handles
+// (128 random bits) from now on, instead of short numbered ones: for an
+// owner that is no connection of its own, such as the principal of
+// clients on the stateless MCP protocol, whose ids are what ties one call
+// to the next. ReleaseOwner ends it.
+func (h *Host) UseHandles(owner string) { h.handleOwners.Store(owner, true) }
+
+func (h *Host) usesHandles(owner string) bool {
+	_, ok := h.handleOwners.Load(owner)
+	return ok
+}
+
 // ReleaseOwner ends everything an agent owns: its jobs are killed and
 // forgotten, its terminal sessions closed, its processes killed, its
 // spill files and its temporary folder removed.
 func (h *Host) ReleaseOwner(ctx context.Context, owner string) error {
+	defer h.handleOwners.Delete(owner)
 	h.jobs.ReleaseOwner(owner)
 	err := h.terms.ReleaseOwner(ctx, owner)
 	return errors.Join(err, h.sub.ReleaseOwner(ctx, owner), h.releaseTemp(owner))

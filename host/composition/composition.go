@@ -28,6 +28,9 @@ type Composition struct {
 	// Approval is how ctx.approval decides; nil when the file has no
 	// approval section (every request is denied then).
 	Approval *Approval
+	// Clients is how MCP clients' owners end and which tokens they may
+	// use; nil when the file has no clients section (OwnersConnection).
+	Clients  *Clients
 	Settings map[string]map[string]any // namespace -> settings; never nil
 	Plugins  []Entry                   // in file order, disabled ones included
 

@@ -26,7 +26,7 @@ var (
 )
 
 var (
-	topKeys   = []string{"host", "settings", "sandbox", "approval", "plugins"}
+	topKeys   = []string{"host", "settings", "sandbox", "approval", "clients", "plugins"}
 	hostKeys  = []string{"startTimeout", "stopTimeout", "callTimeout", "pingInterval", "pingTimeout", "restartWait", "scrub", "spill"}
 	scrubKeys = []string{"extra", "keep"}
 	entryKeys = []string{"id", "name", "path", "sha256", "config", "disabled"}
@@ -164,6 +164,8 @@ func parse(file, abs string, data []byte, lookup func(string) (string, bool)) (*
 			p.sandbox(c, kp, raw["sandbox"])
 		case "approval":
 			p.approval(c, kp, raw["approval"])
+		case "clients":
+			p.clients(c, kp, raw["clients"])
 		case "settings":
 			p.settings(c, kp, raw["settings"])
 			c.settingsTaint = rootTaint.field("settings")

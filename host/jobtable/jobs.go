@@ -17,6 +17,8 @@ package jobtable
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -140,6 +142,11 @@ type Config struct {
 	Now func() time.Time
 	// Logger logs each job's start and end; nil logs nothing.
 	Logger hclog.Logger
+	// Handles reports whether owner's job ids are to be unguessable
+	// handles rather than short numbers: for owners that many clients
+	// share (a principal of the stateless protocol), where the id is what
+	// ties a later call to the job. Nil: none.
+	Handles func(owner string) bool
 }
 
 // Manager holds jobs. Safe for concurrent use.
@@ -223,6 +230,13 @@ func New(cfg Config) *Manager {
 	return &Manager{cfg: cfg, ctx: ctx, cancel: cancel, jobs: map[string]*Job{}, notices: map[string][]pending{}}
 }
 
+// handle is 128 random bits in hex.
+func handle() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
+	return hex.EncodeToString(b[:])
+}
+
 // Register adopts a process as a job of r.Owner.
 func (m *Manager) Register(ctx context.Context, r Registration) (Snapshot, error) {
 	if r.Owner == "" {
@@ -247,8 +261,12 @@ func (m *Manager) Register(ctx context.Context, r Registration) (Snapshot, error
 		return Snapshot{}, fmt.Errorf("%w: %d jobs of %q are running (the cap); kill or wait for one first", ErrTooMany, live, r.Owner)
 	}
 	m.next++
+	id := "j" + strconv.Itoa(m.next)
+	if m.cfg.Handles != nil && m.cfg.Handles(r.Owner) {
+		id = "j-" + handle()
+	}
 	j := &Job{
-		ID:          "j" + strconv.Itoa(m.next),
+		ID:          id,
 		Owner:       r.Owner,
 		Command:     r.Command,
 		Description: r.Description,

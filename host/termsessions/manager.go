@@ -64,6 +64,9 @@ type Config struct {
 	SandboxSettle func(ctx context.Context, token string, keep bool) (next string, undone []*sandbox.Undone, err error)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Handles reports whether owner's session ids are to be wholly
+	// unguessable handles (see jobtable.Config.Handles). Nil: none.
+	Handles func(owner string) bool
 }
 
 // Manager holds the sessions and the backends. Safe for concurrent use.

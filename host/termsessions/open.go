@@ -127,10 +127,18 @@ func (m *Manager) reserve(owner string, req OpenRequest) (*Session, *backend, er
 		return nil, nil, terminals.Errorf(terminals.ErrTooMany, fmt.Sprintf("%d terminal sessions are open, the most one owner may hold: close one first", held))
 	}
 	m.next++
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
+	id := ""
+	if m.cfg.Handles != nil && m.cfg.Handles(owner) {
+		var rnd [16]byte
+		_, _ = rand.Read(rnd[:])
+		id = "t-" + hex.EncodeToString(rnd[:])
+	} else {
+		var rnd [6]byte
+		_, _ = rand.Read(rnd[:])
+		id = "t" + strconv.Itoa(m.next) + "-" + hex.EncodeToString(rnd[:])
+	}
 	s := &Session{
-		ID:      "t" + strconv.Itoa(m.next) + "-" + hex.EncodeToString(rnd[:]),
+		ID:      id,
 		Owner:   owner,
 		Name:    req.Name,
 		Backend: b.name,
