@@ -534,12 +534,12 @@ func TestUserApprovalTransports(t *testing.T) {
 		}
 		cs.Close()
 	})
-	// stdio both ways; stateful HTTP speaks only the protocols before
-	// 2026-07-28 (the go-sdk refuses the newer one there), so it asks
-	// during the call.
+	// stdio both ways; over HTTP the go-sdk client speaks the stateless
+	// protocol, whose questions go back with the result (input requests),
+	// each round a session of its own.
 	log := logs.String()
-	if during, back := strings.Count(log, "asking the user"), strings.Count(log, "the question goes back with the result"); during != 2 || back != 1 {
-		t.Errorf("%d questions put during the call and %d sent back, want 2 and 1", during, back)
+	if during, back := strings.Count(log, "asking the user"), strings.Count(log, "the question goes back with the result"); during != 1 || back != 2 {
+		t.Errorf("%d questions put during the call and %d sent back, want 1 and 2", during, back)
 	}
 }
 

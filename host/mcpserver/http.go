@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -30,6 +31,10 @@ type HTTPOptions struct {
 	Token string
 	// SessionTimeout closes sessions idle this long; 0 means 30 minutes.
 	SessionTimeout time.Duration
+	// Principals are further bearer tokens, each mapped to the principal
+	// it names: their clients' stateless owners and resume handles are
+	// theirs alone. Token's principal is "serve".
+	Principals map[string]string
 }
 
 // NewToken makes a random bearer token.
@@ -60,9 +65,12 @@ func CheckBind(addr string, token string) error {
 	return nil
 }
 
-// HTTPHandler serves MCP over stateful streamable HTTP: the bearer token,
-// the Origin check, then the go-sdk handler (which also rejects a
-// non-localhost Host header arriving on a localhost address).
+// HTTPHandler serves MCP over streamable HTTP: the bearer token, the
+// Origin check, then the go-sdk handler (which also rejects a
+// non-localhost Host header arriving on a localhost address). Requests of
+// the stateless protocol (an Mcp-Protocol-Version of 2026-07-28 or later
+// and no session) go to a stateless handler, every other one to the
+// stateful one, which refuses those versions.
 func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 	return httpHandler(s.srv, opts, newCallStreams(s.srv, s.log, time.Now))
 }
@@ -73,10 +81,36 @@ func httpHandler(srv *mcp.Server, opts HTTPOptions, calls *callStreams) http.Han
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = 30 * time.Minute
 	}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+	stateful := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		SessionTimeout:      opts.SessionTimeout,
 		MaxRequestBodyBytes: MaxFrame, // as on stdio; the go-sdk's is 4 MiB
 	})
+	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+		Stateless:           true,
+		MaxRequestBodyBytes: MaxFrame,
+	})
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Session-Id") == "" && r.Header.Get("Mcp-Protocol-Version") >= sessionlessVersion {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
+	})
+	principals := map[string]string{}
+	if opts.Token != "" {
+		principals[opts.Token] = servePrincipal
+		for tok, name := range opts.Principals {
+			principals[tok] = "token:" + name
+		}
+		// The go-sdk's own middleware carries the principal to the server
+		// (RequestExtra.TokenInfo) and keeps a session to its principal.
+		h = auth.RequireBearerToken(func(_ context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
+			if p := principalFor(principals, tok); p != "" {
+				return &auth.TokenInfo{UserID: p}, nil
+			}
+			return nil, auth.ErrInvalidToken
+		}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := checkOrigin(r); err != nil {
 			http.Error(w, err.Error(), http.StatusForbidden)
@@ -84,7 +118,7 @@ func httpHandler(srv *mcp.Server, opts HTTPOptions, calls *callStreams) http.Han
 		}
 		if opts.Token != "" {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(opts.Token)) != 1 {
+			if !ok || principalFor(principals, got) == "" {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="dsh"`)
 				http.Error(w, "dsh: a valid bearer token is required (Authorization: Bearer <token>; dsh serve printed where it is)", http.StatusUnauthorized)
 				return
@@ -96,6 +130,18 @@ func httpHandler(srv *mcp.Server, opts HTTPOptions, calls *callStreams) http.Han
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// principalFor is the principal of bearer token tok, "" for none; every
+// token is compared in constant time.
+func principalFor(principals map[string]string, tok string) string {
+	found := ""
+	for t, p := range principals {
+		if subtle.ConstantTimeCompare([]byte(tok), []byte(t)) == 1 {
+			found = p
+		}
+	}
+	return found
 }
 
 // callStreams ends the stream of a call the client cancels. The go-sdk

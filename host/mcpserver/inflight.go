@@ -75,15 +75,9 @@ func callID(n uint64) string { return "c" + strconv.FormatUint(n, 10) }
 // ended stay until their jobs are released (ReleaseGrace).
 func (s *Server) Owners() []OwnerView {
 	s.omu.Lock()
-	out := make([]OwnerView, 0, len(s.owners))
-	for ss, id := range s.owners {
-		v := OwnerView{ID: id, Since: s.since[ss]}
-		if ss != nil {
-			if p := ss.InitializeParams(); p != nil && p.ClientInfo != nil {
-				v.Client = clientName(p.ClientInfo)
-			}
-		}
-		out = append(out, v)
+	out := make([]OwnerView, 0, len(s.all))
+	for _, r := range s.all {
+		out = append(out, OwnerView{ID: r.id, Since: r.since, Client: r.client})
 	}
 	s.omu.Unlock()
 	sort.Slice(out, func(a, b int) bool {

@@ -58,7 +58,7 @@ func TestCancelCallFromTheConsole(t *testing.T) {
 		known := ownerIDs(s)
 		hs := httptest.NewServer(s.HTTPHandler(HTTPOptions{}))
 		defer hs.Close()
-		cs := clientOn(t, &mcp.StreamableClientTransport{Endpoint: hs.URL}, "", nil)
+		cs := clientOn(t, &mcp.StreamableClientTransport{Endpoint: hs.URL}, legacy, nil)
 		cancelFromConsole(t, s, cs, known, changes, "sleep 37.75")
 		cs.Close()
 	})

@@ -12,8 +12,6 @@ package mcpserver
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,6 +45,10 @@ type Options struct {
 	// ReleaseGrace is how long an ended session's jobs survive it; 0 means
 	// 10s.
 	ReleaseGrace time.Duration
+	// Resumable owners outlive their session for ResumeWithin, for a
+	// client that comes back with its resume handle (owners.go).
+	Resumable    bool
+	ResumeWithin time.Duration
 }
 
 // Server serves one host's tools over MCP.
@@ -59,10 +61,13 @@ type Server struct {
 	mu    sync.Mutex
 	tools map[string]string // name -> description+schema, to notice changes
 
-	omu    sync.Mutex
-	owners map[*mcp.ServerSession]string
-	since  map[*mcp.ServerSession]time.Time // when each owner was made (omu)
-	ready  map[*mcp.ServerSession]bool      // sessions that sent notifications/initialized (omu)
+	// The owners (owners.go), under omu.
+	omu         sync.Mutex
+	owners      map[*mcp.ServerSession]*ownerRec // each live session's
+	all         map[string]*ownerRec             // by id, until released
+	byResume    map[string]*ownerRec             // by resume handle
+	byPrincipal map[string]*ownerRec             // stateless clients', by principal
+	ready       map[*mcp.ServerSession]bool      // sessions that sent notifications/initialized
 
 	// The calls in flight and the console's signal (inflight.go).
 	callSeq atomic.Uint64
@@ -94,7 +99,7 @@ func New(opts Options) *Server {
 	if opts.ReleaseGrace <= 0 {
 		opts.ReleaseGrace = 10 * time.Second
 	}
-	s := &Server{opts: opts, h: opts.Host, log: opts.Logger, tools: map[string]string{}, owners: map[*mcp.ServerSession]string{}, since: map[*mcp.ServerSession]time.Time{}, calls: map[uint64]inflight{}, ready: map[*mcp.ServerSession]bool{}, asks: map[string]*question{}}
+	s := &Server{opts: opts, h: opts.Host, log: opts.Logger, tools: map[string]string{}, owners: map[*mcp.ServerSession]*ownerRec{}, all: map[string]*ownerRec{}, byResume: map[string]*ownerRec{}, byPrincipal: map[string]*ownerRec{}, calls: map[uint64]inflight{}, ready: map[*mcp.ServerSession]bool{}, asks: map[string]*question{}}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "dsh", Title: "dsh", Version: opts.Version}, &mcp.ServerOptions{
 		Instructions:       instructions,
 		InitializedHandler: s.initialized,
@@ -117,6 +122,7 @@ func New(opts Options) *Server {
 	s.srv.AddReceivingMiddleware(keepEmptyText)
 	s.srv.AddSendingMiddleware(cleanSent)
 	s.srv.AddReceivingMiddleware(s.noteInitialized)
+	s.srv.AddReceivingMiddleware(s.announceOwner)
 	s.srv.AddSendingMiddleware(s.quietUntilInitialized)
 	// Subscribed before the first Sync, so no change is missed.
 	changes, _ := s.h.ToolChanges()
@@ -166,64 +172,6 @@ func (s *Server) Sync() {
 	if len(gone) > 0 {
 		s.srv.RemoveTools(gone...)
 	}
-}
-
-// owner is the owner (for ctx.jobs, processes and spill files) of an MCP
-// session: an opaque random id made on the session's first use, never the
-// Mcp-Session-Id. Spill folders and resource URIs carry the owner, and a
-// command can list them: were it the session id, a command could call the
-// host as that session. When the session ends, what it owns goes after a
-// grace (a client that reconnects at once gets a new session; its old jobs
-// are not handed over).
-func (s *Server) owner(ss *mcp.ServerSession) string {
-	s.omu.Lock()
-	defer s.omu.Unlock()
-	if o, ok := s.owners[ss]; ok {
-		return o
-	}
-	owner := newOwner()
-	s.owners[ss] = owner
-	s.since[ss] = time.Now()
-	s.agents.Fire()
-	if ss == nil {
-		return owner // no session to watch: only tests call without one
-	}
-	s.log.Debug("session started", "owner", owner)
-	go func() {
-		_ = ss.Wait()
-		s.omu.Lock()
-		delete(s.ready, ss)
-		s.omu.Unlock()
-		time.Sleep(s.opts.ReleaseGrace)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.h.ReleaseOwner(ctx, owner); err != nil {
-			s.log.Warn("release of an ended session", "owner", owner, "error", err)
-		}
-		s.omu.Lock()
-		delete(s.owners, ss)
-		delete(s.since, ss)
-		s.omu.Unlock()
-		s.agents.Fire()
-		s.forgetQuestions(owner)
-		s.log.Debug("session ended; its jobs are gone", "owner", owner)
-	}()
-	return owner
-}
-
-// newOwner makes an owner id: 128 random bits, nothing derived from the
-// session.
-func newOwner() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
-	return "mcp-" + hex.EncodeToString(b[:])
-}
-
-// initialized starts the session's ownership (and its release watch) as
-// soon as the client is ready, so even a session that calls nothing is
-// released.
-func (s *Server) initialized(_ context.Context, req *mcp.InitializedRequest) {
-	s.owner(req.Session)
 }
 
 // A session hears nothing from the server before it has completed
@@ -276,7 +224,7 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		s.running.begin()
 		defer s.running.end()
-		owner := s.owner(req.Session)
+		owner := s.ownerOf(req)
 		// The user behind the call is asked through it (elicit.go); a
 		// question that goes back with the result stops the call.
 		callCtx, stop := context.WithCancel(ctx)
@@ -383,7 +331,7 @@ func (s *Server) readSpill(_ context.Context, req *mcp.ReadResourceRequest) (*mc
 	if err != nil || u.Scheme != SpillScheme {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
-	owner := s.owner(req.Session)
+	owner := s.ownerOf(req)
 	file := strings.TrimPrefix(u.Path, "/")
 	if u.Host != procs.SafeName(owner) || file == "" || strings.ContainsAny(file, "/\\") || file == "." || file == ".." {
 		return nil, mcp.ResourceNotFoundError(uri)

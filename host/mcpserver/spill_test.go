@@ -150,7 +150,8 @@ func connect(t *testing.T, s *Server, version string) *session {
 	t.Helper()
 	known := map[string]bool{}
 	s.omu.Lock()
-	for _, o := range s.owners {
+	for _, r := range s.owners {
+		o := r.id
 		known[o] = true
 	}
 	s.omu.Unlock()
@@ -170,7 +171,8 @@ func connect(t *testing.T, s *Server, version string) *session {
 	eventually(t, "the session gets an owner", func() bool {
 		s.omu.Lock()
 		defer s.omu.Unlock()
-		for _, o := range s.owners {
+		for _, r := range s.owners {
+			o := r.id
 			if !known[o] {
 				se.owner = o
 				return true
@@ -205,7 +207,12 @@ func released(t *testing.T, s *Server) {
 	eventually(t, "every ended session is released", func() bool {
 		s.omu.Lock()
 		defer s.omu.Unlock()
-		return len(s.owners) == 0
+		for _, r := range s.all {
+			if !r.stateless { // a principal's lives as long as the host
+				return false
+			}
+		}
+		return true
 	})
 }
 
@@ -229,9 +236,9 @@ func TestOwnersAreOpaqueAndStablePerSession(t *testing.T) {
 			t.Fatalf("owner's read: %+v %v", r, err)
 		}
 	}
-	for ss, o := range s.owners {
-		if again := s.owner(ss); again != o {
-			t.Fatalf("owner of a session changed: %q then %q", o, again)
+	for ss, r := range s.owners {
+		if again := s.owner(ss, nil); again != r.id {
+			t.Fatalf("owner of a session changed: %q then %q", r.id, again)
 		}
 	}
 	// What a session owns goes after its grace once it ends; another
@@ -340,7 +347,8 @@ func TestEmptySpillOnTheWire(t *testing.T) {
 	eventually(t, "the session gets an owner", func() bool {
 		s.omu.Lock()
 		defer s.omu.Unlock()
-		for _, o := range s.owners {
+		for _, r := range s.owners {
+			o := r.id
 			owner = o
 		}
 		return owner != ""
@@ -376,7 +384,7 @@ func TestOwnerIsNotTheSessionID(t *testing.T) {
 	s := New(Options{Host: emptyHost(t), ReleaseGrace: time.Millisecond})
 	hs := httptest.NewServer(s.HTTPHandler(HTTPOptions{}))
 	defer hs.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: hs.URL}, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: hs.URL}, &mcp.ClientSessionOptions{ProtocolVersion: legacy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +396,8 @@ func TestOwnerIsNotTheSessionID(t *testing.T) {
 	eventually(t, "the session gets an owner", func() bool {
 		s.omu.Lock()
 		defer s.omu.Unlock()
-		for _, o := range s.owners {
+		for _, r := range s.owners {
+			o := r.id
 			owner = o
 		}
 		return owner != ""
