@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/dshrun/dsh/host"
+	"github.com/dshrun/dsh/host/composition"
 	"github.com/dshrun/dsh/host/console"
 	"github.com/dshrun/dsh/host/mcpserver"
 )
@@ -63,10 +64,19 @@ func printConsoleLine(stderr io.Writer, c *console.Console, base, token string) 
 
 // serveHTTP serves MCP over streamable HTTP, and the console beside it,
 // on ln until ctx is done.
-func serveHTTP(ctx context.Context, h *host.Host, m *mcpserver.Server, file string, ln net.Listener, token string, ttl time.Duration, stderr io.Writer, log hclog.Logger) error {
-	con, base := newConsole(h, m, file, ln, token, log)
+func serveHTTP(ctx context.Context, h *host.Host, m *mcpserver.Server, comp *composition.Composition, ln net.Listener, token string, ttl time.Duration, stderr io.Writer, log hclog.Logger) error {
+	con, base := newConsole(h, m, comp.File, ln, token, log)
+	principals := map[string]string{}
+	if comp.Clients != nil {
+		for _, t := range comp.Clients.Tokens {
+			principals[t.Token] = t.Name
+		}
+	}
+	if token == "" && len(principals) > 0 {
+		fmt.Fprintf(stderr, "dsh serve: --no-auth: the %d tokens of clients.tokens are not asked for either\n", len(principals))
+	}
 	srv := &http.Server{
-		Handler:           con.Handler(m.HTTPHandler(mcpserver.HTTPOptions{Token: token, SessionTimeout: ttl})),
+		Handler:           con.Handler(m.HTTPHandler(mcpserver.HTTPOptions{Token: token, SessionTimeout: ttl, Principals: principals})),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	url := base + "/"

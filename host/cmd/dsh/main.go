@@ -66,7 +66,7 @@ Flags (before or after the command):
   --no-auth            (serve) no bearer token on HTTP and no console login; refused unless ADDR is loopback
   --session-timeout D  (serve) close idle HTTP sessions after D (default 30m)
   --progress-interval D (serve) the longest a running call goes without a progress notification (default 5s)
-  --release-grace D    (serve) kill an ended HTTP session's jobs after D (default 10s)
+  --release-grace D    (serve) kill an ended session's jobs after D (default: clients.releaseGrace, else 10s)
 The plugin path is the folder of the dsh binary, then $DSH_PLUGIN_PATH, then --plugin-path.
 DSH_HEAP_PROFILE=FILE makes serve write the host's heap profile to FILE when it stops (for go tool pprof).
 DSH_CPU_PROFILE=FILE profiles serve's CPU until it stops; DSH_PLUGIN_CPU_PROFILE=DIR profiles each plugin into DIR.
@@ -83,6 +83,7 @@ type globals struct {
 	sessionTTL  time.Duration
 	progress    time.Duration
 	grace       time.Duration
+	graceSet    bool // --release-grace was given: it wins over clients.releaseGrace
 	socket      string
 	version     bool
 }
@@ -132,6 +133,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		positional = append(positional, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+	fs.Visit(func(f *flag.Flag) { g.graceSet = g.graceSet || f.Name == "release-grace" })
 	if g.version && len(positional) == 0 {
 		positional = []string{"version"}
 	}

@@ -40,7 +40,7 @@ func serve(comp *composition.Composition, opts host.Options, g globals, stderr i
 		}
 		defer ln.Close()
 		return serveWith(comp, opts, g, stderr, func(ctx context.Context, h *host.Host, m *mcpserver.Server, _ *os.File) error {
-			return serveHTTP(ctx, h, m, comp.File, ln, token, g.sessionTTL, stderr, opts.Logger.Named("console"))
+			return serveHTTP(ctx, h, m, comp, ln, token, g.sessionTTL, stderr, opts.Logger.Named("console"))
 		})
 	}
 	var consoleLn net.Listener
@@ -105,13 +105,21 @@ func serveWith(comp *composition.Composition, opts host.Options, g globals, stde
 		fmt.Fprintf(stderr, "dsh serve: %v\n", err)
 		return exitBadUse
 	}
-	m := mcpserver.New(mcpserver.Options{
+	mo := mcpserver.Options{
 		Host:             h,
 		Logger:           opts.Logger.Named("mcp"),
 		Version:          buildVersion(),
 		ProgressInterval: g.progress,
 		ReleaseGrace:     g.grace,
-	})
+	}
+	if cl := comp.Clients; cl != nil {
+		if cl.ReleaseGrace > 0 && !g.graceSet {
+			mo.ReleaseGrace = cl.ReleaseGrace
+		}
+		mo.Resumable, mo.ResumeWithin = cl.Resumable(), cl.ResumeWithin
+	}
+	opts.Logger.Named("mcp").Debug("owners", "end", comp.Clients.String(), "release_grace", mo.ReleaseGrace)
+	m := mcpserver.New(mo)
 	fmt.Fprintf(stderr, "dsh serve: %s ready in %s\n", comp.File, time.Since(started).Round(time.Millisecond))
 	printStatus(stderr, h.Status())
 	go h.Watch(ctx, time.Second, os.LookupEnv, func(what string, err error) {
