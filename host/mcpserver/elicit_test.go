@@ -45,7 +45,7 @@ func plugins(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		pkgs := map[string]string{"shell-env": "./plugins/shell-env", "bash-local": "./plugins/bash-local", "tool-bash": "./plugins/tool-bash", "bash-sandbox": "./plugins/bash-sandbox", "bash-pretend": "./internal/testplugins/bashpretend", "termdrive": "./internal/testplugins/termdrive"}
+		pkgs := map[string]string{"shell-env": "./plugins/shell-env", "bash-local": "./plugins/bash-local", "tool-bash": "./plugins/tool-bash", "bash-sandbox": "./plugins/bash-sandbox", "bash-pretend": "./internal/testplugins/bashpretend", "termdrive": "./internal/testplugins/termdrive", "terminal-bash": "./plugins/terminal-bash", "tool-terminal": "./plugins/tool-terminal", "tool-bash-persistent": "./plugins/tool-bash-persistent"}
 		args := []string{"build", "-o", binDir + string(os.PathSeparator)}
 		for _, p := range pkgs {
 			args = append(args, p)
@@ -97,6 +97,12 @@ func approvalHost(t *testing.T, askTimeout string) (*Server, *syncbuf.Buffer) {
 // serveComp starts a host on a composition, and a Server on it.
 func serveComp(t *testing.T, yaml string) (*Server, *syncbuf.Buffer) {
 	t.Helper()
+	return serveCompWith(t, yaml, nil)
+}
+
+// serveCompWith is serveComp with the Server's options changed by opt.
+func serveCompWith(t *testing.T, yaml string, opt func(*Options)) (*Server, *syncbuf.Buffer) {
+	t.Helper()
 	dir := plugins(t)
 	logs := &syncbuf.Buffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Debug})
@@ -111,7 +117,11 @@ func serveComp(t *testing.T, yaml string) (*Server, *syncbuf.Buffer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Options{Host: h, Logger: logger.Named("mcp"), ReleaseGrace: time.Millisecond})
+	o := Options{Host: h, Logger: logger.Named("mcp"), ReleaseGrace: time.Millisecond}
+	if opt != nil {
+		opt(&o)
+	}
+	s := New(o)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		defer cancel()
