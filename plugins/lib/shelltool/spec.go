@@ -151,7 +151,7 @@ func (s Shell) description(start string, defaultTimeoutMs, maxTimeoutMs int64, m
 - A command is killed with every process it started after `+"`timeoutMs`"+` (default %d ms, at most %d ms).
 - You see stdout, then stderr after a `+"`[stderr]`"+` line: at most %s characters of the two, their last lines. `+"`[output truncated: … omitted; full output: <file>]`"+` names a file with all of it: read that (%s) instead of running the command again. Colours and other terminal codes are removed; binary output is not shown.
 - How it ended is the last line: nothing for exit code 0, else `+"`[exit code: N]`"+`, or `+"`[timed out after <ms>ms]`"+` and `+"`[killed by signal: SIGTERM]`"+`.
-- `+"`run_in_background: true`"+` starts a job and returns its id at once, with no timeout: read its new output with job_output, stop it with job_kill; you are told when it finishes. Use it for servers, watchers and anything long.`, defaultTimeoutMs, maxTimeoutMs, modeltext.Thousands(int64(maxChars)), s.ReadSpill)
+- `+"`run_in_background: true`"+` starts a job and returns its id at once, with no timeout: read its new output with job_output, stop it with job_kill, list jobs with job_list; you are told when it finishes. Use it for servers, watchers and anything long.`, defaultTimeoutMs, maxTimeoutMs, modeltext.Thousands(int64(maxChars)), s.ReadSpill)
 }
 
 func mustJSON(v any) string {
