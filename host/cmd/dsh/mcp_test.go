@@ -98,7 +98,7 @@ func TestMCPStdio(t *testing.T) {
 			t.Errorf("tool %s lacks description or schema", tl.Name)
 		}
 	}
-	if strings.Join(names, ",") != "bash,job_kill,job_output" {
+	if strings.Join(names, ",") != "bash,job_kill,job_list,job_output" {
 		t.Fatalf("tools: %v", names)
 	}
 
