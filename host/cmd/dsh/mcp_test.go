@@ -171,6 +171,23 @@ func TestMCPStdio(t *testing.T) {
 	if !strings.Contains(text(t, r), "started") {
 		t.Fatalf("background: %q", text(t, r))
 	}
+	// job_list names it, in text and structured content.
+	lr, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "job_list", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed struct {
+		Jobs []struct {
+			JobID   string `json:"jobId"`
+			Status  string `json:"status"`
+			Command string `json:"command"`
+		} `json:"jobs"`
+	}
+	b, _ = json.Marshal(lr.StructuredContent)
+	if err := json.Unmarshal(b, &listed); err != nil || len(listed.Jobs) != 1 || listed.Jobs[0].Status != "running" || listed.Jobs[0].Command != "sleep "+marker2 ||
+		!strings.HasPrefix(text(t, lr), "[job "+listed.Jobs[0].JobID+": running, started ") || !strings.HasSuffix(text(t, lr), "] sleep "+marker2) || lr.IsError {
+		t.Fatalf("job_list: %q %s", text(t, lr), b)
+	}
 	if err := cs.Close(); err != nil {
 		t.Logf("close: %v", err)
 	}
