@@ -497,7 +497,7 @@ func TestMCPToolsListChanged(t *testing.T) {
 		}
 		return len(tools.Tools)
 	}
-	if n := listed(); n != 3 {
+	if n := listed(); n != 4 {
 		t.Fatalf("tools at start: %d", n)
 	}
 
