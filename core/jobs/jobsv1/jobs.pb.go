@@ -126,8 +126,8 @@ type Job struct {
 	// Once finished: the limits that stopped something in the job's tree.
 	Limits []*outputv1.LimitHit `protobuf:"bytes,10,rep,name=limits,proto3" json:"limits,omitempty"`
 	// The bytes the job printed (both streams) that no Read has returned
-	// yet: what the next Read consumes, before the executor's retention
-	// keeps only their tail. Set by List.
+	// yet: what the next Read consumes (of which the executor may keep only
+	// the tail, with the rest in spill files). 0 when the host cannot tell.
 	UnreadBytes int64 `protobuf:"varint,11,opt,name=unread_bytes,json=unreadBytes,proto3" json:"unread_bytes,omitempty"`
 	// When the host saw the job finish; 0 while it runs.
 	FinishedUnixMs int64 `protobuf:"varint,12,opt,name=finished_unix_ms,json=finishedUnixMs,proto3" json:"finished_unix_ms,omitempty"`
