@@ -1,9 +1,9 @@
 // Package shelltool is the model-facing shell tool the shell tool plugins
 // (dsh-tool-bash, dsh-tool-pwsh) serve: it registers the tool that runs a
-// command, `job_output`, `job_kill` and `job_list` with ctx.tools, runs commands through
-// ctx.shell (whichever executor is composed), hands background processes to
-// ctx.jobs, and gives each execution one trusted DSH_* snapshot from
-// ctx.shellEnv. It owns every word the model reads about commands but those
+// command, `job_output`, `job_kill` and `job_list` with ctx.tools, runs
+// commands through ctx.shell (whichever executor is composed), hands
+// background processes to ctx.jobs, and gives each execution one trusted
+// DSH_* snapshot from ctx.shellEnv. It owns every word the model reads about commands but those
 // written for one shell, which a Shell gives.
 package shelltool
 
