@@ -3,8 +3,8 @@
 // command, `job_output`, `job_kill` and `job_list` with ctx.tools, runs
 // commands through ctx.shell (whichever executor is composed), hands
 // background processes to ctx.jobs, and gives each execution one trusted
-// DSH_* snapshot from ctx.shellEnv. It owns every word the model reads about commands but those
-// written for one shell, which a Shell gives.
+// DSH_* snapshot from ctx.shellEnv. It owns every word the model reads
+// about commands but those written for one shell, which a Shell gives.
 package shelltool
 
 import (
