@@ -299,7 +299,7 @@ func TestReloadOfToolPluginLetsCallsFinish(t *testing.T) {
 	if err := h.Reload(ctx, "tools"); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(h.Tools()); n != 3 {
+	if n := len(h.Tools()); n != 4 {
 		t.Fatalf("tools after the reload: %v", h.Tools())
 	}
 	if changed() {

@@ -173,7 +173,7 @@ func TestRestartsSendNoListChanged(t *testing.T) {
 		if changed() {
 			t.Errorf("a crash of %s sent tools/list_changed", id)
 		}
-		if names := h.Tools(); len(names) != 3 {
+		if names := h.Tools(); len(names) != 4 {
 			t.Errorf("tools after a crash of %s: %v", id, names)
 		}
 	}
@@ -209,7 +209,7 @@ func TestCrashLoopKeepsToolsThenReloadRecovers(t *testing.T) {
 			t.Fatalf("after %d crashes: bash %s %q, tools %s %q", crashLimit, st, why, tst, twhy)
 		}
 	}
-	if n := len(h.Tools()); n != 3 {
+	if n := len(h.Tools()); n != 4 {
 		t.Errorf("tools listed while their executor is down: %v", h.Tools())
 	}
 	select {

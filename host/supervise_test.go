@@ -76,7 +76,7 @@ func TestCrashRestartsWithBackoff(t *testing.T) {
 		for _, st := range h.Status() {
 			if st.ID == "bash" && st.State == "restarting" {
 				sawRestarting = true
-				if len(h.Tools()) != 3 {
+				if len(h.Tools()) != 4 {
 					t.Errorf("tools withdrawn while the executor restarts: %v", h.Tools())
 				}
 			}

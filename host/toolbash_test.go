@@ -84,7 +84,7 @@ func TestToolBashMarkers(t *testing.T) {
 	for _, ti := range h.Tools() {
 		names = append(names, ti.Name+"@"+ti.Plugin)
 	}
-	if strings.Join(names, ",") != "bash@tools,job_kill@tools,job_output@tools" {
+	if strings.Join(names, ",") != "bash@tools,job_kill@tools,job_list@tools,job_output@tools" {
 		t.Fatalf("tools: %v", names)
 	}
 	cases := []struct {
@@ -285,7 +285,7 @@ func TestToolArgumentsChecked(t *testing.T) {
 		t.Fatalf("bad arguments: %v", err)
 	}
 	_, err = h.CallTool(context.Background(), ToolCall{Owner: "a", Tool: "nosuch"})
-	if !errors.As(err, &ae) || !strings.Contains(err.Error(), "tools: bash, job_kill, job_output") {
+	if !errors.As(err, &ae) || !strings.Contains(err.Error(), "tools: bash, job_kill, job_list, job_output") {
 		t.Fatalf("unknown tool: %v", err)
 	}
 }
@@ -371,5 +371,142 @@ func TestToolBashBackgroundGetsTheDshEnv(t *testing.T) {
 	}
 	if out := readJobToEnd(t, h, "agent", job.JobID); !strings.Contains(out, "project=demo\n") {
 		t.Fatalf("the job's output: %q", out)
+	}
+}
+
+// listedJob is a job in job_list's structured content.
+type listedJob struct {
+	JobID       string `json:"jobId"`
+	Status      string `json:"status"`
+	ExitCode    *int   `json:"exitCode"`
+	Signal      string `json:"signal"`
+	Command     string `json:"command"`
+	UnreadBytes int64  `json:"unreadBytes"`
+}
+
+// listJobs calls job_list as owner: its text, the line of each job by id,
+// and each job's structured facts by id.
+func listJobs(t *testing.T, h *Host, owner string) (string, map[string]string, map[string]listedJob) {
+	t.Helper()
+	r := callTool(t, h, owner, "job_list", map[string]any{})
+	if r.IsError {
+		t.Fatalf("job_list as %s: %q", owner, r.Text)
+	}
+	var facts struct {
+		Jobs []listedJob `json:"jobs"`
+	}
+	if err := json.Unmarshal(r.Structured, &facts); err != nil {
+		t.Fatalf("job_list as %s: structured %s: %v", owner, r.Structured, err)
+	}
+	lines, jobs := map[string]string{}, map[string]listedJob{}
+	for _, l := range strings.Split(r.Text, "\n") {
+		if id, _, ok := strings.Cut(strings.TrimPrefix(l, "[job "), ":"); ok && strings.HasPrefix(l, "[job ") {
+			lines[id] = l
+		}
+	}
+	for _, j := range facts.Jobs {
+		jobs[j.JobID] = j
+	}
+	return r.Text, lines, jobs
+}
+
+// untilListed polls owner's job_list until ok holds of job id's line and
+// facts, and returns them; it fails t after a generous bound.
+func untilListed(t *testing.T, h *Host, owner, id, what string, ok func(line string, j listedJob) bool) (string, listedJob) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		text, lines, jobs := listJobs(t, h, owner)
+		if l, in := lines[id]; in && ok(l, jobs[id]) {
+			return l, jobs[id]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: job %s of %s never listed so; last list:\n%s", what, id, owner, text)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// job_list through the real plugins: each owner sees its own jobs only,
+// how each stands, and the output job_output has not returned yet.
+func TestToolBashJobList(t *testing.T) {
+	h := startTools(t, toolsYAML)
+	start := func(owner, cmd string) string {
+		t.Helper()
+		res := callTool(t, h, owner, "bash", bashCall(cmd, "run_in_background", true))
+		var job struct {
+			JobID string `json:"jobId"`
+		}
+		if err := json.Unmarshal(res.Structured, &job); err != nil || job.JobID == "" {
+			t.Fatalf("start %q as %s: %q %s", cmd, owner, res.Text, res.Structured)
+		}
+		return job.JobID
+	}
+	trigger := t.TempDir() + "/more"
+	// talker prints 6 bytes, then 100 more once trigger exists.
+	talker := start("alice", `echo hello; while [ ! -e `+trigger+` ]; do sleep 0.05; done; printf '%0100d' 0; sleep 30`)
+	failing := start("alice", "echo done2; exit 3")
+	sleeper := start("alice", "sleep 30")
+	bobs := start("bob", "sleep 31")
+
+	// Each owner lists its own jobs, never the other's.
+	untilListed(t, h, "alice", failing, "alice's finished job", func(_ string, j listedJob) bool { return j.Status == "completed" })
+	text, lines, jobs := listJobs(t, h, "alice")
+	if len(lines) != 3 || len(jobs) != 3 || lines[talker] == "" || lines[failing] == "" || lines[sleeper] == "" || strings.Contains(text, bobs) {
+		t.Fatalf("alice's list:\n%s\n%v", text, jobs)
+	}
+	text, lines, jobs = listJobs(t, h, "bob")
+	if len(lines) != 1 || len(jobs) != 1 || !strings.Contains(lines[bobs], "running, started ") || jobs[bobs].Command != "sleep 31" || !strings.HasSuffix(lines[bobs], "] sleep 31") {
+		t.Fatalf("bob's list:\n%s\n%v", text, jobs)
+	}
+	if text, _, _ := listJobs(t, h, "carol"); text != "[you have no background jobs: none is running, and every finished one's output was read to its end]" {
+		t.Fatalf("carol's list: %q", text)
+	}
+
+	// The running job's unread output: what it printed, none once read,
+	// then what it printed since.
+	untilListed(t, h, "alice", talker, "the first 6 bytes unread", func(l string, j listedJob) bool {
+		return j.UnreadBytes == 6 && strings.Contains(l, "; 6 bytes of output not read yet]")
+	})
+	if r := callTool(t, h, "alice", "job_output", map[string]string{"job_id": talker}); r.Text != "hello\n[job "+talker+" is still running]" {
+		t.Fatalf("read: %q", r.Text)
+	}
+	_, lines, jobs = listJobs(t, h, "alice")
+	if j := jobs[talker]; j.UnreadBytes != 0 || j.Status != "running" || !strings.Contains(lines[talker], "running, started ") || !strings.Contains(lines[talker], "; all its output read]") {
+		t.Fatalf("after the read: %q %+v", lines[talker], j)
+	}
+	if err := os.WriteFile(trigger, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	untilListed(t, h, "alice", talker, "100 more bytes unread", func(l string, j listedJob) bool {
+		return j.UnreadBytes == 100 && strings.Contains(l, "; 100 bytes of output not read yet]")
+	})
+
+	// The finished job: its exit code, its output not read yet.
+	if l, j := untilListed(t, h, "alice", failing, "the finished job", func(_ string, j listedJob) bool { return j.Status == "completed" }); j.ExitCode == nil || *j.ExitCode != 3 || j.UnreadBytes != 6 ||
+		!strings.HasPrefix(l, "[job "+failing+": exited with code 3 after ") || !strings.HasSuffix(l, "; 6 bytes of output not read yet] echo done2; exit 3") {
+		t.Fatalf("finished job: %q %+v", l, j)
+	}
+
+	// The killed job.
+	if k := callTool(t, h, "alice", "job_kill", map[string]string{"job_id": sleeper}); !strings.Contains(k.Text, "killed") {
+		t.Fatalf("kill: %q", k.Text)
+	}
+	if l, j := untilListed(t, h, "alice", sleeper, "the killed job", func(_ string, j listedJob) bool { return j.Status != "running" }); j.Status != "killed" || j.Signal != "SIGTERM" ||
+		!strings.HasPrefix(l, "[job "+sleeper+": killed by signal SIGTERM after ") {
+		t.Fatalf("killed job: %q %+v", l, j)
+	}
+
+	// The final read forgets the finished job: it is listed no more.
+	if all := readJobToEnd(t, h, "alice", failing); !strings.Contains(all, "done2") || !strings.Contains(all, "[exit code: 3]") {
+		t.Fatalf("final read: %q", all)
+	}
+	text, lines, jobs = listJobs(t, h, "alice")
+	if _, in := lines[failing]; in || len(jobs) != 2 || strings.Contains(text, "[job "+failing+":") {
+		t.Fatalf("after the final read:\n%s", text)
+	}
+	// Bob's job was never alice's to see, nor is it touched.
+	if _, lines, _ := listJobs(t, h, "bob"); !strings.Contains(lines[bobs], "running") {
+		t.Fatalf("bob's job: %q", lines[bobs])
 	}
 }

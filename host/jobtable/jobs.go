@@ -187,6 +187,10 @@ type Job struct {
 	finished                        time.Time
 	timer                           *time.Timer
 	killAsked                       bool // its owner asked Kill for it
+	// consumed counts the bytes (both streams) its reads have returned or
+	// dropped: what the process had written when the last read took its
+	// output.
+	consumed int64
 }
 
 // Snapshot is a job's state.
@@ -198,6 +202,11 @@ type Snapshot struct {
 	ExitCode                        int
 	Signal                          string
 	Limits                          []*jobs.LimitHit
+	// Finished is when its end was seen; zero while it runs.
+	Finished time.Time
+	// Unread counts the bytes it printed that no Read has returned yet
+	// (0 when its process cannot say how much it printed).
+	Unread int64
 }
 
 // Registration is a process to adopt as a job.
@@ -425,11 +434,14 @@ func (m *Manager) Read(ctx context.Context, owner, id string) (Snapshot, Output,
 	if err != nil {
 		return Snapshot{}, Output{}, err
 	}
+	before := written(j.proc)
 	out, err := j.proc.ReadOutput(ctx)
 	if err != nil {
 		return Snapshot{}, Output{}, fmt.Errorf("read job %s: %w", id, err)
 	}
 	m.mu.Lock()
+	// Reads may overlap: the later total stands.
+	j.consumed = max(j.consumed, consumedBy(out, before))
 	snap := m.snapshot(j)
 	m.mu.Unlock()
 	if out.State.finished() {
@@ -469,11 +481,28 @@ func (m *Manager) Kill(ctx context.Context, owner, id string) (bool, error) {
 	return killed, nil
 }
 
+// written is what p printed so far, both streams; 0 when it cannot say.
+func written(p Process) int64 {
+	if f, ok := p.(Facts); ok {
+		return f.Written()
+	}
+	return 0
+}
+
+// consumedBy is how much of the process's output a read took: the
+// streams' totals when it took them, as its facts say. An executor that
+// reports no totals leaves what was written before the read began, all
+// of which the read took.
+func consumedBy(out Output, before int64) int64 {
+	return max(before, out.StdoutFacts.GetTotal()+out.StderrFacts.GetTotal())
+}
+
 // killSettle bounds how long Kill waits for a killed job to be seen
 // finished (the tree gets SIGKILL after its grace).
 const killSettle = 15 * time.Second
 
-// List returns owner's jobs, oldest first.
+// List returns owner's jobs, oldest first: the running ones and the
+// finished ones whose final output was not read yet.
 func (m *Manager) List(owner string) []Snapshot {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -585,7 +614,7 @@ func (m *Manager) snapshot(j *Job) Snapshot {
 	return Snapshot{
 		ID: j.ID, Owner: j.Owner, Command: j.Command, Description: j.Description, Started: j.Started,
 		Pid: j.proc.Pid(), Status: j.state.Status, ExitCode: j.state.ExitCode, Signal: j.state.Signal,
-		Limits: j.state.Limits,
+		Limits: j.state.Limits, Finished: j.finished, Unread: max(written(j.proc)-j.consumed, 0),
 	}
 }
 

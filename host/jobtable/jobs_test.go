@@ -554,3 +554,52 @@ func TestGiveBack(t *testing.T) {
 		t.Fatalf("told twice: %+v", none)
 	}
 }
+
+// A job's unread bytes are what it printed that no read returned yet:
+// none right after a read, what came since afterwards.
+func TestUnreadBytes(t *testing.T) {
+	f := newFixture(t, Config{})
+	gate := filepath.Join(t.TempDir(), "gate")
+	snap, p := f.start("agent", "printf abcdef; while [ ! -e "+gate+" ]; do sleep 0.02; done; printf 0123456789 >&2")
+	listed := func() Snapshot {
+		l := f.m.List("agent")
+		if len(l) != 1 {
+			t.Fatalf("list: %+v", l)
+		}
+		return l[0]
+	}
+	eventually(t, "6 bytes unread", func() bool { return listed().Unread == 6 })
+	if _, out, err := f.m.Read(bg, "agent", snap.ID); err != nil || string(out.Stdout) != "abcdef" {
+		t.Fatalf("read: %q %v", out.Stdout, err)
+	}
+	if s := listed(); s.Unread != 0 || s.Status != Running || !s.Finished.IsZero() {
+		t.Fatalf("after the read: %+v", s)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done(t, p)
+	eventually(t, "the end seen, 10 bytes unread", func() bool { s := listed(); return s.Status == Completed && s.Unread == 10 })
+	if s := listed(); s.Finished.Before(s.Started) {
+		t.Fatalf("finished %v before it started %v", s.Finished, s.Started)
+	}
+}
+
+// A read took the streams' totals when the executor reports them, else
+// at least what was written before it began.
+func TestConsumedBy(t *testing.T) {
+	totals := Output{StdoutFacts: &jobs.Collected{Total: 40}, StderrFacts: &jobs.Collected{Total: 2}}
+	for _, c := range []struct {
+		out    Output
+		before int64
+		want   int64
+	}{
+		{totals, 30, 42},
+		{Output{}, 30, 30},
+		{Output{StdoutFacts: &jobs.Collected{}}, 30, 30},
+	} {
+		if got := consumedBy(c.out, c.before); got != c.want {
+			t.Errorf("consumedBy(%v, %d) = %d, want %d", c.out, c.before, got, c.want)
+		}
+	}
+}

@@ -109,6 +109,10 @@ func JobProto(s Snapshot) *jobsv1.Job {
 		StartedUnixMs: s.Started.UnixMilli(),
 		Pid:           int32(s.Pid),
 		Limits:        s.Limits,
+		UnreadBytes:   s.Unread,
+	}
+	if !s.Finished.IsZero() {
+		j.FinishedUnixMs = s.Finished.UnixMilli()
 	}
 	switch s.Status {
 	case Running:

@@ -1,5 +1,5 @@
 // Command dsh-tool-bash is the model-facing bash tool: it registers `bash`,
-// `job_output` and `job_kill` with ctx.tools, runs commands through
+// `job_output`, `job_kill` and `job_list` with ctx.tools, runs commands through
 // ctx.shell (whichever executor is composed), hands background processes to
 // ctx.jobs, and gives each execution one trusted DSH_* snapshot from
 // ctx.shellEnv. The tool is shelltool's; what it says of bash is here.

@@ -96,7 +96,7 @@ func TestToolsOverAnExecutor(t *testing.T) {
 			t.Errorf("escalation fields without a confining executor: %s", s)
 		}
 	}
-	if strings.Join(names, ",") != "job_kill@tools,job_output@tools,pwsh@tools" {
+	if strings.Join(names, ",") != "job_kill@tools,job_list@tools,job_output@tools,pwsh@tools" {
 		t.Fatalf("tools: %v", names)
 	}
 }

@@ -1,5 +1,5 @@
 // Command dsh-tool-pwsh is the model-facing PowerShell tool: it registers
-// `pwsh`, `job_output` and `job_kill` with ctx.tools, runs commands through
+// `pwsh`, `job_output`, `job_kill` and `job_list` with ctx.tools, runs commands through
 // ctx.shell (whichever executor is composed: pwsh-local runs them in
 // PowerShell), hands background processes to ctx.jobs, and gives each
 // execution one trusted DSH_* snapshot from ctx.shellEnv. The tool is

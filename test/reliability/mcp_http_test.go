@@ -263,6 +263,13 @@ func TestMCPSessionIDsStayHidden(t *testing.T) {
 			t.Fatalf("B's %s of A's job: %q; of an unknown id: %q", tool, out, unknown)
 		}
 	}
+	// B's job_list names none of A's jobs; A's names it.
+	if out, r := callText(t, ctx, b, "job_list", map[string]any{}); r.IsError || strings.Contains(out, job.JobID) || !strings.HasPrefix(out, "[you have no background jobs") {
+		t.Fatalf("B's job_list: %q", out)
+	}
+	if out, _ := callText(t, ctx, a, "job_list", map[string]any{}); !strings.Contains(out, "[job "+job.JobID+": running") {
+		t.Fatalf("A's job_list: %q", out)
+	}
 	if _, err := b.ReadResource(ctx, &mcp.ReadResourceParams{URI: aLink}); err == nil {
 		t.Fatal("B read A's spill resource")
 	}
@@ -278,7 +285,7 @@ func TestMCPSessionIDsStayHidden(t *testing.T) {
 	if out, _ := callText(t, ctx, a, "job_output", map[string]any{"job_id": job.JobID}); !strings.Contains(out, "still running") {
 		t.Fatalf("A's job_output: %q", out)
 	}
-	f.Saw("%d session ids made of listed names refused; B's job_kill, job_output and resources/read of A's refused; A's job alive and readable by A", tries)
+	f.Saw("%d session ids made of listed names refused; B's job_kill, job_output and resources/read of A's refused, its job_list empty; A's job alive and readable by A", tries)
 	callText(t, ctx, b, "bash", map[string]any{"command": "true"})
 	f.Saw("B's next command runs")
 }

@@ -124,9 +124,15 @@ type Job struct {
 	StartedUnixMs int64  `protobuf:"varint,8,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
 	Pid           int32  `protobuf:"varint,9,opt,name=pid,proto3" json:"pid,omitempty"`
 	// Once finished: the limits that stopped something in the job's tree.
-	Limits        []*outputv1.LimitHit `protobuf:"bytes,10,rep,name=limits,proto3" json:"limits,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Limits []*outputv1.LimitHit `protobuf:"bytes,10,rep,name=limits,proto3" json:"limits,omitempty"`
+	// The bytes the job printed (both streams) that no Read has returned
+	// yet: what the next Read consumes (of which the executor may keep only
+	// the tail, with the rest in spill files). 0 when the host cannot tell.
+	UnreadBytes int64 `protobuf:"varint,11,opt,name=unread_bytes,json=unreadBytes,proto3" json:"unread_bytes,omitempty"`
+	// When the host saw the job finish; 0 while it runs.
+	FinishedUnixMs int64 `protobuf:"varint,12,opt,name=finished_unix_ms,json=finishedUnixMs,proto3" json:"finished_unix_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
@@ -227,6 +233,20 @@ func (x *Job) GetLimits() []*outputv1.LimitHit {
 		return x.Limits
 	}
 	return nil
+}
+
+func (x *Job) GetUnreadBytes() int64 {
+	if x != nil {
+		return x.UnreadBytes
+	}
+	return 0
+}
+
+func (x *Job) GetFinishedUnixMs() int64 {
+	if x != nil {
+		return x.FinishedUnixMs
+	}
+	return 0
 }
 
 type JobRef struct {
@@ -536,7 +556,7 @@ const file_core_jobs_jobsv1_jobs_proto_rawDesc = "" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x18\n" +
 	"\acommand\x18\x03 \x01(\tR\acommand\x12 \n" +
 	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x1b\n" +
-	"\tshell_key\x18\x05 \x01(\tR\bshellKey\"\xb2\x02\n" +
+	"\tshell_key\x18\x05 \x01(\tR\bshellKey\"\xff\x02\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x18\n" +
@@ -548,7 +568,9 @@ const file_core_jobs_jobsv1_jobs_proto_rawDesc = "" +
 	"\x0fstarted_unix_ms\x18\b \x01(\x03R\rstartedUnixMs\x12\x10\n" +
 	"\x03pid\x18\t \x01(\x05R\x03pid\x12/\n" +
 	"\x06limits\x18\n" +
-	" \x03(\v2\x17.dsh.output.v1.LimitHitR\x06limitsB\f\n" +
+	" \x03(\v2\x17.dsh.output.v1.LimitHitR\x06limits\x12!\n" +
+	"\funread_bytes\x18\v \x01(\x03R\vunreadBytes\x12(\n" +
+	"\x10finished_unix_ms\x18\f \x01(\x03R\x0efinishedUnixMsB\f\n" +
 	"\n" +
 	"_exit_code\".\n" +
 	"\x06JobRef\x12\x0e\n" +

@@ -46,6 +46,8 @@ type JobsClient interface {
 	Read(ctx context.Context, in *JobRef, opts ...grpc.CallOption) (*JobRead, error)
 	// Kill terminates the job's tree; killed is false once it had finished.
 	Kill(ctx context.Context, in *JobRef, opts ...grpc.CallOption) (*KillResponse, error)
+	// List is the owner's jobs, oldest first: running ones, and finished
+	// ones whose final output no Read has returned yet.
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 }
 
@@ -108,6 +110,8 @@ type JobsServer interface {
 	Read(context.Context, *JobRef) (*JobRead, error)
 	// Kill terminates the job's tree; killed is false once it had finished.
 	Kill(context.Context, *JobRef) (*KillResponse, error)
+	// List is the owner's jobs, oldest first: running ones, and finished
+	// ones whose final output no Read has returned yet.
 	List(context.Context, *ListRequest) (*ListResponse, error)
 	mustEmbedUnimplementedJobsServer()
 }

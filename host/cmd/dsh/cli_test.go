@@ -124,7 +124,7 @@ func TestStatusJSON(t *testing.T) {
 	if string(entries[0]["id"]) != `"env"` || compact(entries[0]["tools"]) != "[]" {
 		t.Errorf("env's tools: %s (want [])", entries[0]["tools"])
 	}
-	if got := compact(entries[2]["tools"]); got != `["bash","job_output","job_kill"]` {
+	if got := compact(entries[2]["tools"]); got != `["bash","job_output","job_kill","job_list"]` {
 		t.Errorf("tool-bash's tools: %s", got)
 	}
 }

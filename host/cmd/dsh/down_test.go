@@ -128,7 +128,7 @@ func TestToolStaysWhileItsPluginIsDown(t *testing.T) {
 				t.Fatalf("%s not failed within %v: %s (%s)", c.id, bounded.Bound, st, why)
 			}
 		}
-		if got := listed(); got != "bash,job_kill,job_output" {
+		if got := listed(); got != "bash,job_kill,job_list,job_output" {
 			t.Errorf("%s down: tools listed %q", c.id, got)
 		}
 		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "echo hi", "description": "d"}})

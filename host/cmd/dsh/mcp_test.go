@@ -98,7 +98,7 @@ func TestMCPStdio(t *testing.T) {
 			t.Errorf("tool %s lacks description or schema", tl.Name)
 		}
 	}
-	if strings.Join(names, ",") != "bash,job_kill,job_output" {
+	if strings.Join(names, ",") != "bash,job_kill,job_list,job_output" {
 		t.Fatalf("tools: %v", names)
 	}
 
@@ -170,6 +170,23 @@ func TestMCPStdio(t *testing.T) {
 	r = callBash(t, ctx, cs, map[string]any{"command": "sleep " + marker2, "run_in_background": true})
 	if !strings.Contains(text(t, r), "started") {
 		t.Fatalf("background: %q", text(t, r))
+	}
+	// job_list names it, in text and structured content.
+	lr, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "job_list", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed struct {
+		Jobs []struct {
+			JobID   string `json:"jobId"`
+			Status  string `json:"status"`
+			Command string `json:"command"`
+		} `json:"jobs"`
+	}
+	b, _ = json.Marshal(lr.StructuredContent)
+	if err := json.Unmarshal(b, &listed); err != nil || len(listed.Jobs) != 1 || listed.Jobs[0].Status != "running" || listed.Jobs[0].Command != "sleep "+marker2 ||
+		!strings.HasPrefix(text(t, lr), "[job "+listed.Jobs[0].JobID+": running, started ") || !strings.HasSuffix(text(t, lr), "] sleep "+marker2) || lr.IsError {
+		t.Fatalf("job_list: %q %s", text(t, lr), b)
 	}
 	if err := cs.Close(); err != nil {
 		t.Logf("close: %v", err)
@@ -480,7 +497,7 @@ func TestMCPToolsListChanged(t *testing.T) {
 		}
 		return len(tools.Tools)
 	}
-	if n := listed(); n != 3 {
+	if n := listed(); n != 4 {
 		t.Fatalf("tools at start: %d", n)
 	}
 

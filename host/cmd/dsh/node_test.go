@@ -71,7 +71,7 @@ func TestMCPNodeClient(t *testing.T) {
 		if err := json.Unmarshal(out, &r); err != nil {
 			t.Fatalf("%v: %s", err, out)
 		}
-		if strings.Join(r.Tools, ",") != "bash,job_kill,job_output" {
+		if strings.Join(r.Tools, ",") != "bash,job_kill,job_list,job_output" {
 			t.Errorf("tools %v", r.Tools)
 		}
 		if r.Exit3.Text != "hi\n[exit code: 3]" || !r.Exit3.IsError || r.Exit3.ExitCode != 3 {

@@ -31,7 +31,7 @@ func TestPluginsText(t *testing.T) {
 	}
 	want := map[string][]string{
 		"shell-env":            {"shell-env 0.1.0  " + filepath.Join(binDir, "dsh-shell-env"), "  provides: ctx.shellEnv (dsh.shellenv.v1.ShellEnv)\n", "  config: facts object\n"},
-		"tool-bash":            {"  injects: ctx.shell, ctx.shellEnv,", "  tools: bash, job_output, job_kill\n", "  config: maxOutputChars integer\n"},
+		"tool-bash":            {"  injects: ctx.shell, ctx.shellEnv,", "  tools: bash, job_output, job_kill, job_list\n", "  config: maxOutputChars integer\n"},
 		"tool-bash-persistent": {"  tools: named by config: toolName\n", "toolName string"},
 		"bash-local":           {"  settings: shell (merged under config)"},
 		"noop":                 {"noop 0.0.1  ", "  config: any (no schema)"},
@@ -100,7 +100,7 @@ func TestPluginsJSON(t *testing.T) {
 	if env == nil || env.Name != "shell-env" || len(env.Provides) != 1 || env.Provides[0].Key != "shellEnv" || !strings.Contains(env.ConfigSchema, `"facts"`) {
 		t.Errorf("shell-env: %+v", got["shell-env"])
 	}
-	if d := got["tool-bash"].Description; d == nil || strings.Join(d.Tools, ",") != "bash,job_output,job_kill" {
+	if d := got["tool-bash"].Description; d == nil || strings.Join(d.Tools, ",") != "bash,job_output,job_kill,job_list" {
 		t.Errorf("tool-bash: %+v", got["tool-bash"])
 	}
 	for name, s := range protocolSentences() {

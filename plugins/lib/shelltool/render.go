@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
@@ -501,4 +502,119 @@ func resources(vs ...view) []*toolsv1.Resource {
 		out = append(out, &toolsv1.Resource{Path: c.GetSpillPath(), Title: title, Complete: c.GetSpillComplete()})
 	}
 	return out
+}
+
+// listCommandRunes bounds a command as job_list shows it: enough to tell
+// jobs apart.
+const listCommandRunes = 200
+
+// renderList is the text of job_list at now: one line a job, oldest
+// first, saying how it stands and how much of its output is unread, then
+// its command.
+func renderList(list []*jobsv1.Job, now time.Time) string {
+	if len(list) == 0 {
+		return "[you have no background jobs: none is running, and every finished one's output was read to its end]"
+	}
+	lines := make([]string, 0, len(list))
+	for _, j := range list {
+		lines = append(lines, fmt.Sprintf("[job %s: %s; %s] %s", j.Id, jobState(j, now), unreadText(j.UnreadBytes), oneLine(cleaned(j.Command), listCommandRunes)))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// jobState is how a listed job stands: running since when, or how it
+// ended, how long it ran and when it started, and the limits it reached.
+func jobState(j *jobsv1.Job, now time.Time) string {
+	started := time.UnixMilli(j.StartedUnixMs)
+	if j.Status == shell.StatusRunning {
+		return "running, started " + duration(now.Sub(started)) + " ago"
+	}
+	how := "killed"
+	switch {
+	case j.Signal != "":
+		how = "killed by signal " + j.Signal
+	case j.Status == shell.StatusCompleted && j.ExitCode != nil:
+		how = "exited with code " + strconv.Itoa(int(*j.ExitCode))
+	case j.Status == shell.StatusCompleted:
+		how = "exited"
+	}
+	if j.FinishedUnixMs != 0 {
+		how += " after " + duration(time.UnixMilli(j.FinishedUnixMs).Sub(started))
+	}
+	how += ", started " + duration(now.Sub(started)) + " ago"
+	for _, h := range j.Limits {
+		how += "; " + limitSentence("job", h)
+	}
+	return how
+}
+
+// unreadText says how much of a job's output job_output has not returned.
+func unreadText(n int64) string {
+	switch n {
+	case 0:
+		return "all its output read"
+	case 1:
+		return "1 byte of output not read yet"
+	}
+	return modeltext.Thousands(n) + " bytes of output not read yet"
+}
+
+// duration is d to the second ("45s", "2m 5s", "5m"), to the minute past
+// an hour ("1h 3m"); a moment in the future (another clock) is "0s".
+func duration(d time.Duration) string {
+	d = max(d, 0).Round(time.Second)
+	h, m, s := int(d/time.Hour), int(d%time.Hour/time.Minute), int(d%time.Minute/time.Second)
+	parts := []string{}
+	if h > 0 {
+		parts, s = append(parts, strconv.Itoa(h)+"h"), 0
+	}
+	if m > 0 {
+		parts = append(parts, strconv.Itoa(m)+"m")
+	}
+	if s > 0 || len(parts) == 0 {
+		parts = append(parts, strconv.Itoa(s)+"s")
+	}
+	return strings.Join(parts, " ")
+}
+
+// cleaned is s as the model may read it: without terminal codes and
+// other controls.
+func cleaned(s string) string {
+	b, _ := modeltext.Clean([]byte(s))
+	return string(b)
+}
+
+// listedJob is a job in job_list's structured content.
+type listedJob struct {
+	jobFacts
+	Command        string `json:"command"`
+	Description    string `json:"description,omitempty"`
+	StartedUnixMs  int64  `json:"startedUnixMs"`
+	FinishedUnixMs int64  `json:"finishedUnixMs,omitempty"`
+	// DurationMs is how long it has run, or ran.
+	DurationMs  int64 `json:"durationMs"`
+	UnreadBytes int64 `json:"unreadBytes"`
+}
+
+func listStructured(list []*jobsv1.Job, now time.Time) []byte {
+	out := struct {
+		Jobs []listedJob `json:"jobs"`
+	}{Jobs: []listedJob{}}
+	for _, j := range list {
+		end := now.UnixMilli()
+		if j.Status != shell.StatusRunning && j.FinishedUnixMs != 0 {
+			end = j.FinishedUnixMs
+		}
+		out.Jobs = append(out.Jobs, listedJob{
+			jobFacts:       jobFacts{JobID: j.Id, Status: j.Status, ExitCode: j.ExitCode, Signal: j.Signal, Pid: j.Pid, Limits: limitsOf(j.Limits)},
+			Command:        cleaned(j.Command),
+			Description:    cleaned(j.Description),
+			StartedUnixMs:  j.StartedUnixMs,
+			FinishedUnixMs: j.FinishedUnixMs,
+			DurationMs:     max(end-j.StartedUnixMs, 0),
+			UnreadBytes:    j.UnreadBytes,
+		})
+	}
+	b, _ := json.Marshal(out)
+	return b
 }

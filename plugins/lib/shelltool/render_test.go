@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dshrun/dsh/core/jobs/jobsv1"
 	"github.com/dshrun/dsh/internal/golden"
@@ -233,5 +234,32 @@ func TestRenderNotices(t *testing.T) {
 	}
 	if got := withNotices("[job j3 finished: completed; read its output with job_output] true", ""); got != "[job j3 finished: completed; read its output with job_output] true" {
 		t.Errorf("notices over no text: %q", got)
+	}
+}
+
+// job_list's text: each job's state, how long it ran and when it started,
+// the output not read yet, its command cleaned on one line; and a sentence
+// for no jobs.
+func TestRenderList(t *testing.T) {
+	now := time.Date(2026, 12, 3, 14, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) int64 { return now.Add(-d).UnixMilli() }
+	list := []*jobsv1.Job{
+		{Id: "j1", Command: "npm run dev", Description: "dev server", Status: "running", StartedUnixMs: at(2*time.Hour + 3*time.Minute + 4*time.Second), UnreadBytes: 123456, Pid: 41},
+		{Id: "j2", Command: "make test\necho done", Status: "completed", ExitCode: code(2), StartedUnixMs: at(5 * time.Minute), FinishedUnixMs: at(4*time.Minute + 15*time.Second), UnreadBytes: 1},
+		{Id: "j3", Command: "true", Status: "completed", ExitCode: code(0), StartedUnixMs: at(40 * time.Second), FinishedUnixMs: at(40 * time.Second)},
+		{Id: "j4", Command: "\x1b[31msleep\x1b[0m 600", Status: "killed", Signal: "SIGTERM", StartedUnixMs: at(90 * time.Second), FinishedUnixMs: at(30 * time.Second), UnreadBytes: 7},
+		{Id: "j5", Command: "./leak", Status: "killed", Signal: "SIGKILL", StartedUnixMs: at(time.Minute), FinishedUnixMs: at(50 * time.Second),
+			Limits: []*shell.LimitHit{{Limit: shell.LimitMemory, Value: 1 << 30}}},
+		{Id: "j6", Command: "long " + strings.Repeat("x", 300), Status: "running", StartedUnixMs: now.Add(time.Second).UnixMilli()},
+	}
+	text := renderList(list, now)
+	golden.Check(t, "list", text)
+	noBlankEdges(t, "list", text)
+	golden.Check(t, "facts-list", string(listStructured(list, now))+"\n")
+	if got := renderList(nil, now); got != "[you have no background jobs: none is running, and every finished one's output was read to its end]" {
+		t.Errorf("no jobs: %q", got)
+	}
+	if got := string(listStructured(nil, now)); got != `{"jobs":[]}` {
+		t.Errorf("no jobs, structured: %s", got)
 	}
 }

@@ -88,7 +88,7 @@ func andIn(folders []string) string {
 	return ", in " + strings.Join(quoted[:len(quoted)-1], ", ") + " and " + quoted[len(quoted)-1]
 }
 
-// Specs are the three tools s registers: the executor's sandbox mode and
+// Specs are the four tools s registers: the executor's sandbox mode and
 // defaults and the budget of a result go into what the model reads. The
 // sandbox fields appear only when the composed executor confines (a mode
 // with less than full access).
@@ -126,14 +126,19 @@ func (s Shell) Specs(mode shell.SandboxMode, at Place, defaultTimeoutMs, maxTime
 		"required":             []string{"job_id"},
 		"additionalProperties": false,
 	}
+	none := map[string]any{"type": "object", "properties": map[string]any{}, "additionalProperties": false}
 	return []*toolsv1.ToolSpec{
 		{Name: s.Tool, Title: s.Title, Description: desc, InputSchema: mustJSON(run)},
 		{Name: "job_output", Title: "Read a background job's new output", InputSchema: mustJSON(job),
 			Description: "Return what a background job printed since the last read (never the same output twice), and whether it is still running. The final read of a finished job ends with its exit marker and forgets the job."},
 		{Name: "job_kill", Title: "Stop a background job", InputSchema: mustJSON(job),
 			Description: "Stop a background job and every process it started (SIGTERM, then SIGKILL). Its remaining output stays readable with job_output."},
+		{Name: "job_list", Title: "List your background jobs", InputSchema: mustJSON(none), Description: jobListDescription},
 	}
 }
+
+// jobListDescription says what job_list lists and when to use it.
+const jobListDescription = "List your background jobs, oldest first: each one's id and command, whether it is still running or how it ended (exit code, signal, a limit it reached), when it started and how long it ran, and how many bytes of output job_output would return next. Use it when you have lost track of a job id (earlier messages were dropped, or the client restarted), and before you finish, to see what still runs and stop what is no longer needed with job_kill. A finished job is listed until job_output has returned its end; then it is forgotten and no longer listed."
 
 // description is the tool's description: its shell's introduction, then
 // how every shell tool bounds, shows and ends a command.
@@ -146,7 +151,7 @@ func (s Shell) description(start string, defaultTimeoutMs, maxTimeoutMs int64, m
 - A command is killed with every process it started after `+"`timeoutMs`"+` (default %d ms, at most %d ms).
 - You see stdout, then stderr after a `+"`[stderr]`"+` line: at most %s characters of the two, their last lines. `+"`[output truncated: … omitted; full output: <file>]`"+` names a file with all of it: read that (%s) instead of running the command again. Colours and other terminal codes are removed; binary output is not shown.
 - How it ended is the last line: nothing for exit code 0, else `+"`[exit code: N]`"+`, or `+"`[timed out after <ms>ms]`"+` and `+"`[killed by signal: SIGTERM]`"+`.
-- `+"`run_in_background: true`"+` starts a job and returns its id at once, with no timeout: read its new output with job_output, stop it with job_kill; you are told when it finishes. Use it for servers, watchers and anything long.`, defaultTimeoutMs, maxTimeoutMs, modeltext.Thousands(int64(maxChars)), s.ReadSpill)
+- `+"`run_in_background: true`"+` starts a job and returns its id at once, with no timeout: read its new output with job_output, stop it with job_kill, list jobs with job_list; you are told when it finishes. Use it for servers, watchers and anything long.`, defaultTimeoutMs, maxTimeoutMs, modeltext.Thousands(int64(maxChars)), s.ReadSpill)
 }
 
 func mustJSON(v any) string {

@@ -23,7 +23,7 @@ var testShell = Shell{
 // tool's.
 func TestSpecsOfShell(t *testing.T) {
 	specs := testShell.Specs("", Place{Start: "/w"}, 1, 2, 100)
-	if len(specs) != 3 || specs[0].Name != "sh" || specs[0].Title != "Run an sh command" || specs[1].Name != "job_output" || specs[2].Name != "job_kill" {
+	if len(specs) != 4 || specs[0].Name != "sh" || specs[0].Title != "Run an sh command" || specs[1].Name != "job_output" || specs[2].Name != "job_kill" || specs[3].Name != "job_list" {
 		t.Fatalf("specs: %v", specs)
 	}
 	d := specs[0].Description
@@ -33,8 +33,15 @@ func TestSpecsOfShell(t *testing.T) {
 	if !strings.Contains(specs[0].InputSchema, `"description":"The sh command to run."`) || !strings.Contains(specs[0].InputSchema, "(instead of chdir)") || !strings.Contains(specs[1].InputSchema, "The id `sh` returned") {
 		t.Errorf("schemas: %s %s", specs[0].InputSchema, specs[1].InputSchema)
 	}
+	// job_list takes no arguments, and says when to use it and what it
+	// does not list.
+	if l := specs[3]; l.InputSchema != `{"additionalProperties":false,"properties":{},"type":"object"}` ||
+		!strings.Contains(l.Description, "lost track of a job id") || !strings.Contains(l.Description, "before you finish") ||
+		!strings.Contains(l.Description, "job_kill") || !strings.Contains(l.Description, "then it is forgotten and no longer listed") {
+		t.Errorf("job_list: %s\n%s", l.InputSchema, l.Description)
+	}
 	desc := New(testShell).Describe()
-	if desc.Name != "tool-sh" || desc.Version != "1.0.0" || desc.Summary != "a test shell tool" || strings.Join(desc.Tools, ",") != "sh,job_output,job_kill" {
+	if desc.Name != "tool-sh" || desc.Version != "1.0.0" || desc.Summary != "a test shell tool" || strings.Join(desc.Tools, ",") != "sh,job_output,job_kill,job_list" {
 		t.Errorf("describe: %+v", desc)
 	}
 }

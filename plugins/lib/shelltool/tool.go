@@ -1,10 +1,10 @@
 // Package shelltool is the model-facing shell tool the shell tool plugins
 // (dsh-tool-bash, dsh-tool-pwsh) serve: it registers the tool that runs a
-// command, `job_output` and `job_kill` with ctx.tools, runs commands through
-// ctx.shell (whichever executor is composed), hands background processes to
-// ctx.jobs, and gives each execution one trusted DSH_* snapshot from
-// ctx.shellEnv. It owns every word the model reads about commands but those
-// written for one shell, which a Shell gives.
+// command, `job_output`, `job_kill` and `job_list` with ctx.tools, runs
+// commands through ctx.shell (whichever executor is composed), hands
+// background processes to ctx.jobs, and gives each execution one trusted
+// DSH_* snapshot from ctx.shellEnv. It owns every word the model reads
+// about commands but those written for one shell, which a Shell gives.
 package shelltool
 
 import (
@@ -83,7 +83,7 @@ func (p *Tool) Describe() sdk.Description {
 			{Key: shell.Key}, {Key: shellenv.Key}, {Key: jobs.Key}, {Key: tools.Key}, {Key: approval.Key}, {Key: sandbox.PolicyKey},
 		},
 		ConfigSchema: sdk.SchemaOf[config](),
-		Tools:        []string{p.def.Tool, "job_output", "job_kill"},
+		Tools:        []string{p.def.Tool, "job_output", "job_kill", "job_list"},
 	}
 }
 
@@ -172,7 +172,10 @@ func (p *Tool) Call(ctx context.Context, req *toolsv1.CallRequest) (*toolsv1.Cal
 	// host takes them before the call, so one that ends during it is told
 	// next time, or not at all once its final output was read). They are
 	// told first, so the exit marker stays last; a call about a job says
-	// nothing more of it.
+	// nothing more of it, and a list says how every listed job ended.
+	if req.Name == "job_list" && !res.IsError {
+		return res, nil
+	}
 	var a jobArgs
 	if req.Name != p.def.Tool {
 		_ = json.Unmarshal(req.Arguments, &a)
@@ -206,6 +209,8 @@ func (p *Tool) call(ctx context.Context, req *toolsv1.CallRequest) (*toolsv1.Cal
 			return p.jobOutput(ctx, req.Owner, a.JobID), nil
 		}
 		return p.jobKill(ctx, req.Owner, a.JobID), nil
+	case "job_list":
+		return p.jobList(ctx), nil
 	}
 	return errorResult("%s has no tool %q", p.def.Plugin, req.Name), nil
 }
@@ -314,6 +319,17 @@ func (p *Tool) jobKill(ctx context.Context, owner, id string) *toolsv1.CallResul
 	}
 	// ctx.jobs logs the kill with the job's end.
 	return &toolsv1.CallResult{Text: "[job " + id + " killed; its final output is readable with job_output]"}
+}
+
+// jobList lists the caller's jobs: ctx.jobs answers with the jobs of the
+// agent whose call this is, never another's.
+func (p *Tool) jobList(ctx context.Context) *toolsv1.CallResult {
+	list, err := p.jobs.List(ctx)
+	if err != nil {
+		return errorResult("%s", failure(err))
+	}
+	now := time.Now()
+	return &toolsv1.CallResult{Text: renderList(list, now), Structured: listStructured(list, now)}
 }
 
 // escalate asks ctx.approval for a run with more access than the
