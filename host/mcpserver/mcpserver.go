@@ -75,6 +75,8 @@ type Server struct {
 
 	running  handlers    // tool handlers running (shutdown.go)
 	stopping atomic.Bool // StopCalls was called
+
+	tasks taskBook // tools/call as tasks (tasks.go)
 }
 
 // SpillScheme is the URI scheme of spill-file resources:
@@ -118,6 +120,8 @@ func New(opts Options) *Server {
 	s.srv.AddSendingMiddleware(cleanSent)
 	s.srv.AddReceivingMiddleware(s.noteInitialized)
 	s.srv.AddSendingMiddleware(s.quietUntilInitialized)
+	// Last, so outermost: a task's call goes through all of the above.
+	s.serveTasks()
 	// Subscribed before the first Sync, so no change is missed.
 	changes, _ := s.h.ToolChanges()
 	s.Sync()
@@ -197,6 +201,7 @@ func (s *Server) owner(ss *mcp.ServerSession) string {
 		time.Sleep(s.opts.ReleaseGrace)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		s.endTasks(owner)
 		if err := s.h.ReleaseOwner(ctx, owner); err != nil {
 			s.log.Warn("release of an ended session", "owner", owner, "error", err)
 		}
