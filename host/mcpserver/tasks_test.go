@@ -206,12 +206,16 @@ func TestTasks(t *testing.T) {
 	})
 
 	t.Run("cancel", func(t *testing.T) {
-		const marker = "sleep 38.25"
+		const marker = "sleep 120.25"
 		created := wireTaskOf(t, a.call("tools/call", bashTask(marker, `{}`)), true)
 		eventually(t, "the command runs", func() bool { return len(testplugins.Matching(marker)) > 0 })
+		began := time.Now()
 		got := wireTaskOf(t, a.call("tasks/cancel", taskOp(created.TaskID)), false)
 		if got.Status != taskCancelled {
 			t.Fatalf("tasks/cancel: %+v", got)
+		}
+		if took := time.Since(began); took > 8*time.Second {
+			t.Errorf("tasks/cancel took %v: the call did not end when cancelled", took)
 		}
 		eventually(t, "the command's process is gone", func() bool { return len(testplugins.Matching(marker)) == 0 })
 		if got := wireTaskOf(t, a.call("tasks/get", taskOp(created.TaskID)), false); got.Status != taskCancelled {
@@ -275,7 +279,7 @@ func TestTasks(t *testing.T) {
 			s.tasks.maxLive = 0
 			s.tasks.mu.Unlock()
 		}()
-		const marker = "sleep 38.5"
+		const marker = "sleep 120.5"
 		first := wireTaskOf(t, a.call("tools/call", bashTask(marker, `{}`)), true)
 		r := a.call("tools/call", bashTask("echo second", `{}`))
 		if r.Error == nil || !strings.Contains(r.Error.Message, "already runs 1 tasks") {
@@ -301,12 +305,21 @@ func TestTasks(t *testing.T) {
 	})
 
 	t.Run("release", func(t *testing.T) {
-		const marker = "sleep 38.75"
+		const marker = "sleep 120.75"
+		owners := func() int {
+			s.tasks.mu.Lock()
+			defer s.tasks.mu.Unlock()
+			return len(s.tasks.byOwner)
+		}
+		before := owners()
 		d, _ := newRawClient(t, s, tasksCaps)
 		wireTaskOf(t, d.call("tools/call", bashTask(marker, `{}`)), true)
 		eventually(t, "the command runs", func() bool { return len(testplugins.Matching(marker)) > 0 })
 		d.close()
 		eventually(t, "the ended session's task's command is gone", func() bool { return len(testplugins.Matching(marker)) == 0 })
+		eventually(t, "the ended session's tasks are forgotten and their calls ended", func() bool {
+			return owners() == before && len(s.CallsInFlight()) == 0
+		})
 	})
 
 	a.close()
