@@ -324,3 +324,31 @@ func TestTasks(t *testing.T) {
 
 	a.close()
 }
+
+// What the transports move into _meta, and what they leave as it came.
+func TestRewriteTaskMessage(t *testing.T) {
+	cases := []struct{ method, in, want string }{
+		{"tools/call", `{"name":"bash","task":{"ttl":5},"_meta":{"progressToken":1}}`, `{"_meta":{"dev.dsh/task":{"ttl":5},"progressToken":1},"name":"bash"}`},
+		{"tools/call", `{"name":"bash","task":{}}`, `{"_meta":{"dev.dsh/task":{}},"name":"bash"}`},
+		{"initialize", `{"capabilities":{"tasks":{"list":{}}},"protocolVersion":"2025-11-25"}`, `{"_meta":{"dev.dsh/tasks":{"list":{}}},"capabilities":{"tasks":{"list":{}}},"protocolVersion":"2025-11-25"}`},
+		{"tools/call", `{"name":"bash","task":7}`, `{"name":"bash","task":7}`},                 // not a task object: the go-sdk judges it
+		{"tools/call", `{"name":"bash","task":{},"_meta":3}`, `{"name":"bash","task":{},"_meta":3}`}, // a _meta it cannot add to
+		{"tools/list", `{"task":{}}`, `{"task":{}}`},
+		{"initialize", `{"capabilities":{}}`, `{"capabilities":{}}`},
+		{"tools/call", `{"name":"ta`, `{"name":"ta`},
+	}
+	for _, c := range cases {
+		if got := string(rewriteTaskMessage(c.method, json.RawMessage(c.in))); got != c.want {
+			t.Errorf("%s %s:\n got %s\nwant %s", c.method, c.in, got, c.want)
+		}
+	}
+	body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"bash","task":{}}}`
+	if got, want := string(rewriteTaskBody([]byte(body))), `{"id":3,"jsonrpc":"2.0","method":"tools/call","params":{"_meta":{"dev.dsh/task":{}},"name":"bash"}}`; got != want {
+		t.Errorf("body: got %s, want %s", got, want)
+	}
+	for _, b := range []string{`{"jsonrpc":"2.0","method":"notifications/initialized"}`, `[{"method":"tools/call","params":{"task":{}}}]`} {
+		if got := string(rewriteTaskBody([]byte(b))); got != b {
+			t.Errorf("body %s rewritten to %s", b, got)
+		}
+	}
+}
