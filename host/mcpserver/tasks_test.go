@@ -331,7 +331,7 @@ func TestRewriteTaskMessage(t *testing.T) {
 		{"tools/call", `{"name":"bash","task":{"ttl":5},"_meta":{"progressToken":1}}`, `{"_meta":{"dev.dsh/task":{"ttl":5},"progressToken":1},"name":"bash"}`},
 		{"tools/call", `{"name":"bash","task":{}}`, `{"_meta":{"dev.dsh/task":{}},"name":"bash"}`},
 		{"initialize", `{"capabilities":{"tasks":{"list":{}}},"protocolVersion":"2025-11-25"}`, `{"_meta":{"dev.dsh/tasks":{"list":{}}},"capabilities":{"tasks":{"list":{}}},"protocolVersion":"2025-11-25"}`},
-		{"tools/call", `{"name":"bash","task":7}`, `{"name":"bash","task":7}`},                 // not a task object: the go-sdk judges it
+		{"tools/call", `{"name":"bash","task":7}`, `{"name":"bash","task":7}`},                       // not a task object: the go-sdk judges it
 		{"tools/call", `{"name":"bash","task":{},"_meta":3}`, `{"name":"bash","task":{},"_meta":3}`}, // a _meta it cannot add to
 		{"tools/list", `{"task":{}}`, `{"task":{}}`},
 		{"initialize", `{"capabilities":{}}`, `{"capabilities":{}}`},
