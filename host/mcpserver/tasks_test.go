@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -70,6 +72,14 @@ func (c *rawClient) send(line string) {
 // notifications that come before it.
 func (c *rawClient) call(method, params string) rpcReply {
 	c.t.Helper()
+	return c.callAnswering(method, params, nil)
+}
+
+// callAnswering is call, answering the server's requests that come
+// before the response with answer (the result for the request's method
+// and params).
+func (c *rawClient) callAnswering(method, params string, answer func(method string, params json.RawMessage) string) rpcReply {
+	c.t.Helper()
 	c.id++
 	c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, c.id, method, params))
 	type line struct {
@@ -87,13 +97,22 @@ func (c *rawClient) call(method, params string) rpcReply {
 			c.t.Fatalf("%s: %v", method, l.err)
 		}
 		var m struct {
-			ID json.RawMessage `json:"id"`
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
 			rpcReply
 		}
 		if err := json.Unmarshal(l.b, &m); err != nil {
 			c.t.Fatalf("%s: %s: %v", method, l.b, err)
 		}
-		if string(m.ID) == fmt.Sprint(c.id) {
+		if m.Method != "" && m.ID != nil {
+			if answer == nil {
+				c.t.Fatalf("%s: a request from the server: %s", method, l.b)
+			}
+			c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID, answer(m.Method, m.Params)))
+			continue
+		}
+		if m.Method == "" && string(m.ID) == fmt.Sprint(c.id) {
 			return m.rpcReply
 		}
 	}
@@ -350,5 +369,29 @@ func TestRewriteTaskMessage(t *testing.T) {
 		if got := string(rewriteTaskBody([]byte(b))); got != b {
 			t.Errorf("body %s rewritten to %s", b, got)
 		}
+	}
+}
+
+// A task's call asks the user as a plain call does: by elicitation, on
+// the session, while the client waits for the task's result.
+func TestTaskAsksTheUser(t *testing.T) {
+	s, _ := approvalHost(t, "20s")
+	c, _ := newRawClient(t, s, `{"tasks":{},"elicitation":{"form":{}}}`)
+	defer c.close()
+	marker := filepath.Join(t.TempDir(), "ran")
+	created := wireTaskOf(t, c.call("tools/call", fmt.Sprintf(`{"name":"bash","arguments":{"command":"touch %s; echo ran","description":"test","sandbox_permissions":"danger-full-access","justification":"it writes outside the workspace"},"task":{}}`, marker)), true)
+	var asked []string
+	r := c.callAnswering("tasks/result", taskOp(created.TaskID), func(method string, params json.RawMessage) string {
+		asked = append(asked, method+" "+string(params))
+		return `{"action":"accept","content":{"approve":true}}`
+	})
+	if len(asked) != 1 || !strings.HasPrefix(asked[0], "elicitation/create ") || !strings.Contains(asked[0], "danger-full-access") {
+		t.Fatalf("the user was asked %q, want one elicitation about the escalation", asked)
+	}
+	if r.Error != nil || !strings.Contains(string(r.Result), `"text":"ran"`) {
+		t.Fatalf("tasks/result: %+v %s", r.Error, r.Result)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the approved command did not run: %v", err)
 	}
 }
