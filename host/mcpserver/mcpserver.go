@@ -5,7 +5,9 @@
 // cancellation into an abort, serves spill files as resources to the
 // session that owns them, and asks a session's user when ctx.approval's
 // policy says ask (elicit.go), and shows the console the sessions and
-// the calls in flight, which it may cancel (inflight.go). Transports: stdio (stdio.go: dsh's own, which
+// the calls in flight, which it may cancel (inflight.go), and runs a tool
+// call as an MCP task for a client that declares tasks and asks for one
+// (tasks.go). Transports: stdio (stdio.go: dsh's own, which
 // answers a malformed line and keeps serving), and streamable HTTP behind a
 // bearer token and an Origin check (http.go).
 package mcpserver
