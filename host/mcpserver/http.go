@@ -227,7 +227,9 @@ func (c *callStreams) serve(h http.Handler, w http.ResponseWriter, r *http.Reque
 		_, _ = w.Write(tooLarge(body[:min(len(body), headSize)], MaxFrame))
 		return
 	}
+	body = rewriteTaskBody(body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
 	var msg struct {
 		ID     any    `json:"id"`
 		Method string `json:"method"`

@@ -5,7 +5,9 @@
 // cancellation into an abort, serves spill files as resources to the
 // session that owns them, and asks a session's user when ctx.approval's
 // policy says ask (elicit.go), and shows the console the sessions and
-// the calls in flight, which it may cancel (inflight.go). Transports: stdio (stdio.go: dsh's own, which
+// the calls in flight, which it may cancel (inflight.go), and runs a tool
+// call as an MCP task for a client that declares tasks and asks for one
+// (tasks.go). Transports: stdio (stdio.go: dsh's own, which
 // answers a malformed line and keeps serving), and streamable HTTP behind a
 // bearer token and an Origin check (http.go).
 package mcpserver
@@ -80,6 +82,8 @@ type Server struct {
 
 	running  handlers    // tool handlers running (shutdown.go)
 	stopping atomic.Bool // StopCalls was called
+
+	tasks taskBook // tools/call as tasks (tasks.go)
 }
 
 // SpillScheme is the URI scheme of spill-file resources:
@@ -124,6 +128,8 @@ func New(opts Options) *Server {
 	s.srv.AddReceivingMiddleware(s.noteInitialized)
 	s.srv.AddReceivingMiddleware(s.announceOwner)
 	s.srv.AddSendingMiddleware(s.quietUntilInitialized)
+	// Last, so outermost: a task's call goes through all of the above.
+	s.serveTasks()
 	// Subscribed before the first Sync, so no change is missed.
 	changes, _ := s.h.ToolChanges()
 	s.Sync()

@@ -161,6 +161,7 @@ func (s *Server) release(rec *ownerRec) {
 		delete(s.byResume, rec.resume)
 	}
 	s.omu.Unlock()
+	s.endTasks(rec.id)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.h.ReleaseOwner(ctx, rec.id); err != nil {

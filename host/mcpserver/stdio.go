@@ -153,7 +153,7 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if !pass {
 			continue
 		}
-		return msg, nil
+		return rewriteTaskRequest(msg), nil
 	}
 }
 
