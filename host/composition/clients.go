@@ -153,7 +153,7 @@ func (p *parser) clientTokens(kp pair, v any) []ClientToken {
 			case "token":
 				// The value is never repeated in a message: it is a secret.
 				if !isStr || len(s) < minTokenLen || strings.ContainsAny(s, " \t\r\n") {
-					p.errorf(tp.val, "clients.tokens entry %d: token: want a string of at least %d characters without spaces (such as ${env:NAME} holding `openssl rand -hex 32`)", i+1, minTokenLen)
+					p.errorf(tp.val, "clients.tokens entry %d: token: want a string of at least %d characters without spaces (such as ${NAME} holding `openssl rand -hex 32`)", i+1, minTokenLen)
 					good = false
 					continue
 				}

@@ -90,7 +90,7 @@ type Server struct {
 // dsh-spill://<owner>/<file>.
 const SpillScheme = "dsh-spill"
 
-const instructions = `dsh runs shell commands for you. Use the bash tool for one-shot commands (each in a fresh shell); background jobs are read with job_output and stopped with job_kill. Long outputs are cut to their end; what was cut is kept in spill files where the disk allows (the result says whether a file holds all of it), which are also offered as resources.`
+const instructions = `dsh runs shell commands for you. Use the bash tool for one-shot commands (each in a fresh shell); background jobs are read with job_output, stopped with job_kill and listed with job_list (use it when you lost track of a job id, and before you finish, to stop what still runs). Long outputs are cut to their end; what was cut is kept in spill files where the disk allows (the result says whether a file holds all of it), which are also offered as resources.`
 
 // New makes a Server that mirrors the host's tools until the host closes.
 func New(opts Options) *Server {

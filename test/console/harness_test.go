@@ -344,7 +344,7 @@ func (h *consoleHost) connect(t *testing.T, ctx context.Context) *mcp.ClientSess
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   h.mcpURL,
 		HTTPClient: &http.Client{Transport: bearer{h.token, http.DefaultTransport}},
-	}, nil)
+	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}) // a session: the console answers its questions
 	if err != nil {
 		t.Fatalf("connect: %v\nstderr:\n%s", err, h.stderr)
 	}

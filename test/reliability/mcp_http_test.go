@@ -98,7 +98,7 @@ func (s *httpServe) connectWith(t *testing.T, ctx context.Context, opts *mcp.Cli
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   s.url,
 		HTTPClient: &http.Client{Transport: bearer{s.token, http.DefaultTransport}},
-	}, nil)
+	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}) // sessions are what these tests are about
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}

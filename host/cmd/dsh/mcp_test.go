@@ -203,10 +203,17 @@ func TestMCPStdio(t *testing.T) {
 // serveHTTP starts `dsh serve --http` and returns its URL and token.
 func serveHTTPForTest(t *testing.T, extra ...string) (string, string, *exec.Cmd) {
 	t.Helper()
-	args := append([]string{"serve", "--http", "127.0.0.1:0", "--release-grace", "300ms"}, extra...)
-	args = append(args, comp(t, toolsComp))
+	return serveHTTPComp(t, comp(t, toolsComp), nil, append([]string{"--release-grace", "300ms"}, extra...)...)
+}
+
+// serveHTTPComp starts `dsh serve --http` on the composition file f, with
+// env added to its environment, and returns its URL and token.
+func serveHTTPComp(t *testing.T, f string, env []string, extra ...string) (string, string, *exec.Cmd) {
+	t.Helper()
+	args := append([]string{"serve", "--http", "127.0.0.1:0"}, extra...)
+	args = append(args, f)
 	cmd := exec.Command(filepath.Join(binDir, "dsh"), args...)
-	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir())
+	cmd.Env = append(append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir()), env...)
 	pr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -253,17 +260,42 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.base.RoundTrip(r)
 }
 
+// connectHTTP connects the go-sdk client with a session (protocol
+// 2025-11-25, before the stateless one).
 func connectHTTP(t *testing.T, ctx context.Context, url, token string) *mcp.ClientSession {
 	t.Helper()
+	return connectHTTPAt(t, ctx, url, token, "2025-11-25", "")
+}
+
+// connectHTTPAt connects the go-sdk client at version ("" is its latest),
+// presenting resume as the Dsh-Resume header if given.
+func connectHTTPAt(t *testing.T, ctx context.Context, url, token, version, resume string) *mcp.ClientSession {
+	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	var rt http.RoundTripper = bearer{token, http.DefaultTransport}
+	if resume != "" {
+		rt = withHeader{"Dsh-Resume", resume, rt}
+	}
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   url,
-		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}},
-	}, nil)
+		HTTPClient: &http.Client{Transport: rt},
+	}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return cs
+}
+
+// withHeader adds one header to every request.
+type withHeader struct {
+	name, value string
+	base        http.RoundTripper
+}
+
+func (h withHeader) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(h.name, h.value)
+	return h.base.RoundTrip(r)
 }
 
 func TestMCPHTTP(t *testing.T) {
