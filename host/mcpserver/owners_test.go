@@ -2,10 +2,12 @@ package mcpserver
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -246,5 +248,59 @@ func TestOwnersEndWithTheirConnection(t *testing.T) {
 	a2 := httpClient(t, hs.URL, tokenA, legacy, "whatever")
 	if got := call(t, a2, "job_output", map[string]any{"job_id": job}); !strings.Contains(got, "no") || strings.Contains(got, "running") {
 		t.Fatalf("a new connection read the old job: %q", got)
+	}
+}
+
+// A stateless client that sends a progress token hears how its call goes,
+// over stdio and over HTTP alike: it has no initialize to wait for.
+func TestStatelessClientsHearProgress(t *testing.T) {
+	s, _ := serveCompWith(t, bashComp, func(o *Options) { o.ProgressInterval = 200 * time.Millisecond })
+	hs := httptest.NewServer(s.HTTPHandler(HTTPOptions{}))
+	t.Cleanup(hs.Close)
+	for _, tc := range []struct {
+		name string
+		tr   func() mcp.Transport
+	}{
+		{"http", func() mcp.Transport { return &mcp.StreamableClientTransport{Endpoint: hs.URL} }},
+		{"stdio", func() mcp.Transport {
+			inR, inW := io.Pipe()
+			outR, outW := io.Pipe()
+			go func() { _ = s.RunStdio(context.Background(), inR, outW) }()
+			t.Cleanup(func() { inW.Close(); outR.Close() })
+			return &mcp.IOTransport{Reader: outR, Writer: inW}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var heard []string
+			client := mcp.NewClient(&mcp.Implementation{Name: "progress", Version: "1"}, &mcp.ClientOptions{
+				ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+					mu.Lock()
+					heard = append(heard, r.Params.Message)
+					mu.Unlock()
+				},
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			cs, err := client.Connect(ctx, tc.tr(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if v := cs.InitializeResult().ProtocolVersion; v < sessionlessVersion {
+				t.Fatalf("protocol %q", v)
+			}
+			p := &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "echo step-one; sleep 1.5; echo done", "description": "t"}}
+			p.SetProgressToken("tok-1")
+			r, err := cs.CallTool(ctx, p)
+			if err != nil || !strings.Contains(resultText(r), "done") {
+				t.Fatalf("call: %v %v", r, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(heard) == 0 || !strings.Contains(strings.Join(heard, "|"), "step-one") {
+				t.Fatalf("progress heard: %q", heard)
+			}
+		})
 	}
 }
