@@ -88,6 +88,9 @@ func httpHandler(srv *mcp.Server, opts HTTPOptions, calls *callStreams) http.Han
 	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
 		MaxRequestBodyBytes: MaxFrame,
+		// The POST is the whole call: a client gives up a call by giving
+		// up its request, and nobody is left to answer.
+		PropagateRequestCancellation: true,
 	})
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Mcp-Session-Id") == "" && r.Header.Get("Mcp-Protocol-Version") >= sessionlessVersion {

@@ -304,3 +304,30 @@ func TestStatelessClientsHearProgress(t *testing.T) {
 		})
 	}
 }
+
+// A stateless client over HTTP cancels a call by giving up its request:
+// the command is stopped, and the next call runs.
+func TestStatelessCancelOverHTTP(t *testing.T) {
+	s, _ := serveComp(t, bashComp)
+	hs := httptest.NewServer(s.HTTPHandler(HTTPOptions{Token: tokenA}))
+	t.Cleanup(hs.Close)
+	cs := httpClient(t, hs.URL, tokenA, "", "")
+	marker := "sleep 321.5"
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": marker, "description": "t"}})
+		errc <- err
+	}()
+	eventually(t, "the command runs", func() bool { return len(testplugins.Matching(marker)) > 0 })
+	cancel()
+	select {
+	case <-errc:
+	case <-time.After(wait):
+		t.Fatal("the cancelled call did not return")
+	}
+	eventually(t, "the cancelled command is stopped", func() bool { return len(testplugins.Matching(marker)) == 0 })
+	if got := call(t, cs, "bash", map[string]any{"command": "echo next", "description": "t"}); !strings.Contains(got, "next") {
+		t.Fatalf("the call after: %q", got)
+	}
+}
