@@ -73,7 +73,7 @@ func main() {
 	sessions := flag.Int("sessions", 50, "MCP sessions over HTTP in the scale section")
 	jobsEach := flag.Int("jobs", 16, "live background jobs per session in the scale section")
 	binDir := flag.String("bin", filepath.Join(testplugins.Root(), "bin"), "the binaries `make build` made, measured at rest")
-	only := flag.String("only", "", "run only these sections (comma-separated: start,calls,run,output,mcp,tsclient,sandbox,network,kubernetes,hooks,terminals,persistent,reload,transcript,scale,console,rest)")
+	only := flag.String("only", "", "run only these sections (comma-separated: start,calls,run,output,mcp,tsclient,sandbox,network,kubernetes,hooks,terminals,persistent,reload,transcript,scale,console,protocols,rest)")
 	flag.Parse()
 	want := func(name string) bool {
 		return *only == "" || strings.Contains(","+*only+",", ","+name+",")
@@ -130,6 +130,9 @@ func main() {
 	}
 	if want("scale") {
 		scaleBench(dir, *sessions, *jobsEach)
+	}
+	if want("protocols") {
+		protocolCalls(dir, *mcpRuns)
 	}
 	if want("console") {
 		consoleCalls(dir, *mcpRuns)

@@ -257,9 +257,15 @@ func startHTTPServe(dir string) *httpServe {
 	return s
 }
 
-func (s *httpServe) connect() *mcp.ClientSession {
+// connect opens an MCP session (protocol 2025-11-25: each session its own
+// owner, as the scale and console sections need).
+func (s *httpServe) connect() *mcp.ClientSession { return s.connectAt("2025-11-25") }
+
+// connectAt connects the go-sdk client at version; "" is its latest, the
+// stateless protocol.
+func (s *httpServe) connectAt(version string) *mcp.ClientSession {
 	client := mcp.NewClient(&mcp.Implementation{Name: "dsh-bench", Version: "1"}, nil)
-	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: s.client}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: s.client}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	check(err)
 	return cs
 }
