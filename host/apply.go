@@ -466,6 +466,24 @@ func (h *Host) warnHostSection(next *composition.Composition) {
 		// starts; applying them to a running host is not supported.
 		h.log.Warn("the host section changed; it is read at start only: restart dsh to apply it", "file", next.File)
 	}
+	if !reflect.DeepEqual(clientsSettings(next.Clients), clientsSettings(h.comp.Clients)) {
+		// The MCP front end reads it as it starts (dsh serve).
+		h.log.Warn("the clients section changed; it is read at start only: restart dsh to apply it", "file", next.File)
+	}
+}
+
+// clientsSettings is a clients section without the places it was read at.
+func clientsSettings(c *composition.Clients) *composition.Clients {
+	if c == nil {
+		return nil
+	}
+	cp := *c
+	cp.Pos = composition.Pos{}
+	cp.Tokens = nil
+	for _, t := range c.Tokens {
+		cp.Tokens = append(cp.Tokens, composition.ClientToken{Name: t.Name, Token: t.Token})
+	}
+	return &cp
 }
 
 // planComposition describes what next runs anew (new entries, other

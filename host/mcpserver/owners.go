@@ -218,8 +218,23 @@ func (s *Server) announceOwner(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
 		ir, ok := res.(*mcp.InitializeResult)
-		if method != "initialize" || err != nil || !ok || !s.opts.Resumable {
+		if method != "initialize" || err != nil || !ok {
 			return res, err
+		}
+		presented := false
+		if extra := req.GetExtra(); extra != nil && extra.Header != nil {
+			presented = extra.Header.Get(ResumeHeader) != ""
+		}
+		if !s.opts.Resumable {
+			if presented {
+				// Owners end with their connection here: nothing to
+				// come back to, and the client is told so.
+				if ir.Meta == nil {
+					ir.Meta = mcp.Meta{}
+				}
+				ir.Meta[metaResumed] = false
+			}
+			return ir, nil
 		}
 		id := s.ownerOf(req)
 		s.omu.Lock()
@@ -236,7 +251,7 @@ func (s *Server) announceOwner(next mcp.MethodHandler) mcp.MethodHandler {
 			ir.Meta = mcp.Meta{}
 		}
 		ir.Meta[metaResume] = handle
-		if extra := req.GetExtra(); extra != nil && extra.Header != nil && extra.Header.Get(ResumeHeader) != "" {
+		if presented {
 			ir.Meta[metaResumed] = resumed
 		}
 		return ir, nil

@@ -246,6 +246,9 @@ func TestOwnersEndWithTheirConnection(t *testing.T) {
 	}
 	eventually(t, "the job is killed after the grace", func() bool { return len(testplugins.Matching(marker)) == 0 })
 	a2 := httpClient(t, hs.URL, tokenA, legacy, "whatever")
+	if r, said := a2.InitializeResult().Meta[metaResumed]; r != false || !said {
+		t.Fatalf("a handle presented where owners end with their connection: %v", a2.InitializeResult().Meta)
+	}
 	if got := call(t, a2, "job_output", map[string]any{"job_id": job}); !strings.Contains(got, "no") || strings.Contains(got, "running") {
 		t.Fatalf("a new connection read the old job: %q", got)
 	}
