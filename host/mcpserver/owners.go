@@ -33,7 +33,7 @@ import (
 //     life, and its job and terminal ids are unguessable handles, so an id
 //     is what ties a call to the next; another principal's id is answered
 //     like an unknown one. Over stdio the connection is the owner as
-//     before, and its ids are handles too.
+//     before, with short ids: nothing but that connection can name them.
 
 // ResumeHeader is the HTTP header in which a client presents the resume
 // handle of the owner it wants back.
@@ -112,10 +112,6 @@ func (s *Server) owner(ss *mcp.ServerSession, extra *mcp.RequestExtra) string {
 	if ss != nil {
 		if p := ss.InitializeParams(); p != nil && p.ClientInfo != nil {
 			rec.client = clientName(p.ClientInfo)
-		}
-		if p := ss.InitializeParams(); p == nil || p.ProtocolVersion >= sessionlessVersion {
-			// No initialize: the stateless protocol, over stdio.
-			s.h.UseHandles(rec.id)
 		}
 	}
 	rec.live++
