@@ -122,6 +122,27 @@ func (h *Host) jobEnd(ctx context.Context, l jobtable.Listed, p *procs.Process) 
 	return v
 }
 
+// WaitJob waits until owner's job id is no longer running, and says how
+// it stands then (done: false when it is forgotten, or ctx ended first).
+func (h *Host) WaitJob(ctx context.Context, owner, id string) (v JobView, done bool, err error) {
+	changes, stop := h.jobs.Changes()
+	defer stop()
+	for {
+		now, err := h.jobs.Job(owner, id)
+		if err != nil {
+			return JobView{}, false, fmt.Errorf("job %s of %s: %w", id, owner, err)
+		}
+		if now.Status != jobtable.Running {
+			return jobView(now), true, nil
+		}
+		select {
+		case <-changes:
+		case <-ctx.Done():
+			return jobView(now), false, ctx.Err()
+		}
+	}
+}
+
 // KillJob ends owner's job id and its whole process tree, as the agent's
 // job_kill does (through the executor that started it); a job that had
 // finished already is left as it is.

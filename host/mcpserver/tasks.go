@@ -216,6 +216,9 @@ func (s *Server) startTask(ss *mcp.ServerSession, p *mcp.CallToolParamsRaw, req 
 		defer close(t.done)
 		defer cancel()
 		res, err := next(ctx, "tools/call", req)
+		if job := backgroundJob(p, res, err); job != "" {
+			res, err = s.followJob(ctx, ss, t, job, next)
+		}
 		s.tasks.finish(t, res, err)
 		s.log.Debug("task ended", "owner", owner, "task", t.id, "status", t.status)
 	}()
@@ -223,6 +226,56 @@ func (s *Server) startTask(ss *mcp.ServerSession, p *mcp.CallToolParamsRaw, req 
 	w := t.wire()
 	s.tasks.mu.Unlock()
 	return &createTaskResult{Task: w}, nil
+}
+
+// backgroundJob is the job a call started with run_in_background, as its
+// result names it (structuredContent.jobId); "" for any other call.
+func backgroundJob(p *mcp.CallToolParamsRaw, res mcp.Result, err error) string {
+	r, ok := res.(*mcp.CallToolResult)
+	if err != nil || !ok || r.IsError || r.StructuredContent == nil {
+		return ""
+	}
+	var args struct {
+		Background bool `json:"run_in_background"`
+	}
+	if json.Unmarshal(p.Arguments, &args) != nil || !args.Background {
+		return ""
+	}
+	var out struct {
+		JobID string `json:"jobId"`
+	}
+	b, _ := json.Marshal(r.StructuredContent)
+	if json.Unmarshal(b, &out) != nil {
+		return ""
+	}
+	return out.JobID
+}
+
+// followJob keeps the task of a background command working until its job
+// ends, and answers it with the job's last read: job_output, which
+// consumes what the agent has not read yet, as job_output always does (a
+// read of the agent's own meanwhile is not repeated). Cancelling the task
+// kills the job and its whole tree, as job_kill does.
+func (s *Server) followJob(ctx context.Context, ss *mcp.ServerSession, t *task, job string, next mcp.MethodHandler) (mcp.Result, error) {
+	s.tasks.mu.Lock()
+	t.message, t.updated = "background job "+job+" is running", time.Now()
+	s.tasks.mu.Unlock()
+	_, _, err := s.h.WaitJob(ctx, t.owner, job)
+	if ctx.Err() != nil {
+		kctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
+		defer stop()
+		if err := s.h.KillJob(kctx, t.owner, job); err != nil {
+			s.log.Warn("kill of a cancelled task's job", "owner", t.owner, "task", t.id, "job", job, "error", err)
+		}
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		// Forgotten: the agent read its end itself; the read says so.
+		s.log.Debug("a task's job was read to its end by the agent", "task", t.id, "job", job)
+	}
+	args, _ := json.Marshal(map[string]string{"job_id": job})
+	read := &mcp.CallToolRequest{Session: ss, Params: &mcp.CallToolParamsRaw{Name: "job_output", Arguments: args}}
+	return next(ctx, "tools/call", read)
 }
 
 // newTaskID makes a task id: 128 random bits.

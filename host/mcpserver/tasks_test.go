@@ -395,3 +395,52 @@ func TestTaskAsksTheUser(t *testing.T) {
 		t.Fatalf("the approved command did not run: %v", err)
 	}
 }
+
+// A background command asked for as a task: the task works while the
+// job runs (job_output reads it meanwhile, consuming, as always), its
+// result is the job's last read, and cancelling it kills the job's tree.
+func TestBackgroundTasks(t *testing.T) {
+	s, _ := serveComp(t, bashComp)
+	a, _ := newRawClient(t, s, tasksCaps)
+	defer a.close()
+	bg := func(command string) string {
+		return fmt.Sprintf(`{"name":"bash","arguments":{"command":%q,"description":"test","run_in_background":true},"task":{}}`, command)
+	}
+	t.Run("result", func(t *testing.T) {
+		created := wireTaskOf(t, a.call("tools/call", bg("echo first; sleep 1.5; echo second")), true)
+		got := wireTaskOf(t, a.call("tasks/get", taskOp(created.TaskID)), false)
+		if got.Status != taskWorking {
+			t.Fatalf("at once: %+v", got)
+		}
+		eventually(t, "the task names its job", func() bool {
+			return strings.Contains(wireTaskOf(t, a.call("tasks/get", taskOp(created.TaskID)), false).StatusMessage, "background job j")
+		})
+		job := regexp.MustCompile(`j[0-9]+`).FindString(wireTaskOf(t, a.call("tasks/get", taskOp(created.TaskID)), false).StatusMessage)
+		// The agent's own read meanwhile consumes "first".
+		eventually(t, "job_output reads the first line", func() bool {
+			return strings.Contains(string(a.call("tools/call", fmt.Sprintf(`{"name":"job_output","arguments":{"job_id":%q}}`, job)).Result), "first")
+		})
+		if st := wireTaskOf(t, a.call("tasks/get", taskOp(created.TaskID)), false).Status; st != taskWorking {
+			t.Fatalf("the task ended while its job ran: %s", st)
+		}
+		r := a.call("tasks/result", taskOp(created.TaskID)) // waits for the job's end
+		if r.Error != nil || !strings.Contains(string(r.Result), "second") || strings.Contains(string(r.Result), "first") || !strings.Contains(string(r.Result), `"status":"completed","exitCode":0`) {
+			t.Fatalf("tasks/result: %+v %s", r.Error, r.Result)
+		}
+		if got := wireTaskOf(t, a.call("tasks/get", taskOp(created.TaskID)), false); got.Status != taskCompleted {
+			t.Fatalf("after the job: %+v", got)
+		}
+	})
+	t.Run("cancel", func(t *testing.T) {
+		const marker = "sleep 130.25"
+		created := wireTaskOf(t, a.call("tools/call", bg("sleep 130.25 & sleep 130.25; wait")), true)
+		eventually(t, "the job runs", func() bool { return len(testplugins.Matching(marker)) >= 2 })
+		if got := wireTaskOf(t, a.call("tasks/cancel", taskOp(created.TaskID)), false); got.Status != taskCancelled {
+			t.Fatalf("tasks/cancel: %+v", got)
+		}
+		eventually(t, "the job's whole tree is gone", func() bool { return len(testplugins.Matching(marker)) == 0 })
+		if r := a.call("tools/call", bashTask("echo after", `{}`)); r.Error != nil {
+			t.Fatalf("the next task: %+v", r.Error)
+		}
+	})
+}
