@@ -79,6 +79,20 @@ const jobId = started.structured?.jobId;
 out.jobId = jobId ?? null;
 await end(first);
 out.firstEnded = first.transport.sessionId === undefined;
+// The server forgot the session: a request on it is refused.
+const stale = await fetch(url, {
+  method: "POST",
+  headers: {
+    Authorization: `Bearer ${token}`,
+    "Content-Type": "application/json",
+    Accept: "application/json, text/event-stream",
+    "Mcp-Session-Id": out.first.sessionId,
+    "Mcp-Protocol-Version": first.transport.protocolVersion,
+  },
+  body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: {} }),
+});
+await stale.body?.cancel();
+out.staleStatus = stale.status;
 
 // Past the release grace: a resumable owner waits resumeWithin instead.
 await sleep(1000);

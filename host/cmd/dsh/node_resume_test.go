@@ -56,6 +56,7 @@ func TestMCPNodeResume(t *testing.T) {
 		Started    call    `json:"started"`
 		JobID      string  `json:"jobId"`
 		FirstEnded bool    `json:"firstEnded"`
+		Stale      int     `json:"staleStatus"`
 		Back       session `json:"back"`
 		Fresh      session `json:"fresh"`
 		Other      session `json:"other"`
@@ -91,13 +92,13 @@ func TestMCPNodeResume(t *testing.T) {
 	if r.JobID == "" || r.Started.IsError {
 		t.Fatalf("background start: %+v", r.Started)
 	}
-	if !r.FirstEnded {
-		t.Errorf("the first session was not terminated")
+	if !r.FirstEnded || r.Stale != 404 {
+		t.Errorf("the first session: terminated %v, a request on it answered %d; want it terminated and 404", r.FirstEnded, r.Stale)
 	}
 
 	// Back with the handle: the same owner, its job still running.
 	if resumed, _ := r.Back.Meta["dev.dsh/resumed"].(bool); !resumed || r.Back.Meta["dev.dsh/resume"] != handle {
-		t.Fatalf("came back with the handle: %v, want resumed and the same handle", r.Back.Meta)
+		t.Errorf("came back with the handle: %v, want resumed and the same handle", r.Back.Meta)
 	}
 	if r.Back.SessionID == "" || r.Back.SessionID == r.First.SessionID {
 		t.Errorf("sessions %q then %q: want a new one", r.First.SessionID, r.Back.SessionID)
