@@ -29,6 +29,7 @@ type Clients struct {
 type ClientToken struct {
 	Name, Token string
 	Pos         Pos
+	taint       *taint // which values came from variables, for Masked
 }
 
 // How owners end.
@@ -134,7 +135,7 @@ func (p *parser) clientTokens(kp pair, v any) []ClientToken {
 			p.errorf(n, "clients.tokens entry %d must be a map with %s, got %s", i+1, strings.Join(clientTokenKeys, ", "), describeShape(item))
 			continue
 		}
-		t := ClientToken{Pos: p.pos(n)}
+		t := ClientToken{Pos: p.pos(n), taint: p.taintOf(n)}
 		good := true
 		for _, tp := range pairs(n) {
 			if !p.usable(tp.val) {

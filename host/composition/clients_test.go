@@ -1,6 +1,7 @@
 package composition
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -109,5 +110,45 @@ func TestClientsErrors(t *testing.T) {
 	}
 	if _, err := Parse("compositions/x.yaml", []byte(src), env(nil)); err == nil || !strings.Contains(err.Error(), "DSH_CI_TOKEN") {
 		t.Errorf("an unset token variable: %v", err)
+	}
+}
+
+// Masked shows the clients section with every token masked: from a
+// variable with a credential-like name, from one without, or written out.
+func TestClientsMasked(t *testing.T) {
+	if _, ok := mustParse(t, "plugins: []\n", nil).Masked()["clients"]; ok {
+		t.Errorf("no clients section, but Masked has one")
+	}
+	plain, literal := strings.Repeat("p", 40), strings.Repeat("l", 40)
+	c := mustParse(t, `clients:
+  owners: resumable
+  releaseGrace: 2s
+  tokens:
+    - {name: ci, token: "${DSH_CI_TOKEN}"}
+    - {name: "${WHO}", token: "${LAPTOP}"}
+    - {name: literal, token: `+literal+`}
+plugins: []
+`, map[string]string{"DSH_CI_TOKEN": ciTok, "LAPTOP": plain, "WHO": "laptop"})
+	got := c.Masked()["clients"]
+	want := map[string]any{
+		"owners":       "resumable",
+		"releaseGrace": "2s",
+		"resumeWithin": "10m0s",
+		"tokens": []any{
+			map[string]any{"name": "ci", "token": masked},
+			map[string]any{"name": "laptop", "token": masked},
+			map[string]any{"name": "literal", "token": masked},
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("masked clients:\n got %#v\nwant %#v", got, want)
+	}
+	if c.Clients.Tokens[0].Token != ciTok || c.Clients.Tokens[1].Token != plain || c.Clients.Tokens[2].Token != literal {
+		t.Errorf("Masked changed the composition: %+v", c.Clients.Tokens)
+	}
+	// A name from a credential-like variable is masked as any such value.
+	c = mustParse(t, "clients:\n  tokens:\n    - {name: \"${CI_SECRET}\", token: "+literal+"}\nplugins: []\n", map[string]string{"CI_SECRET": "ci"})
+	if got := c.Masked()["clients"].(map[string]any)["tokens"].([]any)[0]; !reflect.DeepEqual(got, map[string]any{"name": masked, "token": masked}) {
+		t.Errorf("a name from a secret-looking variable: %#v", got)
 	}
 }
