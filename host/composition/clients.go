@@ -29,6 +29,7 @@ type Clients struct {
 type ClientToken struct {
 	Name, Token string
 	Pos         Pos
+	taint       *taint // which values came from variables, for Masked
 }
 
 // How owners end.
@@ -119,7 +120,7 @@ func (p *parser) clientTokens(kp pair, v any) []ClientToken {
 	list, ok := v.([]any)
 	seq := resolve(kp.val)
 	if !ok || seq == nil || len(seq.Content) != len(list) {
-		p.errorf(kp.val, "clients.tokens must be a list of {name, token}, got %s", describe(v))
+		p.errorf(kp.val, "clients.tokens must be a list of {name, token}, got %s", describeShape(v))
 		return nil
 	}
 	var out []ClientToken
@@ -131,10 +132,10 @@ func (p *parser) clientTokens(kp pair, v any) []ClientToken {
 		}
 		tm, ok := item.(map[string]any)
 		if !ok {
-			p.errorf(n, "clients.tokens entry %d must be a map with %s, got %s", i+1, strings.Join(clientTokenKeys, ", "), describe(item))
+			p.errorf(n, "clients.tokens entry %d must be a map with %s, got %s", i+1, strings.Join(clientTokenKeys, ", "), describeShape(item))
 			continue
 		}
-		t := ClientToken{Pos: p.pos(n)}
+		t := ClientToken{Pos: p.pos(n), taint: p.taintOf(n)}
 		good := true
 		for _, tp := range pairs(n) {
 			if !p.usable(tp.val) {
@@ -182,6 +183,15 @@ func (p *parser) clientTokens(kp pair, v any) []ClientToken {
 		out = append(out, t)
 	}
 	return out
+}
+
+// describeShape is describe without a string's value: where a token is
+// expected, a string may well be one (tokens: ${CI_TOKEN}).
+func describeShape(v any) string {
+	if _, ok := v.(string); ok {
+		return "a string"
+	}
+	return describe(v)
 }
 
 // String names the owners setting as a log line shows it.

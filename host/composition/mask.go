@@ -84,7 +84,8 @@ func (p *parser) taintOf(n *yaml.Node) *taint {
 // the same rule (package credential, with host.scrub's additions): every
 // value under a key that names a credential, every string interpolated from
 // a variable whose name does, and every string holding a credential value
-// (a URL with user-info, a webhook URL) is replaced by "********". The
+// (a URL with user-info, a webhook URL) is replaced by "********"; so is
+// every clients.tokens token, whatever its key or variable is called. The
 // composition is not modified.
 func (c *Composition) Masked() map[string]any {
 	maskValue := masker{credential.NewRule(c.Host.Scrub.Extra, c.Host.Scrub.Keep)}.value
@@ -141,6 +142,24 @@ func (c *Composition) Masked() map[string]any {
 		"host":     host,
 		"settings": settings,
 		"plugins":  plugins,
+	}
+	if cl := c.Clients; cl != nil {
+		clients := map[string]any{"owners": cl.Owners}
+		if cl.ReleaseGrace != 0 {
+			clients["releaseGrace"] = cl.ReleaseGrace.String()
+		}
+		if cl.ResumeWithin != 0 {
+			clients["resumeWithin"] = cl.ResumeWithin.String()
+		}
+		if cl.Tokens != nil {
+			tokens := make([]any, len(cl.Tokens))
+			for i, tk := range cl.Tokens {
+				// A bearer token is a secret by what it is, not by its name.
+				tokens[i] = map[string]any{"name": maskValue("", tk.Name, tk.taint.field("name")), "token": masked}
+			}
+			clients["tokens"] = tokens
+		}
+		out["clients"] = clients
 	}
 	if sb := c.Sandbox; sb != nil {
 		// Paths, resolved: what the policy really is.

@@ -137,6 +137,42 @@ plugins:
 	}
 }
 
+// dsh config shows the clients section and masks every bearer token: one
+// from a credential-like variable, one from a plainly named one, one
+// written out.
+func TestConfigMasksClientTokens(t *testing.T) {
+	ci, laptop, literal := strings.Repeat("c", 40), strings.Repeat("p", 40), strings.Repeat("l", 40)
+	f := comp(t, `
+clients:
+  owners: resumable
+  resumeWithin: 2m
+  tokens:
+    - name: ci
+      token: ${DSH_CI_TOKEN}
+    - name: laptop
+      token: ${LAPTOP}
+    - name: literal
+      token: `+literal+`
+plugins:
+  - id: env
+    name: shell-env
+`)
+	out, errOut, code := dsh(t, []string{"DSH_CI_TOKEN=" + ci, "LAPTOP=" + laptop}, "config", f)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, w := range []string{"owners: resumable", "resumeWithin: 2m0s", "name: ci", "name: laptop", "name: literal", "token: '********'"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("config lacks %q:\n%s", w, out)
+		}
+	}
+	for _, secret := range []string{ci, laptop, literal} {
+		if strings.Contains(out+errOut, secret) {
+			t.Errorf("token %q printed:\n%s%s", secret, out, errOut)
+		}
+	}
+}
+
 // startServe runs dsh serve until it reports ready.
 func startServe(t *testing.T, file string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
