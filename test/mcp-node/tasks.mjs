@@ -41,6 +41,22 @@ for await (const m of client.experimental.tasks.callToolStream(bashArgs("sleep 1
 }
 out.run = run;
 
+// A background command as a task: it works until the job ends, and its
+// result is the job's output.
+const background = { messages: [], statuses: [] };
+const bgArgs = { name: "bash", arguments: { command: "for i in 1 2 3; do echo bg$i; sleep 0.4; done", description: "node tasks test", run_in_background: true } };
+for await (const m of client.experimental.tasks.callToolStream(bgArgs)) {
+  background.messages.push(m.type);
+  if (m.type === "taskCreated") background.taskId = m.task.taskId;
+  if (m.type === "taskStatus") background.statuses.push(m.task.status);
+  if (m.type === "result") {
+    background.text = textOf(m.result);
+    background.status = m.result.structuredContent?.status ?? null;
+  }
+  if (m.type === "error") background.error = String(m.error?.message ?? m.error);
+}
+out.background = background;
+
 // A task cancelled while its command runs: the Go test checks the
 // command is gone.
 const cancel = { messages: [], statuses: [] };

@@ -56,8 +56,13 @@ func TestMCPNodeTasks(t *testing.T) {
 			TaskID string `json:"taskId"`
 			Status string `json:"status"`
 		} `json:"list"`
-		OtherGet         string          `json:"otherGet"`
-		OtherList        int             `json:"otherList"`
+		OtherGet   string `json:"otherGet"`
+		OtherList  int    `json:"otherList"`
+		Background struct {
+			Messages, Statuses  []string
+			TaskID, Text, Error string
+			Status              string
+		} `json:"background"`
 		PlainTasks       json.RawMessage `json:"plainTasks"`
 		PlainTaskSupport int             `json:"plainTaskSupport"`
 		PlainText        string          `json:"plainText"`
@@ -101,12 +106,17 @@ func TestMCPNodeTasks(t *testing.T) {
 		if r.Run.Text != "done" {
 			t.Errorf("task result %q, want done", r.Run.Text)
 		}
+		// A background command: working while its job runs, then its output.
+		bs := r.Background.Statuses
+		if len(bs) < 2 || bs[0] != "working" || bs[len(bs)-1] != "completed" || !strings.Contains(r.Background.Text, "bg1\nbg2\nbg3") || r.Background.Status != "completed" || r.Background.Error != "" {
+			t.Errorf("background task: %+v", r.Background)
+		}
 		// Cancelled while it ran: the command is gone well before its sleep ends.
 		if r.Cancel.CancelStatus != "cancelled" || !strings.Contains(r.Cancel.Error, "was cancelled") || strings.Contains(strings.Join(r.Cancel.Messages, ","), "result") {
 			t.Errorf("cancelled task: %+v", r.Cancel)
 		}
 		waitGone(t, "sleep "+marker, 10*time.Second)
-		if len(r.List) != 2 || r.List[0].TaskID != r.Run.TaskID || r.List[0].Status != "completed" || r.List[1].TaskID != r.Cancel.TaskID || r.List[1].Status != "cancelled" {
+		if len(r.List) != 3 || r.List[0].TaskID != r.Run.TaskID || r.List[0].Status != "completed" || r.List[1].TaskID != r.Background.TaskID || r.List[2].TaskID != r.Cancel.TaskID || r.List[2].Status != "cancelled" {
 			t.Errorf("tasks/list %+v", r.List)
 		}
 		if !strings.Contains(r.OtherGet, "no task") || r.OtherList != 0 {
