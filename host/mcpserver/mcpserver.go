@@ -1,15 +1,17 @@
 // Package mcpserver is the Model Context Protocol front end of dsh, on the
 // official go-sdk. It mirrors ctx.tools as MCP tools (tools/list_changed
-// when plugins come and go), makes each MCP session an owner for ctx.jobs
-// and spill files, sends progress while a call runs, turns the client's
-// cancellation into an abort, serves spill files as resources to the
-// session that owns them, and asks a session's user when ctx.approval's
-// policy says ask (elicit.go), and shows the console the sessions and
-// the calls in flight, which it may cancel (inflight.go), and runs a tool
-// call as an MCP task for a client that declares tasks and asks for one
-// (tasks.go). Transports: stdio (stdio.go: dsh's own, which
-// answers a malformed line and keeps serving), and streamable HTTP behind a
-// bearer token and an Origin check (http.go).
+// when plugins come and go); decides who owns what a client starts (a
+// session, a resumable owner a client comes back to, or a stateless
+// client's principal: owners.go); sends progress while a call runs, turns
+// the client's cancellation into an abort, serves spill files as
+// resources to their owner, asks the user when ctx.approval's policy says
+// ask (elicit.go), shows the console the owners and the calls in flight,
+// which it may cancel (inflight.go), and runs a tool call as an MCP task
+// for a client that declares tasks and asks for one (tasks.go).
+// Transports: stdio (stdio.go: dsh's own, which answers a malformed line
+// and keeps serving), and streamable HTTP behind bearer tokens and an
+// Origin check, with sessions and, for the stateless protocol, without
+// (http.go).
 package mcpserver
 
 import (
