@@ -184,6 +184,22 @@ func TestPlainLinesUnderAScrollRegion(t *testing.T) {
 	if f, s := fast.Read(1<<20), slow.Read(1<<20); f != s {
 		t.Fatalf("after %q:\n fast %+v\n slow %+v", out, f, s)
 	}
+
+	// A resize puts the margins back to the whole screen too.
+	feed(t, fast, "\x1b[2r")
+	feed(t, slow, "\x1b[2r")
+	fast.Resize(2, 4)
+	slow.Resize(2, 4)
+	feed(t, fast, numbered(41, 60))
+	feed(t, slow, numbered(41, 60))
+	feed(t, fast, numbered(61, 80))
+	feed(t, slow, numbered(61, 80))
+	if !fast.plain.on {
+		t.Error("plain lines after a resize were not taken over")
+	}
+	if f, s := fast.Read(1<<20), slow.Read(1<<20); f != s {
+		t.Fatalf("after a resize:\n fast %+v\n slow %+v", f, s)
+	}
 }
 
 // TestPlainLinesAreFast: 300,000 lines on a 200×50 screen (what the
