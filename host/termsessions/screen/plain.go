@@ -34,10 +34,14 @@ type plainState struct {
 
 	// Tracked from the output, so that no line is taken over where the
 	// emulator would print it otherwise: a G set designated to anything
-	// but ASCII, and left and right margins (DECLRMM) enabled since the
-	// last full reset.
+	// but ASCII, left and right margins (DECLRMM) enabled since the last
+	// full reset, and top and bottom margins (DECSTBM) on the main screen
+	// other than its first and last rows. Within such a scroll region a
+	// line feed scrolls only the region's rows, and the emulator pushes
+	// the row at the region's top into its scrollback, not the screen's.
 	charset [4]bool
 	margins bool
+	region  bool
 }
 
 // minPlainRun is how many rows' worth of plain lines must come in a row
@@ -61,6 +65,27 @@ func (s *Screen) watchPlain() {
 			if p.Param(-1) == 69 {
 				s.plain.margins = true
 			}
+		}
+		return false
+	})
+	// Run before clampMargins' handler (the last registered runs first),
+	// so the bottom margin is cut to the screen here as it is there; the
+	// rest is the emulator's own reading of DECSTBM, which sets the
+	// margins of the screen on view only and ignores a top not above the
+	// bottom. Resize and a full reset put them back to the whole screen.
+	s.emu.RegisterCsiHandler('r', func(params ansi.Params) bool {
+		if s.emu.IsAltScreen() {
+			return false
+		}
+		h := s.emu.Height()
+		top, _, _ := params.Param(0, 1)
+		top = max(top, 1)
+		bottom, _, _ := params.Param(1, h)
+		if bottom < 1 || bottom > h {
+			bottom = h
+		}
+		if top < bottom {
+			s.plain.region = top != 1 || bottom != h
 		}
 		return false
 	})
@@ -147,8 +172,8 @@ func (s *Screen) feed(p []byte) error {
 // verify feeds the emulator b, a screenful of plain lines, and turns the
 // hold on when it printed them as they are: each on a row of its own,
 // the first pushed into its scrollback, the cursor at the start of a
-// blank bottom row, on the main screen, with ASCII in every G set and no
-// left and right margins.
+// blank bottom row, on the main screen, with ASCII in every G set, no
+// left and right margins and no scroll region.
 func (s *Screen) verify(b []byte) (bool, error) {
 	if _, err := s.emu.Write(b); err != nil {
 		return false, err
@@ -156,7 +181,7 @@ func (s *Screen) verify(b []byte) (bool, error) {
 	lines := strings.Split(strings.TrimSuffix(string(b), "\r\n"), "\r\n")
 	h := s.emu.Height()
 	sb := s.emu.Scrollback()
-	ok := len(lines) == h && !s.emu.IsAltScreen() && s.plain.charset == [4]bool{} && !s.plain.margins &&
+	ok := len(lines) == h && !s.emu.IsAltScreen() && s.plain.charset == [4]bool{} && !s.plain.margins && !s.plain.region &&
 		s.emu.CursorPosition().X == 0 && s.emu.CursorPosition().Y == h-1 &&
 		sb.Len() > 0 && lineText(sb.Line(sb.Len()-1)) == strings.TrimRight(lines[0], " ")
 	if ok {
@@ -274,5 +299,5 @@ func (s *Screen) flush() {
 	}
 	_, _ = s.emu.Write(b)
 	s.emu.Scrollback().Clear()
-	*ps = plainState{charset: ps.charset, margins: ps.margins}
+	*ps = plainState{charset: ps.charset, margins: ps.margins, region: ps.region}
 }

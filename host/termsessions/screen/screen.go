@@ -131,7 +131,7 @@ func (s *Screen) start(cols, rows int) {
 	// pushing anything: the main screen's rows go to unread first, as a
 	// clear's do.
 	emu.RegisterEscHandler('c', func() bool {
-		s.plain.charset, s.plain.margins = [4]bool{}, false
+		s.plain.charset, s.plain.margins, s.plain.region = [4]bool{}, false, false
 		s.drain()
 		if !s.emu.IsAltScreen() {
 			s.pushRows(s.rows())
@@ -289,6 +289,7 @@ func (s *Screen) resize(cols, rows int) {
 	// The emulator keeps the top rows and puts a cursor below them on the
 	// last: after scrollUp, that is the cursor's own line.
 	s.emu.Resize(cols, rows)
+	s.plain.region = false // the emulator's Resize resets the margins
 }
 
 // scrollUp moves the main screen's rows up by k, the top k becoming
