@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/dshrun/dsh/internal/bounded"
-	"github.com/dshrun/dsh/internal/testneeds"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
@@ -23,17 +21,7 @@ import (
 // without the handle, or of another principal with it, starts afresh; the
 // job's command outlives the sessions and ends with the host.
 func TestMCPNodeResume(t *testing.T) {
-	dir := filepath.Join(testplugins.Root(), "test", "mcp-node")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		if os.Getenv("DSH_NODE_TESTS") == "1" {
-			t.Fatalf("the TypeScript SDK is not installed in %s (npm ci there): %v", dir, err)
-		}
-		t.Skipf("the TypeScript SDK client is not installed in %s: make test installs it when node and npm are there (%s), or run npm ci there", dir, testneeds.Install("npm"))
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not installed")
-	}
+	dir, node := tsSDK(t)
 	type call struct {
 		Text       string `json:"text"`
 		IsError    bool   `json:"isError"`

@@ -10,9 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/dshrun/dsh/internal/testneeds"
-	"github.com/dshrun/dsh/internal/testplugins"
 )
 
 // MCP tasks through the TypeScript SDK's own experimental tasks API
@@ -20,17 +17,7 @@ import (
 // end, one cancelled while its command runs, another session that does not
 // see them, and a client without tasks that gets plain calls.
 func TestMCPNodeTasks(t *testing.T) {
-	dir := filepath.Join(testplugins.Root(), "test", "mcp-node")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		if os.Getenv("DSH_NODE_TESTS") == "1" {
-			t.Fatalf("the TypeScript SDK is not installed in %s (npm ci there): %v", dir, err)
-		}
-		t.Skipf("the TypeScript SDK client is not installed in %s: make test installs it when node and npm are there (%s), or run npm ci there", dir, testneeds.Install("npm"))
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not installed")
-	}
+	dir, node := tsSDK(t)
 	type run struct {
 		TaskID       string   `json:"taskId"`
 		Messages     []string `json:"messages"`

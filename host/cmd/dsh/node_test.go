@@ -14,12 +14,13 @@ import (
 	"github.com/dshrun/dsh/internal/testplugins"
 )
 
-// An independent client: the official TypeScript SDK (test/mcp-node), over
-// stdio and HTTP. make test installs it (npm ci there) and then sets
-// DSH_NODE_TESTS=1, as .ci/run does, which turns a missing install into a
-// failure instead of a skip.
-func TestMCPNodeClient(t *testing.T) {
-	dir := filepath.Join(testplugins.Root(), "test", "mcp-node")
+// tsSDK is the folder of the official TypeScript SDK client
+// (test/mcp-node) and the node that runs it. make test installs it (npm ci
+// there) and then sets DSH_NODE_TESTS=1, as .ci/run does, which turns a
+// missing install into a failure instead of a skip.
+func tsSDK(t *testing.T) (dir, node string) {
+	t.Helper()
+	dir = filepath.Join(testplugins.Root(), "test", "mcp-node")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
 		if os.Getenv("DSH_NODE_TESTS") == "1" {
 			t.Fatalf("the TypeScript SDK is not installed in %s (npm ci there): %v", dir, err)
@@ -30,6 +31,13 @@ func TestMCPNodeClient(t *testing.T) {
 	if err != nil {
 		t.Fatal("node is not installed")
 	}
+	return dir, node
+}
+
+// An independent client: the official TypeScript SDK (test/mcp-node), over
+// stdio and HTTP.
+func TestMCPNodeClient(t *testing.T) {
+	dir, node := tsSDK(t)
 	type result struct {
 		ProtocolVersion *string  `json:"protocolVersion"`
 		SessionID       *string  `json:"sessionId"`
