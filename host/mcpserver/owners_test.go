@@ -181,7 +181,7 @@ func TestStatelessClientsOverHTTP(t *testing.T) {
 // presenting it, or anyone after the window, starts afresh, and the jobs
 // are gone by then.
 func TestResumableOwners(t *testing.T) {
-	s, _ := serveCompWith(t, bashComp, func(o *Options) { o.Resumable, o.ResumeWithin = true, 3*time.Second })
+	s, _ := serveCompWith(t, bashComp, func(o *Options) { o.Resumable, o.ResumeWithin = true, 8*time.Second }) // room for two connections on a loaded machine, and short enough to wait out
 	hs := httptest.NewServer(s.HTTPHandler(HTTPOptions{Token: tokenA, Principals: map[string]string{tokenB: "ci"}}))
 	t.Cleanup(hs.Close) // after the clients, which are closed first
 
