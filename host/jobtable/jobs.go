@@ -17,8 +17,6 @@ package jobtable
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -31,6 +29,7 @@ import (
 
 	"github.com/dshrun/dsh/core/jobs"
 	"github.com/dshrun/dsh/internal/notify"
+	"github.com/dshrun/dsh/internal/randid"
 )
 
 // Defaults.
@@ -239,13 +238,6 @@ func New(cfg Config) *Manager {
 	return &Manager{cfg: cfg, ctx: ctx, cancel: cancel, jobs: map[string]*Job{}, notices: map[string][]pending{}}
 }
 
-// handle is 128 random bits in hex.
-func handle() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
-	return hex.EncodeToString(b[:])
-}
-
 // Register adopts a process as a job of r.Owner.
 func (m *Manager) Register(ctx context.Context, r Registration) (Snapshot, error) {
 	if r.Owner == "" {
@@ -272,7 +264,7 @@ func (m *Manager) Register(ctx context.Context, r Registration) (Snapshot, error
 	m.next++
 	id := "j" + strconv.Itoa(m.next)
 	if m.cfg.Handles != nil && m.cfg.Handles(r.Owner) {
-		id = "j-" + handle()
+		id = "j-" + randid.New()
 	}
 	j := &Job{
 		ID:          id,

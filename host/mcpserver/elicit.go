@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -23,6 +22,7 @@ import (
 	"github.com/dshrun/dsh/core/approval"
 	"github.com/dshrun/dsh/host/composition"
 	"github.com/dshrun/dsh/host/consent"
+	"github.com/dshrun/dsh/internal/randid"
 )
 
 // Asking the user. When ctx.approval's policy says "ask", the host asks
@@ -187,7 +187,7 @@ func (a *callAsker) inputRequired() *mcp.CallToolResult {
 	if q == nil {
 		return nil
 	}
-	token := newToken()
+	token := randid.New() // the request state
 	a.s.amu.Lock()
 	now := time.Now()
 	for t, old := range a.s.asks {
@@ -361,13 +361,6 @@ func canonical(args json.RawMessage) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
-}
-
-// newToken is a request state: 128 random bits.
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // localHosts are the hosts that are IP literals of this computer's

@@ -232,7 +232,7 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		s.running.begin()
 		defer s.running.end()
-		owner := s.ownerOf(req)
+		owner := s.callOwner(ctx, req)
 		// The user behind the call is asked through it (elicit.go); a
 		// question that goes back with the result stops the call.
 		callCtx, stop := context.WithCancel(ctx)

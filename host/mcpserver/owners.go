@@ -2,11 +2,11 @@ package mcpserver
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dshrun/dsh/internal/randid"
 )
 
 // Owners. Everything a client starts (jobs, terminals, persistent
@@ -60,7 +60,6 @@ type ownerRec struct {
 	resume    string      // its resume handle; "" unless Resumable
 	release   *time.Timer // set while no session is attached
 	stateless bool        // a principal's: never released before the host stops
-	resumed   bool        // the last session to attach presented its handle
 }
 
 // ownerOf is the owner of the client behind req, made on first use.
@@ -82,13 +81,13 @@ func (s *Server) owner(ss *mcp.ServerSession, extra *mcp.RequestExtra) string {
 		return r.id
 	}
 	var rec *ownerRec
-	presented, resumed := "", false
+	presented := ""
 	if s.opts.Resumable && extra != nil && extra.Header != nil {
 		presented = extra.Header.Get(ResumeHeader)
 	}
 	if presented != "" {
 		if r := s.byResume[presented]; r != nil && r.principal == principal {
-			rec, resumed = r, true
+			rec = r
 			if rec.release != nil {
 				rec.release.Stop()
 				rec.release = nil
@@ -103,12 +102,11 @@ func (s *Server) owner(ss *mcp.ServerSession, extra *mcp.RequestExtra) string {
 	if rec == nil {
 		rec = &ownerRec{id: newOwner(), principal: principal, since: time.Now()}
 		if s.opts.Resumable {
-			rec.resume = newHandle()
+			rec.resume = randid.New()
 			s.byResume[rec.resume] = rec
 		}
 		s.all[rec.id] = rec
 	}
-	rec.resumed = resumed
 	if ss != nil {
 		if p := ss.InitializeParams(); p != nil && p.ClientInfo != nil {
 			rec.client = clientName(p.ClientInfo)
@@ -217,38 +215,33 @@ func (s *Server) announceOwner(next mcp.MethodHandler) mcp.MethodHandler {
 		if method != "initialize" || err != nil || !ok {
 			return res, err
 		}
-		presented := false
+		presented := ""
 		if extra := req.GetExtra(); extra != nil && extra.Header != nil {
-			presented = extra.Header.Get(ResumeHeader) != ""
+			presented = extra.Header.Get(ResumeHeader)
 		}
-		if !s.opts.Resumable {
-			if presented {
-				// Owners end with their connection here: nothing to
-				// come back to, and the client is told so.
-				if ir.Meta == nil {
-					ir.Meta = mcp.Meta{}
-				}
-				ir.Meta[metaResumed] = false
+		handle := ""
+		if s.opts.Resumable {
+			id := s.ownerOf(req)
+			s.omu.Lock()
+			if rec := s.all[id]; rec != nil {
+				handle = rec.resume
 			}
+			s.omu.Unlock()
+		}
+		if handle == "" && presented == "" {
 			return ir, nil
-		}
-		id := s.ownerOf(req)
-		s.omu.Lock()
-		rec := s.all[id]
-		handle, resumed := "", false
-		if rec != nil {
-			handle, resumed = rec.resume, rec.resumed
-		}
-		s.omu.Unlock()
-		if handle == "" {
-			return res, err
 		}
 		if ir.Meta == nil {
 			ir.Meta = mcp.Meta{}
 		}
-		ir.Meta[metaResume] = handle
-		if presented {
-			ir.Meta[metaResumed] = resumed
+		if handle != "" {
+			ir.Meta[metaResume] = handle
+		}
+		if presented != "" {
+			// A fresh owner has a handle of its own: the presented one is
+			// its only when the owner was taken back (and never where
+			// owners end with their connection).
+			ir.Meta[metaResumed] = handle == presented
 		}
 		return ir, nil
 	}
@@ -256,11 +249,4 @@ func (s *Server) announceOwner(next mcp.MethodHandler) mcp.MethodHandler {
 
 // newOwner makes an owner id: 128 random bits, nothing derived from the
 // session.
-func newOwner() string { return "mcp-" + newHandle() }
-
-// newHandle is 128 random bits in hex.
-func newHandle() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
-	return hex.EncodeToString(b[:])
-}
+func newOwner() string { return "mcp-" + randid.New() }

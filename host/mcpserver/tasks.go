@@ -3,8 +3,6 @@ package mcpserver
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -13,6 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dshrun/dsh/internal/randid"
 )
 
 // Tasks (MCP 2025-11-25, experimental): a client that declares the tasks
@@ -140,12 +140,18 @@ func (s *Server) serveTasks() {
 // tasksOn reports whether ss's client declared tasks in initialize, on a
 // protocol version that has them as 2025-11-25 does.
 func tasksOn(ss *mcp.ServerSession) bool {
-	if ss == nil {
-		return false
-	}
-	p := ss.InitializeParams()
-	return p != nil && p.ProtocolVersion < sessionlessVersion && p.Meta[taskCapsKey] != nil
+	return ss != nil && asksTasks(ss.InitializeParams())
 }
+
+// asksTasks reports whether an initialize declared tasks on a version
+// that has them (the one asked for: the initialize result and every later
+// request judge by the same).
+func asksTasks(p *mcp.InitializeParams) bool {
+	return p != nil && p.Meta[taskCapsKey] != nil && p.ProtocolVersion >= tasksVersion && p.ProtocolVersion < sessionlessVersion
+}
+
+// tasksVersion is the protocol version that brought tasks.
+const tasksVersion = "2025-11-25"
 
 func (s *Server) taskMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -154,7 +160,7 @@ func (s *Server) taskMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		case "initialize":
 			res, err := next(ctx, method, req)
 			p, _ := req.GetParams().(*mcp.InitializeParams)
-			if r, ok := res.(*mcp.InitializeResult); ok && err == nil && p != nil && p.Meta[taskCapsKey] != nil && r.ProtocolVersion < sessionlessVersion {
+			if r, ok := res.(*mcp.InitializeResult); ok && err == nil && asksTasks(p) {
 				return taskInitResult{r}, nil
 			}
 			return res, err
@@ -191,7 +197,12 @@ func (s *Server) startTask(ss *mcp.ServerSession, p *mcp.CallToolParamsRaw, req 
 	}
 	ttl := defaultTaskTTL
 	if meta.TTL != nil && *meta.TTL > 0 {
-		ttl = min(time.Duration(*meta.TTL)*time.Millisecond, maxTaskTTL)
+		// Compared as milliseconds first: a huge ttl would overflow a
+		// Duration.
+		ttl = maxTaskTTL
+		if *meta.TTL < float64(maxTaskTTL.Milliseconds()) {
+			ttl = time.Duration(*meta.TTL * float64(time.Millisecond))
+		}
 	}
 	// The call's own parameters, without the task: it is not asked again.
 	m := mcp.Meta{}
@@ -205,8 +216,8 @@ func (s *Server) startTask(ss *mcp.ServerSession, p *mcp.CallToolParamsRaw, req 
 	now := time.Now()
 	// Its own context: the request is answered now, and a client
 	// cancelling it (or its HTTP stream ending) must not stop the task.
-	ctx, cancel := context.WithCancel(context.Background())
-	t := &task{id: newTaskID(), owner: owner, created: now, updated: now, ttl: ttl, cancel: cancel, done: make(chan struct{}), status: taskWorking}
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), taskOwnerKey{}, owner))
+	t := &task{id: randid.New(), owner: owner, created: now, updated: now, ttl: ttl, cancel: cancel, done: make(chan struct{}), status: taskWorking}
 	if err := s.tasks.add(t); err != nil {
 		cancel()
 		return nil, err
@@ -226,6 +237,21 @@ func (s *Server) startTask(ss *mcp.ServerSession, p *mcp.CallToolParamsRaw, req 
 	w := t.wire()
 	s.tasks.mu.Unlock()
 	return &createTaskResult{Task: w}, nil
+}
+
+// taskOwnerKey carries a task's owner to the calls it makes: by the time
+// a task reads its job, the session that asked for it may have ended (its
+// owner waiting out the grace, or for its client to come back), and the
+// session would name no owner.
+type taskOwnerKey struct{}
+
+// callOwner is the owner a tool call runs for: its task's, or its
+// session's.
+func (s *Server) callOwner(ctx context.Context, req mcp.Request) string {
+	if o, ok := ctx.Value(taskOwnerKey{}).(string); ok {
+		return o
+	}
+	return s.ownerOf(req)
 }
 
 // backgroundJob is the job a call started with run_in_background, as its
@@ -258,7 +284,9 @@ func backgroundJob(p *mcp.CallToolParamsRaw, res mcp.Result, err error) string {
 // kills the job and its whole tree, as job_kill does.
 func (s *Server) followJob(ctx context.Context, ss *mcp.ServerSession, t *task, job string, next mcp.MethodHandler) (mcp.Result, error) {
 	s.tasks.mu.Lock()
-	t.message, t.updated = "background job "+job+" is running", time.Now()
+	if !t.final() { // a cancel may have come first
+		t.message, t.updated = "background job "+job+" is running", time.Now()
+	}
 	s.tasks.mu.Unlock()
 	_, _, err := s.h.WaitJob(ctx, t.owner, job)
 	if ctx.Err() != nil {
@@ -278,13 +306,6 @@ func (s *Server) followJob(ctx context.Context, ss *mcp.ServerSession, t *task, 
 	return next(ctx, "tools/call", read)
 }
 
-// newTaskID makes a task id: 128 random bits.
-func newTaskID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 func (b *taskBook) limits() (live, kept int) {
 	live, kept = b.maxLive, b.maxKept
 	if live <= 0 {
@@ -298,9 +319,9 @@ func (b *taskBook) limits() (live, kept int) {
 
 // add enters t, or says why its owner may not start another task.
 func (b *taskBook) add(t *task) error {
-	maxLive, maxKept := b.limits()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	maxLive, maxKept := b.limits() // the tests set them under the lock
 	b.sweepLocked(t.created)
 	mine := b.byOwner[t.owner]
 	live := 0
@@ -317,7 +338,9 @@ func (b *taskBook) add(t *task) error {
 	}
 	if len(mine) >= maxKept {
 		sort.Slice(finished, func(i, j int) bool { return finished[i].ended.Before(finished[j].ended) })
-		for _, o := range finished[:len(mine)-maxKept+1] {
+		// Only finished ones go: with live ones near the cap there may be
+		// fewer than the excess.
+		for _, o := range finished[:min(len(finished), len(mine)-maxKept+1)] {
 			delete(mine, o.id)
 		}
 	}

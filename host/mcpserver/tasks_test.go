@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/dshrun/dsh/internal/bounded"
 	"github.com/dshrun/dsh/internal/testplugins"
 )
@@ -443,4 +445,34 @@ func TestBackgroundTasks(t *testing.T) {
 			t.Fatalf("the next task: %+v", r.Error)
 		}
 	})
+}
+
+// A background task whose session ends while its job runs still reads
+// the job as its owner (which waits out the grace): its result is the
+// job's output, and no other owner appears.
+func TestBackgroundTaskOutlivesItsSession(t *testing.T) {
+	s, _ := serveCompWith(t, bashComp, func(o *Options) { o.ReleaseGrace = 5 * time.Second })
+	a, _ := newRawClient(t, s, tasksCaps)
+	created := wireTaskOf(t, a.call("tools/call", `{"name":"bash","arguments":{"command":"sleep 1; echo late","description":"test","run_in_background":true},"task":{}}`), true)
+	owners := s.Owners()
+	if len(owners) != 1 {
+		t.Fatalf("owners %+v", owners)
+	}
+	a.close()
+	var res mcp.Result
+	eventually(t, "the task ends", func() bool {
+		s.tasks.mu.Lock()
+		defer s.tasks.mu.Unlock()
+		tk := s.tasks.byOwner[owners[0].ID][created.TaskID]
+		if tk != nil && tk.final() {
+			res = tk.res
+		}
+		return res != nil
+	})
+	if r, ok := res.(*mcp.CallToolResult); !ok || !strings.Contains(resultText(r), "late") {
+		t.Fatalf("the task's result: %#v", res)
+	}
+	if got := s.Owners(); len(got) != 1 || got[0].ID != owners[0].ID {
+		t.Fatalf("owners after the task: %+v, want only %s", got, owners[0].ID)
+	}
 }

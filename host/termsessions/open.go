@@ -14,6 +14,7 @@ import (
 
 	"github.com/dshrun/dsh/core/terminals"
 	"github.com/dshrun/dsh/host/procs"
+	"github.com/dshrun/dsh/internal/randid"
 	"github.com/dshrun/dsh/plugins/termbackend"
 	"github.com/dshrun/dsh/sdk"
 )
@@ -127,15 +128,11 @@ func (m *Manager) reserve(owner string, req OpenRequest) (*Session, *backend, er
 		return nil, nil, terminals.Errorf(terminals.ErrTooMany, fmt.Sprintf("%d terminal sessions are open, the most one owner may hold: close one first", held))
 	}
 	m.next++
-	id := ""
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	id := "t" + strconv.Itoa(m.next) + "-" + hex.EncodeToString(rnd[:])
 	if m.cfg.Handles != nil && m.cfg.Handles(owner) {
-		var rnd [16]byte
-		_, _ = rand.Read(rnd[:])
-		id = "t-" + hex.EncodeToString(rnd[:])
-	} else {
-		var rnd [6]byte
-		_, _ = rand.Read(rnd[:])
-		id = "t" + strconv.Itoa(m.next) + "-" + hex.EncodeToString(rnd[:])
+		id = "t-" + randid.New()
 	}
 	s := &Session{
 		ID:      id,
