@@ -50,6 +50,11 @@ func (c *Console) routes() {
 			// ended: the console acts on the host as its user does.
 			sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 			f(sw, r, who)
+			if r.Pattern == inputPattern && sw.code < 400 {
+				// Typing comes in a batch a keystroke or so: the attach
+				// that allowed it is the action, and its refusals are.
+				return
+			}
 			c.log.Info("console action", "action", r.Method+" "+r.URL.Path, "by", who.kind(), "status", sw.code)
 		})
 	}
@@ -65,7 +70,7 @@ func (c *Console) routes() {
 	api("GET /console/api/jobs/{owner}/{id}/output", c.jobOutput)
 	api("GET /console/api/terminals/{owner}/{id}/stream", c.terminalStream)
 	api("POST /console/api/terminals/{owner}/{id}/attach", c.attach)
-	api("POST /console/api/terminals/{owner}/{id}/input", c.input)
+	api(inputPattern, c.input)
 	api("GET /console/api/approvals", c.approvals)
 	api("POST /console/api/approvals/{id}", c.answer)
 	api("GET /console/api/logs", c.logs)
@@ -226,6 +231,9 @@ func (c *Console) attach(w http.ResponseWriter, r *http.Request, who caller) {
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"attach": c.auth.newAttach(sess, r.PathValue("owner"), r.PathValue("id"))})
 }
+
+// inputPattern is the route of typing into an attached terminal.
+const inputPattern = "POST /console/api/terminals/{owner}/{id}/input"
 
 func (c *Console) input(w http.ResponseWriter, r *http.Request, who caller) {
 	var b struct {

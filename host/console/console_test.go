@@ -609,12 +609,29 @@ func TestActionsLogged(t *testing.T) {
 	do(t, "POST", base+"/console/api/entries/shell/reload", map[string]string{"Cookie": cookie, "X-Dsh-Csrf": sess.CSRF}, "")
 	do(t, "POST", base+"/console/api/entries/nope/reload", map[string]string{"Authorization": "Bearer " + token}, "")
 	do(t, "GET", base+"/console/login?code=spent", nil, "")
+	// Attaching is an action; each batch of typing after it is not, but a
+	// refused one is.
+	h := map[string]string{"Cookie": cookie, "X-Dsh-Csrf": sess.CSRF}
+	_, body = do(t, "POST", base+"/console/api/terminals/o1/t1/attach", h, "")
+	var a struct{ Attach string }
+	if json.Unmarshal([]byte(body), &a) != nil || a.Attach == "" {
+		t.Fatalf("attach: %q", body)
+	}
+	if resp, _ := do(t, "POST", base+"/console/api/terminals/o1/t1/input", h, `{"attach":"`+a.Attach+`","data":"ls\r"}`); resp.StatusCode != 200 {
+		t.Fatalf("input: %s", resp.Status)
+	}
+	do(t, "POST", base+"/console/api/terminals/o1/t2/input", h, `{"attach":"`+a.Attach+`","data":"x"}`)
 	got := logged.String()
+	if strings.Contains(got, `action="POST /console/api/terminals/o1/t1/input"`) {
+		t.Errorf("typing was logged as an action:\n%s", got)
+	}
 	for _, want := range []string{
 		"console login: from=127.0.0.1:",
 		`console action: action="POST /console/api/entries/shell/reload" by=page status=200`,
 		`console action: action="POST /console/api/entries/nope/reload" by="bearer token" status=404`,
 		"console login refused: the code is unknown, used or expired: from=127.0.0.1:",
+		`console action: action="POST /console/api/terminals/o1/t1/attach" by=page status=200`,
+		`console action: action="POST /console/api/terminals/o1/t2/input" by=page status=403`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the log lacks %q:\n%s", want, got)
