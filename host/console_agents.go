@@ -122,25 +122,12 @@ func (h *Host) jobEnd(ctx context.Context, l jobtable.Listed, p *procs.Process) 
 	return v
 }
 
-// WaitJob waits until owner's job id is no longer running, and says how
-// it stands then (done: false when it is forgotten, or ctx ended first).
-func (h *Host) WaitJob(ctx context.Context, owner, id string) (v JobView, done bool, err error) {
-	changes, stop := h.jobs.Changes()
-	defer stop()
-	for {
-		now, err := h.jobs.Job(owner, id)
-		if err != nil {
-			return JobView{}, false, fmt.Errorf("job %s of %s: %w", id, owner, err)
-		}
-		if now.Status != jobtable.Running {
-			return jobView(now), true, nil
-		}
-		select {
-		case <-changes:
-		case <-ctx.Done():
-			return jobView(now), false, ctx.Err()
-		}
+// WaitJob waits until owner's job id has ended, or ctx is done.
+func (h *Host) WaitJob(ctx context.Context, owner, id string) error {
+	if err := h.jobs.Wait(ctx, owner, id); err != nil {
+		return fmt.Errorf("job %s of %s: %w", id, owner, err)
 	}
+	return nil
 }
 
 // KillJob ends owner's job id and its whole process tree, as the agent's

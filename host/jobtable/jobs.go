@@ -419,6 +419,21 @@ func (m *Manager) get(owner, id string) (*Job, error) {
 	return j, nil
 }
 
+// Wait returns once owner's job id has ended (or was dropped), or with
+// ctx's error.
+func (m *Manager) Wait(ctx context.Context, owner, id string) error {
+	j, err := m.get(owner, id)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-j.waited:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Read consumes the job's new output. A read that returns the final output
 // of a finished job forgets the job.
 func (m *Manager) Read(ctx context.Context, owner, id string) (Snapshot, Output, error) {

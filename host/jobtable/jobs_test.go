@@ -603,3 +603,27 @@ func TestConsumedBy(t *testing.T) {
 		}
 	}
 }
+
+// Wait returns when the job ends, with ctx's error when ctx ends first,
+// and another owner's job is as unknown as one that never was.
+func TestWait(t *testing.T) {
+	f := newFixture(t, Config{})
+	short, _ := f.start("agent", "sleep 0.3")
+	long, _ := f.start("agent", "sleep 600")
+	if err := f.m.Wait(context.Background(), "other", short.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("another owner's wait: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := f.m.Wait(ctx, "agent", long.ID); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait on a running job past its context: %v", err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := f.m.Wait(ctx, "agent", short.ID); err != nil {
+		t.Fatalf("wait: %v", err)
+	}
+	if j, err := f.m.Job("agent", short.ID); err != nil || j.Status == Running {
+		t.Fatalf("after the wait: %+v %v", j, err)
+	}
+}

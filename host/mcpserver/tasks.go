@@ -288,7 +288,7 @@ func (s *Server) followJob(ctx context.Context, ss *mcp.ServerSession, t *task, 
 		t.message, t.updated = "background job "+job+" is running", time.Now()
 	}
 	s.tasks.mu.Unlock()
-	_, _, err := s.h.WaitJob(ctx, t.owner, job)
+	err := s.h.WaitJob(ctx, t.owner, job)
 	if ctx.Err() != nil {
 		kctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
 		defer stop()
