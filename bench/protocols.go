@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -24,19 +23,12 @@ func protocolCalls(dir string, n int) {
 	if v := stateless.InitializeResult().ProtocolVersion; v != "2026-07-28" || stateless.ID() != "" {
 		fail(fmt.Sprintf("the stateless client got protocol %q and session %q", v, stateless.ID()))
 	}
-	call := func(cs *mcp.ClientSession, tool string, args map[string]any) string {
+	call := func(cs *mcp.ClientSession, tool string, args map[string]any) {
 		r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
 		check(err)
 		if r.IsError {
-			fail(fmt.Sprintf("%s failed", tool))
+			fail(fmt.Sprintf("%s failed: %s", tool, text(r)))
 		}
-		var b strings.Builder
-		for _, c := range r.Content {
-			if t, ok := c.(*mcp.TextContent); ok {
-				b.WriteString(t.Text)
-			}
-		}
-		return b.String()
 	}
 	bashTrue := map[string]any{"command": "true", "description": "bench"}
 	for i := 0; i < 10; i++ {

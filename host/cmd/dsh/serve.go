@@ -118,7 +118,7 @@ func serveWith(comp *composition.Composition, opts host.Options, g globals, stde
 		}
 		mo.Resumable, mo.ResumeWithin = cl.Resumable(), cl.ResumeWithin
 	}
-	opts.Logger.Named("mcp").Debug("owners", "end", comp.Clients.String(), "release_grace", mo.ReleaseGrace)
+	mo.Logger.Debug("owners", "end", comp.Clients.String(), "release_grace", mo.ReleaseGrace)
 	m := mcpserver.New(mo)
 	fmt.Fprintf(stderr, "dsh serve: %s ready in %s\n", comp.File, time.Since(started).Round(time.Millisecond))
 	printStatus(stderr, h.Status())
