@@ -438,7 +438,7 @@ type jobFacts struct {
 
 // jobStructured is a job's facts; with a read, its streams' too.
 func jobStructured(j *jobsv1.Job, r *jobsv1.JobRead, vs ...view) []byte {
-	f := jobFacts{JobID: j.Id, Status: j.Status, ExitCode: j.ExitCode, Signal: j.Signal, Pid: j.Pid, Limits: limitsOf(j.Limits)}
+	f := factsOf(j)
 	if r != nil && len(vs) == 2 {
 		out, errs := facts(vs[0]), facts(vs[1])
 		f.Lossy, f.Stdout, f.Stderr = r.Lossy, &out, &errs
@@ -448,6 +448,11 @@ func jobStructured(j *jobsv1.Job, r *jobsv1.JobRead, vs ...view) []byte {
 	}
 	b, _ := json.Marshal(f)
 	return b
+}
+
+// factsOf is a job's facts without a read.
+func factsOf(j *jobsv1.Job) jobFacts {
+	return jobFacts{JobID: j.Id, Status: j.Status, ExitCode: j.ExitCode, Signal: j.Signal, Pid: j.Pid, Limits: limitsOf(j.Limits)}
 }
 
 // renderNotices words the jobs that finished since the owner was last told,
@@ -465,8 +470,7 @@ func renderNotices(finished []*jobsv1.Job) string {
 		for _, h := range j.Limits {
 			how += "; " + limitSentence("job", h)
 		}
-		cmd, _ := modeltext.Clean([]byte(j.Command))
-		lines = append(lines, fmt.Sprintf("[job %s finished: %s; read its output with job_output] %s", j.Id, how, oneLine(string(cmd), 80)))
+		lines = append(lines, fmt.Sprintf("[job %s finished: %s; read its output with job_output] %s", j.Id, how, oneLine(cleaned(j.Command), 80)))
 	}
 	return strings.Join(lines, "\n")
 }
@@ -602,11 +606,11 @@ func listStructured(list []*jobsv1.Job, now time.Time) []byte {
 	}{Jobs: []listedJob{}}
 	for _, j := range list {
 		end := now.UnixMilli()
-		if j.Status != shell.StatusRunning && j.FinishedUnixMs != 0 {
+		if j.FinishedUnixMs != 0 { // set once it has finished
 			end = j.FinishedUnixMs
 		}
 		out.Jobs = append(out.Jobs, listedJob{
-			jobFacts:       jobFacts{JobID: j.Id, Status: j.Status, ExitCode: j.ExitCode, Signal: j.Signal, Pid: j.Pid, Limits: limitsOf(j.Limits)},
+			jobFacts:       factsOf(j),
 			Command:        cleaned(j.Command),
 			Description:    cleaned(j.Description),
 			StartedUnixMs:  j.StartedUnixMs,
