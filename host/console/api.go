@@ -262,16 +262,13 @@ func (c *Console) input(w http.ResponseWriter, r *http.Request, who caller) {
 }
 
 type approvalsJSON struct {
-	Pending []Approval `json:"pending"`
+	Pending []host.Question `json:"pending"` // their JSON is the API's
 }
 
 func (c *Console) approvalsView() approvalsJSON {
 	p := c.src.Approvals()
-	for i := range p {
-		p[i].Hosts = orEmpty(p[i].Hosts)
-	}
 	if p == nil {
-		p = []Approval{}
+		p = []host.Question{}
 	}
 	return approvalsJSON{Pending: p}
 }
@@ -312,13 +309,6 @@ func (c *Console) logs(w http.ResponseWriter, r *http.Request, _ caller) {
 		lines = []hostlog.Line{}
 	}
 	writeJSON(w, http.StatusOK, map[string][]hostlog.Line{"lines": lines})
-}
-
-func orEmpty(v []string) []string {
-	if v == nil {
-		return []string{}
-	}
-	return v
 }
 
 func orEmptyProblems(v []Problem) []Problem {

@@ -89,7 +89,7 @@ func (f *fakeSource) ApplyComposition(context.Context, []byte) ([]Problem, error
 }
 func (f *fakeSource) Logs(string, string, int) []hostlog.Line       { return nil }
 func (f *fakeSource) SubscribeLogs() (<-chan hostlog.Line, func())  { return nil, func() {} }
-func (f *fakeSource) Approvals() []Approval                         { return nil }
+func (f *fakeSource) Approvals() []host.Question                    { return nil }
 func (f *fakeSource) ApprovalChanges() (<-chan struct{}, func())    { return nil, func() {} }
 func (f *fakeSource) AnswerApproval(string, bool) error             { return ErrNotFound }
 func (f *fakeSource) Agents() []Owner                               { return nil }

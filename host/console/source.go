@@ -41,7 +41,7 @@ type Source interface {
 	SubscribeLogs() (lines <-chan hostlog.Line, stop func())
 
 	// Approvals are the questions waiting for an answer.
-	Approvals() []Approval
+	Approvals() []host.Question
 	ApprovalChanges() (changes <-chan struct{}, stop func())
 	AnswerApproval(id string, approve bool) error
 
@@ -70,18 +70,6 @@ type Problem struct {
 	Line    int    `json:"line"`
 	Col     int    `json:"col"`
 	Message string `json:"message"`
-}
-
-// Approval is a question waiting for the person's answer.
-type Approval struct {
-	ID            string    `json:"id"`
-	Owner         string    `json:"owner"`
-	Kind          string    `json:"kind"`
-	Command       string    `json:"command"`
-	Hosts         []string  `json:"hosts"`
-	Justification string    `json:"justification"`
-	AskedAt       time.Time `json:"askedAt"`
-	ExpiresAt     time.Time `json:"expiresAt"`
 }
 
 // Owner is one agent: an MCP session with what it runs.

@@ -89,17 +89,7 @@ func (s *hostSource) SubscribeLogs() (<-chan hostlog.Line, func()) {
 	return nil, func() {}
 }
 
-func (s *hostSource) Approvals() []console.Approval {
-	qs := s.h.Questions()
-	out := make([]console.Approval, 0, len(qs))
-	for _, q := range qs {
-		out = append(out, console.Approval{
-			ID: q.ID, Owner: q.Owner, Kind: q.Kind, Command: q.Command, Hosts: q.Hosts,
-			Justification: q.Justification, AskedAt: q.AskedAt, ExpiresAt: q.ExpiresAt,
-		})
-	}
-	return out
-}
+func (s *hostSource) Approvals() []host.Question { return s.h.Questions() }
 
 func (s *hostSource) ApprovalChanges() (<-chan struct{}, func()) { return s.h.QuestionChanges() }
 
