@@ -615,12 +615,19 @@ func (r taskToolsResult) MarshalJSON() ([]byte, error) {
 	return json.Marshal(top)
 }
 
+// mentionsTask is the cheap look before a parse: only a message with a
+// "task" (tools/call) or "tasks" (initialize) member can need a rewrite;
+// the tasks/* methods themselves, polled every half second, do not.
+func mentionsTask(b []byte) bool {
+	return bytes.Contains(b, []byte(`"task"`)) || bytes.Contains(b, []byte(`"tasks"`))
+}
+
 // rewriteTaskMessage moves what the go-sdk would drop into _meta: the
 // task member of a tools/call's params, and the capabilities.tasks of an
 // initialize. Anything else, or anything it cannot read, it returns as it
 // came.
 func rewriteTaskMessage(method string, params json.RawMessage) json.RawMessage {
-	if method != "tools/call" && method != "initialize" || !bytes.Contains(params, []byte(`"task`)) {
+	if method != "tools/call" && method != "initialize" || !mentionsTask(params) {
 		return params
 	}
 	var p map[string]json.RawMessage
@@ -670,7 +677,7 @@ func rewriteTaskRequest(msg jsonrpc.Message) jsonrpc.Message {
 // rewriteTaskBody is rewriteTaskMessage for an HTTP POST body holding one
 // message.
 func rewriteTaskBody(body []byte) []byte {
-	if !bytes.Contains(body, []byte(`"task`)) {
+	if !mentionsTask(body) {
 		return body
 	}
 	var m map[string]json.RawMessage
