@@ -174,6 +174,20 @@ func TestStatelessClientsOverHTTP(t *testing.T) {
 	}
 	call(t, a1, "job_kill", map[string]any{"job_id": job})
 	eventually(t, "the killed job's process is gone", func() bool { return len(testplugins.Matching(marker)) == 0 })
+
+	// A call that times out, then the next one: each request stands alone.
+	timedOut := "sleep 314.5"
+	got := call(t, a1, "bash", map[string]any{"command": timedOut, "description": "t", "timeoutMs": 500})
+	if !strings.Contains(got, "timed out") {
+		t.Fatalf("a command past its timeout: %q", got)
+	}
+	eventually(t, "the timed-out command is gone", func() bool { return len(testplugins.Matching(timedOut)) == 0 })
+	if got := call(t, a2, "bash", map[string]any{"command": "echo after", "description": "t"}); !strings.Contains(got, "after") {
+		t.Fatalf("the call after a timeout: %q", got)
+	}
+	if got := call(t, a1, "job_list", map[string]any{}); !strings.Contains(got, "killed") || strings.Contains(got, timedOut) {
+		t.Fatalf("job_list of the principal: %q", got)
+	}
 }
 
 // Resumable owners: a client that comes back within ResumeWithin with its
