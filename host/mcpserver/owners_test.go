@@ -195,9 +195,9 @@ func TestStatelessClientsOverHTTP(t *testing.T) {
 // presenting it, or anyone after the window, starts afresh, and the jobs
 // are gone by then.
 func TestResumableOwners(t *testing.T) {
-	s, _ := serveCompWith(t, bashComp, func(o *Options) { o.Resumable, o.ResumeWithin = true, 8*time.Second }) // room for two connections on a loaded machine, and short enough to wait out
-	hs := httptest.NewServer(s.HTTPHandler(HTTPOptions{Token: tokenA, Principals: map[string]string{tokenB: "ci"}}))
-	t.Cleanup(hs.Close) // after the clients, which are closed first
+	// A window no loaded machine outruns, for the part inside it; the
+	// test then ends it, and a second server checks the timer's own end.
+	hs, s := resumableServer(t, 10*time.Minute)
 
 	a := httpClient(t, hs.URL, tokenA, legacy, "")
 	handle, _ := a.InitializeResult().Meta[metaResume].(string)
@@ -235,11 +235,38 @@ func TestResumableOwners(t *testing.T) {
 
 	// Nobody comes back: the window ends, the job goes, the handle is
 	// worth nothing.
+	endWindows(t, s)
 	eventually(t, "the owner's job is killed once the window ends", func() bool { return len(testplugins.Matching(marker)) == 0 })
 	a3 := httpClient(t, hs.URL, tokenA, legacy, handle)
-	if r, _ := a3.InitializeResult().Meta[metaResumed].(bool); r {
+	if r, said := a3.InitializeResult().Meta[metaResumed].(bool); r || !said {
 		t.Fatalf("came back after the window: %v", a3.InitializeResult().Meta)
 	}
+	a3.Close()
+	endWindows(t, s)
+
+	// And the window is the one asked for.
+	short, _ := resumableServer(t, 300*time.Millisecond)
+	c := httpClient(t, short.URL, tokenA, legacy, "")
+	handle, _ = c.InitializeResult().Meta[metaResume].(string)
+	const lapsed = "sleep 312.75"
+	call(t, c, "bash", map[string]any{"command": lapsed, "description": "t", "run_in_background": true})
+	eventually(t, "the job runs", func() bool { return len(testplugins.Matching(lapsed)) > 0 })
+	c.Close()
+	eventually(t, "the owner's job is killed once the window ends", func() bool { return len(testplugins.Matching(lapsed)) == 0 })
+	c2 := httpClient(t, short.URL, tokenA, legacy, handle)
+	if r, said := c2.InitializeResult().Meta[metaResumed].(bool); r || !said || len(handle) != 32 {
+		t.Fatalf("came back after the window with %q: %v", handle, c2.InitializeResult().Meta)
+	}
+}
+
+// resumableServer serves resumable owners over HTTP, with the window
+// given, to tokenA (principal "serve") and tokenB (principal "ci").
+func resumableServer(t *testing.T, window time.Duration) (*httptest.Server, *Server) {
+	t.Helper()
+	s, _ := serveCompWith(t, bashComp, func(o *Options) { o.Resumable, o.ResumeWithin = true, window })
+	hs := httptest.NewServer(s.HTTPHandler(HTTPOptions{Token: tokenA, Principals: map[string]string{tokenB: "ci"}}))
+	t.Cleanup(hs.Close) // after the clients, which are closed first
+	return hs, s
 }
 
 // By default an owner ends with its connection: no handle is given; a
@@ -354,4 +381,25 @@ func TestStatelessCancelOverHTTP(t *testing.T) {
 	if got := call(t, cs, "bash", map[string]any{"command": "echo next", "description": "t"}); !strings.Contains(got, "next") {
 		t.Fatalf("the call after: %q", got)
 	}
+}
+
+// endWindows ends at once the wait of every owner whose sessions ended,
+// as its window's end would.
+func endWindows(t *testing.T, s *Server) {
+	t.Helper()
+	eventually(t, "every ended session's owner waits", func() bool {
+		s.omu.Lock()
+		defer s.omu.Unlock()
+		for _, r := range s.all {
+			if !r.stateless && (r.live > 0 || r.release == nil) {
+				return false
+			}
+		}
+		for _, r := range s.all {
+			if !r.stateless {
+				r.release.Reset(0)
+			}
+		}
+		return true
+	})
 }
