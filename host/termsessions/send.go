@@ -8,6 +8,7 @@ import (
 
 	"github.com/dshrun/dsh/core/terminals"
 	"github.com/dshrun/dsh/host/procs"
+	"github.com/dshrun/dsh/host/termsessions/settle"
 	"github.com/dshrun/dsh/plugins/termbackend"
 	"github.com/dshrun/dsh/sdk"
 )
@@ -16,7 +17,7 @@ import (
 // text sent with it.
 const (
 	settleQuiet = 100 * time.Millisecond
-	settleMax   = 2 * time.Second
+	settleMax   = 5 * time.Second
 )
 
 // Send signals the foreground first (when asked), then types text through
@@ -72,7 +73,7 @@ func (m *Manager) typeInto(ctx context.Context, s *Session, b *backend, text str
 			return Info{}, err
 		}
 		if text != "" || submit {
-			settleShell(ctx, s.term)
+			m.settleShell(ctx, s.term)
 		}
 	}
 	if text == "" && !submit {
@@ -112,14 +113,20 @@ func (m *Manager) type1(ctx context.Context, s *Session, b *backend, text string
 	return call, nil
 }
 
-// settleShell waits, after a signal and before typing, until the shell has
-// the terminal again (the foreground group is its own) and the terminal
-// has printed nothing for a moment: input typed while a job dies, or
-// while the line editor recovers from the signal, is lost. It gives up
-// after a bound, or when ctx ends or the shell exits.
-func settleShell(ctx context.Context, t *procs.Terminal) {
+// settleShell waits, after a signal and before typing, until the
+// terminal's foreground is seen blocked reading it again (a shell back at
+// its prompt, a REPL that caught the signal), nothing is on its way
+// through the terminal, and it has printed nothing for a moment: input
+// typed while a job dies, or while the line editor recovers from the
+// signal, is lost. Where the foreground's reads cannot be seen, the shell
+// having the terminal again (the foreground group is its own) stands in.
+// It gives up after a bound (a foreground that ignores the signal and
+// goes on computing gets the text then), or when ctx ends or the shell
+// exits.
+func (m *Manager) settleShell(ctx context.Context, t *procs.Terminal) {
 	deadline := time.Now().Add(settleMax)
 	last, quietSince := t.Printed(), time.Now()
+	gap := 10 * time.Millisecond
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		if st, _, _ := t.State(); st != procs.Running {
 			return
@@ -127,13 +134,25 @@ func settleShell(ctx context.Context, t *procs.Terminal) {
 		if n := t.Printed(); n != last {
 			last, quietSince = n, time.Now()
 		}
-		if fg, err := t.Foreground(); err == nil && fg == t.Pid() && time.Since(quietSince) >= settleQuiet {
+		if time.Since(quietSince) >= settleQuiet && m.backAtRead(t) && t.Printed() == last {
 			return
 		}
 		select {
 		case <-ctx.Done():
 		case <-t.Done():
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(gap):
 		}
+		gap = min(2*gap, 80*time.Millisecond) // a look reads /proc: not in a hot loop
 	}
+}
+
+// backAtRead reports whether t's foreground reads the terminal with
+// nothing left for it to read (see settleShell).
+func (m *Manager) backAtRead(t *procs.Terminal) bool {
+	res, err := m.cfg.Check(t.Master(), t.Pid())
+	if err != nil {
+		fg, err := t.Foreground()
+		return err == nil && fg == t.Pid()
+	}
+	return res.Reason == settle.StdinRead && drained(t)
 }
