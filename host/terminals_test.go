@@ -473,3 +473,51 @@ func TestTerminalDuplicateBackend(t *testing.T) {
 		t.Fatalf("two backends named bash: %v", err)
 	}
 }
+
+// A call that fails (here given up on while its tool hangs) never told
+// anyone what it started: the processes it left running are stopped, not
+// left to run unseen until their owner ends. A terminal it opened stays:
+// the agent finds it in its list of sessions. And a call that answers
+// leaves its processes alone.
+func TestFailedCallStopsWhatItStarted(t *testing.T) {
+	h := startTools(t, termYAML)
+	dir := t.TempDir()
+	held := func(args map[string]any, started func() bool) {
+		t.Helper()
+		args["hold"], args["cwd"] = true, dir
+		b, _ := json.Marshal(args)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		failed := make(chan error, 1)
+		go func() {
+			_, err := h.CallTool(ctx, ToolCall{Owner: "agent", Tool: "term", Arguments: b})
+			failed <- err
+		}()
+		within(t, "the held call started its work", started)
+		cancel()
+		select {
+		case err := <-failed:
+			if err == nil {
+				t.Fatal("a held call given up on answered")
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a held call did not end within 30s of being given up on")
+		}
+	}
+
+	held(map[string]any{"op": "spawn", "argv": []string{"sleep", "271.5"}}, func() bool { return len(testplugins.Matching("sleep 271.5")) > 0 })
+	within(t, "the failed call's process is stopped", func() bool { return len(testplugins.Matching("sleep 271.5")) == 0 })
+
+	held(map[string]any{"op": "open", "name": "kept"}, func() bool {
+		return len(mustTerm(t, h, "agent", map[string]any{"op": "list"}).Sessions) == 1
+	})
+	s := mustTerm(t, h, "agent", map[string]any{"op": "list"}).Sessions[0]
+	sendLine(t, h, "agent", s.ID, "echo st''ill here")
+	readPrompt(t, h, "agent", s.ID, "still here")
+
+	mustTerm(t, h, "agent", map[string]any{"op": "spawn", "argv": []string{"sleep", "271.75"}, "cwd": dir})
+	time.Sleep(200 * time.Millisecond)
+	if len(testplugins.Matching("sleep 271.75")) == 0 {
+		t.Fatal("the process of a call that answered was stopped")
+	}
+}

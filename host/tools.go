@@ -268,6 +268,13 @@ func (h *Host) callTool(ctx context.Context, f *flight, call *ToolCall) (*ToolRe
 	if err != nil {
 		// The tool never told them: the next call does.
 		h.jobs.GiveBack(owner, t.Plugin, notices)
+		// Nor did its answer reach anyone: a process the call started
+		// and left running (a background job whose start was cancelled
+		// after the job began, a tool that crashed) has an id nobody
+		// learned, and would run unseen until its owner ends.
+		if n := h.sub.KillCallProcesses(callID); n > 0 {
+			h.log.Info("the processes of a call that failed are stopped", "tool", name, "owner", owner, "processes", n, "error", err)
+		}
 		return nil, toolFailed(name, gone(ctx, ld, err))
 	}
 	out := &ToolResult{Text: res.Text, Structured: res.Structured, IsError: res.IsError, Feedback: icpt.feedback}

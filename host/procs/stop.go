@@ -7,13 +7,24 @@ import "context"
 // grace), so that whoever waits on them gets their output and how they
 // ended. It returns how many it signalled.
 func (m *Manager) KillCall(call string, hard bool) int {
+	return m.killCall(call, hard, true)
+}
+
+// KillCallProcesses is KillCall (with the grace) for the processes call
+// started outside terminals: a terminal's shell outlives the call that
+// opened it, and the agent finds it in its list of sessions.
+func (m *Manager) KillCallProcesses(call string) int {
+	return m.killCall(call, false, false)
+}
+
+func (m *Manager) killCall(call string, hard, terminals bool) int {
 	if call == "" {
 		return 0
 	}
 	var ps []*Process
 	m.mu.Lock()
-	for _, p := range m.procs {
-		if p.spec.Call == call && !p.finished() {
+	for id, p := range m.procs {
+		if p.spec.Call == call && !p.finished() && (terminals || m.terms[id] == nil) {
 			ps = append(ps, p)
 		}
 	}

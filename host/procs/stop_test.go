@@ -12,7 +12,7 @@ import (
 
 // KillCall ends the trees of one call's processes (SIGTERM with the grace,
 // or SIGKILL at once when hard, even over a grace already running), and
-// no other process; KillAll then ends the rest and refuses new ones.
+// no other process; KillCallProcesses leaves its terminals; KillAll then ends the rest and refuses new ones.
 func TestKillCallThenKillAll(t *testing.T) {
 	m := newManager(t)
 	spawn := func(call, script string) *Process {
@@ -40,6 +40,15 @@ func TestKillCallThenKillAll(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
+	term, err := m.SpawnTerminal(TerminalSpec{Argv: []string{"bash", "-c", "sleep 100"}, Dir: dir, Owner: "test", Call: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// KillCallProcesses is KillCall less the terminals: c1's shell stays.
+	m.KillCallProcesses("c1")
+	if done(term.p, 300*time.Millisecond) {
+		t.Fatalf("KillCallProcesses ended a terminal: %+v", term.p.Result())
+	}
 	polite := spawn("c1", "touch "+dir+"/1; sleep 100")
 	stubborn := spawn("c2", "trap '' TERM; touch "+dir+"/2; sleep 100")
 	other := spawn("", "touch "+dir+"/3; sleep 100")
@@ -53,8 +62,11 @@ func TestKillCallThenKillAll(t *testing.T) {
 			}
 		}
 	}
-	if n := m.KillCall("c1", false); n != 1 || !done(polite, 20*time.Second) {
-		t.Fatalf("KillCall(c1) signalled %d and the process did not end on SIGTERM", n)
+	if n := m.KillCallProcesses("c1"); n != 1 || !done(polite, 20*time.Second) {
+		t.Fatalf("KillCallProcesses(c1) signalled %d and the process did not end on SIGTERM", n)
+	}
+	if n := m.KillCall("c1", false); n != 1 || !done(term.p, 20*time.Second) {
+		t.Fatalf("KillCall(c1) signalled %d and its terminal did not end", n)
 	}
 	if r := polite.Result(); r.Signal != "SIGTERM" {
 		t.Fatalf("c1 ended %q, want SIGTERM", r.Signal)

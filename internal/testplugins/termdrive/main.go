@@ -5,7 +5,9 @@
 // key toolName renames term, so two entries can sit side by side. With
 // fail the tool fails with the error instead of answering with it, and
 // with raw it closes through the generated client, as a plugin that uses
-// no seam client does.
+// no seam client does. Op spawn starts argv through ctx.subprocess, and
+// hold keeps any call from answering until its context ends, as a tool
+// that started something and then hung or was given up on.
 package main
 
 import (
@@ -19,6 +21,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/dshrun/dsh/core/subprocess"
 	"github.com/dshrun/dsh/core/terminals"
 	"github.com/dshrun/dsh/core/terminals/terminalsv1"
 	"github.com/dshrun/dsh/core/tools"
@@ -29,6 +32,7 @@ import (
 type termdrive struct {
 	terms *terminals.Client
 	raw   terminalsv1.TerminalsClient
+	sub   *subprocess.Client
 }
 
 type config struct {
@@ -40,7 +44,7 @@ func (p *termdrive) Describe() sdk.Description {
 		Name:    "termdrive",
 		Version: "0.0.1",
 		Summary: "test consumer of ctx.terminals",
-		Inject:  []sdk.Inject{{Key: terminals.Key}, {Key: tools.Key}},
+		Inject:  []sdk.Inject{{Key: terminals.Key}, {Key: tools.Key}, {Key: subprocess.Key}},
 		// Its one tool is named by config (term by default).
 		ToolsFromConfig: []string{"toolName"},
 		ConfigSchema:    sdk.SchemaOf[config](),
@@ -58,6 +62,7 @@ func (p *termdrive) Apply(ctx context.Context, host *sdk.Host, raw json.RawMessa
 	}
 	p.terms = terminals.NewClient(host.Conn(terminals.Key))
 	p.raw = terminalsv1.NewTerminalsClient(host.Conn(terminals.Key))
+	p.sub = subprocess.NewClient(host.Conn(subprocess.Key))
 	return tools.Register(ctx, host.Conn(tools.Key), &tools.ToolSpec{
 		Name:        cfg.ToolName,
 		Description: "calls ctx.terminals",
@@ -88,6 +93,10 @@ type args struct {
 	// generated client.
 	Fail bool `json:"fail"`
 	Raw  bool `json:"raw"`
+	// Argv is what spawn starts, in Cwd; Hold waits, after the op, for the
+	// call's context to end and fails with its error.
+	Argv []string `json:"argv"`
+	Hold bool     `json:"hold"`
 }
 
 var kinds = []error{
@@ -134,6 +143,8 @@ func (p *termdrive) Call(ctx context.Context, req *tools.CallRequest) (*tools.Ca
 		} else {
 			msg, err = p.terms.Close(ctx, a.ID)
 		}
+	case "spawn":
+		msg, err = p.sub.Start(ctx, &subprocess.SpawnRequest{Argv: a.Argv, Dir: a.Cwd})
 	case "list":
 		var list []*terminals.Session
 		list, err = p.terms.List(ctx)
@@ -143,6 +154,10 @@ func (p *termdrive) Call(ctx context.Context, req *tools.CallRequest) (*tools.Ca
 	}
 	if err != nil && a.Fail {
 		return nil, fmt.Errorf("term %s: %w", a.Op, err)
+	}
+	if a.Hold && err == nil {
+		<-ctx.Done()
+		return nil, fmt.Errorf("term %s, held: %w", a.Op, ctx.Err())
 	}
 	if err != nil {
 		kind := "other"
