@@ -455,18 +455,26 @@ func factsOf(j *jobsv1.Job) jobFacts {
 	return jobFacts{JobID: j.Id, Status: j.Status, ExitCode: j.ExitCode, Signal: j.Signal, Pid: j.Pid, Limits: limitsOf(j.Limits)}
 }
 
+// endedHow words how a finished job ended, the same in its notice and in
+// job_list: a clean exit is "completed".
+func endedHow(j *jobsv1.Job) string {
+	switch {
+	case j.Signal != "":
+		return "killed by signal " + j.Signal
+	case j.ExitCode != nil && *j.ExitCode != 0:
+		return "exited with code " + strconv.Itoa(int(*j.ExitCode))
+	case j.Status == shell.StatusCompleted:
+		return "completed"
+	}
+	return "killed"
+}
+
 // renderNotices words the jobs that finished since the owner was last told,
 // one line each, for the top of the next result.
 func renderNotices(finished []*jobsv1.Job) string {
 	var lines []string
 	for _, j := range finished {
-		how := "completed"
-		switch {
-		case j.Signal != "":
-			how = "killed by signal " + j.Signal
-		case j.ExitCode != nil && *j.ExitCode != 0:
-			how = "exited with code " + strconv.Itoa(int(*j.ExitCode))
-		}
+		how := endedHow(j)
 		for _, h := range j.Limits {
 			how += "; " + limitSentence("job", h)
 		}
@@ -533,15 +541,7 @@ func jobState(j *jobsv1.Job, now time.Time) string {
 	if j.Status == shell.StatusRunning {
 		return "running, started " + duration(now.Sub(started)) + " ago"
 	}
-	how := "killed"
-	switch {
-	case j.Signal != "":
-		how = "killed by signal " + j.Signal
-	case j.Status == shell.StatusCompleted && j.ExitCode != nil:
-		how = "exited with code " + strconv.Itoa(int(*j.ExitCode))
-	case j.Status == shell.StatusCompleted:
-		how = "exited"
-	}
+	how := endedHow(j)
 	if j.FinishedUnixMs != 0 {
 		how += " after " + duration(time.UnixMilli(j.FinishedUnixMs).Sub(started))
 	}

@@ -219,11 +219,13 @@ func TestRenderNotices(t *testing.T) {
 		{Id: "j2", Command: "sleep 600\necho never", Status: "killed", Signal: "SIGTERM"},
 		{Id: "j3", Command: "true", Status: "completed", ExitCode: &zero},
 		{Id: "j4", Command: "make -j", Status: "completed", ExitCode: &four, Limits: []*shell.LimitHit{{Limit: "processes", Value: 50}}},
+		{Id: "j5", Command: "remote", Status: "killed"}, // an executor that knows no signal
 	})
 	want := "[job j1 finished: exited with code 4; read its output with job_output] " + string([]rune(long)[:80]) + "…\n" +
 		"[job j2 finished: killed by signal SIGTERM; read its output with job_output] sleep 600 …\n" +
 		"[job j3 finished: completed; read its output with job_output] true\n" +
-		"[job j4 finished: exited with code 4; the job reached its limit of 50 processes and threads alive at once, so starting another failed; read its output with job_output] make -j"
+		"[job j4 finished: exited with code 4; the job reached its limit of 50 processes and threads alive at once, so starting another failed; read its output with job_output] make -j\n" +
+		"[job j5 finished: killed; read its output with job_output] remote"
 	if got != want {
 		t.Errorf("notices:\n%s\nwant\n%s", got, want)
 	}
