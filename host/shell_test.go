@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -222,18 +223,36 @@ func TestBashLocalInfrastructureFailures(t *testing.T) {
 func TestBashLocalBackground(t *testing.T) {
 	h, sh := startShell(t)
 	ctx := context.Background()
-	spec, _ := sh.Resolve(ctx, &shell.ExecRequest{Command: "for i in $(seq 1 15); do echo l$i; sleep 0.03; done; echo e >&2", TimeoutMs: 1})
-	start := time.Now()
-	p, err := sh.StartProcess(ctx, spec)
+	// The command waits for a file the test makes only after the start
+	// returned and a read saw it running: the start did not wait for it,
+	// and reads hand out output while the process runs, however slow the
+	// machine.
+	gate := filepath.Join(t.TempDir(), "go")
+	spec, _ := sh.Resolve(ctx, &shell.ExecRequest{Command: "echo l1; while [ ! -e " + gate + " ]; do sleep 0.01; done; for i in $(seq 2 15); do echo l$i; sleep 0.03; done; echo e >&2", TimeoutMs: 1})
+	startCtx, started := context.WithTimeout(ctx, 20*time.Second)
+	p, err := sh.StartProcess(startCtx, spec)
+	started()
 	if err != nil {
-		t.Fatal(err)
-	}
-	if time.Since(start) > 2*time.Second {
-		t.Fatal("start did not return at once")
+		t.Fatalf("the start did not return while the command waits: %v", err)
 	}
 	var out, errOut strings.Builder
-	reads := 0
-	for {
+	for deadline := time.Now().Add(20 * time.Second); out.String() != "l1\n"; time.Sleep(20 * time.Millisecond) {
+		rd, err := p.ReadOutput(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rd.State.Status != shell.StatusRunning || time.Now().After(deadline) {
+			t.Fatalf("before the gate: %+v, read %q", rd.State, out.String()+string(rd.Stdout))
+		}
+		out.Write(rd.Stdout)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if time.Now().After(deadline) {
+			t.Fatalf("not ended within 30s; read %q", out.String())
+		}
 		rd, err := p.ReadOutput(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -243,7 +262,6 @@ func TestBashLocalBackground(t *testing.T) {
 		}
 		out.Write(rd.Stdout)
 		errOut.Write(rd.Stderr)
-		reads++
 		if rd.State.Status != shell.StatusRunning {
 			break
 		}
@@ -254,8 +272,8 @@ func TestBashLocalBackground(t *testing.T) {
 		fmt.Fprintf(&want, "l%d\n", i)
 	}
 	// The timeout does not apply in the background (1 ms would have killed it).
-	if out.String() != want.String() || errOut.String() != "e\n" || reads < 3 {
-		t.Fatalf("%d reads: %q %q", reads, out.String(), errOut.String())
+	if out.String() != want.String() || errOut.String() != "e\n" {
+		t.Fatalf("read %q %q", out.String(), errOut.String())
 	}
 	if killed, _ := p.Kill(ctx); killed {
 		t.Fatal("kill of a finished process returned true")
