@@ -23,11 +23,52 @@ func Running(dir string) []int {
 			continue
 		}
 		exe = strings.TrimSuffix(exe, " (deleted)")
-		if filepath.Dir(exe) == dir && !zombie(pid) {
+		if filepath.Dir(exe) == dir && !zombie(pid) && ours(pid) {
 			out = append(out, pid)
 		}
 	}
 	return out
+}
+
+// ours reports whether pid may be this process's doing: it descends from
+// this process, or from no other test binary. A second `go test` of the
+// same tree runs the same commands at the same moments, and its processes
+// must not be counted here; an orphan (reparented to init by a leak) is
+// counted, as it may be ours.
+func ours(pid int) bool {
+	self := os.Getpid()
+	for range 64 {
+		if pid == self {
+			return true
+		}
+		if pid <= 1 {
+			return true
+		}
+		if exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); err == nil && strings.HasSuffix(strings.TrimSuffix(exe, " (deleted)"), ".test") {
+			return false // another test binary's
+		}
+		pid = parent(pid)
+	}
+	return true
+}
+
+// parent is pid's parent, 0 when it cannot be read.
+func parent(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }
 
 func zombie(pid int) bool {
@@ -42,7 +83,9 @@ func zombie(pid int) bool {
 
 // Matching lists the live processes whose command line (arguments joined
 // by spaces) contains marker, as "pid: cmdline".
-func Matching(marker string) []string {
+func Matching(marker string) []string { return matching(marker, ours) }
+
+func matching(marker string, ours func(pid int) bool) []string {
 	ents, _ := os.ReadDir("/proc")
 	var out []string
 	for _, e := range ents {
@@ -52,7 +95,7 @@ func Matching(marker string) []string {
 		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
 		cmdline := strings.ReplaceAll(string(b), "\x00", " ")
-		if err == nil && strings.Contains(cmdline, marker) && !zombie(pid) {
+		if err == nil && strings.Contains(cmdline, marker) && !zombie(pid) && ours(pid) {
 			out = append(out, e.Name()+": "+cmdline)
 		}
 	}
