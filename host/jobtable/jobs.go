@@ -185,7 +185,8 @@ type Job struct {
 	state                           State              // as its wait last reported
 	finished                        time.Time
 	timer                           *time.Timer
-	killAsked                       bool // its owner asked Kill for it
+	killAsked                       bool   // its owner asked Kill for it
+	call                            string // the tool call that registered it
 	// consumed counts the bytes (both streams) its reads have returned or
 	// dropped: what the process had written when the last read took its
 	// output.
@@ -218,6 +219,8 @@ type Registration struct {
 	// process through it.
 	Key                             string
 	ProcessID, Command, Description string
+	// Call is the tool call that registered it (KillCall), if any.
+	Call string
 }
 
 // New makes a Manager.
@@ -272,6 +275,7 @@ func (m *Manager) Register(ctx context.Context, r Registration) (Snapshot, error
 		Command:     r.Command,
 		Description: r.Description,
 		Plugin:      r.Plugin,
+		call:        r.Call,
 		Started:     m.cfg.Now(),
 		proc:        p,
 		waited:      make(chan struct{}),
@@ -486,6 +490,33 @@ func (m *Manager) Kill(ctx context.Context, owner, id string) (bool, error) {
 		}
 	}
 	return killed, nil
+}
+
+// KillCall kills owner's running jobs that tool call call registered,
+// through their executors, each bounded by ctx, and returns how many it
+// killed: the host's answer to a call that failed, whose job ids reached
+// nobody. The jobs stay, killed, until read, as after Kill.
+func (m *Manager) KillCall(ctx context.Context, owner, call string) int {
+	if call == "" {
+		return 0
+	}
+	var ids []string
+	m.mu.Lock()
+	for id, j := range m.jobs {
+		if j.Owner == owner && j.call == call && j.finished.IsZero() {
+			ids = append(ids, id)
+		}
+	}
+	m.mu.Unlock()
+	n := 0
+	for _, id := range ids {
+		if killed, err := m.Kill(ctx, owner, id); err != nil {
+			m.cfg.Logger.Warn("kill of a failed call's job", "owner", owner, "job", id, "error", err)
+		} else if killed {
+			n++
+		}
+	}
+	return n
 }
 
 // written is what p printed so far, both streams; 0 when it cannot say.

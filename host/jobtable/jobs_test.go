@@ -627,3 +627,41 @@ func TestWait(t *testing.T) {
 		t.Fatalf("after the wait: %+v %v", j, err)
 	}
 }
+
+// KillCall kills the running jobs one call of the owner registered, and
+// no other: not another call's, not another owner's under the same call.
+func TestKillCall(t *testing.T) {
+	f := newFixture(t, Config{})
+	reg := func(owner, call string) (Snapshot, *procs.Process) {
+		t.Helper()
+		p := f.spawnAs(owner, "sleep 600")
+		snap, err := f.m.Register(bg, Registration{Owner: owner, Key: "shell", ProcessID: p.ID, Command: "sleep 600", Call: call})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap, p
+	}
+	mine, pm := reg("agent", "c1")
+	_, po := reg("agent", "c2")
+	_, pt := reg("other", "c1")
+	if n := f.m.KillCall(bg, "agent", ""); n != 0 {
+		t.Fatalf("KillCall of no call killed %d", n)
+	}
+	if n := f.m.KillCall(bg, "agent", "c1"); n != 1 {
+		t.Fatalf("KillCall killed %d, want 1", n)
+	}
+	done(t, pm)
+	if j, err := f.m.Job("agent", mine.ID); err != nil || j.Status != Killed {
+		t.Fatalf("the call's job after KillCall: %+v %v", j, err)
+	}
+	for _, p := range []*procs.Process{po, pt} {
+		select {
+		case <-p.Done():
+			t.Fatalf("KillCall ended %s, not the call's", p.ID)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if n := f.m.KillCall(bg, "agent", "c1"); n != 0 {
+		t.Fatalf("a second KillCall killed %d", n)
+	}
+}

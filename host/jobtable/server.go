@@ -33,10 +33,11 @@ var errNoOwner = seam.New(sdk.ErrPermissionDenied, "jobs belong to an agent, and
 func (s *Service) owner(ctx context.Context) (string, error) { return s.Serving.Owner(ctx, errNoOwner) }
 
 func (s *Service) Register(ctx context.Context, req *jobs.RegisterRequest) (*jobs.Job, error) {
-	owner, err := s.owner(ctx)
-	if err != nil {
-		return nil, err
+	served, ok := s.Serving.Of(ctx)
+	if !ok {
+		return nil, errNoOwner
 	}
+	owner := served.Owner
 	key := req.ShellKey
 	if key == "" {
 		key = jobs.DefaultShellKey
@@ -49,6 +50,7 @@ func (s *Service) Register(ctx context.Context, req *jobs.RegisterRequest) (*job
 	snap, err := s.M.Register(ctx, Registration{
 		Plugin: s.Caller, Owner: owner, Key: key,
 		ProcessID: req.ProcessId, Command: req.Command, Description: req.Description,
+		Call: served.Call,
 	})
 	if err != nil {
 		return nil, err
