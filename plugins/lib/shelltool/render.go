@@ -461,12 +461,12 @@ func endedHow(j *jobsv1.Job) string {
 	switch {
 	case j.Signal != "":
 		return "killed by signal " + j.Signal
+	case j.Status == shell.StatusKilled:
+		return "killed" // its exit code, -1, says nothing
 	case j.ExitCode != nil && *j.ExitCode != 0:
 		return "exited with code " + strconv.Itoa(int(*j.ExitCode))
-	case j.Status == shell.StatusCompleted:
-		return "completed"
 	}
-	return "killed"
+	return "completed"
 }
 
 // renderNotices words the jobs that finished since the owner was last told,

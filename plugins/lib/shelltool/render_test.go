@@ -212,14 +212,14 @@ func TestStructuredFacts(t *testing.T) {
 // Finished jobs are worded by the tool: how each ended, and its command on
 // one line of at most 80 characters.
 func TestRenderNotices(t *testing.T) {
-	four, zero := int32(4), int32(0)
+	four, zero, minus := int32(4), int32(0), int32(-1)
 	long := "exit 4 # " + strings.Repeat("é", 100)
 	got := renderNotices([]*jobsv1.Job{
 		{Id: "j1", Command: long, Status: "completed", ExitCode: &four},
 		{Id: "j2", Command: "sleep 600\necho never", Status: "killed", Signal: "SIGTERM"},
 		{Id: "j3", Command: "true", Status: "completed", ExitCode: &zero},
 		{Id: "j4", Command: "make -j", Status: "completed", ExitCode: &four, Limits: []*shell.LimitHit{{Limit: "processes", Value: 50}}},
-		{Id: "j5", Command: "remote", Status: "killed"}, // an executor that knows no signal
+		{Id: "j5", Command: "remote", Status: "killed", ExitCode: &minus}, // an executor that knows no signal, as ctx.jobs sends it
 	})
 	want := "[job j1 finished: exited with code 4; read its output with job_output] " + string([]rune(long)[:80]) + "…\n" +
 		"[job j2 finished: killed by signal SIGTERM; read its output with job_output] sleep 600 …\n" +
@@ -253,6 +253,7 @@ func TestRenderList(t *testing.T) {
 		{Id: "j5", Command: "./leak", Status: "killed", Signal: "SIGKILL", StartedUnixMs: at(time.Minute), FinishedUnixMs: at(50 * time.Second),
 			Limits: []*shell.LimitHit{{Limit: shell.LimitMemory, Value: 1 << 30}}},
 		{Id: "j6", Command: "long " + strings.Repeat("x", 300), Status: "running", StartedUnixMs: now.Add(time.Second).UnixMilli()},
+		{Id: "j7", Command: "remote", Status: "killed", ExitCode: code(-1), StartedUnixMs: at(20 * time.Second), FinishedUnixMs: at(10 * time.Second)},
 	}
 	text := renderList(list, now)
 	golden.Check(t, "list", text)
