@@ -476,9 +476,9 @@ func TestTerminalDuplicateBackend(t *testing.T) {
 
 // A call that fails (here given up on while its tool hangs) never told
 // anyone what it started: the processes it left running are stopped, not
-// left to run unseen until their owner ends. A terminal it opened stays:
-// the agent finds it in its list of sessions. And a call that answers
-// leaves its processes alone.
+// left to run unseen until their owner ends. A terminal session it opened
+// stays: the agent finds it in its list of sessions. And a call that
+// answers leaves its processes alone.
 func TestFailedCallStopsWhatItStarted(t *testing.T) {
 	h := startTools(t, termYAML)
 	dir := t.TempDir()

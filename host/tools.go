@@ -268,18 +268,22 @@ func (h *Host) callTool(ctx context.Context, f *flight, call *ToolCall) (*ToolRe
 	if err != nil {
 		// The tool never told them: the next call does.
 		h.jobs.GiveBack(owner, t.Plugin, notices)
+		failed := toolFailed(name, gone(ctx, ld, err))
 		// Nor did its answer reach anyone: a job the call registered, or a
 		// process it started and left running (a background start given
 		// up on after the job began, a tool that crashed), has an id
 		// nobody learned, and would run unseen until its owner ends. The
 		// jobs are killed through their executors, whichever they are.
-		kctx, stop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		jobs := h.jobs.KillCall(kctx, owner, callID)
-		stop()
-		if n := h.sub.KillCallProcesses(callID); n > 0 || jobs > 0 {
-			h.log.Info("what a call that failed left running is stopped", "tool", name, "owner", owner, "jobs", jobs, "processes", n, "error", err)
+		// A host that is stopping kills everything anyway, and sooner.
+		if _, stopping := f.state(); !stopping {
+			kctx, stop := context.WithTimeout(context.WithoutCancel(callCtx), 10*time.Second)
+			jobs := h.jobs.KillCall(kctx, owner, callID)
+			stop()
+			if n := h.sub.KillCallProcesses(callID); n > 0 || jobs > 0 {
+				h.log.Info("what a call that failed left running is stopped", "tool", name, "owner", owner, "jobs", jobs, "processes", n, "error", err)
+			}
 		}
-		return nil, toolFailed(name, gone(ctx, ld, err))
+		return nil, failed
 	}
 	out := &ToolResult{Text: res.Text, Structured: res.Structured, IsError: res.IsError, Feedback: icpt.feedback}
 	dir := h.sub.OwnerDir(owner)

@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -493,30 +494,41 @@ func (m *Manager) Kill(ctx context.Context, owner, id string) (bool, error) {
 }
 
 // KillCall kills owner's running jobs that tool call call registered,
-// through their executors, each bounded by ctx, and returns how many it
-// killed: the host's answer to a call that failed, whose job ids reached
-// nobody. The jobs stay, killed, until read, as after Kill.
+// through their executors, together, each bounded by ctx, and returns how
+// many it signalled: the host's answer to a call that failed, whose job
+// ids reached nobody. It returns once the trees are signalled, without
+// waiting for them to end. The jobs stay, killed, until read.
 func (m *Manager) KillCall(ctx context.Context, owner, call string) int {
 	if call == "" {
 		return 0
 	}
-	var ids []string
+	var js []*Job
 	m.mu.Lock()
-	for id, j := range m.jobs {
+	for _, j := range m.jobs {
 		if j.Owner == owner && j.call == call && j.finished.IsZero() {
-			ids = append(ids, id)
+			js = append(js, j)
 		}
 	}
 	m.mu.Unlock()
-	n := 0
-	for _, id := range ids {
-		if killed, err := m.Kill(ctx, owner, id); err != nil {
-			m.cfg.Logger.Warn("kill of a failed call's job", "owner", owner, "job", id, "error", err)
-		} else if killed {
-			n++
-		}
+	var n atomic.Int32
+	var wg sync.WaitGroup
+	for _, j := range js {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			killed, err := j.proc.Kill(ctx)
+			if err != nil {
+				// Released meanwhile, or its executor is gone: the
+				// owner's end takes the process anyway.
+				m.cfg.Logger.Debug("kill of a failed call's job", "owner", owner, "job", j.ID, "error", err)
+			}
+			if killed {
+				n.Add(1)
+			}
+		}()
 	}
-	return n
+	wg.Wait()
+	return int(n.Load())
 }
 
 // written is what p printed so far, both streams; 0 when it cannot say.

@@ -651,8 +651,15 @@ func TestKillCall(t *testing.T) {
 		t.Fatalf("KillCall killed %d, want 1", n)
 	}
 	done(t, pm)
-	if j, err := f.m.Job("agent", mine.ID); err != nil || j.Status != Killed {
-		t.Fatalf("the call's job after KillCall: %+v %v", j, err)
+	// Its wait reports the end a moment after the process's.
+	for deadline := time.Now().Add(wait); ; time.Sleep(10 * time.Millisecond) {
+		j, err := f.m.Job("agent", mine.ID)
+		if err == nil && j.Status == Killed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the call's job after KillCall: %+v %v", j, err)
+		}
 	}
 	for _, p := range []*procs.Process{po, pt} {
 		select {

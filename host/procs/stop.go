@@ -10,21 +10,21 @@ func (m *Manager) KillCall(call string, hard bool) int {
 	return m.killCall(call, hard, true)
 }
 
-// KillCallProcesses is KillCall (with the grace) for the processes call
-// started outside terminals: a terminal's shell outlives the call that
-// opened it, and the agent finds it in its list of sessions.
+// KillCallProcesses is KillCall (with the grace) less the terminals a
+// terminal session claimed: such a shell outlives the call that opened
+// it, and its owner finds it among its sessions.
 func (m *Manager) KillCallProcesses(call string) int {
 	return m.killCall(call, false, false)
 }
 
-func (m *Manager) killCall(call string, hard, terminals bool) int {
+func (m *Manager) killCall(call string, hard, claimed bool) int {
 	if call == "" {
 		return 0
 	}
 	var ps []*Process
 	m.mu.Lock()
 	for id, p := range m.procs {
-		if p.spec.Call == call && !p.finished() && (terminals || m.terms[id] == nil) {
+		if p.spec.Call == call && !p.finished() && (claimed || m.terms[id] == nil || !m.terms[id].Claimed()) {
 			ps = append(ps, p)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 
 // KillCall ends the trees of one call's processes (SIGTERM with the grace,
 // or SIGKILL at once when hard, even over a grace already running), and
-// no other process; KillCallProcesses leaves its terminals; KillAll then ends the rest and refuses new ones.
+// no other process; KillCallProcesses leaves its claimed terminals; KillAll then ends the rest and refuses new ones.
 func TestKillCallThenKillAll(t *testing.T) {
 	m := newManager(t)
 	spawn := func(call, script string) *Process {
@@ -44,10 +44,18 @@ func TestKillCallThenKillAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// KillCallProcesses is KillCall less the terminals: c1's shell stays.
-	m.KillCallProcesses("c1")
-	if done(term.p, 300*time.Millisecond) {
-		t.Fatalf("KillCallProcesses ended a terminal: %+v", term.p.Result())
+	loose, err := m.SpawnTerminal(TerminalSpec{Argv: []string{"bash", "-c", "sleep 100"}, Dir: dir, Owner: "test", Call: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// KillCallProcesses is KillCall less the terminals a session claimed:
+	// that shell stays, one nobody claimed goes.
+	term.Claim()
+	if n := m.KillCallProcesses("c1"); n != 1 || !done(loose.p, 20*time.Second) {
+		t.Fatalf("KillCallProcesses signalled %d, and the unclaimed terminal did not end", n)
+	}
+	if done(term.p, 0) {
+		t.Fatalf("KillCallProcesses ended a claimed terminal: %+v", term.p.Result())
 	}
 	polite := spawn("c1", "touch "+dir+"/1; sleep 100")
 	stubborn := spawn("c2", "trap '' TERM; touch "+dir+"/2; sleep 100")
