@@ -279,7 +279,7 @@ func (h *Host) callTool(ctx context.Context, f *flight, call *ToolCall) (*ToolRe
 			kctx, stop := context.WithTimeout(context.WithoutCancel(callCtx), 10*time.Second)
 			jobs := h.jobs.KillCall(kctx, owner, callID)
 			stop()
-			if n := h.sub.KillCallProcesses(callID); n > 0 || jobs > 0 {
+			if n := h.sub.KillDetached(callID); n > 0 || jobs > 0 {
 				h.log.Info("what a call that failed left running is stopped", "tool", name, "owner", owner, "jobs", jobs, "processes", n, "error", err)
 			}
 		}

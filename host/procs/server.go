@@ -134,6 +134,7 @@ func (s *Service) Start(ctx context.Context, req *subprocess.SpawnRequest) (*sub
 		return nil, err
 	}
 	spec.Timeout = 0 // background processes have no timeout
+	spec.Detached = true
 	if err != nil {
 		// Settled, with the reason on stderr: nothing runs unconfined.
 		p := s.M.Settled(spec, err)

@@ -10,21 +10,27 @@ func (m *Manager) KillCall(call string, hard bool) int {
 	return m.killCall(call, hard, true)
 }
 
-// KillCallProcesses is KillCall (with the grace) less the terminals a
-// terminal session claimed: such a shell outlives the call that opened
-// it, and its owner finds it among its sessions.
-func (m *Manager) KillCallProcesses(call string) int {
+// KillDetached is KillCall (with the grace) for what call left running
+// on its own: its detached processes and the terminals no terminal
+// session claimed. A process the call waits on ends with the call's own
+// cancellation (and says so), and a claimed terminal's shell outlives the
+// call that opened it: its owner finds it among its sessions.
+func (m *Manager) KillDetached(call string) int {
 	return m.killCall(call, false, false)
 }
 
-func (m *Manager) killCall(call string, hard, claimed bool) int {
+func (m *Manager) killCall(call string, hard, all bool) int {
 	if call == "" {
 		return 0
 	}
 	var ps []*Process
 	m.mu.Lock()
 	for id, p := range m.procs {
-		if p.spec.Call == call && !p.finished() && (claimed || m.terms[id] == nil || !m.terms[id].Claimed()) {
+		if p.spec.Call != call || p.finished() {
+			continue
+		}
+		t := m.terms[id]
+		if all || t == nil && p.spec.Detached || t != nil && !t.Claimed() {
 			ps = append(ps, p)
 		}
 	}

@@ -12,12 +12,13 @@ import (
 
 // KillCall ends the trees of one call's processes (SIGTERM with the grace,
 // or SIGKILL at once when hard, even over a grace already running), and
-// no other process; KillCallProcesses leaves its claimed terminals; KillAll then ends the rest and refuses new ones.
+// no other process; KillDetached only what the call left running on its
+// own; KillAll then ends the rest and refuses new ones.
 func TestKillCallThenKillAll(t *testing.T) {
 	m := newManager(t)
 	spawn := func(call, script string) *Process {
 		t.Helper()
-		p, err := m.Spawn(Spec{Argv: []string{"bash", "-c", script}, Dir: t.TempDir(), Owner: "test", Call: call, Grace: time.Minute})
+		p, err := m.Spawn(Spec{Argv: []string{"bash", "-c", script}, Dir: t.TempDir(), Owner: "test", Call: call, Grace: time.Minute, Detached: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,14 +49,18 @@ func TestKillCallThenKillAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// KillCallProcesses is KillCall less the terminals a session claimed:
-	// that shell stays, one nobody claimed goes.
+	// KillDetached spares a terminal a session claimed, not one nobody
+	// claimed, and a process the call waits on.
 	term.Claim()
-	if n := m.KillCallProcesses("c1"); n != 1 || !done(loose.p, 20*time.Second) {
-		t.Fatalf("KillCallProcesses signalled %d, and the unclaimed terminal did not end", n)
+	waited, err := m.Spawn(Spec{Argv: []string{"sleep", "100"}, Dir: dir, Owner: "test", Call: "c1"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if done(term.p, 0) {
-		t.Fatalf("KillCallProcesses ended a claimed terminal: %+v", term.p.Result())
+	if n := m.KillDetached("c1"); n != 1 || !done(loose.p, 20*time.Second) {
+		t.Fatalf("KillDetached signalled %d, and the unclaimed terminal did not end", n)
+	}
+	if done(term.p, 0) || done(waited, 0) {
+		t.Fatalf("KillDetached ended a claimed terminal or a waited process: %+v %+v", term.p.Result(), waited.Result())
 	}
 	polite := spawn("c1", "touch "+dir+"/1; sleep 100")
 	stubborn := spawn("c2", "trap '' TERM; touch "+dir+"/2; sleep 100")
@@ -70,11 +75,11 @@ func TestKillCallThenKillAll(t *testing.T) {
 			}
 		}
 	}
-	if n := m.KillCallProcesses("c1"); n != 1 || !done(polite, 20*time.Second) {
-		t.Fatalf("KillCallProcesses(c1) signalled %d and the process did not end on SIGTERM", n)
+	if n := m.KillDetached("c1"); n != 1 || !done(polite, 20*time.Second) {
+		t.Fatalf("KillDetached(c1) signalled %d and the process did not end on SIGTERM", n)
 	}
-	if n := m.KillCall("c1", false); n != 1 || !done(term.p, 20*time.Second) {
-		t.Fatalf("KillCall(c1) signalled %d and its terminal did not end", n)
+	if n := m.KillCall("c1", false); n != 2 || !done(term.p, 20*time.Second) || !done(waited, 20*time.Second) {
+		t.Fatalf("KillCall(c1) signalled %d and its terminal or waited process did not end", n)
 	}
 	if r := polite.Result(); r.Signal != "SIGTERM" {
 		t.Fatalf("c1 ended %q, want SIGTERM", r.Signal)

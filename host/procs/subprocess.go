@@ -140,6 +140,9 @@ type Spec struct {
 	// Call is the host-stamped call the process serves, if any
 	// (LatestLine finds it by that).
 	Call string
+	// Detached: started to outlive the request that started it (a
+	// background process), not waited on by it.
+	Detached bool
 	// Confine, if set, restricts the calling OS thread (a sandbox
 	// runner's confinement): the command is forked from a thread that
 	// ran it, and waited on there, and that thread is never used again.
