@@ -125,6 +125,16 @@ func (a *callAsker) Ask(ctx context.Context, owner string, req *approval.Request
 	ectx, cancel := context.WithCancel(a.ctx)
 	defer cancel()
 	defer context.AfterFunc(ctx, cancel)()
+	if t, ok := a.ctx.Value(taskKey{}).(*task); ok {
+		done, err := a.s.tasks.awaitClient(ectx, t)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, errors.New("the call was cancelled before the user answered")
+		}
+		defer done()
+	}
 	a.s.log.Debug("asking the user", "owner", owner, "command", req.Command, "target_mode", req.TargetMode, "hosts", req.Hosts)
 	res, err := a.req.Session.Elicit(ectx, params)
 	if err != nil {

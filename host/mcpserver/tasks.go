@@ -59,13 +59,14 @@ const (
 	maxKeptTasks = 256
 )
 
-// Task statuses (input_required is not used: a question for the user is
-// asked as for a plain call, by elicitation).
+// Task statuses. A question for the user is asked by elicitation, as for
+// a plain call, while the task is input_required.
 const (
-	taskWorking   = "working"
-	taskCompleted = "completed"
-	taskFailed    = "failed"
-	taskCancelled = "cancelled"
+	taskWorking       = "working"
+	taskInputRequired = "input_required"
+	taskCompleted     = "completed"
+	taskFailed        = "failed"
+	taskCancelled     = "cancelled"
 )
 
 // taskBook holds the tasks of every owner.
@@ -83,6 +84,11 @@ type task struct {
 	ttl       time.Duration
 	cancel    context.CancelFunc
 	done      chan struct{} // closed once the call has returned
+	// known is closed once the client has named the task (tasks/get,
+	// result, cancel or list): it has the task's id, and a question
+	// about the task may reach it.
+	known     chan struct{}
+	knownOnce sync.Once
 
 	// Guarded by taskBook.mu.
 	status  string
@@ -116,7 +122,40 @@ func (t *task) wire() wireTask {
 	}
 }
 
-func (t *task) final() bool { return t.status != taskWorking }
+func (t *task) final() bool {
+	return t.status != taskWorking && t.status != taskInputRequired
+}
+
+func (t *task) markKnown() { t.knownOnce.Do(func() { close(t.known) }) }
+
+// taskKey carries a task to the calls it makes (its asker's questions).
+type taskKey struct{}
+
+// awaitClient marks t input_required for a question, and waits (bounded by
+// ctx) until the client has named the task: a question sent before the
+// answer that creates the task would reach a client that does not know
+// the task yet. done sets t working again.
+func (b *taskBook) awaitClient(ctx context.Context, t *task) (done func(), err error) {
+	b.mu.Lock()
+	if !t.final() {
+		t.status, t.message, t.updated = taskInputRequired, "waiting for the user's answer (tasks/result receives the question)", time.Now()
+	}
+	b.mu.Unlock()
+	done = func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if t.status == taskInputRequired {
+			t.status, t.message, t.updated = taskWorking, "", time.Now()
+		}
+	}
+	select {
+	case <-t.known:
+		return done, nil
+	case <-ctx.Done():
+		done()
+		return nil, ctx.Err()
+	}
+}
 
 // serveTasks installs the tasks: the middleware (outermost, so a task's
 // call goes through every other one) and the tasks/* methods.
@@ -217,7 +256,8 @@ func (s *Server) startTask(ss *mcp.ServerSession, p *mcp.CallToolParamsRaw, req 
 	// Its own context: the request is answered now, and a client
 	// cancelling it (or its HTTP stream ending) must not stop the task.
 	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), taskOwnerKey{}, owner))
-	t := &task{id: randid.New(), owner: owner, created: now, updated: now, ttl: ttl, cancel: cancel, done: make(chan struct{}), status: taskWorking}
+	t := &task{id: randid.New(), owner: owner, created: now, updated: now, ttl: ttl, cancel: cancel, done: make(chan struct{}), known: make(chan struct{}), status: taskWorking}
+	ctx = context.WithValue(ctx, taskKey{}, t)
 	if err := s.tasks.add(t); err != nil {
 		cancel()
 		return nil, err
@@ -441,6 +481,7 @@ func (s *Server) lookup(ss *mcp.ServerSession, p *taskParams) (*task, error) {
 	if t == nil {
 		return nil, unknownTask(p.TaskID)
 	}
+	t.markKnown()
 	return t, nil
 }
 
@@ -535,6 +576,7 @@ func (s *Server) listTasks(_ context.Context, ss *mcp.ServerSession, _ *listPara
 		return mine[i].created.Before(mine[j].created) || mine[i].created.Equal(mine[j].created) && mine[i].id < mine[j].id
 	})
 	for _, t := range mine {
+		t.markKnown()
 		out.Tasks = append(out.Tasks, t.wire())
 	}
 	s.tasks.mu.Unlock()

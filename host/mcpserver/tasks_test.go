@@ -393,6 +393,23 @@ func TestTaskAsksTheUser(t *testing.T) {
 	defer c.close()
 	marker := filepath.Join(t.TempDir(), "ran")
 	created := wireTaskOf(t, c.call("tools/call", fmt.Sprintf(`{"name":"bash","arguments":{"command":"touch %s; echo ran","description":"test","sandbox_permissions":"danger-full-access","justification":"it writes outside the workspace"},"task":{}}`, marker)), true)
+	// The task waits for its user, and holds the question until the
+	// client names the task: nothing comes ahead of a ping's answer. (Seen
+	// from inside: a tasks/get would name it.)
+	eventually(t, "the task is input_required", func() bool {
+		s.tasks.mu.Lock()
+		defer s.tasks.mu.Unlock()
+		for _, mine := range s.tasks.byOwner {
+			if tk := mine[created.TaskID]; tk != nil {
+				return tk.status == taskInputRequired
+			}
+		}
+		return false
+	})
+	time.Sleep(200 * time.Millisecond)
+	if r := c.call("ping", `{}`); r.Error != nil {
+		t.Fatalf("ping: %+v", r.Error)
+	}
 	var asked []string
 	r := c.callAnswering("tasks/result", taskOp(created.TaskID), func(method string, params json.RawMessage) string {
 		asked = append(asked, method+" "+string(params))
@@ -406,6 +423,9 @@ func TestTaskAsksTheUser(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err != nil {
 		t.Fatalf("the approved command did not run: %v", err)
+	}
+	if got := wireTaskOf(t, c.call("tasks/get", taskOp(created.TaskID)), false); got.Status != taskCompleted {
+		t.Fatalf("after the answer: %+v", got)
 	}
 }
 
