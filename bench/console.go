@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // consoleCalls: MCP tools/call of bash `true` over streamable HTTP to
@@ -22,13 +20,7 @@ func consoleCalls(dir string, n int) {
 	defer s.stop()
 	cs := s.connect()
 	defer cs.Close()
-	call := func() {
-		r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "true", "description": "bench"}})
-		check(err)
-		if r.IsError {
-			fail("bash true failed")
-		}
-	}
+	call := func() { mustCall(cs, "bash", map[string]any{"command": "true", "description": "bench"}) }
 	for i := 0; i < 10; i++ {
 		call() // warm up
 	}
@@ -61,18 +53,10 @@ func consoleCalls(dir string, n int) {
 	var closed, open []time.Duration
 	events := 0
 	for len(closed) < n {
-		for i := 0; i < block; i++ {
-			t := time.Now()
-			call()
-			closed = append(closed, time.Since(t))
-		}
+		closed = append(closed, timeEach(block, call)...)
 		got, stop := openPage()
 		time.Sleep(50 * time.Millisecond) // the page's first snapshots
-		for i := 0; i < block; i++ {
-			t := time.Now()
-			call()
-			open = append(open, time.Since(t))
-		}
+		open = append(open, timeEach(block, call)...)
 		stop()
 		events += *got
 	}

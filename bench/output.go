@@ -90,6 +90,27 @@ func procKiB(pid int, field string) int64 {
 	return 0
 }
 
+// mustCall calls tool on cs and fails the bench on an error or a result
+// that is one.
+func mustCall(cs *mcp.ClientSession, tool string, args map[string]any) {
+	r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	check(err)
+	if r.IsError {
+		fail(fmt.Sprintf("%s failed: %s", tool, text(r)))
+	}
+}
+
+// timeEach runs f n times and returns how long each run took.
+func timeEach(n int, f func()) []time.Duration {
+	out := make([]time.Duration, 0, n)
+	for range n {
+		t := time.Now()
+		f()
+		out = append(out, time.Since(t))
+	}
+	return out
+}
+
 func text(r *mcp.CallToolResult) string {
 	var b strings.Builder
 	for _, c := range r.Content {

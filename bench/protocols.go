@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -23,31 +22,16 @@ func protocolCalls(dir string, n int) {
 	if v := stateless.InitializeResult().ProtocolVersion; v != "2026-07-28" || stateless.ID() != "" {
 		fail(fmt.Sprintf("the stateless client got protocol %q and session %q", v, stateless.ID()))
 	}
-	call := func(cs *mcp.ClientSession, tool string, args map[string]any) {
-		r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
-		check(err)
-		if r.IsError {
-			fail(fmt.Sprintf("%s failed: %s", tool, text(r)))
-		}
-	}
 	bashTrue := map[string]any{"command": "true", "description": "bench"}
 	for i := 0; i < 10; i++ {
-		call(withSession, "bash", bashTrue)
-		call(stateless, "bash", bashTrue)
+		mustCall(withSession, "bash", bashTrue)
+		mustCall(stateless, "bash", bashTrue)
 	}
 	const block = 10
 	var a, b []time.Duration
 	for len(a) < n {
-		for i := 0; i < block; i++ {
-			t := time.Now()
-			call(withSession, "bash", bashTrue)
-			a = append(a, time.Since(t))
-		}
-		for i := 0; i < block; i++ {
-			t := time.Now()
-			call(stateless, "bash", bashTrue)
-			b = append(b, time.Since(t))
-		}
+		a = append(a, timeEach(block, func() { mustCall(withSession, "bash", bashTrue) })...)
+		b = append(b, timeEach(block, func() { mustCall(stateless, "bash", bashTrue) })...)
 	}
 	fmt.Println("MCP tools/call of bash `true` over HTTP, a client with a session and a stateless one, blocks of 10 interleaved")
 	row("with a session (2025-11-25)", a)
@@ -55,17 +39,13 @@ func protocolCalls(dir string, n int) {
 	// job_list of 8 jobs each way, interleaved.
 	for _, cs := range []*mcp.ClientSession{withSession, stateless} {
 		for i := 0; i < 8; i++ {
-			call(cs, "bash", map[string]any{"command": "sleep 30", "description": "bench", "run_in_background": true})
+			mustCall(cs, "bash", map[string]any{"command": "sleep 30", "description": "bench", "run_in_background": true})
 		}
 	}
 	var la, lb []time.Duration
 	for len(la) < n {
-		t := time.Now()
-		call(withSession, "job_list", map[string]any{})
-		la = append(la, time.Since(t))
-		t = time.Now()
-		call(stateless, "job_list", map[string]any{})
-		lb = append(lb, time.Since(t))
+		la = append(la, timeEach(1, func() { mustCall(withSession, "job_list", map[string]any{}) })...)
+		lb = append(lb, timeEach(1, func() { mustCall(stateless, "job_list", map[string]any{}) })...)
 	}
 	fmt.Println("job_list of 8 running jobs over HTTP, alternating")
 	row("with a session", la)
