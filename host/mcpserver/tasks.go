@@ -128,7 +128,10 @@ func (t *task) final() bool {
 
 func (t *task) markKnown() { t.knownOnce.Do(func() { close(t.known) }) }
 
-// taskKey carries a task to the calls it makes (its asker's questions).
+// taskKey carries a task to the calls it makes: its owner (by the time a
+// task reads its job, the session that asked for it may have ended, its
+// owner waiting out the grace or for its client to come back, and the
+// session would name no owner), and its status while it asks the user.
 type taskKey struct{}
 
 // awaitClient marks t input_required for a question, and waits (bounded by
@@ -255,9 +258,9 @@ func (s *Server) startTask(ss *mcp.ServerSession, p *mcp.CallToolParamsRaw, req 
 	now := time.Now()
 	// Its own context: the request is answered now, and a client
 	// cancelling it (or its HTTP stream ending) must not stop the task.
-	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), taskOwnerKey{}, owner))
-	t := &task{id: randid.New(), owner: owner, created: now, updated: now, ttl: ttl, cancel: cancel, done: make(chan struct{}), known: make(chan struct{}), status: taskWorking}
-	ctx = context.WithValue(ctx, taskKey{}, t)
+	t := &task{id: randid.New(), owner: owner, created: now, updated: now, ttl: ttl, done: make(chan struct{}), known: make(chan struct{}), status: taskWorking}
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), taskKey{}, t))
+	t.cancel = cancel
 	if err := s.tasks.add(t); err != nil {
 		cancel()
 		return nil, err
@@ -279,17 +282,11 @@ func (s *Server) startTask(ss *mcp.ServerSession, p *mcp.CallToolParamsRaw, req 
 	return &createTaskResult{Task: w}, nil
 }
 
-// taskOwnerKey carries a task's owner to the calls it makes: by the time
-// a task reads its job, the session that asked for it may have ended (its
-// owner waiting out the grace, or for its client to come back), and the
-// session would name no owner.
-type taskOwnerKey struct{}
-
 // callOwner is the owner a tool call runs for: its task's, or its
 // session's.
 func (s *Server) callOwner(ctx context.Context, req mcp.Request) string {
-	if o, ok := ctx.Value(taskOwnerKey{}).(string); ok {
-		return o
+	if t, ok := ctx.Value(taskKey{}).(*task); ok {
+		return t.owner
 	}
 	return s.ownerOf(req)
 }
