@@ -1,6 +1,9 @@
 package procs
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // KillCall terminates the trees of every running process that serves
 // call (SIGTERM, then SIGKILL after each one's grace; hard skips the
@@ -14,9 +17,24 @@ func (m *Manager) KillCall(call string, hard bool) int {
 // on its own: its detached processes and the terminals no terminal
 // session claimed. A process the call waits on ends with the call's own
 // cancellation (and says so), and a claimed terminal's shell outlives the
-// call that opened it: its owner finds it among its sessions.
+// call that opened it: its owner finds it among its sessions. The call is
+// over: a detached process started for it afterwards (a start that was
+// on its way) is killed as it is entered.
 func (m *Manager) KillDetached(call string) int {
 	return m.killCall(call, false, false)
+}
+
+// endedKeep is how long a call KillDetached ended is remembered: longer
+// than any start still on its way.
+const endedKeep = time.Minute
+
+// endedLocked reports whether KillDetached ended call; m.mu is held.
+func (m *Manager) endedLocked(call string) bool {
+	if call == "" {
+		return false
+	}
+	_, ok := m.ended[call]
+	return ok
 }
 
 func (m *Manager) killCall(call string, hard, all bool) int {
@@ -25,6 +43,18 @@ func (m *Manager) killCall(call string, hard, all bool) int {
 	}
 	var ps []*Process
 	m.mu.Lock()
+	if !all {
+		now := time.Now()
+		for c, at := range m.ended {
+			if now.Sub(at) > endedKeep {
+				delete(m.ended, c)
+			}
+		}
+		if m.ended == nil {
+			m.ended = map[string]time.Time{}
+		}
+		m.ended[call] = now
+	}
 	for id, p := range m.procs {
 		if p.spec.Call != call || p.finished() {
 			continue

@@ -41,22 +41,22 @@ func TestKillCallThenKillAll(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	term, err := m.SpawnTerminal(TerminalSpec{Argv: []string{"bash", "-c", "sleep 100"}, Dir: dir, Owner: "test", Call: "c1"})
+	term, err := m.SpawnTerminal(TerminalSpec{Argv: []string{"bash", "-c", "sleep 100"}, Dir: dir, Owner: "test", Call: "t1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	loose, err := m.SpawnTerminal(TerminalSpec{Argv: []string{"bash", "-c", "sleep 100"}, Dir: dir, Owner: "test", Call: "c1"})
+	loose, err := m.SpawnTerminal(TerminalSpec{Argv: []string{"bash", "-c", "sleep 100"}, Dir: dir, Owner: "test", Call: "t1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// KillDetached spares a terminal a session claimed, not one nobody
 	// claimed, and a process the call waits on.
 	term.Claim()
-	waited, err := m.Spawn(Spec{Argv: []string{"sleep", "100"}, Dir: dir, Owner: "test", Call: "c1"})
+	waited, err := m.Spawn(Spec{Argv: []string{"sleep", "100"}, Dir: dir, Owner: "test", Call: "t1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := m.KillDetached("c1"); n != 1 || !done(loose.p, 20*time.Second) {
+	if n := m.KillDetached("t1"); n != 1 || !done(loose.p, 20*time.Second) {
 		t.Fatalf("KillDetached signalled %d, and the unclaimed terminal did not end", n)
 	}
 	if done(term.p, 0) || done(waited, 0) {
@@ -78,8 +78,8 @@ func TestKillCallThenKillAll(t *testing.T) {
 	if n := m.KillDetached("c1"); n != 1 || !done(polite, 20*time.Second) {
 		t.Fatalf("KillDetached(c1) signalled %d and the process did not end on SIGTERM", n)
 	}
-	if n := m.KillCall("c1", false); n != 2 || !done(term.p, 20*time.Second) || !done(waited, 20*time.Second) {
-		t.Fatalf("KillCall(c1) signalled %d and its terminal or waited process did not end", n)
+	if n := m.KillCall("t1", false); n != 2 || !done(term.p, 20*time.Second) || !done(waited, 20*time.Second) {
+		t.Fatalf("KillCall(t1) signalled %d and its terminal or waited process did not end", n)
 	}
 	if r := polite.Result(); r.Signal != "SIGTERM" {
 		t.Fatalf("c1 ended %q, want SIGTERM", r.Signal)
@@ -104,5 +104,37 @@ func TestKillCallThenKillAll(t *testing.T) {
 	}
 	if _, err := m.Spawn(Spec{Argv: []string{"true"}, Dir: t.TempDir()}); err == nil {
 		t.Fatal("a spawn after KillAll started")
+	}
+}
+
+// A detached process whose start was on its way when KillDetached ended its
+// call is killed as it is entered; a process the call waits on, and other
+// calls' processes, are not.
+func TestKillDetachedThenALateStart(t *testing.T) {
+	m := newManager(t)
+	m.KillDetached("c1")
+	late, err := m.Spawn(Spec{Argv: []string{"sleep", "100"}, Dir: t.TempDir(), Owner: "test", Call: "c1", Detached: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-late.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("a detached process of an ended call kept running")
+	}
+	for _, spec := range []Spec{
+		{Argv: []string{"sleep", "100"}, Dir: t.TempDir(), Owner: "test", Call: "c1"},
+		{Argv: []string{"sleep", "100"}, Dir: t.TempDir(), Owner: "test", Call: "c2", Detached: true},
+	} {
+		p, err := m.Spawn(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-p.Done():
+			t.Fatalf("%+v ended: %+v", spec, p.Result())
+		case <-time.After(200 * time.Millisecond):
+		}
+		p.Kill()
 	}
 }

@@ -239,6 +239,10 @@ type Manager struct {
 	procs  map[string]*Process
 	terms  map[string]*Terminal // the terminals among procs (terminal.go)
 	closed bool
+	// ended are the calls KillDetached ended, and when: a detached
+	// process still on its way for one of them is killed as it is
+	// entered (stop.go).
+	ended map[string]time.Time
 }
 
 // New makes a Manager. On Linux, per-command cgroups are used where the
@@ -360,7 +364,11 @@ func (m *Manager) spawn(spec Spec, inline bool) (*Process, error) {
 	}
 	m.mu.Lock()
 	m.procs[id] = p
+	late := spec.Detached && m.endedLocked(spec.Call)
 	m.mu.Unlock()
+	if late {
+		p.kill(false)
+	}
 	// Once the tree is gone, letting go of what tracked it need not delay
 	// anyone: not a caller of Done, nor a Run that waits here.
 	if inline {
